@@ -1,0 +1,14 @@
+// Strict parsing of numbers given by users (flags, environment, files).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace pstrain {
+
+// A whole decimal number in [lo, hi]: digits only (no sign, no spaces, no
+// trailing text).  std::nullopt for anything else, including overflow.
+std::optional<std::int64_t> parse_count(std::string_view text, std::int64_t lo, std::int64_t hi);
+
+}  // namespace pstrain

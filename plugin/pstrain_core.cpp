@@ -1,0 +1,375 @@
+#include "plugin/pstrain_core.hpp"
+
+#include "common/error.hpp"
+#include "common/hostlist.hpp"
+#include "common/layout.hpp"
+#include "common/parse.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace pstrain::plugin {
+namespace {
+
+constexpr const char* known_keys = "tf_config, gpu_bind, ps_placement, port_range, max_tasks";
+
+bool parse_bool(const std::string& key, const std::string& value)
+{
+    if (value == "yes" || value == "1" || value == "true") return true;
+    if (value == "no" || value == "0" || value == "false") return false;
+    throw error(fmt::format("plugstack.conf argument {}={}: use yes or no", key, value));
+}
+
+int parse_one(const std::string& key, const std::string& value, std::int64_t lo, std::int64_t hi)
+{
+    auto v = parse_count(value, lo, hi);
+    if (!v) throw error(fmt::format("plugstack.conf argument {}={}: give a whole number from {} to {}", key, value, lo, hi));
+    return static_cast<int>(*v);
+}
+
+int parse_task_option(const char* flag, const std::optional<std::string>& text, const config& cfg)
+{
+    const char* what = std::string_view(flag) == "--ps" ? "parameter-server" : "worker";
+    const char* example = std::string_view(flag) == "--ps" ? "--ps=1" : "--workers=2";
+    if (text->empty())
+        throw error(fmt::format("{}= is empty: give the number of {} tasks, e.g. {}", flag, what, example));
+    auto v = parse_count(*text, 1, cfg.max_tasks);
+    if (!v) {
+        bool digits = std::all_of(text->begin(), text->end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (digits && text->find_first_not_of('0') != std::string::npos)
+            throw error(fmt::format("{}={} is too large: at most {} {} tasks (plugstack.conf max_tasks)", flag, *text,
+                                    cfg.max_tasks, what));
+        throw error(fmt::format("{}={} is not a valid number of {} tasks: give a whole number from 1 to {}, e.g. {}", flag,
+                                *text, what, cfg.max_tasks, example));
+    }
+    return static_cast<int>(*v);
+}
+
+std::vector<int> parse_port_list(const std::string& text)
+{
+    std::vector<int> ports;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        std::size_t comma = text.find(',', start);
+        if (comma == std::string::npos) comma = text.size();
+        std::string item = text.substr(start, comma - start);
+        std::size_t dash = item.find('-');
+        auto lo = parse_count(item.substr(0, dash), 1, 65535);
+        auto hi = dash == std::string::npos ? lo : parse_count(item.substr(dash + 1), 1, 65535);
+        if (!lo || !hi || *hi < *lo) throw error(fmt::format("SLURM_STEP_RESV_PORTS={} is not a port list", text));
+        for (auto p = *lo; p <= *hi; ++p) ports.push_back(static_cast<int>(p));
+        start = comma + 1;
+    }
+    return ports;
+}
+
+// The same slot for every task of a step: the ports of the whole step form
+// one block of max_tasks_per_node consecutive ports.
+std::vector<int> step_ports(const config& cfg, const step_info& step, const task_layout& layout,
+                            std::vector<std::string>& warnings)
+{
+    const int per_node = layout.max_tasks_per_node();
+    if (step.resv_ports) {
+        auto reserved = parse_port_list(*step.resv_ports);
+        if (static_cast<int>(reserved.size()) >= per_node) return reserved;
+        warnings.push_back(fmt::format("SLURM_STEP_RESV_PORTS has {} ports for {} tasks on a node: using port_range instead",
+                                       reserved.size(), per_node));
+    }
+    const int slots = (cfg.port_max - cfg.port_min + 1) / per_node;
+    if (slots < 1)
+        throw error(fmt::format("port_range {}-{} is smaller than the {} tasks of one node: widen port_range in plugstack.conf",
+                                cfg.port_min, cfg.port_max, per_node));
+    // Steps of one job take consecutive slots; jobs are spread by a
+    // multiplicative hash of the job id.
+    std::uint64_t key = static_cast<std::uint64_t>(step.job_id) * 2654435761u + step.step_id;
+    int slot = static_cast<int>(key % static_cast<std::uint64_t>(slots));
+    std::vector<int> ports(static_cast<std::size_t>(per_node));
+    for (int i = 0; i < per_node; ++i) ports[static_cast<std::size_t>(i)] = cfg.port_min + slot * per_node + i;
+    return ports;
+}
+
+std::vector<std::string> split_devices(const std::string& list)
+{
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start < list.size()) {
+        std::size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        if (comma > start) out.push_back(list.substr(start, comma - start));
+        start = comma + 1;
+    }
+    return out;
+}
+
+std::string join(const std::vector<std::string>& items, std::size_t from, std::size_t to)
+{
+    std::string out;
+    for (std::size_t i = from; i < to; ++i) out += (i == from ? "" : ",") + items[i];
+    return out;
+}
+
+}  // namespace
+
+config parse_plugstack_args(const std::vector<std::string>& args)
+{
+    config cfg;
+    for (const auto& arg : args) {
+        auto eq = arg.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw error(fmt::format("plugstack.conf argument '{}' is not key=value: known keys are {} (see spank-pstrain(8))",
+                                    arg, known_keys));
+        std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
+        if (key == "tf_config") {
+            cfg.tf_config = parse_bool(key, value);
+        } else if (key == "gpu_bind") {
+            if (value == "split") cfg.gpu_bind = gpu_policy::split;
+            else if (value == "share") cfg.gpu_bind = gpu_policy::share;
+            else if (value == "none") cfg.gpu_bind = gpu_policy::none;
+            else throw error(fmt::format("plugstack.conf argument gpu_bind={}: use split, share or none", value));
+        } else if (key == "ps_placement") {
+            if (value == "rank") cfg.placement = ps_placement::rank;
+            else if (value == "spread") cfg.placement = ps_placement::spread;
+            else throw error(fmt::format("plugstack.conf argument ps_placement={}: use rank or spread", value));
+        } else if (key == "port_range") {
+            auto dash = value.find('-');
+            if (dash == std::string::npos) throw error(fmt::format("plugstack.conf argument port_range={}: use MIN-MAX, e.g. 30000-39999", value));
+            cfg.port_min = parse_one(key, value.substr(0, dash), 1024, 65535);
+            cfg.port_max = parse_one(key, value.substr(dash + 1), cfg.port_min, 65535);
+        } else if (key == "max_tasks") {
+            cfg.max_tasks = parse_one(key, value, 2, 1 << 20);
+        } else {
+            throw error(fmt::format("unknown plugstack.conf argument '{}' for spank_pstrain.so: known keys are {} (see spank-pstrain(8))",
+                                    key, known_keys));
+        }
+    }
+    return cfg;
+}
+
+std::optional<job_shape> validate_options(const option_values& given, const config& cfg)
+{
+    if (!given.ps && !given.workers) return std::nullopt;
+    if (!given.workers)
+        throw error(fmt::format("--ps={} was given without --workers: give both, e.g. --ps=1 --workers=2", *given.ps));
+    if (!given.ps)
+        throw error(fmt::format("--workers={} was given without --ps: give both, e.g. --ps=1 --workers={}", *given.workers,
+                                given.workers->empty() ? "2" : *given.workers));
+    job_shape shape{parse_task_option("--ps", given.ps, cfg), parse_task_option("--workers", given.workers, cfg)};
+    if (shape.total() > cfg.max_tasks)
+        throw error(fmt::format("--ps={} --workers={} makes {} tasks, more than {} (plugstack.conf max_tasks)", shape.num_ps,
+                                shape.num_workers, shape.total(), cfg.max_tasks));
+    return shape;
+}
+
+std::string task_count_error(const job_shape& shape, std::uint32_t step_tasks)
+{
+    return fmt::format("--ps={} --workers={} needs {} tasks, the step has {}: use -n {} (or leave -n out)", shape.num_ps,
+                       shape.num_workers, shape.total(), step_tasks, shape.total());
+}
+
+std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& layout, ps_placement placement)
+{
+    const int total = static_cast<int>(layout.node_of_rank.size());
+    std::vector<bool> is_ps(static_cast<std::size_t>(total), false);
+    if (placement == ps_placement::rank) {
+        for (int r = 0; r < shape.num_ps; ++r) is_ps[static_cast<std::size_t>(r)] = true;
+    } else {
+        // Round-robin over nodes, taking each node's lowest unassigned rank.
+        std::vector<std::size_t> next(layout.ranks_of_node.size(), 0);
+        int chosen = 0;
+        while (chosen < shape.num_ps) {
+            for (std::size_t n = 0; n < layout.ranks_of_node.size() && chosen < shape.num_ps; ++n) {
+                if (next[n] < layout.ranks_of_node[n].size()) {
+                    is_ps[static_cast<std::size_t>(layout.ranks_of_node[n][next[n]++])] = true;
+                    ++chosen;
+                }
+            }
+        }
+    }
+    std::vector<task_id> roles;
+    int ps = 0, worker = 0;
+    for (int r = 0; r < total; ++r)
+        roles.push_back(is_ps[static_cast<std::size_t>(r)] ? task_id{role::ps, ps++} : task_id{role::worker, worker++});
+    return roles;
+}
+
+environment task_environment(const job_shape& shape, const config& cfg, const step_info& step,
+                             std::vector<std::string>& warnings)
+{
+    if (step.total_tasks != shape.total()) throw error(task_count_error(shape, static_cast<std::uint32_t>(step.total_tasks)));
+    task_layout layout = make_layout(expand_hostlist(step.nodelist), expand_task_counts(step.tasks_per_node),
+                                     parse_distribution(step.distribution), step.plane_size);
+    if (static_cast<int>(layout.node_of_rank.size()) != step.total_tasks)
+        throw error(fmt::format("SLURM_STEP_TASKS_PER_NODE={} counts {} tasks but the step has {}", step.tasks_per_node,
+                                layout.node_of_rank.size(), step.total_tasks));
+    if (step.rank < 0 || step.rank >= step.total_tasks)
+        throw error(fmt::format("task rank {} is outside the step's {} tasks", step.rank, step.total_tasks));
+
+    auto roles = assign_roles(shape, layout, cfg.placement);
+    auto ports = step_ports(cfg, step, layout, warnings);
+    cluster_spec spec;
+    for (int r = 0; r < step.total_tasks; ++r) {
+        const auto& host = layout.nodes[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(r)])];
+        auto address = fmt::format("{}:{}", host, ports[static_cast<std::size_t>(layout.local_index(r))]);
+        (roles[static_cast<std::size_t>(r)].role == role::ps ? spec.ps : spec.worker).push_back(std::move(address));
+    }
+
+    const task_id me = roles[static_cast<std::size_t>(step.rank)];
+    environment env{
+        {"PSTRAIN_ROLE", std::string(role_name(me.role))},
+        {"PSTRAIN_TASK_INDEX", std::to_string(me.index)},
+        {"PSTRAIN_NUM_PS", std::to_string(shape.num_ps)},
+        {"PSTRAIN_NUM_WORKERS", std::to_string(shape.num_workers)},
+        {"PSTRAIN_CLUSTER", to_json(spec)},
+    };
+    if (cfg.tf_config) env.emplace_back("TF_CONFIG", tf_config_json(spec, me));
+
+    if (cfg.gpu_bind == gpu_policy::none) return env;
+    if (me.role == role::ps) {
+        env.emplace_back("CUDA_VISIBLE_DEVICES", "");
+        return env;
+    }
+    if (!step.cuda_visible_devices) return env;  // no GPUs allocated: CPU workers
+    auto devices = split_devices(*step.cuda_visible_devices);
+    // This worker's index among the workers on its node.
+    const auto& on_node = layout.ranks_of_node[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])];
+    int local_workers = 0, k = 0;
+    for (int r : on_node) {
+        if (roles[static_cast<std::size_t>(r)].role != role::worker) continue;
+        if (r == step.rank) k = local_workers;
+        ++local_workers;
+    }
+    const auto g = devices.size();
+    const auto w = static_cast<std::size_t>(local_workers), kk = static_cast<std::size_t>(k);
+    std::string mine;
+    if (g == 0) {
+        warnings.push_back(fmt::format("worker {} has no GPU: Slurm allocated none on {}; it runs on the CPU (ask for --gres=gpu:N)",
+                                       me.index, layout.nodes[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])]));
+    } else if (g >= w) {
+        mine = join(devices, kk * g / w, (kk + 1) * g / w);  // an even split, the remainder to the last workers
+    } else if (cfg.gpu_bind == gpu_policy::share) {
+        mine = devices[kk % g];
+    } else if (kk < g) {
+        mine = devices[kk];
+    } else {
+        warnings.push_back(fmt::format("worker {} has no GPU left: {} workers share the {} GPU(s) on this node; it runs on the CPU "
+                                       "(ask for --gres=gpu:{} or set gpu_bind=share)",
+                                       me.index, w, g, w));
+    }
+    env.emplace_back("CUDA_VISIBLE_DEVICES", mine);
+    return env;
+}
+
+// ----------------------------------------------------------------- plugin
+
+bool spank_plugin::fail(spank_host& host, const std::string& line)
+{
+    host.error("pstrain: " + line);
+    return false;
+}
+
+int spank_plugin::init(const std::vector<std::string>& args, spank_host& host)
+{
+    try {
+        cfg_ = parse_plugstack_args(args);
+    } catch (const error& e) {
+        // On a compute node an error here would fail every step, with or
+        // without --ps: keep it for task_init, where it fails only ours.
+        if (host.where() == context::remote) {
+            deferred_error_ = e.what();
+            return 0;
+        }
+        fail(host, e.what());
+        return -1;
+    }
+    return 0;
+}
+
+int spank_plugin::set_option(bool is_ps, const char* optarg)
+{
+    (is_ps ? given_.ps : given_.workers) = std::string(optarg ? optarg : "");
+    return 0;
+}
+
+int spank_plugin::init_post_opt(spank_host& host)
+{
+    try {
+        shape_ = validate_options(given_, cfg_);
+    } catch (const error& e) {
+        if (host.where() == context::remote) {
+            deferred_error_ = e.what();
+            return 0;  // an error returned here would drain the node
+        }
+        fail(host, e.what());
+        return -1;
+    }
+    if (!shape_ || host.where() == context::remote) return 0;
+    // The batch script and an srun inside it see the sizes.
+    if (host.where() == context::allocator || host.where() == context::local) {
+        host.setenv("PSTRAIN_NUM_PS", std::to_string(shape_->num_ps));
+        host.setenv("PSTRAIN_NUM_WORKERS", std::to_string(shape_->num_workers));
+    }
+    return 0;
+}
+
+int spank_plugin::local_user_init(spank_host& host)
+{
+    if (!shape_) return 0;
+    auto tasks = host.get(item::total_tasks);
+    if (tasks && *tasks != static_cast<std::uint32_t>(shape_->total())) {
+        fail(host, task_count_error(*shape_, *tasks));
+        return -1;
+    }
+    return 0;
+}
+
+int spank_plugin::task_init(spank_host& host)
+{
+    if (!deferred_error_.empty() && (shape_ || given_.ps || given_.workers)) {
+        fail(host, deferred_error_);
+        return -1;
+    }
+    if (!shape_) return 0;
+    auto step_id = host.get(item::step_id);
+    if (!step_id || *step_id == extern_step_id) return 0;
+    if (*step_id == batch_step_id || *step_id == interactive_step_id) {
+        host.setenv("PSTRAIN_NUM_PS", std::to_string(shape_->num_ps));
+        host.setenv("PSTRAIN_NUM_WORKERS", std::to_string(shape_->num_workers));
+        return 0;
+    }
+    try {
+        step_info step;
+        auto rank = host.get(item::task_global_id);
+        auto total = host.get(item::total_tasks);
+        if (!rank || !total) throw error("slurmstepd did not give the task's rank or the step's task count");
+        step.rank = static_cast<int>(*rank);
+        step.total_tasks = static_cast<int>(*total);
+        auto need = [&](const char* name) {
+            auto v = host.getenv(name);
+            if (!v) throw error(fmt::format("{} is not set in the task's environment", name));
+            return *v;
+        };
+        step.nodelist = need("SLURM_STEP_NODELIST");
+        step.tasks_per_node = need("SLURM_STEP_TASKS_PER_NODE");
+        step.distribution = host.getenv("SLURM_DISTRIBUTION").value_or("");
+        if (auto plane = host.getenv("SLURM_DIST_PLANESIZE")) step.plane_size = static_cast<int>(parse_count(*plane, 1, 1 << 20).value_or(1));
+        step.job_id = host.get(item::job_id).value_or(0);
+        step.step_id = *step_id;
+        step.resv_ports = host.getenv("SLURM_STEP_RESV_PORTS");
+        step.cuda_visible_devices = host.getenv("CUDA_VISIBLE_DEVICES");
+
+        std::vector<std::string> warnings;
+        auto env = task_environment(*shape_, cfg_, step, warnings);
+        for (const auto& w : warnings) host.error("pstrain: warning: " + w);
+        for (const auto& [name, value] : env) {
+            if (!host.setenv(name, value)) throw error(fmt::format("cannot set {} in the task's environment", name));
+        }
+        host.verbose(fmt::format("pstrain: rank {} is {} {}", step.rank, env[0].second, env[1].second));
+    } catch (const error& e) {
+        fail(host, e.what());
+        return -1;
+    }
+    return 0;
+}
+
+}  // namespace pstrain::plugin

@@ -1,0 +1,113 @@
+// The SPANK plugin's logic, free of Slurm types: spank_pstrain.cpp is a thin
+// C-ABI shell that hands each callback to `plugin` through a `spank_host`,
+// and the unit tests drive the same code with a fake host.
+#pragma once
+
+#include "common/cluster_spec.hpp"
+#include "common/layout.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pstrain::plugin {
+
+enum class context { local, remote, allocator, job_script, other };
+
+enum class item { job_id, step_id, total_tasks, task_global_id };
+
+// What the plugin needs from Slurm; one implementation over spank_t, one fake.
+class spank_host {
+public:
+    virtual ~spank_host() = default;
+    virtual context where() const = 0;
+    virtual std::optional<std::string> getenv(const std::string& name) const = 0;
+    virtual bool setenv(const std::string& name, const std::string& value) = 0;
+    virtual std::optional<std::uint32_t> get(item what) const = 0;
+    virtual void error(const std::string& line) = 0;
+    virtual void verbose(const std::string& line) = 0;
+};
+
+// Slurm's special step ids (slurm.h).
+inline constexpr std::uint32_t batch_step_id = 0xfffffffb;
+inline constexpr std::uint32_t extern_step_id = 0xfffffffc;
+inline constexpr std::uint32_t interactive_step_id = 0xfffffffa;
+
+enum class gpu_policy { split, share, none };
+enum class ps_placement { rank, spread };
+
+// plugstack.conf arguments (key=value).
+struct config {
+    bool tf_config = true;
+    gpu_policy gpu_bind = gpu_policy::split;
+    ps_placement placement = ps_placement::rank;
+    int port_min = 30000;
+    int port_max = 39999;
+    int max_tasks = 4096;
+};
+config parse_plugstack_args(const std::vector<std::string>& args);
+
+struct job_shape {
+    int num_ps;
+    int num_workers;
+    int total() const { return num_ps + num_workers; }
+};
+
+// The raw values of --ps and --workers, as the option callbacks saw them.
+struct option_values {
+    std::optional<std::string> ps;
+    std::optional<std::string> workers;
+};
+
+// std::nullopt when neither option is given (the plugin is then inert).
+std::optional<job_shape> validate_options(const option_values& given, const config& cfg);
+
+std::string task_count_error(const job_shape& shape, std::uint32_t step_tasks);
+
+// What one task knows of its step.
+struct step_info {
+    int rank = 0;
+    int total_tasks = 0;
+    std::string nodelist;            // SLURM_STEP_NODELIST
+    std::string tasks_per_node;      // SLURM_STEP_TASKS_PER_NODE
+    std::string distribution;        // SLURM_DISTRIBUTION ("" = block)
+    int plane_size = 1;              // SLURM_DIST_PLANESIZE
+    std::uint32_t job_id = 0;
+    std::uint32_t step_id = 0;
+    std::optional<std::string> resv_ports;            // SLURM_STEP_RESV_PORTS
+    std::optional<std::string> cuda_visible_devices;  // as Slurm's gres/gpu set it
+};
+
+// Which role each rank gets, in rank order.
+std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& layout, ps_placement placement);
+
+using environment = std::vector<std::pair<std::string, std::string>>;
+
+// The PSTRAIN_*/TF_CONFIG/CUDA_VISIBLE_DEVICES variables of one task.
+// Throws pstrain::error; appends non-fatal findings to `warnings`.
+environment task_environment(const job_shape& shape, const config& cfg, const step_info& step,
+                             std::vector<std::string>& warnings);
+
+// State across the callbacks of one process (srun, sbatch or slurmstepd).
+class spank_plugin {
+public:
+    int init(const std::vector<std::string>& args, spank_host& host);
+    int set_option(bool is_ps, const char* optarg);
+    int init_post_opt(spank_host& host);
+    int local_user_init(spank_host& host);
+    int task_init(spank_host& host);
+
+    const config& settings() const { return cfg_; }
+
+private:
+    bool fail(spank_host& host, const std::string& line);
+
+    config cfg_;
+    option_values given_;
+    std::optional<job_shape> shape_;
+    std::string deferred_error_;  // found on a compute node, reported from task_init
+};
+
+}  // namespace pstrain::plugin

@@ -1,0 +1,365 @@
+// Drives the SPANK plugin's core through a fake SPANK host: every context,
+// every bad input, the task layouts and the GPU binding.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE pstrain_core
+#include <boost/test/unit_test.hpp>
+
+#include "common/error.hpp"
+#include "plugin/pstrain_core.hpp"
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+using namespace pstrain;
+using namespace pstrain::plugin;
+using nlohmann::json;
+
+namespace {
+
+class fake_host final : public spank_host {
+public:
+    explicit fake_host(context c) : ctx(c) {}
+    context where() const override { return ctx; }
+    std::optional<std::string> getenv(const std::string& name) const override
+    {
+        auto it = env.find(name);
+        return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+    }
+    bool setenv(const std::string& name, const std::string& value) override
+    {
+        env[name] = value;
+        ++sets;
+        return true;
+    }
+    std::optional<std::uint32_t> get(item what) const override
+    {
+        auto it = items.find(what);
+        return it == items.end() ? std::nullopt : std::optional<std::uint32_t>(it->second);
+    }
+    void error(const std::string& line) override { errors.push_back(line); }
+    void verbose(const std::string&) override {}
+
+    context ctx;
+    std::map<std::string, std::string> env;
+    std::map<item, std::uint32_t> items;
+    std::vector<std::string> errors;
+    int sets = 0;
+};
+
+// A step of a real layout: the environment slurmstepd gives task `rank`.
+fake_host remote_task(int rank, int total, const std::string& nodes, const std::string& per_node,
+                      const std::string& dist = "", std::uint32_t job = 42, std::uint32_t step = 0)
+{
+    fake_host h(context::remote);
+    h.items = {{item::job_id, job}, {item::step_id, step}, {item::total_tasks, static_cast<std::uint32_t>(total)},
+               {item::task_global_id, static_cast<std::uint32_t>(rank)}};
+    h.env = {{"SLURM_STEP_NODELIST", nodes}, {"SLURM_STEP_TASKS_PER_NODE", per_node}};
+    if (!dist.empty()) h.env["SLURM_DISTRIBUTION"] = dist;
+    return h;
+}
+
+// Runs the remote callbacks for one task; returns task_init's status.
+int run_remote(fake_host& h, const char* ps, const char* workers, std::vector<std::string> args = {})
+{
+    spank_plugin p;
+    BOOST_REQUIRE_EQUAL(p.init(args, h), 0);
+    if (ps) p.set_option(true, ps);
+    if (workers) p.set_option(false, workers);
+    BOOST_REQUIRE_EQUAL(p.init_post_opt(h), 0);  // never fails on a compute node
+    return p.task_init(h);
+}
+
+std::string submit_error(context where, const char* ps, const char* workers, std::vector<std::string> args = {},
+                         std::optional<std::uint32_t> tasks = std::nullopt)
+{
+    fake_host h(where);
+    if (tasks) h.items[item::total_tasks] = *tasks;
+    spank_plugin p;
+    if (p.init(args, h) != 0) return h.errors.at(0);
+    if (ps) p.set_option(true, ps);
+    if (workers) p.set_option(false, workers);
+    if (p.init_post_opt(h) != 0) return h.errors.at(0);
+    if (where == context::local && p.local_user_init(h) != 0) return h.errors.at(0);
+    BOOST_TEST(h.errors.empty());
+    return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(errors)
+
+BOOST_AUTO_TEST_CASE(zero_negative_text_empty)
+{
+    for (auto where : {context::local, context::allocator}) {
+        BOOST_TEST(submit_error(where, "0", "2") ==
+                   "pstrain: --ps=0 is not a valid number of parameter-server tasks: give a whole number from 1 to 4096, e.g. --ps=1");
+        BOOST_TEST(contains(submit_error(where, "-1", "2"), "--ps=-1 is not a valid number"));
+        BOOST_TEST(contains(submit_error(where, "abc", "2"), "--ps=abc is not a valid number"));
+        BOOST_TEST(contains(submit_error(where, "1", "two"), "--workers=two is not a valid number of worker tasks"));
+        BOOST_TEST(submit_error(where, "", "2") ==
+                   "pstrain: --ps= is empty: give the number of parameter-server tasks, e.g. --ps=1");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(one_without_the_other)
+{
+    BOOST_TEST(submit_error(context::local, "1", nullptr) ==
+               "pstrain: --ps=1 was given without --workers: give both, e.g. --ps=1 --workers=2");
+    BOOST_TEST(submit_error(context::allocator, nullptr, "2") ==
+               "pstrain: --workers=2 was given without --ps: give both, e.g. --ps=1 --workers=2");
+}
+
+BOOST_AUTO_TEST_CASE(values_over_the_bound)
+{
+    BOOST_TEST(contains(submit_error(context::local, "5000", "2"), "--ps=5000 is too large: at most 4096"));
+    BOOST_TEST(contains(submit_error(context::local, "99999999999999999999", "2"), "is too large"));
+    BOOST_TEST(contains(submit_error(context::local, "3000", "3000"), "makes 6000 tasks, more than 4096"));
+    BOOST_TEST(contains(submit_error(context::local, "9", "2", {"max_tasks=8"}), "--ps=9 is too large: at most 8"));
+}
+
+BOOST_AUTO_TEST_CASE(task_count_must_match)
+{
+    BOOST_TEST(submit_error(context::local, "1", "2", {}, 4u) ==
+               "pstrain: --ps=1 --workers=2 needs 3 tasks, the step has 4: use -n 3 (or leave -n out)");
+    BOOST_TEST(submit_error(context::local, "1", "2", {}, 3u) == "");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_plugstack_argument)
+{
+    BOOST_TEST(contains(submit_error(context::local, nullptr, nullptr, {"colour=blue"}),
+                        "unknown plugstack.conf argument 'colour' for spank_pstrain.so: known keys are"));
+    BOOST_TEST(contains(submit_error(context::local, "1", "1", {"gpu_bind=all"}), "gpu_bind=all: use split, share or none"));
+    BOOST_TEST(contains(submit_error(context::local, "1", "1", {"tf_config"}), "is not key=value"));
+    BOOST_TEST(contains(submit_error(context::local, "1", "1", {"port_range=9-5"}), "port_range"));
+}
+
+BOOST_AUTO_TEST_CASE(remote_errors_fail_the_task_not_the_node)
+{
+    auto h = remote_task(0, 3, "n1", "3");
+    BOOST_TEST(run_remote(h, "1", nullptr) == -1);  // init_post_opt returned 0
+    BOOST_TEST(contains(h.errors.at(0), "--ps=1 was given without --workers"));
+
+    auto g = remote_task(0, 3, "n1", "3");
+    BOOST_TEST(run_remote(g, "1", "2", {"bogus=1"}) == -1);
+    BOOST_TEST(contains(g.errors.at(0), "unknown plugstack.conf argument 'bogus'"));
+
+    auto f = remote_task(0, 4, "n1", "4");
+    BOOST_TEST(run_remote(f, "1", "2") == -1);
+    BOOST_TEST(contains(f.errors.at(0), "needs 3 tasks, the step has 4"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(contexts)
+
+BOOST_AUTO_TEST_CASE(inert_without_options)
+{
+    for (auto where : {context::local, context::allocator, context::remote}) {
+        auto h = where == context::remote ? remote_task(0, 1, "n1", "1") : fake_host(where);
+        h.items[item::total_tasks] = 7;
+        spank_plugin p;
+        BOOST_TEST(p.init({}, h) == 0);
+        BOOST_TEST(p.init_post_opt(h) == 0);
+        BOOST_TEST(p.local_user_init(h) == 0);
+        BOOST_TEST(p.task_init(h) == 0);
+        BOOST_TEST(h.sets == 0);
+        BOOST_TEST(h.errors.empty());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(submit_side_exports_the_sizes)
+{
+    fake_host h(context::allocator);
+    spank_plugin p;
+    p.init({}, h);
+    p.set_option(true, "2");
+    p.set_option(false, "3");
+    BOOST_TEST(p.init_post_opt(h) == 0);
+    BOOST_TEST(h.env["PSTRAIN_NUM_PS"] == "2");
+    BOOST_TEST(h.env["PSTRAIN_NUM_WORKERS"] == "3");
+}
+
+BOOST_AUTO_TEST_CASE(batch_step_gets_only_the_sizes)
+{
+    auto h = remote_task(0, 1, "n1", "1", "", 42, batch_step_id);
+    BOOST_TEST(run_remote(h, "1", "2") == 0);
+    BOOST_TEST(h.env["PSTRAIN_NUM_PS"] == "1");
+    BOOST_TEST(h.env["PSTRAIN_NUM_WORKERS"] == "2");
+    BOOST_TEST(h.env.count("PSTRAIN_ROLE") == 0u);
+    BOOST_TEST(h.env.count("TF_CONFIG") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(tf_config_can_be_turned_off)
+{
+    auto h = remote_task(1, 2, "n1", "2");
+    BOOST_TEST(run_remote(h, "1", "1", {"tf_config=no"}) == 0);
+    BOOST_TEST(h.env.count("TF_CONFIG") == 0u);
+    BOOST_TEST(h.env["PSTRAIN_ROLE"] == "worker");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(layouts)
+
+// Hosts of the cluster spec, in ps then worker order.
+std::vector<std::string> hosts_of(const fake_host& h)
+{
+    auto spec = json::parse(h.env.at("PSTRAIN_CLUSTER"));
+    std::vector<std::string> hosts;
+    for (auto* key : {"ps", "worker"})
+        for (auto& a : spec[key]) {
+            auto s = a.get<std::string>();
+            hosts.push_back(s.substr(0, s.find(':')));
+        }
+    return hosts;
+}
+
+BOOST_AUTO_TEST_CASE(block_one_per_node)
+{
+    for (int rank = 0; rank < 3; ++rank) {
+        auto h = remote_task(rank, 3, "n[1-3]", "1(x3)");
+        BOOST_REQUIRE(run_remote(h, "1", "2") == 0);
+        BOOST_TEST(hosts_of(h) == (std::vector<std::string>{"n1", "n2", "n3"}));
+        BOOST_TEST(h.env["PSTRAIN_ROLE"] == (rank == 0 ? "ps" : "worker"));
+        BOOST_TEST(h.env["PSTRAIN_TASK_INDEX"] == std::to_string(rank == 0 ? 0 : rank - 1));
+        auto tf = json::parse(h.env["TF_CONFIG"]);
+        BOOST_TEST(tf["task"]["type"] == h.env["PSTRAIN_ROLE"]);
+        BOOST_TEST(tf["cluster"] == json::parse(h.env["PSTRAIN_CLUSTER"]));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(cyclic_two_ps_four_workers)
+{
+    auto h = remote_task(4, 6, "n[1-3]", "2(x3)", "cyclic");
+    BOOST_REQUIRE(run_remote(h, "2", "4") == 0);
+    BOOST_TEST(hosts_of(h) == (std::vector<std::string>{"n1", "n2", "n3", "n1", "n2", "n3"}));
+    BOOST_TEST(h.env["PSTRAIN_ROLE"] == "worker");
+    BOOST_TEST(h.env["PSTRAIN_TASK_INDEX"] == "2");
+}
+
+BOOST_AUTO_TEST_CASE(uneven_tasks_per_node)
+{
+    auto h = remote_task(0, 5, "n[1-2]", "3,2");
+    BOOST_REQUIRE(run_remote(h, "1", "4") == 0);
+    BOOST_TEST(hosts_of(h) == (std::vector<std::string>{"n1", "n1", "n1", "n2", "n2"}));
+    auto spec = json::parse(h.env["PSTRAIN_CLUSTER"]);
+    // Tasks sharing a node get different ports.
+    BOOST_TEST(spec["ps"][0] != spec["worker"][0]);
+    BOOST_TEST(spec["worker"][0] != spec["worker"][1]);
+}
+
+BOOST_AUTO_TEST_CASE(numeric_node_order_n9_n10)
+{
+    auto h = remote_task(0, 3, "n[9-11]", "1(x3)");
+    BOOST_REQUIRE(run_remote(h, "1", "2") == 0);
+    BOOST_TEST(hosts_of(h) == (std::vector<std::string>{"n9", "n10", "n11"}));
+}
+
+BOOST_AUTO_TEST_CASE(spread_placement_puts_ps_on_different_nodes)
+{
+    auto h = remote_task(0, 6, "n[1-3]", "2(x3)");  // block: n1 n1 n2 n2 n3 n3
+    BOOST_REQUIRE(run_remote(h, "3", "3", {"ps_placement=spread"}) == 0);
+    BOOST_TEST(hosts_of(h) == (std::vector<std::string>{"n1", "n2", "n3", "n1", "n2", "n3"}));
+}
+
+BOOST_AUTO_TEST_CASE(arbitrary_distribution_is_refused)
+{
+    auto h = remote_task(0, 3, "n[1-3]", "1(x3)", "arbitrary");
+    BOOST_TEST(run_remote(h, "1", "2") == -1);
+    BOOST_TEST(contains(h.errors.at(0), "'arbitrary' is not supported"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ports)
+
+std::string ps_address(std::uint32_t job, std::uint32_t step, std::optional<std::string> resv = std::nullopt)
+{
+    auto h = remote_task(0, 3, "n1", "3", "", job, step);
+    if (resv) h.env["SLURM_STEP_RESV_PORTS"] = *resv;
+    BOOST_REQUIRE(run_remote(h, "1", "2") == 0);
+    return json::parse(h.env["PSTRAIN_CLUSTER"])["ps"][0];
+}
+
+BOOST_AUTO_TEST_CASE(steps_and_jobs_get_different_ports)
+{
+    BOOST_TEST(ps_address(42, 0) != ps_address(42, 1));
+    BOOST_TEST(ps_address(42, 0) != ps_address(43, 0));
+    BOOST_TEST(ps_address(42, 0) == ps_address(42, 0));  // every task computes the same spec
+}
+
+BOOST_AUTO_TEST_CASE(reserved_ports_are_used_when_slurm_gives_them)
+{
+    BOOST_TEST(ps_address(42, 0, std::string("12000-12002")) == "n1:12000");
+    // Too few reserved ports for the tasks of a node: fall back to port_range.
+    auto addr = ps_address(42, 0, std::string("12000"));
+    auto port = std::stoi(addr.substr(addr.find(':') + 1));
+    BOOST_TEST(port >= 30000);
+    BOOST_TEST(port <= 39999);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(gpus)
+
+fake_host gpu_task(int rank, int total, const std::string& nodes, const std::string& per_node, const std::string& cvd,
+                   const std::string& dist = "")
+{
+    auto h = remote_task(rank, total, nodes, per_node, dist);
+    h.env["CUDA_VISIBLE_DEVICES"] = cvd;
+    return h;
+}
+
+BOOST_AUTO_TEST_CASE(ps_gets_none_workers_split_one_node)
+{
+    std::vector<std::string> expect{"", "0", "1"};
+    for (int rank = 0; rank < 3; ++rank) {
+        auto h = gpu_task(rank, 3, "n1", "3", "0,1");
+        BOOST_REQUIRE(run_remote(h, "1", "2") == 0);
+        BOOST_TEST(h.env["CUDA_VISIBLE_DEVICES"] == expect[static_cast<std::size_t>(rank)]);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(slurm_device_ids_are_kept_and_split_evenly)
+{
+    auto h0 = gpu_task(1, 3, "n1", "3", "4,5,6,7");
+    auto h1 = gpu_task(2, 3, "n1", "3", "4,5,6,7");
+    BOOST_REQUIRE(run_remote(h0, "1", "2") == 0);
+    BOOST_REQUIRE(run_remote(h1, "1", "2") == 0);
+    BOOST_TEST(h0.env["CUDA_VISIBLE_DEVICES"] == "4,5");
+    BOOST_TEST(h1.env["CUDA_VISIBLE_DEVICES"] == "6,7");
+}
+
+BOOST_AUTO_TEST_CASE(cyclic_two_nodes_one_gpu_each)
+{
+    // -N2 -n4 --ntasks-per-node=2 -m cyclic: n1 gets ranks 0,2; n2 gets 1,3.
+    for (int rank = 0; rank < 4; ++rank) {
+        auto h = gpu_task(rank, 4, "n[1-2]", "2(x2)", "0", "cyclic");
+        BOOST_REQUIRE(run_remote(h, "2", "2") == 0);
+        BOOST_TEST(h.env["CUDA_VISIBLE_DEVICES"] == (rank < 2 ? "" : "0"));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(worker_without_a_gpu_is_warned_not_failed)
+{
+    auto h = gpu_task(3, 4, "n1", "4", "0,1");  // 3 workers, 2 GPUs: worker 2 has none
+    BOOST_TEST(run_remote(h, "1", "3") == 0);
+    BOOST_TEST(h.env["CUDA_VISIBLE_DEVICES"] == "");
+    BOOST_TEST(contains(h.errors.at(0), "warning: worker 2 has no GPU left"));
+
+    auto s = gpu_task(3, 4, "n1", "4", "0,1");
+    BOOST_TEST(run_remote(s, "1", "3", {"gpu_bind=share"}) == 0);
+    BOOST_TEST(s.env["CUDA_VISIBLE_DEVICES"] == "0");
+}
+
+BOOST_AUTO_TEST_CASE(gpu_bind_none_leaves_slurm_alone)
+{
+    auto h = gpu_task(0, 2, "n1", "2", "0,1");
+    BOOST_REQUIRE(run_remote(h, "1", "1", {"gpu_bind=none"}) == 0);
+    BOOST_TEST(h.env["CUDA_VISIBLE_DEVICES"] == "0,1");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
