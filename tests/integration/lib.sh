@@ -1,0 +1,65 @@
+# Helpers for the integration tests, sourced by run-integration.
+#
+# Each test is a shell function named test_* in a t-*.sh file.  It runs in a
+# subshell with its own log; `run` records a command, its output and its exit
+# status there.  A test fails on the first failed `expect_*` (or `fail`).
+
+# run CMD ARGS...: runs with a time limit; sets $out (stdout+stderr) and $rc.
+run() {
+  echo "\$ $*" >>"$TEST_LOG"
+  out=$(timeout "${RUN_TIMEOUT:-120}" "$@" 2>&1) && rc=0 || rc=$?
+  printf '%s\n[exit status %d]\n' "$out" "$rc" >>"$TEST_LOG"
+  return 0
+}
+
+fail() {
+  echo "FAILED: $*" >>"$TEST_LOG"
+  echo "    $*" >&2
+  exit 1
+}
+
+expect_rc() {  # expect_rc N
+  [ "$rc" -eq "$1" ] || fail "expected exit status $1, got $rc: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')"
+}
+expect_fail() {
+  [ "$rc" -ne 0 ] || fail "expected a non-zero exit status, got 0"
+}
+expect_contains() {  # expect_contains TEXT
+  case "$out" in *"$1"*) ;; *) fail "expected output to contain '$1', got: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')" ;; esac
+}
+expect_not_contains() {
+  case "$out" in *"$1"*) fail "expected output not to contain '$1'" ;; esac
+}
+expect_eq() {  # expect_eq ACTUAL EXPECTED WHAT
+  [ "$1" = "$2" ] || fail "$3: expected '$2', got '$1'"
+}
+
+# Every node of the test cluster is idle (a bad input must never drain one).
+expect_nodes_idle() {
+  local states
+  states=$(sinfo -h -N -o '%N=%T' | sort -u | tr '\n' ' ')
+  case "$states" in
+    *drain*|*down*|*fail*) fail "a node is not healthy: $states" ;;
+  esac
+  local i
+  for i in $(seq 1 40); do
+    [ "$(sinfo -h -N -t idle -o '%N' | sort -u | wc -l)" -eq "$(sinfo -h -N -o '%N' | sort -u | wc -l)" ] && return 0
+    sleep 0.5
+  done
+  fail "nodes not idle after the test: $(sinfo -h -N -o '%N=%T' | sort -u | tr '\n' ' ')"
+}
+
+# wait_job ID [SECONDS]: waits until the job has left the queue's active
+# states; sets $job_state (COMPLETED, FAILED, ...).
+wait_job() {
+  local id=$1 limit=${2:-300} t0=$SECONDS
+  while :; do
+    job_state=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -n 1)
+    case "$job_state" in
+      PENDING|RUNNING|CONFIGURING|COMPLETING|SUSPENDED|REQUEUED|"") ;;
+      *) echo "job $id: $job_state" >>"$TEST_LOG"; return 0 ;;
+    esac
+    [ $((SECONDS - t0)) -lt "$limit" ] || { scancel "$id" 2>/dev/null; fail "job $id still $job_state after ${limit}s"; }
+    sleep 1
+  done
+}
