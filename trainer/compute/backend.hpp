@@ -1,0 +1,91 @@
+// The compute backend interface: memory on the compute device and the few
+// operations an MLP needs.  CPU (BLAS) always; CUDA/cuBLAS when built with it.
+// Pointers passed to the operations are device pointers of that backend (on
+// the CPU backend, ordinary host memory).  Matrices are row-major.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace pstrain::compute {
+
+class backend {
+public:
+    virtual ~backend() = default;
+
+    virtual std::string name() const = 0;
+    // True when device pointers are host memory (no copies needed).
+    virtual bool host_memory() const = 0;
+
+    virtual void* allocate(std::size_t bytes) = 0;  // zero-filled
+    virtual void release(void* p) noexcept = 0;
+    virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
+    virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+    virtual void synchronize() = 0;
+
+    // y[rows x out] = x[rows x in] * w[in x out] + b[out]
+    virtual void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out) = 0;
+    // dw = x^T dy, db = column sums of dy, dx = dy w^T (dx may be null).
+    virtual void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
+                                 int in, int out) = 0;
+    virtual void relu_forward(const float* z, float* a, std::size_t n) = 0;
+    virtual void relu_backward(const float* z, const float* da, float* dz, std::size_t n) = 0;
+
+    struct loss_sums {
+        double loss = 0;       // summed over rows
+        std::int64_t correct = 0;
+    };
+    // Softmax cross-entropy over rows; when dlogits is given, writes
+    // d(mean loss)/d logits there.  labels are device int32.
+    virtual loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) = 0;
+    // Squared error (pred - target)^2 summed; dpred = d(mean)/d pred.
+    virtual loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) = 0;
+};
+
+enum class device_kind { automatic, cpu, cuda };
+
+// Makes the backend for --device; `threads` > 0 sets the BLAS threads.
+// Throws pstrain::error with the fix when the device cannot be used.
+std::unique_ptr<backend> make_backend(device_kind kind, int threads);
+
+// BLAS facts for logs and benchmarks: the OpenBLAS kernel and threads.
+std::string blas_description();
+
+// RAII device array.
+template <typename T>
+class device_array {
+public:
+    device_array() = default;
+    device_array(backend& be, std::size_t n) : be_(&be), n_(n), p_(static_cast<T*>(be.allocate(n * sizeof(T)))) {}
+    ~device_array() { reset(); }
+    device_array(device_array&& o) noexcept : be_(o.be_), n_(o.n_), p_(o.p_) { o.p_ = nullptr; o.n_ = 0; }
+    device_array& operator=(device_array&& o) noexcept
+    {
+        if (this != &o) {
+            reset();
+            be_ = o.be_; n_ = o.n_; p_ = o.p_;
+            o.p_ = nullptr; o.n_ = 0;
+        }
+        return *this;
+    }
+    device_array(const device_array&) = delete;
+    device_array& operator=(const device_array&) = delete;
+
+    T* get() const { return p_; }
+    std::size_t size() const { return n_; }
+    void reset() noexcept
+    {
+        if (p_ && be_) be_->release(p_);
+        p_ = nullptr;
+        n_ = 0;
+    }
+
+private:
+    backend* be_ = nullptr;
+    std::size_t n_ = 0;
+    T* p_ = nullptr;
+};
+
+}  // namespace pstrain::compute

@@ -1,0 +1,109 @@
+#include "trainer/compute/cpu_backend.hpp"
+
+#include "common/error.hpp"
+#include "trainer/compute/elementwise.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+// OpenBLAS extensions (declared in OpenBLAS's cblas.h, not in others').
+extern "C" {
+void openblas_set_num_threads(int) __attribute__((weak));
+int openblas_get_num_threads(void) __attribute__((weak));
+char* openblas_get_corename(void) __attribute__((weak));
+}
+
+namespace pstrain::compute {
+
+std::string blas_description()
+{
+    if (openblas_get_corename && openblas_get_num_threads)
+        return fmt::format("OpenBLAS {} kernel, {} threads", openblas_get_corename(), openblas_get_num_threads());
+    return "CBLAS";
+}
+
+cpu_backend::cpu_backend(int threads)
+{
+    if (threads > 0 && openblas_set_num_threads) openblas_set_num_threads(threads);
+}
+
+std::string cpu_backend::name() const { return fmt::format("cpu ({})", blas_description()); }
+
+void* cpu_backend::allocate(std::size_t bytes)
+{
+    // 64-byte aligned for the BLAS kernels.
+    std::size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+void cpu_backend::release(void* p) noexcept { std::free(p); }
+void cpu_backend::copy_to_device(void* dst, const void* src, std::size_t bytes) { if (dst != src) std::memcpy(dst, src, bytes); }
+void cpu_backend::copy_to_host(void* dst, const void* src, std::size_t bytes) { if (dst != src) std::memcpy(dst, src, bytes); }
+
+void cpu_backend::linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out)
+{
+    for (int r = 0; r < rows; ++r) std::memcpy(y + std::size_t(r) * out, b, sizeof(float) * std::size_t(out));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
+}
+
+void cpu_backend::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
+                                  int in, int out)
+{
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, rows, 1.0f, x, in, dy, out, 0.0f, dw, out);
+    for (int c = 0; c < out; ++c) db[c] = 0.0f;
+    for (int r = 0; r < rows; ++r) {
+        const float* row = dy + std::size_t(r) * out;
+        for (int c = 0; c < out; ++c) db[c] += row[c];
+    }
+    if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+}
+
+void cpu_backend::relu_forward(const float* z, float* a, std::size_t n)
+{
+    for (std::size_t i = 0; i < n; ++i) a[i] = relu(z[i]);
+}
+
+void cpu_backend::relu_backward(const float* z, const float* da, float* dz, std::size_t n)
+{
+    for (std::size_t i = 0; i < n; ++i) dz[i] = relu_grad(z[i], da[i]);
+}
+
+backend::loss_sums cpu_backend::softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows,
+                                             int classes)
+{
+    loss_sums sums;
+    const float scale = 1.0f / static_cast<float>(rows);
+    for (int r = 0; r < rows; ++r) {
+        const float* row = logits + std::size_t(r) * classes;
+        const int label = labels[r];
+        const float m = row_max(row, classes);
+        const float s = row_sum_exp(row, classes, m);
+        sums.loss += xent_loss(row, classes, label, m, s);
+        sums.correct += row_argmax(row, classes) == label;
+        if (dlogits) {
+            float* g = dlogits + std::size_t(r) * classes;
+            for (int c = 0; c < classes; ++c) g[c] = xent_grad(row[c], m, s, c == label, scale);
+        }
+    }
+    return sums;
+}
+
+backend::loss_sums cpu_backend::squared_error(const float* pred, const float* target, float* dpred, int rows)
+{
+    loss_sums sums;
+    for (int r = 0; r < rows; ++r) {
+        const float d = pred[r] - target[r];
+        sums.loss += double(d) * d;
+        if (dpred) dpred[r] = 2.0f * d / static_cast<float>(rows);
+    }
+    return sums;
+}
+
+}  // namespace pstrain::compute

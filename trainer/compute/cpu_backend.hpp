@@ -1,0 +1,30 @@
+// The CPU backend: OpenBLAS sgemm for the dense layers, loops over the
+// shared element-wise math for the rest.  The oracle of the CUDA backend.
+#pragma once
+
+#include "trainer/compute/backend.hpp"
+
+namespace pstrain::compute {
+
+class cpu_backend final : public backend {
+public:
+    explicit cpu_backend(int threads);
+
+    std::string name() const override;
+    bool host_memory() const override { return true; }
+    void* allocate(std::size_t bytes) override;
+    void release(void* p) noexcept override;
+    void copy_to_device(void* dst, const void* src, std::size_t bytes) override;
+    void copy_to_host(void* dst, const void* src, std::size_t bytes) override;
+    void synchronize() override {}
+
+    void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out) override;
+    void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows, int in,
+                         int out) override;
+    void relu_forward(const float* z, float* a, std::size_t n) override;
+    void relu_backward(const float* z, const float* da, float* dz, std::size_t n) override;
+    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) override;
+    loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) override;
+};
+
+}  // namespace pstrain::compute

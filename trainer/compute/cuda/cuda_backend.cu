@@ -1,0 +1,196 @@
+// The CUDA backend: cuBLAS for the dense layers (row-major handled once, in
+// gemm_row_major), the kernels of this folder for the rest, one stream,
+// device and pinned buffers owned by RAII types.
+#include "trainer/compute/cuda_backend.hpp"
+
+#include "trainer/compute/cuda/check.cuh"
+#include "trainer/compute/cuda/kernels.cuh"
+
+#include <cstdlib>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+// (no fmt here: its consteval format strings do not build under nvcc)
+
+namespace pstrain::compute {
+namespace cuda {
+namespace {
+
+// Row-major C[m x n] = op(A) op(B): cuBLAS is column-major, and a row-major
+// matrix is its transpose in column-major, so C^T = op(B)^T op(A)^T is
+// computed by swapping the operands.
+void gemm_row_major(cublasHandle_t h, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                    const float* b, int ldb, float beta, float* c, int ldc)
+{
+    check(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
+                      a, lda, &beta, c, ldc),
+          "cublasSgemm");
+}
+
+struct stream_owner {
+    cudaStream_t s = nullptr;
+    stream_owner() { check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
+    ~stream_owner() { if (s) cudaStreamDestroy(s); }
+};
+
+struct cublas_owner {
+    cublasHandle_t h = nullptr;
+    explicit cublas_owner(cudaStream_t s)
+    {
+        check(cublasCreate(&h), "cublasCreate");
+        check(cublasSetStream(h, s), "cublasSetStream");
+    }
+    ~cublas_owner() { if (h) cublasDestroy(h); }
+};
+
+template <typename T>
+struct pinned_vector {
+    T* p = nullptr;
+    std::size_t n = 0;
+    void reserve(std::size_t want)
+    {
+        if (want <= n) return;
+        if (p) cudaFreeHost(p);
+        p = nullptr;
+        check(cudaMallocHost(&p, want * sizeof(T)), "cudaMallocHost");
+        n = want;
+    }
+    ~pinned_vector() { if (p) cudaFreeHost(p); }
+};
+
+template <typename T>
+struct scratch {
+    T* p = nullptr;
+    std::size_t n = 0;
+    void reserve(std::size_t want)
+    {
+        if (want <= n) return;
+        if (p) cudaFree(p);
+        p = nullptr;
+        check(cudaMalloc(&p, want * sizeof(T)), "cudaMalloc");
+        n = want;
+    }
+    ~scratch() { if (p) cudaFree(p); }
+};
+
+class cuda_backend final : public backend {
+public:
+    cuda_backend() : blas_(stream_.s)
+    {
+        cudaDeviceProp prop{};
+        check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+        const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+        name_ = std::string("cuda (") + prop.name + ", CUDA_VISIBLE_DEVICES=" + (visible ? visible : "unset") + ")";
+    }
+
+    std::string name() const override { return name_; }
+    bool host_memory() const override { return false; }
+
+    void* allocate(std::size_t bytes) override
+    {
+        void* p = nullptr;
+        check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc");
+        check(cudaMemsetAsync(p, 0, bytes, stream_.s), "cudaMemsetAsync");
+        return p;
+    }
+    void release(void* p) noexcept override { cudaFree(p); }
+    void copy_to_device(void* dst, const void* src, std::size_t bytes) override
+    {
+        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.s), "cudaMemcpyAsync(host to device)");
+    }
+    void copy_to_host(void* dst, const void* src, std::size_t bytes) override
+    {
+        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.s), "cudaMemcpyAsync(device to host)");
+        synchronize();
+    }
+    void synchronize() override { check(cudaStreamSynchronize(stream_.s), "cudaStreamSynchronize"); }
+
+    void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out) override
+    {
+        gemm_row_major(blas_.h, false, false, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
+        launch_add_bias(y, b, rows, out, stream_.s);
+    }
+
+    void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows, int in,
+                         int out) override
+    {
+        gemm_row_major(blas_.h, true, false, in, out, rows, 1.0f, x, in, dy, out, 0.0f, dw, out);
+        launch_column_sum(dy, db, rows, out, stream_.s);
+        if (dx) gemm_row_major(blas_.h, false, true, rows, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+    }
+
+    void relu_forward(const float* z, float* a, std::size_t n) override { launch_relu_forward(z, a, n, stream_.s); }
+    void relu_backward(const float* z, const float* da, float* dz, std::size_t n) override
+    {
+        launch_relu_backward(z, da, dz, n, stream_.s);
+    }
+
+    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) override
+    {
+        reserve_rows(rows);
+        launch_softmax_xent(logits, labels, dlogits, row_loss_.p, row_hit_.p, rows, classes, stream_.s);
+        return sum_rows(rows, true);
+    }
+
+    loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) override
+    {
+        reserve_rows(rows);
+        launch_squared_error(pred, target, dpred, row_loss_.p, rows, stream_.s);
+        return sum_rows(rows, false);
+    }
+
+private:
+    // Grows once to the largest batch seen; no allocation in steady state.
+    void reserve_rows(int rows)
+    {
+        row_loss_.reserve(std::size_t(rows));
+        row_hit_.reserve(std::size_t(rows));
+        host_loss_.reserve(std::size_t(rows));
+        host_hit_.reserve(std::size_t(rows));
+    }
+
+    loss_sums sum_rows(int rows, bool hits)
+    {
+        check(cudaMemcpyAsync(host_loss_.p, row_loss_.p, sizeof(float) * rows, cudaMemcpyDeviceToHost, stream_.s), "cudaMemcpyAsync");
+        if (hits)
+            check(cudaMemcpyAsync(host_hit_.p, row_hit_.p, sizeof(std::int32_t) * rows, cudaMemcpyDeviceToHost, stream_.s),
+                  "cudaMemcpyAsync");
+        synchronize();
+        loss_sums sums;
+        for (int r = 0; r < rows; ++r) {
+            sums.loss += host_loss_.p[r];
+            if (hits) sums.correct += host_hit_.p[r];
+        }
+        return sums;
+    }
+
+    stream_owner stream_;
+    cublas_owner blas_;
+    std::string name_;
+    scratch<float> row_loss_;
+    scratch<std::int32_t> row_hit_;
+    pinned_vector<float> host_loss_;
+    pinned_vector<std::int32_t> host_hit_;
+};
+
+}  // namespace
+}  // namespace cuda
+
+bool cuda_device_available(std::string& why)
+{
+    int count = 0;
+    cudaError_t rc = cudaGetDeviceCount(&count);
+    if (rc == cudaSuccess && count > 0) return true;
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (visible && !*visible)
+        why = "no CUDA device visible: CUDA_VISIBLE_DEVICES is empty (as for ps tasks); run workers with --gres=gpu:N";
+    else
+        why = std::string("no CUDA device visible (") + (rc == cudaSuccess ? "no device" : cudaGetErrorString(rc)) +
+              "): run on a GPU node with --gres=gpu:N, or use --device cpu";
+    return false;
+}
+
+std::unique_ptr<backend> make_cuda_backend() { return std::make_unique<cuda::cuda_backend>(); }
+
+}  // namespace pstrain::compute

@@ -1,0 +1,44 @@
+// In-memory datasets: dense float features (row-major) and integer labels.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace pstrain::data {
+
+struct dataset {
+    std::size_t rows = 0;
+    std::size_t cols = 0;             // features per example
+    int num_classes = 0;              // 0 for regression
+    std::vector<float> features;      // rows * cols, row-major
+    std::vector<std::int32_t> labels; // classification targets (rows)
+    std::vector<float> targets;       // regression targets (rows)
+
+    const float* row(std::size_t i) const { return features.data() + i * cols; }
+};
+
+struct train_test {
+    dataset train;
+    dataset test;
+    std::string description;  // where it came from, for the log
+};
+
+// IDX (MNIST format) files; `path` may end in .gz or be plain.  Pixels are
+// scaled to [0, 1].  Throws pstrain::error naming the file and the problem:
+// missing, bad magic number, wrong dimensions, truncated, trailing bytes.
+dataset read_idx_pair(const std::filesystem::path& images, const std::filesystem::path& labels);
+
+// CSV "label,p0,p1,...": an optional header line, one example per line, the
+// same number of columns on every line.  Pixels 0..255 are scaled to [0, 1].
+dataset read_csv(const std::filesystem::path& file);
+
+// A data directory: MNIST-format files (train-images-idx3-ubyte[.gz], ...),
+// or train.csv and test.csv.
+train_test load_directory(const std::filesystem::path& dir);
+
+// y = 2x + 10 + noise, x uniform in [-1, 1]: the classic known-answer check.
+train_test make_linear(std::size_t train_rows, std::size_t test_rows, std::uint64_t seed);
+
+}  // namespace pstrain::data

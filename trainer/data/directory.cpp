@@ -1,0 +1,83 @@
+// Finds the dataset files of a --data-dir, and the synthetic linear data.
+#include "trainer/data/dataset.hpp"
+
+#include "common/error.hpp"
+
+#include <random>
+
+#include <fmt/format.h>
+
+namespace pstrain::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+// "train-images-idx3-ubyte" or its .gz; empty when neither exists.
+fs::path find_idx(const fs::path& dir, const std::string& base)
+{
+    for (const auto& name : {base, base + ".gz"}) {
+        std::error_code ec;
+        if (fs::exists(dir / name, ec)) return dir / name;
+    }
+    return {};
+}
+
+}  // namespace
+
+train_test load_directory(const fs::path& dir)
+{
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec))
+        throw error(fmt::format("--data-dir {}: no such directory: install dataset-fashion-mnist or point --data-dir at MNIST-format files",
+                                dir.string()));
+    train_test out;
+    auto train_images = find_idx(dir, "train-images-idx3-ubyte");
+    if (!train_images.empty()) {
+        auto need = [&](const std::string& base) {
+            auto p = find_idx(dir, base);
+            if (p.empty()) throw error(fmt::format("{}: no {}[.gz] beside {}", dir.string(), base, train_images.filename().string()));
+            return p;
+        };
+        out.train = read_idx_pair(train_images, need("train-labels-idx1-ubyte"));
+        out.test = read_idx_pair(need("t10k-images-idx3-ubyte"), need("t10k-labels-idx1-ubyte"));
+        out.description = fmt::format("IDX files in {}", dir.string());
+    } else if (fs::exists(dir / "train.csv", ec)) {
+        if (!fs::exists(dir / "test.csv", ec)) throw error(fmt::format("{}: train.csv without test.csv", dir.string()));
+        out.train = read_csv(dir / "train.csv");
+        out.test = read_csv(dir / "test.csv");
+        out.description = fmt::format("CSV files in {}", dir.string());
+    } else {
+        throw error(fmt::format("--data-dir {}: no train-images-idx3-ubyte[.gz] nor train.csv: point --data-dir at a dataset",
+                                dir.string()));
+    }
+    if (out.train.cols != out.test.cols)
+        throw error(fmt::format("{}: training examples have {} features, test examples {}", dir.string(), out.train.cols,
+                                out.test.cols));
+    out.train.num_classes = out.test.num_classes = std::max(out.train.num_classes, out.test.num_classes);
+    return out;
+}
+
+train_test make_linear(std::size_t train_rows, std::size_t test_rows, std::uint64_t seed)
+{
+    std::mt19937_64 rng(seed ^ 0x6c696e656172ull);
+    std::uniform_real_distribution<double> x(-1.0, 1.0);
+    std::normal_distribution<double> noise(0.0, 0.33);
+    auto make = [&](std::size_t n, bool noisy) {
+        dataset d;
+        d.rows = n;
+        d.cols = 1;
+        for (std::size_t i = 0; i < n; ++i) {
+            double v = x(rng);
+            d.features.push_back(static_cast<float>(v));
+            d.targets.push_back(static_cast<float>(2.0 * v + 10.0 + (noisy ? noise(rng) : 0.0)));
+        }
+        return d;
+    };
+    train_test out;
+    out.train = make(train_rows, true);
+    out.test = make(test_rows, false);
+    out.description = "synthetic y = 2x + 10 + N(0, 0.33^2)";
+    return out;
+}
+
+}  // namespace pstrain::data

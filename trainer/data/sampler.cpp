@@ -1,0 +1,72 @@
+#include "trainer/data/sampler.hpp"
+
+#include "common/error.hpp"
+
+#include <fmt/format.h>
+
+namespace pstrain::data {
+
+namespace {
+// splitmix64: decorrelates (seed, shard, epoch) into a generator seed.
+std::uint64_t mix(std::uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// Fisher-Yates with our own bounded draw, so the order is the same with
+// every standard library.
+void shuffle(std::vector<std::uint32_t>& v, std::mt19937_64& rng)
+{
+    for (std::size_t i = v.size(); i > 1; --i) {
+        std::size_t j = static_cast<std::size_t>(rng() % i);
+        std::swap(v[i - 1], v[j]);
+    }
+}
+}  // namespace
+
+sampler::sampler(std::size_t rows, int num_shards, int shard, std::uint64_t seed, bool with_replacement)
+    : seed_(seed), shard_index_(shard), with_replacement_(with_replacement)
+{
+    if (num_shards < 1 || shard < 0 || shard >= num_shards) throw error(fmt::format("bad shard {} of {}", shard, num_shards));
+    for (std::size_t i = static_cast<std::size_t>(shard); i < rows; i += static_cast<std::size_t>(num_shards))
+        shard_.push_back(static_cast<std::uint32_t>(i));
+    if (shard_.empty())
+        throw error(fmt::format("worker {} has no training examples: {} examples for {} workers", shard, rows, num_shards));
+    shuffle_epoch();
+}
+
+void sampler::shuffle_epoch()
+{
+    rng_.seed(mix(seed_ ^ mix(static_cast<std::uint64_t>(shard_index_) + 1) ^ mix(epoch_ + 0x1000)));
+    order_ = shard_;
+    if (!with_replacement_) shuffle(order_, rng_);
+}
+
+void sampler::seek(std::uint64_t epoch, std::size_t position)
+{
+    epoch_ = epoch;
+    shuffle_epoch();
+    position_ = std::min(position, order_.size());
+}
+
+void sampler::next_batch(std::size_t batch_size, std::vector<std::uint32_t>& out)
+{
+    out.resize(batch_size);
+    for (std::size_t i = 0; i < batch_size; ++i) {
+        if (with_replacement_) {
+            out[i] = shard_[static_cast<std::size_t>(rng_() % shard_.size())];
+            continue;
+        }
+        if (position_ == order_.size()) {
+            ++epoch_;
+            position_ = 0;
+            shuffle_epoch();
+        }
+        out[i] = order_[position_++];
+    }
+}
+
+}  // namespace pstrain::data

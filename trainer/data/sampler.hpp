@@ -1,0 +1,38 @@
+// Which examples each worker trains on: a strided shard of the training set
+// per worker, reshuffled every epoch from the seed (without replacement), or
+// drawn uniformly from the shard (with replacement).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace pstrain::data {
+
+class sampler {
+public:
+    sampler(std::size_t rows, int num_shards, int shard, std::uint64_t seed, bool with_replacement);
+
+    // Fills `out` with the next batch's row indices.
+    void next_batch(std::size_t batch_size, std::vector<std::uint32_t>& out);
+
+    std::size_t shard_size() const { return shard_.size(); }
+    std::uint64_t epoch() const { return epoch_; }
+    std::size_t position() const { return position_; }
+    // Continue from a saved position (checkpoint restore).
+    void seek(std::uint64_t epoch, std::size_t position);
+
+private:
+    void shuffle_epoch();
+
+    std::vector<std::uint32_t> shard_;
+    std::vector<std::uint32_t> order_;
+    std::uint64_t seed_;
+    int shard_index_;
+    bool with_replacement_;
+    std::uint64_t epoch_ = 0;
+    std::size_t position_ = 0;
+    std::mt19937_64 rng_;
+};
+
+}  // namespace pstrain::data

@@ -1,0 +1,69 @@
+// Models as named flat tensors: every parameter lives in one flat float
+// vector (tensor after tensor), so the PS shards it by byte ranges and a
+// large tensor is split naturally.
+#pragma once
+
+#include "trainer/compute/backend.hpp"
+#include "trainer/data/dataset.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pstrain::model {
+
+struct tensor_spec {
+    std::string name;           // "hidden_0/weights"
+    std::vector<int> shape;     // {784, 100}
+    std::size_t offset = 0;     // into the flat vector
+    std::size_t size = 0;       // elements
+};
+
+struct eval_result {
+    double accuracy = 0;       // classification; 0 for regression
+    double loss = 0;           // mean cross-entropy, or mean squared error
+    std::size_t examples = 0;
+};
+
+class model {
+public:
+    virtual ~model() = default;
+
+    const std::vector<tensor_spec>& tensors() const { return tensors_; }
+    std::size_t num_params() const { return tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size; }
+    // "784-100-10 mlp" or "linear": also the shape key of checkpoints.
+    virtual std::string describe() const = 0;
+    virtual bool is_classifier() const = 0;
+
+    // Initial values, from the seed only.
+    virtual void initialize(std::span<float> params, std::uint64_t seed) const = 0;
+
+    // Mean loss over the batch rows of `d`; writes the gradient of the mean
+    // loss into `grads` (host, num_params()).  Allocates nothing.
+    virtual double compute_gradients(std::span<const float> params, const data::dataset& d,
+                                     std::span<const std::uint32_t> rows, std::span<float> grads) = 0;
+
+    virtual eval_result evaluate(std::span<const float> params, const data::dataset& d) = 0;
+
+protected:
+    void add_tensor(std::string name, std::vector<int> shape);
+    std::vector<tensor_spec> tensors_;
+};
+
+// "256,128" -> {256, 128}; throws pstrain::error naming the flag and the fix.
+std::vector<int> parse_hidden_units(const std::string& text);
+
+// An MLP: inputs -> hidden (ReLU) ... -> classes, softmax cross-entropy.
+// Workspaces are sized for max_batch rows.
+std::unique_ptr<model> make_mlp(compute::backend& be, int inputs, const std::vector<int>& hidden, int classes,
+                                std::size_t max_batch);
+// y = w x + b with squared error.
+std::unique_ptr<model> make_linear(compute::backend& be, std::size_t max_batch);
+
+// TensorFlow's truncated_normal: normal(0, stddev) redrawn beyond 2 stddev,
+// from a portable generator (same values with every standard library).
+void truncated_normal(std::span<float> out, float stddev, std::uint64_t seed);
+
+}  // namespace pstrain::model

@@ -1,0 +1,84 @@
+#include "trainer/options.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "config.h"
+#include "trainer/model/model.hpp"
+#include "trainer/ps/optimizer.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace pstrain::trainer {
+
+std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code)
+{
+    train_options o;
+    o.data_dir = PSTRAIN_DEFAULT_DATA_DIR;
+    CLI::App app{"pstrain: parameter-server training on Slurm (see pstrain(1))", "pstrain"};
+    app.set_version_flag("--version", std::string("pstrain ") + PACKAGE_VERSION);
+    app.get_formatter()->column_width(34);
+
+    app.add_flag("--standalone", o.standalone, "train in this one process with an in-process parameter server");
+
+    auto* data = "Data";
+    app.add_option("--data-dir", o.data_dir, "MNIST-format IDX files (.gz or plain) or train.csv/test.csv")
+        ->group(data)->capture_default_str();
+    app.add_flag("--sample-with-replacement", o.sample_with_replacement,
+                 "draw batches with replacement instead of a shuffled pass per epoch")->group(data);
+
+    auto* model = "Model";
+    app.add_option("--model", o.model, "mlp, or linear (y = 2x + 10, the known-answer check)")
+        ->check(CLI::IsMember({"mlp", "linear"}))->group(model)->capture_default_str();
+    app.add_option("--hidden-units", o.hidden_units, "hidden layer widths, comma separated")->group(model)->capture_default_str();
+
+    auto* train = "Training";
+    app.add_option("--train-steps", o.train_steps, "stop when global_step reaches this")
+        ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40))->group(train)->capture_default_str();
+    app.add_option("--batch-size", o.batch_size, "examples per worker step")
+        ->check(CLI::Range(1, 1 << 20))->group(train)->capture_default_str();
+    app.add_option("--optimizer", o.optimizer, "sgd, momentum, adagrad or adam")
+        ->check(CLI::IsMember({"sgd", "momentum", "adagrad", "adam"}))->group(train)->capture_default_str();
+    app.add_option("--learning-rate", o.learning_rate, "learning rate (> 0)")
+        ->check(CLI::PositiveNumber)->group(train)->capture_default_str();
+    app.add_option("--seed", o.seed, "seed of initialisation and data order")->group(train)->capture_default_str();
+    app.add_option("--eval-every", o.eval_every, "evaluate on the test set every N steps (0: at the end only)")
+        ->check(CLI::NonNegativeNumber)->group(train)->capture_default_str();
+
+    auto* compute = "Compute";
+    app.add_option("--device", o.device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
+        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group(compute)->capture_default_str();
+    app.add_option("--threads", o.threads, "BLAS threads (default: OMP_NUM_THREADS or all cores)")
+        ->check(CLI::Range(1, 1024))->group(compute);
+
+    auto* output = "Output";
+    app.add_option("--log-every", o.log_every, "one progress line every N steps (0: none)")
+        ->check(CLI::NonNegativeNumber)->group(output)->capture_default_str();
+    app.add_option("--metrics-file", o.metrics_file, "append JSON lines of progress and evaluation here")->group(output);
+    app.add_option("--log-level", o.log_level, "error, warn, info or debug")
+        ->check(CLI::IsMember({"error", "warn", "info", "debug"}))->group(output)->capture_default_str();
+
+    try {
+        app.parse(argc, argv);
+        if (o.model == "mlp") o.hidden = model::parse_hidden_units(o.hidden_units);
+    } catch (const CLI::CallForHelp&) {
+        fmt::print("{}", app.help());
+        exit_code = 0;
+        return std::nullopt;
+    } catch (const CLI::CallForVersion&) {
+        fmt::print("pstrain {}\n", PACKAGE_VERSION);
+        exit_code = 0;
+        return std::nullopt;
+    } catch (const CLI::ParseError& e) {
+        log::error("{}: see pstrain --help", e.what());
+        exit_code = 2;
+        return std::nullopt;
+    } catch (const error& e) {
+        log::error("{}", e.what());
+        exit_code = 2;
+        return std::nullopt;
+    }
+    return o;
+}
+
+}  // namespace pstrain::trainer

@@ -1,0 +1,43 @@
+// The trainer's command line (CLI11).  Every flag is documented in
+// `pstrain --help` and pstrain(1).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pstrain::trainer {
+
+struct train_options {
+    // what to run
+    bool standalone = false;
+    // data
+    std::string data_dir;
+    bool sample_with_replacement = false;
+    // model
+    std::string model = "mlp";
+    std::string hidden_units = "100";
+    std::vector<int> hidden;  // parsed from hidden_units
+    // training
+    std::int64_t train_steps = 1000;
+    int batch_size = 100;
+    std::string optimizer = "sgd";
+    float learning_rate = 0.01f;
+    std::uint64_t seed = 1;
+    std::int64_t eval_every = 0;   // 0: at the end only
+    // compute
+    std::string device = "auto";
+    int threads = 0;
+    // output
+    std::int64_t log_every = 100;
+    std::string metrics_file;
+    std::string log_level = "info";
+};
+
+// Parses argv.  Returns std::nullopt when the program should exit with
+// `exit_code` (after --help or --version, or a usage error already printed
+// as one line).
+std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code);
+
+}  // namespace pstrain::trainer

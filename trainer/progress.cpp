@@ -1,0 +1,73 @@
+#include "trainer/progress.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+namespace pstrain::trainer {
+
+std::string format_duration(double s)
+{
+    if (!std::isfinite(s) || s < 0) return "?";
+    auto total = static_cast<long>(s + 0.5);
+    if (total >= 3600) return fmt::format("{}h{:02}m", total / 3600, (total / 60) % 60);
+    if (total >= 60) return fmt::format("{}m{:02}s", total / 60, total % 60);
+    return fmt::format("{}s", total);
+}
+
+progress::progress(std::int64_t train_steps, std::int64_t log_every, const std::string& metrics_file)
+    : train_steps_(train_steps), log_every_(log_every)
+{
+    if (!metrics_file.empty()) {
+        metrics_.reset(std::fopen(metrics_file.c_str(), "a"));
+        if (!metrics_)
+            throw error(fmt::format("--metrics-file {}: cannot open for appending: {}: give a writable path", metrics_file,
+                                    std::strerror(errno)));
+    }
+}
+
+double progress::seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+
+void progress::record(const nlohmann::json& event)
+{
+    if (!metrics_) return;
+    auto line = event.dump() + "\n";
+    if (std::fwrite(line.data(), 1, line.size(), metrics_.get()) != line.size() || std::fflush(metrics_.get()) != 0)
+        log::warn("cannot write the metrics file: {}", std::strerror(errno));
+}
+
+void progress::step(std::int64_t global_step, double loss, std::int64_t samples)
+{
+    if (first_step_ < 0) first_step_ = global_step - 1;
+    samples_ += samples;
+    loss_sum_ += loss;
+    ++loss_count_;
+    if (log_every_ <= 0 || global_step % log_every_ != 0) return;
+    auto now = clock::now();
+    double dt = std::chrono::duration<double>(now - last_).count();
+    double rate = dt > 0 ? static_cast<double>(samples_ - last_samples_) / dt : 0;
+    double elapsed = std::chrono::duration<double>(now - start_).count();
+    double per_step = elapsed / static_cast<double>(std::max<std::int64_t>(1, global_step - first_step_));
+    double eta = per_step * static_cast<double>(train_steps_ - global_step);
+    double mean_loss = loss_sum_ / static_cast<double>(std::max<std::int64_t>(1, loss_count_));
+    log::info("step {}/{} loss {:.4f} {:.0f} samples/s eta {}", global_step, train_steps_, mean_loss, rate,
+              format_duration(eta));
+    record({{"event", "progress"}, {"global_step", global_step}, {"loss", mean_loss}, {"samples_per_sec", rate},
+            {"eta_seconds", eta}});
+    last_ = now;
+    last_samples_ = samples_;
+    loss_sum_ = 0;
+    loss_count_ = 0;
+}
+
+void print_done(const nlohmann::json& done)
+{
+    auto line = done.dump() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fflush(stdout);
+}
+
+}  // namespace pstrain::trainer

@@ -1,0 +1,36 @@
+// What every training process sets up from the options: the compute
+// backend, the data and the model.
+#pragma once
+
+#include "trainer/compute/backend.hpp"
+#include "trainer/data/dataset.hpp"
+#include "trainer/model/model.hpp"
+#include "trainer/options.hpp"
+#include "trainer/ps/optimizer.hpp"
+
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+namespace pstrain::trainer {
+
+struct session {
+    std::unique_ptr<compute::backend> backend;
+    data::train_test data;
+    std::unique_ptr<model::model> net;
+};
+
+// Loads the data and builds the model on the chosen device.  Throws
+// pstrain::error with one clear line.
+session open_session(const train_options& o);
+
+ps::optimizer_config optimizer_from(const train_options& o);
+
+// The final line's evaluation fields (test_accuracy, test_cross_entropy, or
+// for the linear model test_mse, weight and bias).
+nlohmann::json evaluation_fields(const session& s, const model::eval_result& r, std::span<const float> params);
+
+// Fails with a clear line when the loss is not finite.
+void check_loss(double loss, std::int64_t step);
+
+}  // namespace pstrain::trainer
