@@ -23,7 +23,12 @@ dataset read_csv(const std::filesystem::path& file)
         ++line_no;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.empty()) continue;
-        if (line_no == 1 && !(line[0] >= '0' && line[0] <= '9')) continue;  // header
+        if (line_no == 1) {  // a header: its first field is not a number
+            float v = 0;
+            const char* comma = std::find(line.data(), line.data() + line.size(), ',');
+            auto [ptr, ec] = std::from_chars(line.data(), comma, v);
+            if (ec != std::errc() || ptr != comma) continue;
+        }
         std::size_t cols = 0;
         const char* p = line.data();
         const char* end = p + line.size();

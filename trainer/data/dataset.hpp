@@ -38,6 +38,11 @@ dataset read_csv(const std::filesystem::path& file);
 // or train.csv and test.csv.
 train_test load_directory(const std::filesystem::path& dir);
 
+// Shifts and scales every feature by the training set's mean and standard
+// deviation (one scalar each, pixels share a scale): zero mean, unit variance.
+// load_directory applies it.
+void standardize(train_test& t);
+
 // y = 2x + 10 + noise, x uniform in [-1, 1]: the classic known-answer check.
 train_test make_linear(std::size_t train_rows, std::size_t test_rows, std::uint64_t seed);
 

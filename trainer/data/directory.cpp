@@ -3,6 +3,7 @@
 
 #include "common/error.hpp"
 
+#include <cmath>
 #include <random>
 
 #include <fmt/format.h>
@@ -23,6 +24,22 @@ fs::path find_idx(const fs::path& dir, const std::string& base)
 }
 
 }  // namespace
+
+void standardize(train_test& t)
+{
+    double sum = 0, sum_sq = 0;
+    for (float v : t.train.features) {
+        sum += v;
+        sum_sq += double(v) * v;
+    }
+    const double n = static_cast<double>(t.train.features.size());
+    const double mean = sum / n;
+    const double var = sum_sq / n - mean * mean;
+    const float scale = var > 1e-12 ? static_cast<float>(1.0 / std::sqrt(var)) : 1.0f;
+    for (auto* d : {&t.train, &t.test})
+        for (auto& v : d->features) v = (v - static_cast<float>(mean)) * scale;
+    t.description += fmt::format(", standardised by the training set's mean {:.4f} and stddev {:.4f}", mean, std::sqrt(var));
+}
 
 train_test load_directory(const fs::path& dir)
 {
@@ -54,6 +71,7 @@ train_test load_directory(const fs::path& dir)
         throw error(fmt::format("{}: training examples have {} features, test examples {}", dir.string(), out.train.cols,
                                 out.test.cols));
     out.train.num_classes = out.test.num_classes = std::max(out.train.num_classes, out.test.num_classes);
+    standardize(out);
     return out;
 }
 

@@ -1,0 +1,57 @@
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE csv
+#include <boost/test/unit_test.hpp>
+
+#include "common/error.hpp"
+#include "trainer/data/dataset.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+fs::path write(const std::string& name, const std::string& text)
+{
+    auto p = fs::temp_directory_path() / (name + std::to_string(::getpid()));
+    std::ofstream(p) << text;
+    return p;
+}
+std::string error_of(const fs::path& p)
+{
+    try {
+        pstrain::data::read_csv(p);
+    } catch (const pstrain::error& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(reads_with_and_without_header)
+{
+    auto with = write("h.csv", "label,pixel0,pixel1\n3,0,255\n1,51,102\r\n");
+    auto d = pstrain::data::read_csv(with);
+    BOOST_TEST(d.rows == 2u);
+    BOOST_TEST(d.cols == 2u);
+    BOOST_TEST(d.labels[0] == 3);
+    BOOST_TEST(d.features[1] == 1.0f);
+    BOOST_TEST(d.features[2] == 0.2f, boost::test_tools::tolerance(1e-6f));
+    BOOST_TEST(d.num_classes == 4);
+    auto without = write("n.csv", "0,1,2\n");
+    BOOST_TEST(pstrain::data::read_csv(without).rows == 1u);
+    fs::remove(with);
+    fs::remove(without);
+}
+
+BOOST_AUTO_TEST_CASE(bad_rows_name_the_line)
+{
+    auto p = write("b.csv", "1,2,3\n1,x,3\n");
+    BOOST_TEST(error_of(p).find(":2: field 2 'x' is not a number") != std::string::npos);
+    auto q = write("c.csv", "1,2,3\n1,2\n");
+    BOOST_TEST(error_of(q).find(":2: 1 pixel columns, but the first example has 2") != std::string::npos);
+    auto r = write("d.csv", "-1,2\n");
+    BOOST_TEST(error_of(r).find("label '-1' is not a class number") != std::string::npos);
+    BOOST_TEST(error_of("/nonexistent/x.csv").find("cannot open") != std::string::npos);
+    for (auto& f : {p, q, r}) fs::remove(f);
+}

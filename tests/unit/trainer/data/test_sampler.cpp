@@ -1,0 +1,76 @@
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE sampler
+#include <boost/test/unit_test.hpp>
+
+#include "trainer/data/sampler.hpp"
+
+#include <algorithm>
+#include <set>
+
+using pstrain::data::sampler;
+
+BOOST_AUTO_TEST_CASE(shards_are_disjoint_and_cover_the_data)
+{
+    std::set<std::uint32_t> seen;
+    std::size_t total = 0;
+    for (int w = 0; w < 3; ++w) {
+        sampler s(100, 3, w, 7, false);
+        std::vector<std::uint32_t> batch;
+        s.next_batch(s.shard_size(), batch);
+        total += batch.size();
+        for (auto i : batch) {
+            BOOST_TEST(int(i % 3) == w);
+            seen.insert(i);
+        }
+    }
+    BOOST_TEST(total == 100u);
+    BOOST_TEST(seen.size() == 100u);
+}
+
+BOOST_AUTO_TEST_CASE(each_epoch_is_a_new_permutation_of_the_shard)
+{
+    sampler s(50, 2, 1, 3, false);
+    std::vector<std::uint32_t> e1, e2;
+    s.next_batch(25, e1);
+    s.next_batch(25, e2);
+    BOOST_TEST(s.epoch() == 1u);
+    BOOST_TEST(e1 != e2);
+    auto a = e1, b = e2;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    BOOST_TEST(a == b);
+    BOOST_TEST((std::adjacent_find(a.begin(), a.end()) == a.end()));
+}
+
+BOOST_AUTO_TEST_CASE(same_seed_same_order_other_seed_other_order)
+{
+    std::vector<std::uint32_t> a, b, c;
+    sampler(1000, 1, 0, 42, false).next_batch(64, a);
+    sampler(1000, 1, 0, 42, false).next_batch(64, b);
+    sampler(1000, 1, 0, 43, false).next_batch(64, c);
+    BOOST_TEST(a == b);
+    BOOST_TEST(a != c);
+}
+
+BOOST_AUTO_TEST_CASE(seek_resumes_the_same_order)
+{
+    sampler a(200, 1, 0, 9, false);
+    std::vector<std::uint32_t> skip, want, got;
+    a.next_batch(230, skip);
+    a.next_batch(10, want);
+    sampler b(200, 1, 0, 9, false);
+    b.seek(1, 30);
+    b.next_batch(10, got);
+    BOOST_TEST(want == got);
+}
+
+BOOST_AUTO_TEST_CASE(with_replacement_stays_in_the_shard)
+{
+    sampler s(30, 3, 2, 5, true);
+    std::vector<std::uint32_t> batch;
+    s.next_batch(100, batch);
+    std::set<std::uint32_t> distinct(batch.begin(), batch.end());
+    BOOST_TEST(distinct.size() <= 10u);
+    BOOST_TEST(distinct.size() > 1u);
+    for (auto i : batch) BOOST_TEST(i % 3 == 2u);
+}

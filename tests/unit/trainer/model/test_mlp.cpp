@@ -1,0 +1,168 @@
+// MLP gradients against central finite differences, and determinism.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE mlp
+#include <boost/test/unit_test.hpp>
+
+#include "common/error.hpp"
+#include "trainer/compute/cpu_backend.hpp"
+#include "trainer/data/sampler.hpp"
+#include "trainer/model/model.hpp"
+#include "trainer/ps/shard.hpp"
+
+#include <cmath>
+#include <random>
+
+using namespace pstrain;
+
+namespace {
+
+data::dataset make_random_data(std::size_t rows, std::size_t cols, int classes, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> x;
+    data::dataset d;
+    d.rows = rows;
+    d.cols = cols;
+    d.num_classes = classes;
+    for (std::size_t i = 0; i < rows * cols; ++i) d.features.push_back(x(rng));
+    for (std::size_t i = 0; i < rows; ++i) d.labels.push_back(static_cast<int>(rng() % classes));
+    return d;
+}
+
+// Gradient check in float32.  Documented bound: with central differences of
+// step 1e-3 on a loss summed in double, |analytic - numeric| must stay below
+// 2e-3 + 2e-2 * |numeric| for every parameter (float32 rounding of the
+// forward pass, ~1e-7 of the loss divided by the step, dominates below
+// that).  A larger step crosses ReLU kinks with these seeds.
+void check_gradients(model::model& m, const data::dataset& d, std::vector<std::uint32_t> rows, std::uint64_t seed)
+{
+    std::vector<float> p(m.num_params()), g(m.num_params()), scratch(m.num_params());
+    m.initialize(p, seed);
+    m.compute_gradients(p, d, rows, g);
+    const float eps = 1e-3f;
+    double worst = 0;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+        const float saved = p[i];
+        p[i] = saved + eps;
+        double up = m.compute_gradients(p, d, rows, scratch);
+        p[i] = saved - eps;
+        double down = m.compute_gradients(p, d, rows, scratch);
+        p[i] = saved;
+        double numeric = (up - down) / (2.0 * eps);
+        double err = std::fabs(g[i] - numeric);
+        BOOST_TEST_REQUIRE(err <= 2e-3 + 2e-2 * std::fabs(numeric),
+                           "param " << i << ": analytic " << g[i] << " numeric " << numeric);
+        worst = std::max(worst, err);
+    }
+    BOOST_TEST_MESSAGE("largest gradient difference " << worst);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tensors_are_named_and_flat)
+{
+    compute::cpu_backend be(1);
+    auto m = model::make_mlp(be, 784, {256, 128}, 10, 100);
+    const auto& t = m->tensors();
+    BOOST_TEST(t.size() == 6u);
+    BOOST_TEST(t[0].name == "hidden_0/weights");
+    BOOST_TEST(t[5].name == "softmax/biases");
+    BOOST_TEST(t[1].offset == 784u * 256u);
+    BOOST_TEST(m->num_params() == 784u * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+    BOOST_TEST(m->describe() == "784-256-128-10 mlp");
+}
+
+BOOST_AUTO_TEST_CASE(gradients_match_finite_differences_one_hidden_layer)
+{
+    compute::cpu_backend be(1);
+    auto d = make_random_data(8, 6, 3, 1);
+    auto m = model::make_mlp(be, 6, {5}, 3, 8);
+    check_gradients(*m, d, {0, 1, 2, 3, 4, 5, 6, 7}, 11);
+}
+
+BOOST_AUTO_TEST_CASE(gradients_match_finite_differences_two_hidden_layers)
+{
+    compute::cpu_backend be(1);
+    auto d = make_random_data(6, 7, 4, 2);
+    auto m = model::make_mlp(be, 7, {6, 5}, 4, 6);
+    check_gradients(*m, d, {5, 3, 1, 0}, 12);
+}
+
+BOOST_AUTO_TEST_CASE(linear_model_gradient)
+{
+    compute::cpu_backend be(1);
+    auto d = data::make_linear(20, 5, 3).train;
+    auto m = model::make_linear(be, 20);
+    check_gradients(*m, d, {0, 1, 2, 3, 4, 5}, 4);
+}
+
+BOOST_AUTO_TEST_CASE(initialisation_is_truncated_normal_with_fan_in_scale)
+{
+    compute::cpu_backend be(1);
+    auto m = model::make_mlp(be, 400, {300}, 10, 1);
+    std::vector<float> p(m->num_params());
+    m->initialize(p, 5);
+    const auto& w = m->tensors()[0];
+    double sum_sq = 0, limit = 2.0 / std::sqrt(400.0);
+    for (std::size_t i = w.offset; i < w.offset + w.size; ++i) {
+        BOOST_TEST_REQUIRE(std::fabs(p[i]) <= limit + 1e-6);
+        sum_sq += double(p[i]) * p[i];
+    }
+    // A normal truncated at 2 sigma has variance 0.774 sigma^2.
+    double var = sum_sq / w.size;
+    BOOST_TEST(var * 400.0 == 0.774, boost::test_tools::tolerance(0.03));
+    const auto& b = m->tensors()[1];
+    for (std::size_t i = b.offset; i < b.offset + b.size; ++i) BOOST_TEST_REQUIRE(p[i] == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(same_seed_gives_a_bit_identical_loss_sequence)
+{
+    auto run = [](std::uint64_t seed) {
+        compute::cpu_backend be(1);
+        auto d = make_random_data(200, 10, 5, 9);
+        auto m = model::make_mlp(be, 10, {16}, 5, 20);
+        ps::optimizer_config cfg;
+        cfg.kind = ps::optimizer_kind::adam;
+        cfg.learning_rate = 0.01f;
+        ps::parameter_shard shard({0, m->num_params()}, cfg);
+        std::vector<float> init(m->num_params()), g(m->num_params());
+        m->initialize(init, seed);
+        shard.assign(init);
+        data::sampler s(d.rows, 1, 0, seed, false);
+        std::vector<std::uint32_t> rows;
+        std::vector<double> losses;
+        for (int step = 0; step < 50; ++step) {
+            s.next_batch(20, rows);
+            losses.push_back(m->compute_gradients(shard.values(), d, rows, g));
+            shard.apply(g);
+        }
+        return losses;
+    };
+    auto a = run(3), b = run(3), c = run(4);
+    BOOST_TEST(a == b);
+    BOOST_TEST(a != c);
+    BOOST_TEST(a.back() < a.front());  // it learns
+}
+
+BOOST_AUTO_TEST_CASE(hidden_units_parsing)
+{
+    BOOST_TEST(model::parse_hidden_units("256,128") == (std::vector<int>{256, 128}));
+    for (const char* bad : {"10,,5", "", "0", "abc", "5,", "-3"}) {
+        try {
+            model::parse_hidden_units(bad);
+            BOOST_FAIL("accepted " << bad);
+        } catch (const error& e) {
+            BOOST_TEST(std::string(e.what()).find("--hidden-units") == 0u);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(wrong_feature_count_is_an_error)
+{
+    compute::cpu_backend be(1);
+    auto m = model::make_mlp(be, 5, {4}, 3, 4);
+    auto d = make_random_data(4, 6, 3, 1);
+    std::vector<float> p(m->num_params()), g(m->num_params());
+    std::vector<std::uint32_t> rows{0, 1};
+    BOOST_CHECK_THROW(m->compute_gradients(p, d, rows, g), error);
+}
