@@ -1,0 +1,91 @@
+# The trainer on its own (--standalone): the known-answer checks, the
+# accuracy bar, device selection and bad input.
+
+pstrain=$PSTRAIN_BUILDDIR/trainer/pstrain
+done_field() {  # done_field KEY: from the last line of $out
+  printf '%s\n' "$out" | tail -n 1 | python3 -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"
+}
+
+test_linear_model_recovers_weight_and_bias() {
+  run "$pstrain" --standalone --model linear --train-steps 2000 --batch-size 50 --learning-rate 0.05 --device cpu
+  expect_rc 0
+  expect_contains "linear model: weight"
+  local w b
+  w=$(done_field weight) b=$(done_field bias)
+  python3 -c "import sys; sys.exit(0 if abs($w - 2) < 0.05 and abs($b - 10) < 0.05 else 1)" || fail "weight $w bias $b not within 0.05 of 2 and 10"
+}
+
+test_fashion_mnist_mlp_reaches_0885() {
+  RUN_TIMEOUT=300 run env OMP_NUM_THREADS=1 "$pstrain" --standalone --hidden-units 256,128 --optimizer adam \
+    --learning-rate 0.001 --batch-size 100 --train-steps 6000 --log-every 1000 --eval-every 3000 --metrics-file "$PWD/m.jsonl"
+  expect_rc 0
+  expect_eq "$(done_field event)" done "last line"
+  expect_eq "$(done_field global_step)" 6000 "global_step"
+  local acc
+  acc=$(done_field test_accuracy)
+  echo "test accuracy $acc" >>"$TEST_LOG"
+  python3 -c "import sys; sys.exit(0 if $acc >= 0.885 else 1)" || fail "test accuracy $acc < 0.885"
+  expect_contains "step 1000/6000 loss"
+  expect_contains "samples/s eta"
+  expect_eq "$(grep -c '"event":"progress"' m.jsonl)" 6 "progress lines in the metrics file"
+  expect_eq "$(grep -c '"event":"eval"' m.jsonl)" 2 "eval lines in the metrics file"
+}
+
+test_device_cuda_without_gpu_fails_clearly() {
+  if nvidia-smi -L >/dev/null 2>&1; then echo "a GPU is present: nothing to check" >>"$TEST_LOG"; return 0; fi
+  run "$pstrain" --standalone --device cuda --train-steps 1
+  expect_fail
+  expect_contains "no CUDA device visible"
+  expect_eq "$(printf '%s\n' "$out" | wc -l)" 1 "lines of output"
+  run env CUDA_VISIBLE_DEVICES= "$pstrain" --standalone --device cuda --train-steps 1
+  expect_fail
+  expect_eq "$out" "pstrain[standalone]: error: no CUDA device visible: CUDA_VISIBLE_DEVICES is empty (as for ps tasks); run workers with --gres=gpu:N" "error line"
+}
+
+test_device_auto_falls_back_to_cpu_and_says_so() {
+  if nvidia-smi -L >/dev/null 2>&1; then return 0; fi
+  run "$pstrain" --standalone --model linear --train-steps 10 --device auto
+  expect_rc 0
+  if grep -q 'HAVE_CUDA 1' "$PSTRAIN_BUILDDIR/config.h"; then expect_contains "--device auto: no CUDA device visible"; fi
+  expect_contains "device: cpu (OpenBLAS"
+}
+
+test_cuda_backend_is_linked_when_configured() {
+  grep -q 'HAVE_CUDA 1' "$PSTRAIN_BUILDDIR/config.h" || { echo "built without CUDA" >>"$TEST_LOG"; return 0; }
+  run ldd "$pstrain"
+  expect_contains "libcublas"
+  expect_contains "libcudart"
+}
+
+test_bad_values_are_one_line_each() {
+  local args
+  for args in "--batch-size 0" "--learning-rate -1" "--hidden-units 10,,5" "--train-steps abc" "--optimizer rmsprop" "--bogus"; do
+    run "$pstrain" --standalone $args
+    expect_rc 2
+    expect_eq "$(printf '%s\n' "$out" | wc -l)" 1 "lines for $args"
+    expect_contains "pstrain: error: "
+  done
+}
+
+test_missing_data_dir() {
+  run "$pstrain" --standalone --device cpu --data-dir /nonexistent --train-steps 1
+  expect_rc 1
+  expect_eq "$out" "pstrain[standalone]: error: --data-dir /nonexistent: no such directory: install dataset-fashion-mnist or point --data-dir at MNIST-format files" "error line"
+}
+
+test_corrupt_dataset_is_named() {
+  mkdir data
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    zcat /usr/share/datasets/fashion-mnist/$f.gz >data/$f
+  done
+  truncate -s 1000000 data/train-images-idx3-ubyte
+  run "$pstrain" --standalone --data-dir "$PWD/data" --train-steps 1
+  expect_rc 1
+  expect_contains "train-images-idx3-ubyte: truncated: the file ends inside the pixel data"
+}
+
+test_unwritable_metrics_file() {
+  run "$pstrain" --standalone --model linear --train-steps 1 --metrics-file /nonexistent/m.jsonl
+  expect_rc 1
+  expect_contains "--metrics-file /nonexistent/m.jsonl: cannot open for appending"
+}

@@ -1,0 +1,104 @@
+// The CUDA backend against the CPU oracle: forward/backward and a 200-step
+// training run, compared with atol + rtol * |ref|.  Exits 77 (automake's
+// SKIP) when no CUDA device is visible.  Run on a GPU node with
+//   srun --gres=gpu:1 tests/unit/trainer/compute/test_cuda_backend
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_NO_MAIN
+#include <boost/test/unit_test.hpp>
+
+#include "trainer/compute/cpu_backend.hpp"
+#include "trainer/compute/cuda_backend.hpp"
+#include "trainer/data/sampler.hpp"
+#include "trainer/model/model.hpp"
+#include "trainer/ps/shard.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+using namespace pstrain;
+
+namespace {
+
+data::dataset make_random_data(std::size_t rows, std::size_t cols, int classes, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> x;
+    data::dataset d;
+    d.rows = rows;
+    d.cols = cols;
+    d.num_classes = classes;
+    for (std::size_t i = 0; i < rows * cols; ++i) d.features.push_back(x(rng));
+    for (std::size_t i = 0; i < rows; ++i) d.labels.push_back(static_cast<int>(rng() % classes));
+    return d;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double atol, double rtol)
+{
+    BOOST_REQUIRE_EQUAL(got.size(), ref.size());
+    for (std::size_t i = 0; i < ref.size(); ++i)
+        BOOST_TEST_REQUIRE(std::fabs(got[i] - ref[i]) <= atol + rtol * std::fabs(ref[i]),
+                           "element " << i << ": cuda " << got[i] << " cpu " << ref[i]);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(gradients_match_the_cpu_oracle)
+{
+    compute::cpu_backend cpu(1);
+    auto gpu = compute::make_cuda_backend();
+    auto d = make_random_data(64, 784, 10, 1);
+    auto mc = model::make_mlp(cpu, 784, {128, 64}, 10, 64);
+    auto mg = model::make_mlp(*gpu, 784, {128, 64}, 10, 64);
+    std::vector<float> p(mc->num_params()), gc(p.size()), gg(p.size());
+    mc->initialize(p, 3);
+    std::vector<std::uint32_t> rows(64);
+    for (std::uint32_t i = 0; i < 64; ++i) rows[i] = i;
+    double lc = mc->compute_gradients(p, d, rows, gc);
+    double lg = mg->compute_gradients(p, d, rows, gg);
+    BOOST_TEST(lg == lc, boost::test_tools::tolerance(1e-5));
+    expect_close(gg, gc, 1e-5, 1e-3);
+    auto ec = mc->evaluate(p, d), eg = mg->evaluate(p, d);
+    BOOST_TEST(eg.accuracy == ec.accuracy);
+    BOOST_TEST(eg.loss == ec.loss, boost::test_tools::tolerance(1e-5));
+}
+
+BOOST_AUTO_TEST_CASE(training_curve_matches_the_cpu_run)
+{
+    auto curve = [](compute::backend& be) {
+        auto d = make_random_data(2000, 50, 5, 2);
+        auto m = model::make_mlp(be, 50, {32}, 5, 50);
+        ps::optimizer_config cfg;
+        cfg.kind = ps::optimizer_kind::adam;
+        cfg.learning_rate = 0.005f;
+        ps::parameter_shard shard({0, m->num_params()}, cfg);
+        std::vector<float> init(m->num_params()), g(m->num_params());
+        m->initialize(init, 7);
+        shard.assign(init);
+        data::sampler s(d.rows, 1, 0, 7, false);
+        std::vector<std::uint32_t> rows;
+        std::vector<float> losses;
+        for (int step = 0; step < 200; ++step) {
+            s.next_batch(50, rows);
+            losses.push_back(static_cast<float>(m->compute_gradients(shard.values(), d, rows, g)));
+            shard.apply(g);
+        }
+        return losses;
+    };
+    compute::cpu_backend cpu(1);
+    auto gpu = compute::make_cuda_backend();
+    auto ref = curve(cpu);
+    auto got = curve(*gpu);
+    expect_close(got, ref, 1e-3, 1e-2);
+    BOOST_TEST(ref.back() < ref.front());
+}
+
+int main(int argc, char* argv[])
+{
+    std::string why;
+    if (!compute::cuda_device_available(why)) {
+        std::printf("SKIP: %s\n", why.c_str());
+        return 77;
+    }
+    return boost::unit_test::unit_test_main([] { return true; }, argc, argv);
+}
