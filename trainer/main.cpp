@@ -1,6 +1,8 @@
 // pstrain: the trainer.  One binary for the parameter server and the worker.
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "trainer/bootstrap/job.hpp"
+#include "trainer/distributed.hpp"
 #include "trainer/options.hpp"
 #include "trainer/standalone.hpp"
 
@@ -15,7 +17,9 @@ int main(int argc, char** argv)
     try {
         log::set_level(log::parse_level(options->log_level));
         if (options->standalone) return trainer::run_standalone(*options);
-        log::error("no role given: run under srun --mpi=pmix with --ps=N --workers=M, or use --standalone");
+        if (auto job = bootstrap::detect_job(*options)) return trainer::run_distributed(*options, std::move(*job));
+        log::error("no role given: run under srun --mpi=pmix with --ps=N --workers=M, set TF_CONFIG, give "
+                   "--ps-hosts/--worker-hosts/--job-name/--task-index, or use --standalone");
         return 2;
     } catch (const error& e) {
         log::error("{}", e.what());

@@ -21,6 +21,25 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
 
     app.add_flag("--standalone", o.standalone, "train in this one process with an in-process parameter server");
 
+    auto* dist = "Distributed training";
+    app.add_flag("--sync-replicas,--sync_replicas", o.sync_replicas,
+                 "synchronous: the PS averages --replicas-to-aggregate gradients per step (default: async)")->group(dist);
+    app.add_option("--replicas-to-aggregate,--replicas_to_aggregate", o.replicas_to_aggregate,
+                   "gradients per sync step (default: all workers; fewer means backup workers)")
+        ->check(CLI::Range(1, 65535))->group(dist);
+    app.add_option("--ps-hosts,--ps_hosts", o.ps_hosts, "without PMIx: comma list of the PS tasks' host:port")->group(dist);
+    app.add_option("--worker-hosts,--worker_hosts", o.worker_hosts, "without PMIx: comma list of the workers' host:port")->group(dist);
+    app.add_option("--job-name,--job_name", o.job_name, "without PMIx: ps or worker")
+        ->check(CLI::IsMember({"ps", "worker"}))->group(dist);
+    app.add_option("--task-index,--task_index", o.task_index, "without PMIx: index within --job-name")
+        ->check(CLI::Range(0, 65535))->group(dist);
+    app.add_option("--bootstrap-timeout", o.bootstrap_timeout, "seconds to wait for every peer at start-up")
+        ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
+    app.add_option("--peer-timeout", o.peer_timeout, "seconds a worker waits for a PS reply before giving up")
+        ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
+    app.add_option("--progress", o.progress, "event (block on UCX's event fd) or spin (busy-poll)")
+        ->check(CLI::IsMember({"event", "spin"}))->group(dist)->capture_default_str();
+
     auto* data = "Data";
     app.add_option("--data-dir", o.data_dir, "MNIST-format IDX files (.gz or plain) or train.csv/test.csv")
         ->group(data)->capture_default_str();

@@ -12,6 +12,14 @@ namespace pstrain::trainer {
 struct train_options {
     // what to run
     bool standalone = false;
+    // distributed (without PMIx: the classic example's flags)
+    bool sync_replicas = false;
+    int replicas_to_aggregate = 0;  // 0: all workers
+    std::string ps_hosts, worker_hosts, job_name;
+    int task_index = -1;
+    int bootstrap_timeout = 60;     // seconds
+    int peer_timeout = 600;         // seconds without an answer from a peer
+    std::string progress = "event";
     // data
     std::string data_dir;
     bool sample_with_replacement = false;

@@ -41,11 +41,13 @@ void progress::record(const nlohmann::json& event)
 
 void progress::step(std::int64_t global_step, double loss, std::int64_t samples)
 {
-    if (first_step_ < 0) first_step_ = global_step - 1;
+    if (first_step_ < 0) first_step_ = last_logged_ = global_step - 1;
     samples_ += samples;
     loss_sum_ += loss;
     ++loss_count_;
-    if (log_every_ <= 0 || global_step % log_every_ != 0) return;
+    // Other workers move global_step too: log when it crosses a multiple.
+    if (log_every_ <= 0 || global_step / log_every_ == last_logged_ / log_every_) return;
+    last_logged_ = global_step;
     auto now = clock::now();
     double dt = std::chrono::duration<double>(now - last_).count();
     double rate = dt > 0 ? static_cast<double>(samples_ - last_samples_) / dt : 0;

@@ -30,7 +30,7 @@ private:
     std::int64_t train_steps_, log_every_;
     std::unique_ptr<std::FILE, file_closer> metrics_;
     clock::time_point start_ = clock::now(), last_ = start_;
-    std::int64_t samples_ = 0, last_samples_ = 0, first_step_ = -1;
+    std::int64_t samples_ = 0, last_samples_ = 0, first_step_ = -1, last_logged_ = 0;
     double loss_sum_ = 0;
     std::int64_t loss_count_ = 0;
 };

@@ -1,0 +1,106 @@
+#include "trainer/bootstrap/job.hpp"
+
+#include "common/error.hpp"
+#include "common/hostlist.hpp"
+#include "common/log.hpp"
+#include "common/parse.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace pstrain::bootstrap {
+namespace {
+
+std::optional<std::string> env(const char* name)
+{
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+int env_count(const char* name, int lo, int hi)
+{
+    auto v = env(name);
+    auto n = v ? parse_count(*v, lo, hi) : std::nullopt;
+    if (!n) throw error(fmt::format("{}={} is not valid: run under srun with --ps=N --workers=M", name, v.value_or("(unset)")));
+    return static_cast<int>(*n);
+}
+
+std::vector<std::string> split_hosts(const std::string& text, const char* flag)
+{
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        std::size_t comma = text.find(',', start);
+        if (comma == std::string::npos) comma = text.size();
+        auto item = text.substr(start, comma - start);
+        try {
+            split_host_port(item);
+        } catch (const error& e) {
+            throw error(fmt::format("{} {}: {}: give a comma list of host:port", flag, text, e.what()));
+        }
+        out.push_back(item);
+        start = comma + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string job::name() const { return fmt::format("{} {}", role_name(me.role), me.index); }
+
+std::string job::peer_name(role r, int index) const
+{
+    const auto& list = spec.tasks(r);
+    std::string host = static_cast<std::size_t>(index) < list.size() ? split_host_port(list[index]).first : "?";
+    std::string chief = r == role::worker && index == 0 ? ", the chief" : "";
+    return fmt::format("{} {} ({}{})", role_name(r), index, host, chief);
+}
+
+std::optional<job> detect_job(const trainer::train_options& o)
+{
+    job j;
+    bool have_flags = !o.job_name.empty() || !o.ps_hosts.empty() || !o.worker_hosts.empty() || o.task_index >= 0;
+    auto role_env = env("PSTRAIN_ROLE");
+    bool under_pmix = env("PMIX_RANK").has_value() || env("PMIX_NAMESPACE").has_value();
+
+    if (role_env && under_pmix && !have_flags) {
+        j.how = mode::pmix;
+        j.source = "PMIx and the SPANK plugin";
+        if (*role_env != "ps" && *role_env != "worker") throw error(fmt::format("PSTRAIN_ROLE={} is not ps or worker", *role_env));
+        j.num_ps = env_count("PSTRAIN_NUM_PS", 1, 1 << 16);
+        j.num_workers = env_count("PSTRAIN_NUM_WORKERS", 1, 1 << 16);
+        int limit = *role_env == "ps" ? j.num_ps - 1 : j.num_workers - 1;
+        j.me = {*role_env == "ps" ? role::ps : role::worker, env_count("PSTRAIN_TASK_INDEX", 0, limit)};
+        auto spec = env("PSTRAIN_CLUSTER");
+        if (!spec) throw error("PSTRAIN_CLUSTER is not set: is spank_pstrain.so in plugstack.conf?");
+        j.spec = parse_cluster_spec(*spec);
+    } else if (have_flags) {
+        j.how = mode::static_spec;
+        j.source = "--ps-hosts/--worker-hosts";
+        if (o.ps_hosts.empty() || o.worker_hosts.empty() || o.job_name.empty() || o.task_index < 0)
+            throw error("the classic flags go together: give --ps-hosts, --worker-hosts, --job-name and --task-index");
+        j.spec.ps = split_hosts(o.ps_hosts, "--ps-hosts");
+        j.spec.worker = split_hosts(o.worker_hosts, "--worker-hosts");
+        if (o.job_name != "ps" && o.job_name != "worker")
+            throw error(fmt::format("--job-name {}: use ps or worker", o.job_name));
+        j.me = {o.job_name == "ps" ? role::ps : role::worker, o.task_index};
+        if (static_cast<std::size_t>(o.task_index) >= j.spec.tasks(j.me.role).size())
+            throw error(fmt::format("--task-index {} is outside the {} {} hosts given", o.task_index,
+                                    j.spec.tasks(j.me.role).size(), o.job_name));
+    } else if (auto tf = env("TF_CONFIG")) {
+        j.how = mode::static_spec;
+        j.source = "TF_CONFIG";
+        auto parsed = parse_tf_config(*tf);
+        j.spec = parsed.cluster;
+        j.me = parsed.task;
+    } else {
+        return std::nullopt;
+    }
+    j.num_ps = static_cast<int>(j.spec.ps.size());
+    j.num_workers = static_cast<int>(j.spec.worker.size());
+    if (j.num_ps > 0xffff || j.num_workers > 0xffff) throw error("more than 65535 ps or worker tasks");
+    return j;
+}
+
+}  // namespace pstrain::bootstrap

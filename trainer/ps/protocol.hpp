@@ -1,0 +1,48 @@
+// The worker <-> parameter-server protocol: tagged UCX messages made of a
+// fixed header and, for some types, the float payload of one shard.
+//
+//   worker -> ps   INIT      chief's initial (or restored) values; step = starting global_step
+//   worker -> ps   PULL      ask for the shard's current values
+//   worker -> ps   PUSH      a gradient computed at global_step `step`
+//   worker -> ps   SHUTDOWN  the chief ends the job (after the final evaluation)
+//   worker -> ps   HELLO     static-spec bootstrap: the sender's UCX address as payload
+//   ps -> worker   PARAMS    reply to PULL/PUSH/INIT: values at global_step `step`, `status`
+//   ps -> worker   ABORT     training cannot go on; `lost_role`/`lost_index` say why
+//
+// Tag: type (8 bits) | sender role (8 bits) | sender index (16 bits) | 32 free bits.
+#pragma once
+
+#include <cstdint>
+
+namespace pstrain::ps {
+
+enum class msg : std::uint8_t { init = 1, pull, push, shutdown, hello, params, abort };
+
+enum class reply_status : std::uint32_t { ok = 0, stale = 1, done = 2 };
+
+struct header {
+    std::uint32_t magic = 0x70737472;  // "pstr"
+    std::uint8_t type = 0;
+    std::uint8_t sender_role = 0;      // 0 ps, 1 worker
+    std::uint16_t sender_index = 0;
+    std::uint64_t step = 0;            // global_step the message refers to
+    std::uint64_t payload_bytes = 0;   // bytes after the header
+    std::uint32_t status = 0;          // reply_status, or for ABORT the lost peer's role
+    std::uint32_t aux = 0;             // ABORT: the lost peer's index; INIT: total parameters (low 32 bits)
+    std::uint64_t range_begin = 0;     // INIT/PARAMS: the shard's range in the flat vector
+    std::uint64_t range_end = 0;
+};
+static_assert(sizeof(header) == 48);
+
+inline constexpr std::uint64_t tag_type_mask = 0xff00000000000000ull;
+inline constexpr std::uint64_t tag_sender_mask = 0x00ffffff00000000ull;
+
+inline std::uint64_t make_tag(msg type, int sender_role, int sender_index)
+{
+    return (std::uint64_t(static_cast<std::uint8_t>(type)) << 56) | (std::uint64_t(sender_role & 0xff) << 48) |
+           (std::uint64_t(sender_index & 0xffff) << 32);
+}
+
+inline std::uint64_t sender_tag(int sender_role, int sender_index) { return make_tag(msg{}, sender_role, sender_index); }
+
+}  // namespace pstrain::ps

@@ -1,0 +1,334 @@
+#include "trainer/ps/server.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "trainer/ps/protocol.hpp"
+#include "trainer/ps/shard.hpp"
+#include "trainer/session.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace pstrain::ps {
+namespace {
+
+using clock = std::chrono::steady_clock;
+constexpr auto far_future = std::chrono::hours(24 * 365);
+
+struct peer_state {
+    header in;                       // header of the last message
+    std::vector<float> slot;         // its payload (a gradient, or INIT values)
+    transport::request recv;         // the posted receive
+    bool posted = false;
+    bool lost = false;
+    header out;                      // header of the reply in flight
+    transport::request send;
+    ucp_dt_iov_t in_iov[2];          // alive while their requests are
+    ucp_dt_iov_t out_iov[2];
+    bool waiting_pull = false;       // PULL before INIT
+};
+
+class server {
+public:
+    server(const trainer::train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& c)
+        : o_(o), j_(j), w_(w), c_(c), workers_(static_cast<std::size_t>(j.num_workers)),
+          sync_(o.sync_replicas), replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : j.num_workers)
+    {
+        if (replicas_ > j.num_workers)
+            throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}", replicas_,
+                                    j.num_workers, j.num_workers));
+    }
+
+    int run()
+    {
+        int code = serve();
+        // Posted receives go back to UCX before the worker is destroyed.
+        for (auto& p : workers_)
+            if (p.posted) p.recv.cancel(w_.get());
+        w_.wait_until(
+            [&] {
+                return std::all_of(workers_.begin(), workers_.end(), [](auto& p) { return !p.posted || p.recv.done(); });
+            },
+            clock::now() + std::chrono::seconds(1));
+        return code;
+    }
+
+private:
+    int serve()
+    {
+        receive_init();
+        for (;;) {
+            std::optional<std::size_t> ready;
+            w_.wait_until(
+                [&] {
+                    for (std::size_t i = 0; i < workers_.size(); ++i) {
+                        auto& p = workers_[i];
+                        if (!p.lost && (c_.peers[i]->failed() || (p.posted && p.recv.done()))) {
+                            ready = i;
+                            return true;
+                        }
+                    }
+                    return false;
+                },
+                clock::now() + far_future);
+            if (!ready) continue;
+            const std::size_t i = *ready;
+            auto& p = workers_[i];
+            if (c_.peers[i]->failed() || p.recv.status() != UCS_OK) {
+                if (auto code = on_worker_lost(i)) return *code;
+                continue;
+            }
+            p.posted = false;
+            if (auto code = handle(i)) return *code;
+        }
+    }
+
+    // The chief's first message sets the shard (its size comes with it).
+    void receive_init()
+    {
+        auto& chief = *c_.peers[0];
+        ucp_tag_recv_info_t info{};
+        ucp_tag_message_h msg = nullptr;
+        const std::uint64_t tag = make_tag(msg::init, 1, 0);
+        w_.wait_until(
+            [&] {
+                if (!msg) msg = ucp_tag_probe_nb(w_.get(), tag, ~0ull, 1, &info);
+                return msg != nullptr || chief.failed();
+            },
+            clock::now() + far_future);
+        if (!msg)
+            throw error(fmt::format("lost {} before it initialised the model: {}", j_.peer_name(role::worker, 0),
+                                    ucs_status_string(chief.failure())));
+        if (info.length < sizeof(header) || (info.length - sizeof(header)) % sizeof(float) != 0)
+            throw error("the chief's INIT message is malformed: are all tasks running the same pstrain?");
+        std::vector<float> values((info.length - sizeof(header)) / sizeof(float));
+        header h;
+        ucp_dt_iov_t iov[2] = {{&h, sizeof h}, {values.data(), values.size() * sizeof(float)}};  // waited for below
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+        param.datatype = ucp_dt_make_iov();
+        transport::request r(ucp_tag_msg_recv_nbx(w_.get(), iov, 2, msg, &param), "receive");
+        w_.wait(r, j_.peer_name(role::worker, 0), clock::now() + std::chrono::seconds(60));
+        if (h.magic != header{}.magic) throw error("the chief's INIT message is malformed");
+
+        shard_range range{h.range_begin, h.range_end};
+        if (range.size() != values.size()) throw error("the chief's INIT message has a wrong shard range");
+        shard_.emplace(range, trainer::optimizer_from(o_));
+        shard_->assign(values);
+        step_ = h.step;
+        total_params_ = h.aux;
+        log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, starting at global step {}", range.begin,
+                  range.end, total_params_, range.size() * 4 / 1000.0, sync_ ? "sync" : "async",
+                  sync_ ? fmt::format(" aggregating {} of {} workers", replicas_, j_.num_workers) : "", step_);
+        done_ = step_ >= static_cast<std::uint64_t>(o_.train_steps);
+        sum_.resize(values.size());
+        contributed_.assign(workers_.size(), false);
+        for (std::size_t i = 0; i < workers_.size(); ++i) {
+            workers_[i].slot.resize(values.size());
+            post(i);
+        }
+        reply(0, reply_status::ok);
+    }
+
+    void post(std::size_t i)
+    {
+        auto& p = workers_[i];
+        p.in_iov[0] = {&p.in, sizeof p.in};
+        p.in_iov[1] = {p.slot.data(), p.slot.size() * sizeof(float)};
+        p.recv = w_.recv(sender_tag(1, static_cast<int>(i)), tag_sender_mask, p.in_iov);
+        p.posted = true;
+    }
+
+    // Sends the shard's values to worker i; the values must not change
+    // until the send completes (UCX may read them zero-copy).
+    void reply(std::size_t i, reply_status status)
+    {
+        auto& p = workers_[i];
+        p.out = header{};
+        p.out.type = static_cast<std::uint8_t>(msg::params);
+        p.out.sender_role = 0;
+        p.out.sender_index = static_cast<std::uint16_t>(j_.me.index);
+        p.out.step = step_;
+        p.out.status = static_cast<std::uint32_t>(done_ ? reply_status::done : status);
+        p.out.range_begin = shard_->range().begin;
+        p.out.range_end = shard_->range().end;
+        auto values = shard_->values();
+        p.out.payload_bytes = values.size_bytes();
+        p.out_iov[0] = {&p.out, sizeof p.out};
+        p.out_iov[1] = {values.data(), values.size_bytes()};
+        p.send = w_.send(c_.peers[i]->get(), make_tag(msg::params, 0, j_.me.index), p.out_iov);
+        if (!p.lost && p.recv.done() && !p.posted) post(i);
+    }
+
+    // Before the values change: every reply in flight has left.
+    void drain_sends()
+    {
+        w_.wait_until(
+            [&] {
+                for (std::size_t i = 0; i < workers_.size(); ++i)
+                    if (!workers_[i].send.done() && !c_.peers[i]->failed()) return false;
+                return true;
+            },
+            clock::now() + far_future);
+    }
+
+    std::optional<int> handle(std::size_t i)
+    {
+        auto& p = workers_[i];
+        if (p.in.magic != header{}.magic) throw error(fmt::format("a malformed message came from {}", j_.peer_name(role::worker, static_cast<int>(i))));
+        switch (static_cast<msg>(p.in.type)) {
+        case msg::pull:
+            reply(i, reply_status::ok);
+            return std::nullopt;
+        case msg::push:
+            on_push(i);
+            return std::nullopt;
+        case msg::shutdown:
+            log::info("the chief ended the job at global step {}", step_);
+            drain_sends();
+            return 0;
+        case msg::init:
+            reply(i, reply_status::ok);  // a repeated INIT (the chief restarted its connection): ignore the values
+            return std::nullopt;
+        default:
+            throw error(fmt::format("unexpected message type {} from {}", p.in.type, j_.peer_name(role::worker, static_cast<int>(i))));
+        }
+    }
+
+    void on_push(std::size_t i)
+    {
+        auto& p = workers_[i];
+        if (done_) {
+            reply(i, reply_status::done);
+            return;
+        }
+        if (p.in.payload_bytes != p.slot.size() * sizeof(float))
+            throw error(fmt::format("a gradient of {} bytes came from {}, the shard has {}", p.in.payload_bytes,
+                                    j_.peer_name(role::worker, static_cast<int>(i)), p.slot.size() * sizeof(float)));
+        if (!sync_) {
+            drain_sends();
+            shard_->apply(p.slot);
+            advance();
+            reply(i, reply_status::ok);
+            return;
+        }
+        if (p.in.step != step_) {  // computed on older values: dropped
+            ++stale_;
+            reply(i, reply_status::stale);
+            return;
+        }
+        contributed_[i] = true;
+        if (++count_ < replicas_) return;
+        // Sum in worker order, so a run is the same whatever the arrival order.
+        std::fill(sum_.begin(), sum_.end(), 0.0f);
+        for (std::size_t k = 0; k < workers_.size(); ++k) {
+            if (!contributed_[k]) continue;
+            const auto& g = workers_[k].slot;
+            for (std::size_t e = 0; e < sum_.size(); ++e) sum_[e] += g[e];
+        }
+        const float scale = 1.0f / static_cast<float>(replicas_);
+        for (auto& v : sum_) v *= scale;
+        drain_sends();
+        shard_->apply(sum_);
+        advance();
+        for (std::size_t k = 0; k < workers_.size(); ++k) {
+            if (!contributed_[k]) continue;
+            contributed_[k] = false;
+            reply(k, reply_status::ok);
+        }
+        count_ = 0;
+    }
+
+    void advance()
+    {
+        ++step_;
+        if (step_ >= static_cast<std::uint64_t>(o_.train_steps) && !done_) {
+            done_ = true;
+            log::info("global step {} reached: training done{}", step_,
+                      sync_ ? fmt::format(" ({} stale gradients dropped)", stale_) : "");
+        }
+    }
+
+    std::optional<int> on_worker_lost(std::size_t i)
+    {
+        auto& p = workers_[i];
+        p.lost = true;
+        const auto why = c_.peers[i]->failed() ? ucs_status_string(c_.peers[i]->failure()) : ucs_status_string(p.recv.status());
+        const auto who = j_.peer_name(role::worker, static_cast<int>(i));
+        if (done_) {
+            if (i != 0) return std::nullopt;  // workers leave once training is done
+            log::error("lost {} before it ended the job ({})", who, why);
+            return 1;
+        }
+        int live = 0;
+        for (auto& q : workers_) live += !q.lost;
+        std::string fatal;
+        if (i == 0)
+            fatal = fmt::format("lost {} ({}): the chief initialises, evaluates and ends the job, training cannot go on", who, why);
+        else if (sync_ && live < replicas_)
+            fatal = fmt::format("lost {} ({}): sync training aggregates {} gradients per step and only {} workers are left; "
+                                "use --replicas-to-aggregate {} to run with backup workers",
+                                who, why, replicas_, live, std::max(1, j_.num_workers - 1));
+        else if (live == 0)
+            fatal = fmt::format("lost {} ({}): no worker is left", who, why);
+        if (fatal.empty()) {
+            log::warn("lost {} ({}): going on with {} workers", who, why, live);
+            if (sync_ && contributed_[i]) {  // its gradient of this step still counts
+            }
+            return std::nullopt;
+        }
+        log::error("{}", fatal);
+        abort_all(role::worker, static_cast<int>(i));
+        return 1;
+    }
+
+    // Tells every live worker why the job ends, then gives the sends a moment.
+    void abort_all(role lost_role, int lost_index)
+    {
+        std::vector<header> headers(workers_.size());
+        std::vector<ucp_dt_iov_t> iovs(workers_.size());
+        std::vector<transport::request> sends;
+        for (std::size_t k = 0; k < workers_.size(); ++k) {
+            if (workers_[k].lost || c_.peers[k]->failed()) continue;
+            auto& h = headers[k];
+            h.type = static_cast<std::uint8_t>(msg::abort);
+            h.sender_index = static_cast<std::uint16_t>(j_.me.index);
+            h.status = lost_role == role::ps ? 0 : 1;
+            h.aux = static_cast<std::uint32_t>(lost_index);
+            iovs[k] = {&h, sizeof h};
+            sends.push_back(w_.send(c_.peers[k]->get(), make_tag(msg::abort, 0, j_.me.index), std::span(&iovs[k], 1)));
+        }
+        w_.wait_until(
+            [&] {
+                return std::all_of(sends.begin(), sends.end(), [](auto& r) { return r.done(); });
+            },
+            clock::now() + std::chrono::seconds(2));
+    }
+
+    const trainer::train_options& o_;
+    const bootstrap::job& j_;
+    transport::worker& w_;
+    bootstrap::connections& c_;
+    std::vector<peer_state> workers_;
+    std::optional<parameter_shard> shard_;
+    std::uint64_t step_ = 0, total_params_ = 0, stale_ = 0;
+    bool done_ = false;
+    const bool sync_;
+    const int replicas_;
+    int count_ = 0;
+    std::vector<bool> contributed_;
+    std::vector<float> sum_;
+};
+
+}  // namespace
+
+int run_server(const trainer::train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& peers)
+{
+    server s(o, j, w, peers);
+    return s.run();
+}
+
+}  // namespace pstrain::ps

@@ -1,0 +1,313 @@
+#include "trainer/transport/ucx.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+#include <cstring>
+#include <algorithm>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+
+#include <fmt/format.h>
+
+namespace pstrain::transport {
+
+using clock = std::chrono::steady_clock;
+
+void check(ucs_status_t status, const char* call)
+{
+    if (status != UCS_OK) throw error(fmt::format("{} failed: {}", call, ucs_status_string(status)));
+}
+
+// ------------------------------------------------------------------ context
+
+context::context(std::chrono::milliseconds keepalive)
+{
+    ucp_config_t* config = nullptr;
+    check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+    // Peer failures must be seen within seconds, not UCX's default minute.
+    if (!std::getenv("UCX_KEEPALIVE_INTERVAL")) {
+        auto text = fmt::format("{}ms", keepalive.count());
+        ucp_config_modify(config, "KEEPALIVE_INTERVAL", text.c_str());
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    ucs_status_t status = ucp_init(&params, config, &h_);
+    ucp_config_release(config);
+    check(status, "ucp_init");
+}
+
+context::~context()
+{
+    if (h_) ucp_cleanup(h_);
+}
+
+// ------------------------------------------------------------------ request
+
+request::request(ucs_status_ptr_t p, const char* what) : what_(what)
+{
+    if (UCS_PTR_IS_ERR(p)) {
+        status_ = UCS_PTR_STATUS(p);
+        complete_ = true;
+    } else if (p == nullptr) {
+        status_ = UCS_OK;
+        complete_ = true;
+    } else {
+        req_ = p;
+        complete_ = false;
+    }
+}
+
+request::~request()
+{
+    if (req_) ucp_request_free(req_);
+}
+
+request::request(request&& o) noexcept
+    : req_(o.req_), status_(o.status_), complete_(o.complete_), what_(o.what_)
+{
+    o.req_ = nullptr;
+    o.complete_ = true;
+}
+
+request& request::operator=(request&& o) noexcept
+{
+    if (this != &o) {
+        if (req_) ucp_request_free(req_);
+        req_ = o.req_;
+        status_ = o.status_;
+        complete_ = o.complete_;
+        what_ = o.what_;
+        o.req_ = nullptr;
+        o.complete_ = true;
+    }
+    return *this;
+}
+
+bool request::done()
+{
+    if (complete_) return true;
+    ucs_status_t s = ucp_request_check_status(req_);
+    if (s == UCS_INPROGRESS) return false;
+    status_ = s;
+    complete_ = true;
+    ucp_request_free(req_);
+    req_ = nullptr;
+    return true;
+}
+
+void request::cancel(ucp_worker_h w)
+{
+    if (!complete_ && req_) ucp_request_cancel(w, req_);
+}
+
+// ------------------------------------------------------------------- worker
+
+worker::worker(context& ctx, progress_mode mode) : mode_(mode)
+{
+    ucp_worker_params_t params{};
+    params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    params.thread_mode = UCS_THREAD_MODE_SINGLE;
+    check(ucp_worker_create(ctx.get(), &params, &h_), "ucp_worker_create");
+    if (mode_ == progress_mode::event) check(ucp_worker_get_efd(h_, &efd_), "ucp_worker_get_efd");
+}
+
+worker::~worker()
+{
+    if (h_) ucp_worker_destroy(h_);
+}
+
+std::vector<std::uint8_t> worker::address() const
+{
+    ucp_address_t* addr = nullptr;
+    std::size_t len = 0;
+    check(ucp_worker_get_address(h_, &addr, &len), "ucp_worker_get_address");
+    std::vector<std::uint8_t> out(reinterpret_cast<std::uint8_t*>(addr), reinterpret_cast<std::uint8_t*>(addr) + len);
+    ucp_worker_release_address(h_, addr);
+    return out;
+}
+
+void worker::progress()
+{
+    while (ucp_worker_progress(h_) != 0) {
+    }
+}
+
+bool worker::wait_until(const std::function<bool()>& pred, clock::time_point deadline)
+{
+    constexpr auto spin_for = std::chrono::microseconds(50);
+    for (;;) {
+        progress();
+        if (pred()) return true;
+        auto now = clock::now();
+        if (now >= deadline) return false;
+        if (mode_ == progress_mode::spin) {
+            ++spins_;
+            continue;
+        }
+        // A short spin catches replies that are already on their way.
+        auto spin_end = now + spin_for;
+        bool got = false;
+        while (clock::now() < spin_end) {
+            if (ucp_worker_progress(h_) != 0) {
+                got = true;
+                break;
+            }
+        }
+        ++spins_;
+        if (got) continue;
+        ucs_status_t s = ucp_worker_arm(h_);
+        if (s == UCS_ERR_BUSY) continue;  // events arrived meanwhile
+        check(s, "ucp_worker_arm");
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+        // Bounded sleeps: keepalive and error callbacks need progress too.
+        int timeout_ms = static_cast<int>(std::clamp<long long>(left, 0, 100));
+        pollfd pfd{efd_, POLLIN, 0};
+        ++sleeps_;
+        ::poll(&pfd, 1, timeout_ms);
+    }
+}
+
+request worker::send(ucp_ep_h ep, std::uint64_t tag, std::span<const ucp_dt_iov_t> iov)
+{
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = ucp_dt_make_iov();
+    return request(ucp_tag_send_nbx(ep, iov.data(), iov.size(), tag, &param), "send");
+}
+
+request worker::recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov_t> iov)
+{
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = ucp_dt_make_iov();
+    return request(ucp_tag_recv_nbx(h_, iov.data(), iov.size(), tag, mask, &param), "receive");
+}
+
+void worker::wait(request& r, const std::string& peer, clock::time_point deadline)
+{
+    if (!wait_until([&] { return r.done(); }, deadline)) {
+        r.cancel(h_);
+        wait_until([&] { return r.done(); }, clock::now() + std::chrono::seconds(1));
+        throw error(fmt::format("no answer from {} in time", peer));
+    }
+    if (r.status() != UCS_OK)
+        throw error(fmt::format("lost {}: {} failed: {}", peer, r.what(), ucs_status_string(r.status())));
+}
+
+// ----------------------------------------------------------------- endpoint
+
+void endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status)
+{
+    auto* self = static_cast<endpoint*>(arg);
+    self->failed_ = true;
+    self->failure_ = status;
+}
+
+std::unique_ptr<endpoint> endpoint::create(worker& w, ucp_ep_params_t& params, std::string peer)
+{
+    auto ep = std::make_unique<endpoint>();
+    ep->worker_ = &w;
+    ep->peer_ = std::move(peer);
+    params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &endpoint::on_error;
+    params.err_handler.arg = ep.get();
+    ucs_status_t s = ucp_ep_create(w.get(), &params, &ep->h_);
+    if (s != UCS_OK) throw error(fmt::format("connecting to {}: ucp_ep_create failed: {}", ep->peer_, ucs_status_string(s)));
+    return ep;
+}
+
+std::unique_ptr<endpoint> endpoint::to_address(worker& w, std::span<const std::uint8_t> address, std::string peer)
+{
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    return create(w, params, std::move(peer));
+}
+
+std::unique_ptr<endpoint> endpoint::to_sockaddr(worker& w, const std::string& host, int port, std::string peer)
+{
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+    if (rc != 0 || !res) throw error(fmt::format("cannot resolve {} ({}): {}", host, peer, gai_strerror(rc)));
+    sockaddr_storage storage{};
+    std::memcpy(&storage, res->ai_addr, res->ai_addrlen);
+    socklen_t len = res->ai_addrlen;
+    freeaddrinfo(res);
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+    params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&storage);
+    params.sockaddr.addrlen = len;
+    return create(w, params, std::move(peer));
+}
+
+std::unique_ptr<endpoint> endpoint::accept(worker& w, ucp_conn_request_h request, std::string peer)
+{
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
+    params.conn_request = request;
+    return create(w, params, std::move(peer));
+}
+
+void endpoint::close(std::chrono::milliseconds timeout)
+{
+    if (!h_) return;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    request r(ucp_ep_close_nbx(h_, &param), "close");
+    h_ = nullptr;
+    if (worker_) worker_->wait_until([&] { return r.done(); }, clock::now() + timeout);
+    if (!r.done()) {
+        // Give up on a graceful close; UCX frees the request with the worker.
+    }
+}
+
+endpoint::~endpoint()
+{
+    if (h_) {
+        try {
+            close(std::chrono::milliseconds(200));
+        } catch (...) {
+        }
+    }
+}
+
+// ----------------------------------------------------------------- listener
+
+void listener::on_connect(ucp_conn_request_h request, void* arg) { static_cast<listener*>(arg)->pending_.push_back(request); }
+
+listener::listener(worker& w, int port)
+{
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = INADDR_ANY;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    ucp_listener_params_t params{};
+    params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+    params.sockaddr.addrlen = sizeof addr;
+    params.conn_handler.cb = &listener::on_connect;
+    params.conn_handler.arg = this;
+    ucs_status_t s = ucp_listener_create(w.get(), &params, &h_);
+    if (s != UCS_OK)
+        throw error(fmt::format("cannot listen on port {}: ucp_listener_create failed: {} (is the port in use?)", port,
+                                ucs_status_string(s)));
+}
+
+listener::~listener()
+{
+    if (h_) ucp_listener_destroy(h_);
+}
+
+}  // namespace pstrain::transport

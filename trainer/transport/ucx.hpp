@@ -1,0 +1,145 @@
+// UCX (ucp) behind small RAII types: one context and worker per process,
+// endpoints to peers, tagged sends and receives that complete in place
+// (zero copy into the caller's buffers through iov datatypes), and a
+// progress loop that blocks on the worker's event fd instead of spinning.
+// UCX statuses become pstrain::error here, with ucs_status_string's words.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+namespace pstrain::transport {
+
+// Throws pstrain::error "CALL failed: <ucs_status_string>" unless UCS_OK.
+void check(ucs_status_t status, const char* call);
+
+enum class progress_mode { event, spin };
+
+class context {
+public:
+    // Reads UCX_* from the environment (so UCX_TLS is respected); peer
+    // failure detection on (keepalive every `keepalive`).
+    explicit context(std::chrono::milliseconds keepalive = std::chrono::milliseconds(1000));
+    ~context();
+    context(const context&) = delete;
+    context& operator=(const context&) = delete;
+    ucp_context_h get() const { return h_; }
+
+private:
+    ucp_context_h h_ = nullptr;
+};
+
+// One outstanding operation; completes when done() and then reports status().
+class request {
+public:
+    request() = default;
+    explicit request(ucs_status_ptr_t p, const char* what);
+    ~request();
+    request(request&& o) noexcept;
+    request& operator=(request&& o) noexcept;
+
+    bool done();                       // polls; true once complete
+    ucs_status_t status() const { return status_; }
+    const char* what() const { return what_; }
+    void cancel(ucp_worker_h w);
+
+private:
+    friend class worker;
+    void* req_ = nullptr;
+    ucs_status_t status_ = UCS_OK;
+    bool complete_ = true;
+    const char* what_ = "";
+};
+
+class endpoint;
+
+class worker {
+public:
+    worker(context& ctx, progress_mode mode);
+    ~worker();
+    worker(const worker&) = delete;
+    worker& operator=(const worker&) = delete;
+    ucp_worker_h get() const { return h_; }
+
+    // The packed worker address, for PMIx or a HELLO message.
+    std::vector<std::uint8_t> address() const;
+
+    // Runs UCX progress until pred() holds or the deadline passes; returns
+    // pred().  Event mode: after a short spin, ucp_worker_arm + poll(efd).
+    bool wait_until(const std::function<bool()>& pred, std::chrono::steady_clock::time_point deadline);
+    void progress();
+
+    // The iov array itself (not only the buffers it names) must stay alive
+    // until the request completes: UCX reads it during rendezvous.
+    request send(ucp_ep_h ep, std::uint64_t tag, std::span<const ucp_dt_iov_t> iov);
+    request recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov_t> iov);
+
+    // Blocking helpers: wait for one request, throw on error (naming `peer`).
+    void wait(request& r, const std::string& peer, std::chrono::steady_clock::time_point deadline);
+
+    std::uint64_t spins() const { return spins_; }
+    std::uint64_t sleeps() const { return sleeps_; }
+
+private:
+    ucp_worker_h h_ = nullptr;
+    int efd_ = -1;
+    progress_mode mode_;
+    std::uint64_t spins_ = 0, sleeps_ = 0;
+};
+
+// An endpoint with peer-failure detection: the error callback marks it
+// failed; pending operations on it then complete with an error.
+class endpoint {
+public:
+    endpoint() = default;
+    // To a packed worker address.
+    static std::unique_ptr<endpoint> to_address(worker& w, std::span<const std::uint8_t> address, std::string peer);
+    // To a listening host:port (client side of UCX's client-server mode).
+    static std::unique_ptr<endpoint> to_sockaddr(worker& w, const std::string& host, int port, std::string peer);
+    // From a listener's connection request.
+    static std::unique_ptr<endpoint> accept(worker& w, ucp_conn_request_h request, std::string peer);
+    ~endpoint();
+    endpoint(const endpoint&) = delete;
+    endpoint& operator=(const endpoint&) = delete;
+
+    ucp_ep_h get() const { return h_; }
+    bool failed() const { return failed_; }
+    ucs_status_t failure() const { return failure_; }
+    const std::string& peer() const { return peer_; }
+    // Flushes and closes (waits up to `timeout`); forced when failed.
+    void close(std::chrono::milliseconds timeout);
+
+private:
+    static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+    static std::unique_ptr<endpoint> create(worker& w, ucp_ep_params_t& params, std::string peer);
+
+    worker* worker_ = nullptr;
+    ucp_ep_h h_ = nullptr;
+    bool failed_ = false;
+    ucs_status_t failure_ = UCS_OK;
+    std::string peer_;
+};
+
+// A listener on a TCP port (all interfaces); connection requests queue up.
+class listener {
+public:
+    listener(worker& w, int port);
+    ~listener();
+    listener(const listener&) = delete;
+    listener& operator=(const listener&) = delete;
+    std::vector<ucp_conn_request_h>& pending() { return pending_; }
+
+private:
+    static void on_connect(ucp_conn_request_h request, void* arg);
+    ucp_listener_h h_ = nullptr;
+    std::vector<ucp_conn_request_h> pending_;
+};
+
+}  // namespace pstrain::transport
