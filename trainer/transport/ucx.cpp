@@ -49,7 +49,7 @@ context::~context()
 
 // ------------------------------------------------------------------ request
 
-request::request(ucs_status_ptr_t p, const char* what) : what_(what)
+request::request(ucs_status_ptr_t p, const char* what, ucp_worker_h owner) : owner_(owner), what_(what)
 {
     if (UCS_PTR_IS_ERR(p)) {
         status_ = UCS_PTR_STATUS(p);
@@ -65,11 +65,13 @@ request::request(ucs_status_ptr_t p, const char* what) : what_(what)
 
 request::~request()
 {
-    if (req_) ucp_request_free(req_);
+    if (!req_) return;
+    if (owner_ && ucp_request_check_status(req_) == UCS_INPROGRESS) ucp_request_cancel(owner_, req_);
+    ucp_request_free(req_);
 }
 
 request::request(request&& o) noexcept
-    : req_(o.req_), status_(o.status_), complete_(o.complete_), what_(o.what_)
+    : req_(o.req_), owner_(o.owner_), status_(o.status_), complete_(o.complete_), what_(o.what_)
 {
     o.req_ = nullptr;
     o.complete_ = true;
@@ -78,8 +80,12 @@ request::request(request&& o) noexcept
 request& request::operator=(request&& o) noexcept
 {
     if (this != &o) {
-        if (req_) ucp_request_free(req_);
+        if (req_) {
+            if (owner_ && ucp_request_check_status(req_) == UCS_INPROGRESS) ucp_request_cancel(owner_, req_);
+            ucp_request_free(req_);
+        }
         req_ = o.req_;
+        owner_ = o.owner_;
         status_ = o.status_;
         complete_ = o.complete_;
         what_ = o.what_;
@@ -186,7 +192,7 @@ request worker::recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
     param.datatype = ucp_dt_make_iov();
-    return request(ucp_tag_recv_nbx(h_, iov.data(), iov.size(), tag, mask, &param), "receive");
+    return request(ucp_tag_recv_nbx(h_, iov.data(), iov.size(), tag, mask, &param), "receive", h_);
 }
 
 void worker::wait(request& r, const std::string& peer, clock::time_point deadline)

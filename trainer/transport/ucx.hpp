@@ -40,7 +40,7 @@ private:
 class request {
 public:
     request() = default;
-    explicit request(ucs_status_ptr_t p, const char* what);
+    request(ucs_status_ptr_t p, const char* what, ucp_worker_h owner = nullptr);
     ~request();
     request(request&& o) noexcept;
     request& operator=(request&& o) noexcept;
@@ -53,6 +53,7 @@ public:
 private:
     friend class worker;
     void* req_ = nullptr;
+    ucp_worker_h owner_ = nullptr;  // to cancel a receive still pending at destruction
     ucs_status_t status_ = UCS_OK;
     bool complete_ = true;
     const char* what_ = "";

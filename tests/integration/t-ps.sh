@@ -1,0 +1,198 @@
+# The parameter-server runtime on the local cluster: sbatch/srun jobs, sync
+# and async accuracy, several PS over TCP, the static spec without Slurm,
+# determinism, and the fault tests (kill -9 of a worker or a PS).
+
+pstrain=$PSTRAIN_BUILDDIR/trainer/pstrain
+train_sh=$PSTRAIN_SRCDIR/scripts/train.sh
+export OMP_NUM_THREADS=1
+last_json() { grep '^{"' "$@" | tail -n 1; }
+field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
+big_model=(--hidden-units 256,128 --optimizer adam --learning-rate 0.001 --batch-size 100 --train-steps 6000 --log-every 1000)
+
+# pid of the task with this role and index, among this test's processes.
+task_pid() {
+  local p
+  for p in $(pgrep -f "$pstrain"); do
+    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PSTRAIN_ROLE=$1" || continue
+    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PSTRAIN_TASK_INDEX=$2" || continue
+    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PSTRAIN_TEST_TAG=$TEST_TAG" || continue
+    echo "$p"; return 0
+  done
+  return 1
+}
+no_task_left() {
+  local p
+  for p in $(pgrep -f "$pstrain"); do
+    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PSTRAIN_TEST_TAG=$TEST_TAG" && fail "task $p of the job is still running"
+  done
+  return 0
+}
+
+test_sbatch_train_sh_completes() {
+  export PSTRAIN=$pstrain
+  run sbatch --parsable --ps=1 --workers=2 -o "$PWD/job.out" "$train_sh" --train-steps 500 --log-every 100
+  expect_rc 0
+  local id=$out
+  wait_job "$id" 300
+  cat job.out >>"$TEST_LOG"
+  expect_eq "$job_state" COMPLETED "job state"
+  expect_eq "$(scontrol show job "$id" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')" "0:0" "job exit code"
+  ! grep -q 'error' job.out || fail "an error in the job output: $(grep error job.out | head -n 1)"
+  local done
+  done=$(last_json job.out)
+  expect_eq "$(field "$done" global_step)" 500 "global_step"
+  expect_eq "$(field "$done" workers)" 2 "workers"
+  expect_eq "$(field "$done" ps)" 1 "ps"
+}
+
+test_sync_reaches_0885() {
+  RUN_TIMEOUT=600 run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas "${big_model[@]}"
+  expect_rc 0
+  local acc
+  acc=$(field "$(last_json <<<"$out")" test_accuracy)
+  echo "sync test accuracy $acc" >>"$TEST_LOG"
+  python3 -c "import sys; sys.exit(0 if $acc >= 0.885 else 1)" || fail "sync test accuracy $acc < 0.885"
+}
+
+test_async_reaches_0875() {
+  RUN_TIMEOUT=600 run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu "${big_model[@]}"
+  expect_rc 0
+  local acc
+  acc=$(field "$(last_json <<<"$out")" test_accuracy)
+  echo "async test accuracy $acc" >>"$TEST_LOG"
+  python3 -c "import sys; sys.exit(0 if $acc >= 0.875 else 1)" || fail "async test accuracy $acc < 0.875"
+}
+
+test_two_ps_three_workers_over_tcp() {
+  RUN_TIMEOUT=300 run env UCX_TLS=tcp srun -N3 -n5 --ps=2 --workers=3 --mpi=pmix "$pstrain" --device cpu \
+    --sync-replicas --train-steps 300 --log-every 100 --log-level debug
+  expect_rc 0
+  local done
+  done=$(last_json <<<"$out")
+  expect_eq "$(field "$done" ps)" 2 "ps"
+  expect_eq "$(field "$done" workers)" 3 "workers"
+  expect_eq "$(field "$done" global_step)" 300 "global_step"
+  expect_contains "pstrain[ps 1]: shard [39755, 79510)"
+}
+
+test_static_spec_on_loopback_without_slurm() {
+  local base=$((PSTRAIN_TEST_PORT + 300)) spec
+  spec=(--ps-hosts "localhost:$base" --worker-hosts "localhost:$((base + 1)),localhost:$((base + 2))"
+        --train-steps 300 --device cpu --bootstrap-timeout 30)
+  env -u SLURM_CONF timeout 120 "$pstrain" "${spec[@]}" --job_name ps --task_index 0 >ps.out 2>&1 &
+  local ps=$!
+  env -u SLURM_CONF timeout 120 "$pstrain" "${spec[@]}" --job-name worker --task-index 1 >w1.out 2>&1 &
+  local w1=$!
+  run env -u SLURM_CONF "$pstrain" "${spec[@]}" --job-name worker --task-index 0
+  wait $ps; local ps_rc=$?
+  wait $w1; local w1_rc=$?
+  cat ps.out w1.out >>"$TEST_LOG"
+  expect_rc 0
+  expect_eq "$ps_rc" 0 "ps exit status"
+  expect_eq "$w1_rc" 0 "worker 1 exit status"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 300 "global_step"
+}
+
+test_tf_config_runs_a_static_job() {
+  local base=$((PSTRAIN_TEST_PORT + 310))
+  local cluster="\"cluster\":{\"ps\":[\"localhost:$base\"],\"worker\":[\"localhost:$((base + 1))\"]}"
+  env -u SLURM_CONF TF_CONFIG="{$cluster,\"task\":{\"type\":\"ps\",\"index\":0}}" timeout 120 "$pstrain" --train-steps 100 --device cpu >ps.out 2>&1 &
+  local ps=$!
+  run env -u SLURM_CONF TF_CONFIG="{$cluster,\"task\":{\"type\":\"worker\",\"index\":0}}" "$pstrain" --train-steps 100 --device cpu
+  wait $ps; local ps_rc=$?
+  expect_rc 0
+  expect_eq "$ps_rc" 0 "ps exit status"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 100 "global_step"
+}
+
+test_sync_same_seed_same_result() {
+  local a b
+  run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 300 --seed 5
+  expect_rc 0
+  a=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 300 --seed 5
+  expect_rc 0
+  b=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  expect_eq "$b" "$a" "final test cross-entropy of the second run"
+}
+
+# kill_during ROLE INDEX pstrain-args...: starts the job, kills the task
+# after the first progress, waits for the step; sets $out, $rc, $elapsed.
+kill_during() {
+  local role=$1 index=$2; shift 2
+  export TEST_TAG=$RANDOM$RANDOM
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 200 srun -N3 --ps=1 --workers=2 --mpi=pmix -o "$PWD/task-%t.out" \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --train-steps 3000 --log-every 100 "$@" &
+  local job=$! victim="" i
+  for i in $(seq 1 120); do
+    grep -q 'step [0-9]*/3000' task-*.out 2>/dev/null && victim=$(task_pid "$role" "$index") && break
+    sleep 0.5
+  done
+  [ -n "$victim" ] || { kill $job; fail "the job did not start training"; }
+  echo "killing $role $index (pid $victim)" >>"$TEST_LOG"
+  local t0=$SECONDS
+  kill -9 "$victim"
+  wait $job; rc=$?
+  elapsed=$((SECONDS - t0))
+  out=$(cat task-*.out)
+  printf '%s\n[srun exit status %d after %ds]\n' "$out" "$rc" "$elapsed" >>"$TEST_LOG"
+  no_task_left
+}
+
+test_kill_worker_async_completes() {
+  kill_during worker 1
+  expect_contains "warning: lost worker 1"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
+  expect_contains "the chief ended the job at global step 3000"
+}
+
+test_kill_worker_sync_with_backup_completes() {
+  kill_during worker 1 --sync-replicas --replicas-to-aggregate 1
+  expect_contains "warning: lost worker 1"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
+}
+
+test_kill_worker_sync_without_backup_fails_fast() {
+  kill_during worker 1 --sync-replicas
+  expect_fail
+  [ "$elapsed" -le 30 ] || fail "the job took ${elapsed}s to end"
+  expect_contains "pstrain[ps 0]: error: lost worker 1 (n3)"
+  expect_contains "pstrain[worker 0]: error: ps 0 (n1) ended the job: it lost worker 1 (n3)"
+}
+
+test_kill_ps_fails_fast() {
+  kill_during ps 0 --sync-replicas
+  expect_fail
+  [ "$elapsed" -le 30 ] || fail "the job took ${elapsed}s to end"
+  expect_contains "pstrain[worker 0]: error: lost ps 0 (n1)"
+  expect_contains "pstrain[worker 1]: error: lost ps 0 (n1)"
+}
+
+test_bad_replicas_to_aggregate() {
+  run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --sync-replicas --replicas-to-aggregate 5 --train-steps 10
+  expect_fail
+  expect_contains "--replicas-to-aggregate 5 is more than the 2 workers: use at most 2"
+  expect_nodes_idle
+}
+
+test_static_worker_names_the_missing_ps() {
+  local base=$((PSTRAIN_TEST_PORT + 320))
+  run env -u SLURM_CONF "$pstrain" --ps-hosts "localhost:$base" --worker-hosts "localhost:$((base + 1))" \
+    --job-name worker --task-index 0 --bootstrap-timeout 3 --device cpu
+  expect_rc 1
+  expect_contains "pstrain[worker 0]: error: bootstrap: ps 0 (localhost) at localhost:$base did not answer within 3s"
+}
+
+test_static_ps_names_the_missing_worker() {
+  local base=$((PSTRAIN_TEST_PORT + 330))
+  run env -u SLURM_CONF "$pstrain" --ps-hosts "localhost:$base" --worker-hosts "localhost:$((base + 1)),localhost:$((base + 2))" \
+    --job-name ps --task-index 0 --bootstrap-timeout 3
+  expect_rc 1
+  expect_contains "pstrain[ps 0]: error: bootstrap: worker 0 (localhost, the chief), worker 1 (localhost) did not connect"
+}
+
+test_bad_tf_config() {
+  run env -u SLURM_CONF TF_CONFIG='{"cluster":{"ps":["a:1"]}}' "$pstrain" --train-steps 1
+  expect_rc 1
+  expect_contains "TF_CONFIG: \"worker\" must be a non-empty list of \"host:port\" strings"
+}
