@@ -23,7 +23,7 @@ class worker_task {
 public:
     worker_task(const train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& c)
         : o_(o), j_(j), w_(w), c_(c), s_(open_session(o)), n_(s_.net->num_params()),
-          map_(ps::make_shard_map(n_, j.num_ps)), params_(n_), grads_(n_),
+          map_(ps::make_shard_map(n_, j.num_ps)), params_(*s_.backend, n_), grads_(*s_.backend, n_),
           in_(static_cast<std::size_t>(j.num_ps)), out_(static_cast<std::size_t>(j.num_ps)),
           recvs_(static_cast<std::size_t>(j.num_ps)), sends_(static_cast<std::size_t>(j.num_ps)),
           recv_iov_(static_cast<std::size_t>(j.num_ps)), send_iov_(static_cast<std::size_t>(j.num_ps)),
@@ -190,7 +190,7 @@ private:
     session s_;
     std::size_t n_;
     std::vector<ps::shard_range> map_;
-    std::vector<float> params_, grads_;
+    compute::host_array<float> params_, grads_;  // pinned on a GPU: UCX sends and receives them in place
     std::vector<header> in_, out_;
     std::vector<transport::request> recvs_, sends_;
     std::vector<std::array<ucp_dt_iov_t, 2>> recv_iov_, send_iov_;  // alive while their requests are

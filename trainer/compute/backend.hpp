@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace pstrain::compute {
@@ -21,6 +22,10 @@ public:
 
     virtual void* allocate(std::size_t bytes) = 0;  // zero-filled
     virtual void release(void* p) noexcept = 0;
+    // Host memory for what crosses between the device and the network
+    // (batches, parameters, gradients): page-locked on a GPU backend.
+    virtual void* allocate_host(std::size_t bytes) = 0;  // zero-filled
+    virtual void release_host(void* p) noexcept = 0;
     virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void synchronize() = 0;
@@ -81,6 +86,38 @@ public:
         p_ = nullptr;
         n_ = 0;
     }
+
+private:
+    backend* be_ = nullptr;
+    std::size_t n_ = 0;
+    T* p_ = nullptr;
+};
+
+// RAII host array from backend::allocate_host.
+template <typename T>
+class host_array {
+public:
+    host_array() = default;
+    host_array(backend& be, std::size_t n) : be_(&be), n_(n), p_(static_cast<T*>(be.allocate_host(n * sizeof(T)))) {}
+    ~host_array() { if (p_) be_->release_host(p_); }
+    host_array(host_array&& o) noexcept : be_(o.be_), n_(o.n_), p_(o.p_) { o.p_ = nullptr; o.n_ = 0; }
+    host_array& operator=(host_array&& o) noexcept
+    {
+        if (this != &o) {
+            if (p_) be_->release_host(p_);
+            be_ = o.be_; n_ = o.n_; p_ = o.p_;
+            o.p_ = nullptr; o.n_ = 0;
+        }
+        return *this;
+    }
+    host_array(const host_array&) = delete;
+    host_array& operator=(const host_array&) = delete;
+
+    T* data() const { return p_; }
+    std::size_t size() const { return n_; }
+    T& operator[](std::size_t i) const { return p_[i]; }
+    operator std::span<T>() const { return {p_, n_}; }
+    operator std::span<const T>() const { return {p_, n_}; }
 
 private:
     backend* be_ = nullptr;

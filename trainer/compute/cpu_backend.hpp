@@ -14,6 +14,8 @@ public:
     bool host_memory() const override { return true; }
     void* allocate(std::size_t bytes) override;
     void release(void* p) noexcept override;
+    void* allocate_host(std::size_t bytes) override { return allocate(bytes); }
+    void release_host(void* p) noexcept override { release(p); }
     void copy_to_device(void* dst, const void* src, std::size_t bytes) override;
     void copy_to_host(void* dst, const void* src, std::size_t bytes) override;
     void synchronize() override {}

@@ -36,8 +36,8 @@ public:
         delta_a_ = device_array<float>(be_, max_rows_ * static_cast<std::size_t>(*std::max_element(widths_.begin(), widths_.end())));
         delta_z_ = device_array<float>(be_, delta_a_.size());
         labels_ = device_array<std::int32_t>(be_, max_rows_);
-        host_inputs_.resize(max_rows_ * static_cast<std::size_t>(inputs));
-        host_labels_.resize(max_rows_);
+        host_inputs_ = compute::host_array<float>(be_, max_rows_ * static_cast<std::size_t>(inputs));
+        host_labels_ = compute::host_array<std::int32_t>(be_, max_rows_);
         if (!be_.host_memory()) {
             params_ = device_array<float>(be_, num_params());
             grads_ = device_array<float>(be_, num_params());
@@ -165,8 +165,8 @@ private:
     std::vector<device_array<float>> act_, pre_;
     device_array<float> delta_a_, delta_z_, params_, grads_;
     device_array<std::int32_t> labels_;
-    std::vector<float> host_inputs_;
-    std::vector<std::int32_t> host_labels_;
+    compute::host_array<float> host_inputs_;  // page-locked staging on a GPU
+    compute::host_array<std::int32_t> host_labels_;
 };
 
 class linear final : public model {

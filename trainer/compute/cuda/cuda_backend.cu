@@ -7,6 +7,7 @@
 #include "trainer/compute/cuda/kernels.cuh"
 
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -95,6 +96,14 @@ public:
         return p;
     }
     void release(void* p) noexcept override { cudaFree(p); }
+    void* allocate_host(std::size_t bytes) override
+    {
+        void* p = nullptr;
+        check(cudaMallocHost(&p, bytes ? bytes : 1), "cudaMallocHost");
+        std::memset(p, 0, bytes);
+        return p;
+    }
+    void release_host(void* p) noexcept override { cudaFreeHost(p); }
     void copy_to_device(void* dst, const void* src, std::size_t bytes) override
     {
         check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.s), "cudaMemcpyAsync(host to device)");
