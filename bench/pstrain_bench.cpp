@@ -1,0 +1,101 @@
+// pstrain-bench: push+pull goodput between one worker and one PS, through
+// the trainer's own code (ps::client on the worker side, the real PS server
+// with SGD on the other), over a static spec on loopback.
+//
+//   pstrain-bench server --port P [--progress event|spin]
+//   pstrain-bench client --port P --bytes S [--iters N] [--warmup W]
+//
+// The client prints one JSON line: bytes, iterations, seconds, and goodput
+// in MiB/s counting both directions (2 * S per round trip), the unit
+// ucx_perftest reports.  bench/ps-goodput runs both beside ucx_perftest.
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "trainer/bootstrap/job.hpp"
+#include "trainer/ps/client.hpp"
+#include "trainer/ps/server.hpp"
+#include "trainer/transport/ucx.hpp"
+
+#include <chrono>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+using namespace pstrain;
+
+namespace {
+
+bootstrap::job make_job(role r, int port)
+{
+    bootstrap::job j;
+    j.how = bootstrap::mode::static_spec;
+    j.source = "pstrain-bench";
+    j.spec.ps = {fmt::format("127.0.0.1:{}", port)};
+    j.spec.worker = {fmt::format("127.0.0.1:{}", port + 1)};
+    j.num_ps = j.num_workers = 1;
+    j.me = {r, 0};
+    return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    CLI::App app{"pstrain-bench: push+pull goodput between a worker and a PS"};
+    int port = 26000, iters = 2000, warmup = 100;
+    std::size_t bytes = 318040;
+    std::string progress = "event";
+    app.require_subcommand(1);
+    auto* server = app.add_subcommand("server", "run the PS side");
+    auto* client = app.add_subcommand("client", "run the worker side and print the result");
+    for (auto* sub : {server, client}) {
+        sub->add_option("--port", port, "the PS's port")->check(CLI::Range(1024, 65000));
+        sub->add_option("--progress", progress)->check(CLI::IsMember({"event", "spin"}));
+    }
+    client->add_option("--bytes", bytes, "message size: the shard's bytes")->check(CLI::Range(std::size_t(4), std::size_t(1) << 30));
+    client->add_option("--iters", iters)->check(CLI::Range(1, 100000000));
+    client->add_option("--warmup", warmup)->check(CLI::Range(0, 1000000));
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        transport::context ctx;
+        transport::worker w(ctx, progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event);
+        trainer::train_options o;
+        o.optimizer = "sgd";
+        o.learning_rate = 1e-9f;
+        o.train_steps = std::int64_t(1) << 40;
+        o.progress = progress;
+        if (*server) {
+            log::set_prefix("pstrain-bench[ps]");
+            auto j = make_job(role::ps, port);
+            auto peers = bootstrap::connect(j, w, std::chrono::seconds(30));
+            return ps::run_server(o, j, w, peers);
+        }
+        log::set_prefix("pstrain-bench[worker]");
+        auto j = make_job(role::worker, port);
+        auto peers = bootstrap::connect(j, w, std::chrono::seconds(30));
+        const std::size_t n = bytes / sizeof(float);
+        std::vector<float> params(n, 0.5f), grads(n, 0.25f);
+        ps::client c(j, w, peers, params.data(), n, std::chrono::seconds(60));
+        c.exchange(ps::msg::init, params.data());
+        for (int i = 0; i < warmup; ++i) c.exchange(ps::msg::push, grads.data());
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) c.exchange(ps::msg::push, grads.data());
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        c.shutdown();
+        const double moved = 2.0 * static_cast<double>(n * sizeof(float)) * iters;
+        nlohmann::json result{{"bytes", n * sizeof(float)}, {"iters", iters}, {"seconds", seconds},
+                              {"round_trip_us", seconds / iters * 1e6}, {"goodput_MiBps", moved / seconds / (1 << 20)},
+                              {"progress", progress}};
+        fmt::print("{}\n", result.dump());
+        for (auto& ep : peers.peers) ep->close(std::chrono::milliseconds(500));
+        return 0;
+    } catch (const error& e) {
+        log::error("{}", e.what());
+        return 1;
+    }
+}

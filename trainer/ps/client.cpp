@@ -1,0 +1,96 @@
+#include "trainer/ps/client.hpp"
+
+#include "common/error.hpp"
+
+#include <fmt/format.h>
+
+namespace pstrain::ps {
+
+using clock = std::chrono::steady_clock;
+
+client::client(const bootstrap::job& j, transport::worker& w, bootstrap::connections& c, float* params, std::size_t total,
+               std::chrono::seconds timeout)
+    : j_(j), w_(w), c_(c), params_(params), total_(total), timeout_(timeout), map_(make_shard_map(total, j.num_ps)),
+      in_(map_.size()), out_(map_.size()), recvs_(map_.size()), sends_(map_.size()), recv_iov_(map_.size()),
+      send_iov_(map_.size()), base_step_(map_.size(), 0)
+{
+}
+
+void client::exchange(msg type, const float* payload)
+{
+    const auto deadline = clock::now() + timeout_;
+    // Receives first, so replies land in place.
+    for (std::size_t p = 0; p < map_.size(); ++p) {
+        auto& iov = recv_iov_[p];
+        iov[0] = {&in_[p], sizeof(header)};
+        iov[1] = {params_ + map_[p].begin, map_[p].size() * sizeof(float)};
+        recvs_[p] = w_.recv(sender_tag(0, static_cast<int>(p)), tag_sender_mask, iov);
+    }
+    for (std::size_t p = 0; p < map_.size(); ++p) {
+        auto& h = out_[p];
+        h = header{};
+        h.type = static_cast<std::uint8_t>(type);
+        h.sender_role = 1;
+        h.sender_index = static_cast<std::uint16_t>(j_.me.index);
+        h.step = type == msg::init ? 0 : base_step_[p];
+        h.aux = static_cast<std::uint32_t>(total_);
+        h.range_begin = map_[p].begin;
+        h.range_end = map_[p].end;
+        const std::size_t bytes = payload ? map_[p].size() * sizeof(float) : 0;
+        h.payload_bytes = bytes;
+        auto& iov = send_iov_[p];
+        iov[0] = {&h, sizeof h};
+        iov[1] = {const_cast<float*>(payload ? payload + map_[p].begin : nullptr), bytes};
+        sends_[p] = w_.send(c_.peers[p]->get(), make_tag(type, 1, j_.me.index), std::span(iov.data(), payload ? 2 : 1));
+    }
+    const bool in_time = w_.wait_until(
+        [&] {
+            for (std::size_t p = 0; p < map_.size(); ++p) {
+                if (c_.peers[p]->failed()) return true;
+                if (!recvs_[p].done() || !sends_[p].done()) return false;
+            }
+            return true;
+        },
+        deadline);
+    for (std::size_t p = 0; p < map_.size(); ++p) {
+        const auto who = j_.peer_name(role::ps, static_cast<int>(p));
+        if (c_.peers[p]->failed()) throw error(fmt::format("lost {}: {}", who, ucs_status_string(c_.peers[p]->failure())));
+        if (!in_time && !recvs_[p].done())
+            throw error(fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
+        if (recvs_[p].status() != UCS_OK)
+            throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(recvs_[p].status())));
+        if (sends_[p].status() != UCS_OK)
+            throw error(fmt::format("lost {}: send failed: {}", who, ucs_status_string(sends_[p].status())));
+        const auto& h = in_[p];
+        if (h.magic != header{}.magic) throw error(fmt::format("a malformed reply came from {}", who));
+        if (static_cast<msg>(h.type) == msg::abort) {
+            const role lost = h.status == 0 ? role::ps : role::worker;
+            throw error(fmt::format("{} ended the job: it lost {}", who, j_.peer_name(lost, static_cast<int>(h.aux))));
+        }
+        if (h.range_begin != map_[p].begin || h.range_end != map_[p].end)
+            throw error(fmt::format("{} holds parameters [{}, {}) but this worker expects [{}, {}): do all tasks run the same model?",
+                                    who, h.range_begin, h.range_end, map_[p].begin, map_[p].end));
+    }
+    for (std::size_t p = 0; p < map_.size(); ++p) {
+        base_step_[p] = in_[p].step;
+        if (static_cast<reply_status>(in_[p].status) == reply_status::done) done_ = true;
+    }
+    global_step_ = static_cast<std::int64_t>(in_[0].step);
+}
+
+void client::shutdown()
+{
+    for (std::size_t p = 0; p < map_.size(); ++p) {
+        auto& h = out_[p];
+        h = header{};
+        h.type = static_cast<std::uint8_t>(msg::shutdown);
+        h.sender_role = 1;
+        h.sender_index = static_cast<std::uint16_t>(j_.me.index);
+        send_iov_[p][0] = {&h, sizeof h};
+        sends_[p] = w_.send(c_.peers[p]->get(), make_tag(msg::shutdown, 1, j_.me.index), std::span(send_iov_[p].data(), 1));
+    }
+    for (std::size_t p = 0; p < map_.size(); ++p)
+        w_.wait(sends_[p], j_.peer_name(role::ps, static_cast<int>(p)), clock::now() + std::chrono::seconds(30));
+}
+
+}  // namespace pstrain::ps
