@@ -19,11 +19,19 @@ int run_distributed(const train_options& o, bootstrap::job j)
     transport::context ctx;
     transport::worker w(ctx, o.progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event);
     auto peers = bootstrap::connect(j, w, std::chrono::seconds(o.bootstrap_timeout));
-    int code = j.me.role == role::ps ? ps::run_server(o, j, w, peers) : run_worker(o, j, w, peers);
-    for (auto& ep : peers.peers)
-        if (ep) ep->close(std::chrono::milliseconds(500));
-    for (auto& ep : peers.accepted)
-        if (ep) ep->close(std::chrono::milliseconds(200));
+    auto close_all = [&](bool force) {
+        for (auto* list : {&peers.fast, &peers.peers, &peers.accepted})
+            for (auto& ep : *list)
+                if (ep) ep->close(std::chrono::milliseconds(force ? 100 : 500), force);
+    };
+    int code = 1;
+    try {
+        code = j.me.role == role::ps ? ps::run_server(o, j, w, peers) : run_worker(o, j, w, peers);
+    } catch (...) {
+        close_all(true);  // drops what is still queued for lost peers
+        throw;
+    }
+    close_all(code != 0);
     log::debug("progress: {} spins, {} sleeps on the event fd", w.spins(), w.sleeps());
     return code;
 }

@@ -157,6 +157,7 @@ connections connect_pmix(job& j, transport::worker& w, std::chrono::seconds time
     const role peer_role = j.me.role == role::ps ? role::worker : role::ps;
     const int peers = peer_role == role::ps ? j.num_ps : j.num_workers;
     c.peers.resize(static_cast<std::size_t>(peers));
+    c.fast.resize(static_cast<std::size_t>(peers));
     for (std::uint32_t r = 0; r < size; ++r) {
         published p;
         std::memcpy(&p, by_rank[r].data(), sizeof p);
@@ -172,6 +173,7 @@ connections connect_pmix(job& j, transport::worker& w, std::chrono::seconds time
         if (rr != peer_role) continue;
         std::span<const std::uint8_t> addr(by_rank[r].data() + sizeof p, by_rank[r].size() - sizeof p);
         c.peers[p.index] = transport::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)));
+        c.fast[p.index] = transport::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)), false);
     }
     for (int i = 0; i < peers; ++i)
         if (!c.peers[static_cast<std::size_t>(i)])

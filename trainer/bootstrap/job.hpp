@@ -35,8 +35,13 @@ struct job {
 std::optional<job> detect_job(const trainer::train_options& o);
 
 struct connections {
-    // peers[i]: the endpoint to PS i (on a worker) or to worker i (on a PS).
+    // peers[i]: the endpoint to PS i (on a worker) or to worker i (on a PS),
+    // with failure detection: headers go there.
     std::vector<std::unique_ptr<transport::endpoint>> peers;
+    // fast[i]: a second endpoint to the same peer without failure detection,
+    // for payloads (zero-copy); empty when there is none (static spec).
+    std::vector<std::unique_ptr<transport::endpoint>> fast;
+    ucp_ep_h payload_ep(std::size_t i) const { return i < fast.size() && fast[i] ? fast[i]->get() : peers[i]->get(); }
     // Endpoints accepted by a listener, kept open for the job's lifetime.
     std::vector<std::unique_ptr<transport::endpoint>> accepted;
     std::unique_ptr<transport::listener> listener;

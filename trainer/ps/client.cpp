@@ -11,20 +11,20 @@ using clock = std::chrono::steady_clock;
 client::client(const bootstrap::job& j, transport::worker& w, bootstrap::connections& c, float* params, std::size_t total,
                std::chrono::seconds timeout)
     : j_(j), w_(w), c_(c), params_(params), total_(total), timeout_(timeout), map_(make_shard_map(total, j.num_ps)),
-      in_(map_.size()), out_(map_.size()), recvs_(map_.size()), sends_(map_.size()), recv_iov_(map_.size()),
-      send_iov_(map_.size()), base_step_(map_.size(), 0)
+      in_(map_.size()), out_(map_.size()), recvs_(map_.size()), payload_recvs_(map_.size()), sends_(map_.size()),
+      payload_sends_(map_.size()), base_step_(map_.size(), 0)
 {
 }
 
 void client::exchange(msg type, const float* payload)
 {
     const auto deadline = clock::now() + timeout_;
-    // Receives first, so replies land in place.
+    // Receives first, so replies land in place.  An ABORT has no payload:
+    // its payload receive is cancelled below.
     for (std::size_t p = 0; p < map_.size(); ++p) {
-        auto& iov = recv_iov_[p];
-        iov[0] = {&in_[p], sizeof(header)};
-        iov[1] = {params_ + map_[p].begin, map_[p].size() * sizeof(float)};
-        recvs_[p] = w_.recv(sender_tag(0, static_cast<int>(p)), tag_sender_mask, iov);
+        recvs_[p] = w_.recv(sender_tag(0, static_cast<int>(p)), tag_header_mask, &in_[p], sizeof(header));
+        payload_recvs_[p] = w_.recv(make_tag(msg::payload, 0, static_cast<int>(p)), tag_full_mask, params_ + map_[p].begin,
+                                    map_[p].size() * sizeof(float));
     }
     for (std::size_t p = 0; p < map_.size(); ++p) {
         auto& h = out_[p];
@@ -38,20 +38,27 @@ void client::exchange(msg type, const float* payload)
         h.range_end = map_[p].end;
         const std::size_t bytes = payload ? map_[p].size() * sizeof(float) : 0;
         h.payload_bytes = bytes;
-        auto& iov = send_iov_[p];
-        iov[0] = {&h, sizeof h};
-        iov[1] = {const_cast<float*>(payload ? payload + map_[p].begin : nullptr), bytes};
-        sends_[p] = w_.send(c_.peers[p]->get(), make_tag(type, 1, j_.me.index), std::span(iov.data(), payload ? 2 : 1));
+        sends_[p] = w_.send(c_.peers[p]->get(), make_tag(type, 1, j_.me.index), &h, sizeof h);
+        payload_sends_[p] = bytes ? w_.send(c_.payload_ep(p), make_tag(msg::payload, 1, j_.me.index), payload + map_[p].begin, bytes)
+                                  : transport::request();
     }
+    auto header_is_abort = [&](std::size_t p) { return recvs_[p].done() && static_cast<msg>(in_[p].type) == msg::abort; };
     const bool in_time = w_.wait_until(
         [&] {
             for (std::size_t p = 0; p < map_.size(); ++p) {
-                if (c_.peers[p]->failed()) return true;
-                if (!recvs_[p].done() || !sends_[p].done()) return false;
+                if (c_.peers[p]->failed() || header_is_abort(p)) return true;
+                if (!recvs_[p].done() || !payload_recvs_[p].done() || !sends_[p].done() || !payload_sends_[p].done())
+                    return false;
             }
             return true;
         },
         deadline);
+    for (std::size_t p = 0; p < map_.size(); ++p) {
+        if (!payload_recvs_[p].done()) {
+            payload_recvs_[p].cancel(w_.get());
+            w_.wait_until([&] { return payload_recvs_[p].done(); }, clock::now() + std::chrono::seconds(1));
+        }
+    }
     for (std::size_t p = 0; p < map_.size(); ++p) {
         const auto who = j_.peer_name(role::ps, static_cast<int>(p));
         if (c_.peers[p]->failed()) throw error(fmt::format("lost {}: {}", who, ucs_status_string(c_.peers[p]->failure())));
@@ -59,6 +66,8 @@ void client::exchange(msg type, const float* payload)
             throw error(fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
         if (recvs_[p].status() != UCS_OK)
             throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(recvs_[p].status())));
+        if (static_cast<msg>(in_[p].type) != msg::abort && payload_recvs_[p].status() != UCS_OK)
+            throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(payload_recvs_[p].status())));
         if (sends_[p].status() != UCS_OK)
             throw error(fmt::format("lost {}: send failed: {}", who, ucs_status_string(sends_[p].status())));
         const auto& h = in_[p];
@@ -86,8 +95,7 @@ void client::shutdown()
         h.type = static_cast<std::uint8_t>(msg::shutdown);
         h.sender_role = 1;
         h.sender_index = static_cast<std::uint16_t>(j_.me.index);
-        send_iov_[p][0] = {&h, sizeof h};
-        sends_[p] = w_.send(c_.peers[p]->get(), make_tag(msg::shutdown, 1, j_.me.index), std::span(send_iov_[p].data(), 1));
+        sends_[p] = w_.send(c_.peers[p]->get(), make_tag(msg::shutdown, 1, j_.me.index), &h, sizeof h);
     }
     for (std::size_t p = 0; p < map_.size(); ++p)
         w_.wait(sends_[p], j_.peer_name(role::ps, static_cast<int>(p)), clock::now() + std::chrono::seconds(30));

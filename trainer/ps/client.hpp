@@ -8,7 +8,6 @@
 #include "trainer/ps/shard.hpp"
 #include "trainer/transport/ucx.hpp"
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -41,8 +40,8 @@ private:
     std::chrono::seconds timeout_;
     std::vector<shard_range> map_;
     std::vector<header> in_, out_;
-    std::vector<transport::request> recvs_, sends_;
-    std::vector<std::array<ucp_dt_iov_t, 2>> recv_iov_, send_iov_;  // alive while their requests are
+    // Per PS: header and payload receives and sends.
+    std::vector<transport::request> recvs_, payload_recvs_, sends_, payload_sends_;
     std::vector<std::uint64_t> base_step_;
     std::int64_t global_step_ = 0;
     bool done_ = false;

@@ -70,9 +70,12 @@ void apply_update(const optimizer_config& cfg, std::span<float> params, std::spa
         const double t = static_cast<double>(std::max<std::uint64_t>(step, 1));
         const float lr_t = static_cast<float>(cfg.learning_rate * std::sqrt(1.0 - std::pow(cfg.beta2, t)) /
                                               (1.0 - std::pow(cfg.beta1, t)));
-        float* m = state.data();
-        float* v = state.data() + n;
-        for (std::size_t i = 0; i < n; ++i) adam_update(p[i], m[i], v[i], g[i], lr_t, cfg.beta1, cfg.beta2, cfg.epsilon);
+        float* __restrict m = state.data();
+        float* __restrict v = state.data() + n;
+        float* __restrict pr = p;
+        const float* __restrict gr = g;
+        const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.epsilon;
+        for (std::size_t i = 0; i < n; ++i) adam_update(pr[i], m[i], v[i], gr[i], lr_t, b1, b2, eps);
         break;
     }
     }

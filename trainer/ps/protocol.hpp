@@ -9,6 +9,12 @@
 //   ps -> worker   PARAMS    reply to PULL/PUSH/INIT: values at global_step `step`, `status`
 //   ps -> worker   ABORT     training cannot go on; `lost_role`/`lost_index` say why
 //
+// A message with a payload travels as two UCX messages: the header, then the
+// payload alone under the PAYLOAD tag, so that the payload is a contiguous
+// buffer UCX can move zero-copy (rendezvous with an iov datatype falls back
+// to copied fragments).  Between two tasks at most one message is in flight
+// each way, and UCX keeps the order of equal tags, so they pair up.
+//
 // Tag: type (8 bits) | sender role (8 bits) | sender index (16 bits) | 32 free bits.
 #pragma once
 
@@ -16,7 +22,7 @@
 
 namespace pstrain::ps {
 
-enum class msg : std::uint8_t { init = 1, pull, push, shutdown, hello, params, abort };
+enum class msg : std::uint8_t { init = 1, pull, push, shutdown, hello, params, abort, payload };
 
 enum class reply_status : std::uint32_t { ok = 0, stale = 1, done = 2 };
 
@@ -44,5 +50,11 @@ inline std::uint64_t make_tag(msg type, int sender_role, int sender_index)
 }
 
 inline std::uint64_t sender_tag(int sender_role, int sender_index) { return make_tag(msg{}, sender_role, sender_index); }
+
+inline constexpr std::uint64_t tag_full_mask = tag_type_mask | tag_sender_mask;
+// Everything from this sender but its payloads: matched by header receives
+// (type != payload is not expressible as a mask, so headers use the type
+// bits below the payload type's top bit: all header types are < 8).
+inline constexpr std::uint64_t tag_header_mask = 0x0800000000000000ull | tag_sender_mask;
 
 }  // namespace pstrain::ps

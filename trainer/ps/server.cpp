@@ -20,15 +20,16 @@ constexpr auto far_future = std::chrono::hours(24 * 365);
 
 struct peer_state {
     header in;                       // header of the last message
-    std::vector<float> slot;         // its payload (a gradient, or INIT values)
-    transport::request recv;         // the posted receive
-    bool posted = false;
+    std::vector<float> slot;         // its payload (a gradient)
+    transport::request recv;         // the posted header receive
+    transport::request payload_recv; // the posted payload receive
+    bool posted = false, payload_posted = false;
     bool lost = false;
     header out;                      // header of the reply in flight
-    transport::request send;
-    ucp_dt_iov_t in_iov[2];          // alive while their requests are
-    ucp_dt_iov_t out_iov[2];
-    bool waiting_pull = false;       // PULL before INIT
+    transport::request send, payload_send;
+
+    // A whole message is here: its header, and its payload if it has one.
+    bool ready() { return posted && recv.done() && (in.payload_bytes == 0 || payload_recv.done()); }
 };
 
 class server {
@@ -46,11 +47,15 @@ public:
     {
         int code = serve();
         // Posted receives go back to UCX before the worker is destroyed.
-        for (auto& p : workers_)
+        for (auto& p : workers_) {
             if (p.posted) p.recv.cancel(w_.get());
+            if (p.payload_posted) p.payload_recv.cancel(w_.get());
+        }
         w_.wait_until(
             [&] {
-                return std::all_of(workers_.begin(), workers_.end(), [](auto& p) { return !p.posted || p.recv.done(); });
+                return std::all_of(workers_.begin(), workers_.end(), [](auto& p) {
+                    return (!p.posted || p.recv.done()) && (!p.payload_posted || p.payload_recv.done());
+                });
             },
             clock::now() + std::chrono::seconds(1));
         return code;
@@ -66,7 +71,7 @@ private:
                 [&] {
                     for (std::size_t i = 0; i < workers_.size(); ++i) {
                         auto& p = workers_[i];
-                        if (!p.lost && (c_.peers[i]->failed() || (p.posted && p.recv.done()))) {
+                        if (!p.lost && (c_.peers[i]->failed() || p.ready())) {
                             ready = i;
                             return true;
                         }
@@ -77,11 +82,13 @@ private:
             if (!ready) continue;
             const std::size_t i = *ready;
             auto& p = workers_[i];
-            if (c_.peers[i]->failed() || p.recv.status() != UCS_OK) {
+            if (c_.peers[i]->failed() || p.recv.status() != UCS_OK ||
+                (p.in.payload_bytes > 0 && p.payload_recv.status() != UCS_OK)) {
                 if (auto code = on_worker_lost(i)) return *code;
                 continue;
             }
             p.posted = false;
+            if (p.in.payload_bytes > 0) p.payload_posted = false;
             if (auto code = handle(i)) return *code;
         }
     }
@@ -90,32 +97,21 @@ private:
     void receive_init()
     {
         auto& chief = *c_.peers[0];
-        ucp_tag_recv_info_t info{};
-        ucp_tag_message_h msg = nullptr;
-        const std::uint64_t tag = make_tag(msg::init, 1, 0);
-        w_.wait_until(
-            [&] {
-                if (!msg) msg = ucp_tag_probe_nb(w_.get(), tag, ~0ull, 1, &info);
-                return msg != nullptr || chief.failed();
-            },
-            clock::now() + far_future);
-        if (!msg)
-            throw error(fmt::format("lost {} before it initialised the model: {}", j_.peer_name(role::worker, 0),
-                                    ucs_status_string(chief.failure())));
-        if (info.length < sizeof(header) || (info.length - sizeof(header)) % sizeof(float) != 0)
-            throw error("the chief's INIT message is malformed: are all tasks running the same pstrain?");
-        std::vector<float> values((info.length - sizeof(header)) / sizeof(float));
+        const auto who = j_.peer_name(role::worker, 0);
         header h;
-        ucp_dt_iov_t iov[2] = {{&h, sizeof h}, {values.data(), values.size() * sizeof(float)}};  // waited for below
-        ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-        param.datatype = ucp_dt_make_iov();
-        transport::request r(ucp_tag_msg_recv_nbx(w_.get(), iov, 2, msg, &param), "receive");
-        w_.wait(r, j_.peer_name(role::worker, 0), clock::now() + std::chrono::seconds(60));
-        if (h.magic != header{}.magic) throw error("the chief's INIT message is malformed");
+        auto r = w_.recv(make_tag(msg::init, 1, 0), tag_full_mask, &h, sizeof h);
+        w_.wait_until([&] { return r.done() || chief.failed(); }, clock::now() + far_future);
+        if (!r.done() || r.status() != UCS_OK)
+            throw error(fmt::format("lost {} before it initialised the model: {}", who,
+                                    ucs_status_string(chief.failed() ? chief.failure() : r.status())));
+        if (h.magic != header{}.magic || h.payload_bytes % sizeof(float) != 0 || h.range_end < h.range_begin ||
+            (h.range_end - h.range_begin) * sizeof(float) != h.payload_bytes)
+            throw error("the chief's INIT message is malformed: are all tasks running the same pstrain?");
+        std::vector<float> values(h.payload_bytes / sizeof(float));
+        auto payload = w_.recv(make_tag(msg::payload, 1, 0), tag_full_mask, values.data(), h.payload_bytes);
+        w_.wait(payload, who, clock::now() + std::chrono::seconds(60));
 
         shard_range range{h.range_begin, h.range_end};
-        if (range.size() != values.size()) throw error("the chief's INIT message has a wrong shard range");
         shard_.emplace(range, trainer::optimizer_from(o_));
         shard_->assign(values);
         step_ = h.step;
@@ -133,13 +129,17 @@ private:
         reply(0, reply_status::ok);
     }
 
+    // Posts the next header receive, and a payload receive if none is posted.
     void post(std::size_t i)
     {
         auto& p = workers_[i];
-        p.in_iov[0] = {&p.in, sizeof p.in};
-        p.in_iov[1] = {p.slot.data(), p.slot.size() * sizeof(float)};
-        p.recv = w_.recv(sender_tag(1, static_cast<int>(i)), tag_sender_mask, p.in_iov);
+        p.recv = w_.recv(sender_tag(1, static_cast<int>(i)), tag_header_mask, &p.in, sizeof p.in);
         p.posted = true;
+        if (!p.payload_posted) {
+            p.payload_recv = w_.recv(make_tag(msg::payload, 1, static_cast<int>(i)), tag_full_mask, p.slot.data(),
+                                     p.slot.size() * sizeof(float));
+            p.payload_posted = true;
+        }
     }
 
     // Sends the shard's values to worker i; the values must not change
@@ -157,10 +157,9 @@ private:
         p.out.range_end = shard_->range().end;
         auto values = shard_->values();
         p.out.payload_bytes = values.size_bytes();
-        p.out_iov[0] = {&p.out, sizeof p.out};
-        p.out_iov[1] = {values.data(), values.size_bytes()};
-        p.send = w_.send(c_.peers[i]->get(), make_tag(msg::params, 0, j_.me.index), p.out_iov);
-        if (!p.lost && p.recv.done() && !p.posted) post(i);
+        p.send = w_.send(c_.peers[i]->get(), make_tag(msg::params, 0, j_.me.index), &p.out, sizeof p.out);
+        p.payload_send = w_.send(c_.payload_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
+        if (!p.lost && !p.posted) post(i);
     }
 
     // Before the values change: every reply in flight has left.
@@ -169,7 +168,7 @@ private:
         w_.wait_until(
             [&] {
                 for (std::size_t i = 0; i < workers_.size(); ++i)
-                    if (!workers_[i].send.done() && !c_.peers[i]->failed()) return false;
+                    if ((!workers_[i].send.done() || !workers_[i].payload_send.done()) && !c_.peers[i]->failed()) return false;
                 return true;
             },
             clock::now() + far_future);
@@ -289,7 +288,6 @@ private:
     void abort_all(role lost_role, int lost_index)
     {
         std::vector<header> headers(workers_.size());
-        std::vector<ucp_dt_iov_t> iovs(workers_.size());
         std::vector<transport::request> sends;
         for (std::size_t k = 0; k < workers_.size(); ++k) {
             if (workers_[k].lost || c_.peers[k]->failed()) continue;
@@ -298,8 +296,7 @@ private:
             h.sender_index = static_cast<std::uint16_t>(j_.me.index);
             h.status = lost_role == role::ps ? 0 : 1;
             h.aux = static_cast<std::uint32_t>(lost_index);
-            iovs[k] = {&h, sizeof h};
-            sends.push_back(w_.send(c_.peers[k]->get(), make_tag(msg::abort, 0, j_.me.index), std::span(&iovs[k], 1)));
+            sends.push_back(w_.send(c_.peers[k]->get(), make_tag(msg::abort, 0, j_.me.index), &h, sizeof h));
         }
         w_.wait_until(
             [&] {

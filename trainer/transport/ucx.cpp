@@ -195,6 +195,18 @@ request worker::recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov
     return request(ucp_tag_recv_nbx(h_, iov.data(), iov.size(), tag, mask, &param), "receive", h_);
 }
 
+request worker::send(ucp_ep_h ep, std::uint64_t tag, const void* buffer, std::size_t bytes)
+{
+    ucp_request_param_t param{};
+    return request(ucp_tag_send_nbx(ep, buffer, bytes, tag, &param), "send");
+}
+
+request worker::recv(std::uint64_t tag, std::uint64_t mask, void* buffer, std::size_t bytes)
+{
+    ucp_request_param_t param{};
+    return request(ucp_tag_recv_nbx(h_, buffer, bytes, tag, mask, &param), "receive", h_);
+}
+
 void worker::wait(request& r, const std::string& peer, clock::time_point deadline)
 {
     if (!wait_until([&] { return r.done(); }, deadline)) {
@@ -215,13 +227,13 @@ void endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status)
     self->failure_ = status;
 }
 
-std::unique_ptr<endpoint> endpoint::create(worker& w, ucp_ep_params_t& params, std::string peer)
+std::unique_ptr<endpoint> endpoint::create(worker& w, ucp_ep_params_t& params, std::string peer, bool detect_failure)
 {
     auto ep = std::make_unique<endpoint>();
     ep->worker_ = &w;
     ep->peer_ = std::move(peer);
     params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_mode = detect_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = &endpoint::on_error;
     params.err_handler.arg = ep.get();
     ucs_status_t s = ucp_ep_create(w.get(), &params, &ep->h_);
@@ -229,12 +241,13 @@ std::unique_ptr<endpoint> endpoint::create(worker& w, ucp_ep_params_t& params, s
     return ep;
 }
 
-std::unique_ptr<endpoint> endpoint::to_address(worker& w, std::span<const std::uint8_t> address, std::string peer)
+std::unique_ptr<endpoint> endpoint::to_address(worker& w, std::span<const std::uint8_t> address, std::string peer,
+                                               bool detect_failure)
 {
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     params.address = reinterpret_cast<const ucp_address_t*>(address.data());
-    return create(w, params, std::move(peer));
+    return create(w, params, std::move(peer), detect_failure);
 }
 
 std::unique_ptr<endpoint> endpoint::to_sockaddr(worker& w, const std::string& host, int port, std::string peer)
@@ -265,25 +278,24 @@ std::unique_ptr<endpoint> endpoint::accept(worker& w, ucp_conn_request_h request
     return create(w, params, std::move(peer));
 }
 
-void endpoint::close(std::chrono::milliseconds timeout)
+void endpoint::close(std::chrono::milliseconds timeout, bool force)
 {
     if (!h_) return;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    param.flags = failed_ || force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     request r(ucp_ep_close_nbx(h_, &param), "close");
     h_ = nullptr;
+    // A graceful close that does not finish in time is left to UCX, which
+    // releases it with the worker.
     if (worker_) worker_->wait_until([&] { return r.done(); }, clock::now() + timeout);
-    if (!r.done()) {
-        // Give up on a graceful close; UCX frees the request with the worker.
-    }
 }
 
 endpoint::~endpoint()
 {
     if (h_) {
         try {
-            close(std::chrono::milliseconds(200));
+            close(std::chrono::milliseconds(200), true);
         } catch (...) {
         }
     }

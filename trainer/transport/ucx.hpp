@@ -81,6 +81,9 @@ public:
     // until the request completes: UCX reads it during rendezvous.
     request send(ucp_ep_h ep, std::uint64_t tag, std::span<const ucp_dt_iov_t> iov);
     request recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov_t> iov);
+    // Contiguous buffers: what rendezvous moves zero-copy.
+    request send(ucp_ep_h ep, std::uint64_t tag, const void* buffer, std::size_t bytes);
+    request recv(std::uint64_t tag, std::uint64_t mask, void* buffer, std::size_t bytes);
 
     // Blocking helpers: wait for one request, throw on error (naming `peer`).
     void wait(request& r, const std::string& peer, std::chrono::steady_clock::time_point deadline);
@@ -95,13 +98,17 @@ private:
     std::uint64_t spins_ = 0, sleeps_ = 0;
 };
 
-// An endpoint with peer-failure detection: the error callback marks it
-// failed; pending operations on it then complete with an error.
+// An endpoint, with peer-failure detection (UCX's PEER error mode: the
+// error callback marks it failed; pending operations then complete with an
+// error) or without (NONE mode, which keeps UCX's zero-copy paths such as
+// CMA, that PEER mode gives up).  pstrain pairs them: headers on a detecting
+// endpoint, payloads on a fast one.
 class endpoint {
 public:
     endpoint() = default;
     // To a packed worker address.
-    static std::unique_ptr<endpoint> to_address(worker& w, std::span<const std::uint8_t> address, std::string peer);
+    static std::unique_ptr<endpoint> to_address(worker& w, std::span<const std::uint8_t> address, std::string peer,
+                                                bool detect_failure = true);
     // To a listening host:port (client side of UCX's client-server mode).
     static std::unique_ptr<endpoint> to_sockaddr(worker& w, const std::string& host, int port, std::string peer);
     // From a listener's connection request.
@@ -114,12 +121,13 @@ public:
     bool failed() const { return failed_; }
     ucs_status_t failure() const { return failure_; }
     const std::string& peer() const { return peer_; }
-    // Flushes and closes (waits up to `timeout`); forced when failed.
-    void close(std::chrono::milliseconds timeout);
+    // Flushes and closes (waits up to `timeout`); forced when failed or
+    // asked (on an error path: drops what is still queued for the peer).
+    void close(std::chrono::milliseconds timeout, bool force = false);
 
 private:
     static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
-    static std::unique_ptr<endpoint> create(worker& w, ucp_ep_params_t& params, std::string peer);
+    static std::unique_ptr<endpoint> create(worker& w, ucp_ep_params_t& params, std::string peer, bool detect_failure = true);
 
     worker* worker_ = nullptr;
     ucp_ep_h h_ = nullptr;
