@@ -4,6 +4,11 @@
 //
 //   pstrain-bench server --port P [--progress event|spin]
 //   pstrain-bench client --port P --bytes S [--iters N] [--warmup W]
+//   srun -n2 --ps=1 --workers=1 --mpi=pmix pstrain-bench pmix --bytes S ...
+//
+// The pmix form is the production path (PMIx bootstrap, a fast endpoint
+// for payloads); the static form's endpoints all detect failures, which
+// costs UCX's zero-copy paths.
 //
 // The client prints one JSON line: bytes, iterations, seconds, and goodput
 // in MiB/s counting both directions (2 * S per round trip), the unit
@@ -49,13 +54,16 @@ int main(int argc, char** argv)
     app.require_subcommand(1);
     auto* server = app.add_subcommand("server", "run the PS side");
     auto* client = app.add_subcommand("client", "run the worker side and print the result");
-    for (auto* sub : {server, client}) {
+    auto* pmix = app.add_subcommand("pmix", "under srun --ps=1 --workers=1 --mpi=pmix: both sides by role");
+    for (auto* sub : {server, client, pmix}) {
         sub->add_option("--port", port, "the PS's port")->check(CLI::Range(1024, 65000));
         sub->add_option("--progress", progress)->check(CLI::IsMember({"event", "spin"}));
     }
-    client->add_option("--bytes", bytes, "message size: the shard's bytes")->check(CLI::Range(std::size_t(4), std::size_t(1) << 30));
-    client->add_option("--iters", iters)->check(CLI::Range(1, 100000000));
-    client->add_option("--warmup", warmup)->check(CLI::Range(0, 1000000));
+    for (auto* sub : {client, pmix}) {
+        sub->add_option("--bytes", bytes, "message size: the shard's bytes")->check(CLI::Range(std::size_t(4), std::size_t(1) << 30));
+        sub->add_option("--iters", iters)->check(CLI::Range(1, 100000000));
+        sub->add_option("--warmup", warmup)->check(CLI::Range(0, 1000000));
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -69,14 +77,21 @@ int main(int argc, char** argv)
         o.learning_rate = 1e-9f;
         o.train_steps = std::int64_t(1) << 40;
         o.progress = progress;
-        if (*server) {
+        bootstrap::job j;
+        if (*pmix) {
+            auto found = bootstrap::detect_job(o);
+            if (!found || found->how != bootstrap::mode::pmix || found->num_ps != 1 || found->num_workers != 1)
+                throw error("pstrain-bench pmix: run it as srun -n2 --ps=1 --workers=1 --mpi=pmix pstrain-bench pmix ...");
+            j = *found;
+        } else {
+            j = make_job(*server ? role::ps : role::worker, port);
+        }
+        if (j.me.role == role::ps) {
             log::set_prefix("pstrain-bench[ps]");
-            auto j = make_job(role::ps, port);
             auto peers = bootstrap::connect(j, w, std::chrono::seconds(30));
             return ps::run_server(o, j, w, peers);
         }
         log::set_prefix("pstrain-bench[worker]");
-        auto j = make_job(role::worker, port);
         auto peers = bootstrap::connect(j, w, std::chrono::seconds(30));
         const std::size_t n = bytes / sizeof(float);
         std::vector<float> params(n, 0.5f), grads(n, 0.25f);
@@ -92,7 +107,9 @@ int main(int argc, char** argv)
                               {"round_trip_us", seconds / iters * 1e6}, {"goodput_MiBps", moved / seconds / (1 << 20)},
                               {"progress", progress}};
         fmt::print("{}\n", result.dump());
-        for (auto& ep : peers.peers) ep->close(std::chrono::milliseconds(500));
+        for (auto* list : {&peers.fast, &peers.peers})
+            for (auto& ep : *list)
+                if (ep) ep->close(std::chrono::milliseconds(500));
         return 0;
     } catch (const error& e) {
         log::error("{}", e.what());

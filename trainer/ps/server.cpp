@@ -27,6 +27,7 @@ struct peer_state {
     bool lost = false;
     header out;                      // header of the reply in flight
     transport::request send, payload_send;
+    std::vector<float> snapshot;     // async: the values this reply sends
 
     // A whole message is here: its header, and its payload if it has one.
     bool ready() { return posted && recv.done() && (in.payload_bytes == 0 || payload_recv.done()); }
@@ -142,11 +143,15 @@ private:
         }
     }
 
-    // Sends the shard's values to worker i; the values must not change
-    // until the send completes (UCX may read them zero-copy).
+    // Sends the shard's values to worker i.  UCX may read them zero-copy
+    // until the send completes, so they must not change meanwhile: sync
+    // sends the shard itself (the next update waits for every reply of
+    // this step anyway); async sends a per-worker snapshot, so that the
+    // next worker's gradient is applied without waiting for this reply.
     void reply(std::size_t i, reply_status status)
     {
         auto& p = workers_[i];
+        w_.wait_until([&] { return p.payload_send.done() || c_.peers[i]->failed(); }, clock::now() + far_future);
         p.out = header{};
         p.out.type = static_cast<std::uint8_t>(msg::params);
         p.out.sender_role = 0;
@@ -155,7 +160,11 @@ private:
         p.out.status = static_cast<std::uint32_t>(done_ ? reply_status::done : status);
         p.out.range_begin = shard_->range().begin;
         p.out.range_end = shard_->range().end;
-        auto values = shard_->values();
+        std::span<const float> values = shard_->values();
+        if (!sync_) {
+            p.snapshot.assign(values.begin(), values.end());
+            values = p.snapshot;
+        }
         p.out.payload_bytes = values.size_bytes();
         p.send = w_.send(c_.peers[i]->get(), make_tag(msg::params, 0, j_.me.index), &p.out, sizeof p.out);
         p.payload_send = w_.send(c_.payload_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
@@ -208,7 +217,6 @@ private:
             throw error(fmt::format("a gradient of {} bytes came from {}, the shard has {}", p.in.payload_bytes,
                                     j_.peer_name(role::worker, static_cast<int>(i)), p.slot.size() * sizeof(float)));
         if (!sync_) {
-            drain_sends();
             shard_->apply(p.slot);
             advance();
             reply(i, reply_status::ok);
