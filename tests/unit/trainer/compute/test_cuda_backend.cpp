@@ -11,27 +11,17 @@
 #include "trainer/data/sampler.hpp"
 #include "trainer/model/model.hpp"
 #include "trainer/ps/shard.hpp"
+#include "tests/unit/trainer/random_data.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 using namespace pstrain;
+using pstrain::testing::make_random_data;
 
 namespace {
 
-data::dataset make_random_data(std::size_t rows, std::size_t cols, int classes, unsigned seed)
-{
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> x;
-    data::dataset d;
-    d.rows = rows;
-    d.cols = cols;
-    d.num_classes = classes;
-    for (std::size_t i = 0; i < rows * cols; ++i) d.features.push_back(x(rng));
-    for (std::size_t i = 0; i < rows; ++i) d.labels.push_back(static_cast<int>(rng() % classes));
-    return d;
-}
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double atol, double rtol)
 {

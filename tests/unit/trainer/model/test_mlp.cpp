@@ -8,26 +8,16 @@
 #include "trainer/data/sampler.hpp"
 #include "trainer/model/model.hpp"
 #include "trainer/ps/shard.hpp"
+#include "tests/unit/trainer/random_data.hpp"
 
 #include <cmath>
 #include <random>
 
 using namespace pstrain;
+using pstrain::testing::make_random_data;
 
 namespace {
 
-data::dataset make_random_data(std::size_t rows, std::size_t cols, int classes, unsigned seed)
-{
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> x;
-    data::dataset d;
-    d.rows = rows;
-    d.cols = cols;
-    d.num_classes = classes;
-    for (std::size_t i = 0; i < rows * cols; ++i) d.features.push_back(x(rng));
-    for (std::size_t i = 0; i < rows; ++i) d.labels.push_back(static_cast<int>(rng() % classes));
-    return d;
-}
 
 // Gradient check in float32.  Documented bound: with central differences of
 // step 1e-3 on a loss summed in double, |analytic - numeric| must stay below
