@@ -262,11 +262,7 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
 
 // ----------------------------------------------------------------- plugin
 
-bool spank_plugin::fail(spank_host& host, const std::string& line)
-{
-    host.error("pstrain: " + line);
-    return false;
-}
+void spank_plugin::report(spank_host& host, const std::string& line) { host.error("pstrain: " + line); }
 
 int spank_plugin::init(const std::vector<std::string>& args, spank_host& host)
 {
@@ -279,7 +275,7 @@ int spank_plugin::init(const std::vector<std::string>& args, spank_host& host)
             deferred_error_ = e.what();
             return 0;
         }
-        fail(host, e.what());
+        report(host, e.what());
         return -1;
     }
     return 0;
@@ -300,7 +296,7 @@ int spank_plugin::init_post_opt(spank_host& host)
             deferred_error_ = e.what();
             return 0;  // an error returned here would drain the node
         }
-        fail(host, e.what());
+        report(host, e.what());
         return -1;
     }
     if (!shape_ || host.where() == context::remote) return 0;
@@ -317,7 +313,7 @@ int spank_plugin::local_user_init(spank_host& host)
     if (!shape_) return 0;
     auto tasks = host.get(item::total_tasks);
     if (tasks && *tasks != static_cast<std::uint32_t>(shape_->total())) {
-        fail(host, task_count_error(*shape_, *tasks));
+        report(host, task_count_error(*shape_, *tasks));
         return -1;
     }
     return 0;
@@ -326,7 +322,7 @@ int spank_plugin::local_user_init(spank_host& host)
 int spank_plugin::task_init(spank_host& host)
 {
     if (!deferred_error_.empty() && (shape_ || given_.ps || given_.workers)) {
-        fail(host, deferred_error_);
+        report(host, deferred_error_);
         return -1;
     }
     if (!shape_) return 0;
@@ -366,7 +362,7 @@ int spank_plugin::task_init(spank_host& host)
         }
         host.verbose(fmt::format("pstrain: rank {} is {} {}", step.rank, env[0].second, env[1].second));
     } catch (const error& e) {
-        fail(host, e.what());
+        report(host, e.what());
         return -1;
     }
     return 0;

@@ -102,7 +102,7 @@ public:
     const config& settings() const { return cfg_; }
 
 private:
-    bool fail(spank_host& host, const std::string& line);
+    static void report(spank_host& host, const std::string& line);  // one "pstrain: " error line
 
     config cfg_;
     option_values given_;

@@ -39,9 +39,7 @@ public:
         : o_(o), j_(j), w_(w), c_(c), workers_(static_cast<std::size_t>(j.num_workers)),
           sync_(o.sync_replicas), replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : j.num_workers)
     {
-        if (replicas_ > j.num_workers)
-            throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}", replicas_,
-                                    j.num_workers, j.num_workers));
+        // run_distributed has checked --replicas-to-aggregate against the workers.
     }
 
     int run()
@@ -282,9 +280,8 @@ private:
         else if (live == 0)
             fatal = fmt::format("lost {} ({}): no worker is left", who, why);
         if (fatal.empty()) {
+            // In sync mode a gradient it gave to this step still counts.
             log::warn("lost {} ({}): going on with {} workers", who, why, live);
-            if (sync_ && contributed_[i]) {  // its gradient of this step still counts
-            }
             return std::nullopt;
         }
         log::error("{}", fatal);
