@@ -36,11 +36,7 @@ std::vector<std::string_view> split_top_level(std::string_view expr, std::string
 std::vector<std::string> expand_ranges(std::string_view body, std::string_view whole)
 {
     std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= body.size()) {
-        std::size_t comma = body.find(',', start);
-        if (comma == std::string_view::npos) comma = body.size();
-        std::string_view range = body.substr(start, comma - start);
+    for (std::string_view range : split(body, ',')) {
         std::size_t dash = range.find('-');
         std::string_view lo_text = range.substr(0, dash);
         std::string_view hi_text = dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
@@ -56,7 +52,6 @@ std::vector<std::string> expand_ranges(std::string_view body, std::string_view w
             if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
             out.push_back(std::move(digits));
         }
-        start = comma + 1;
     }
     return out;
 }
@@ -99,11 +94,7 @@ std::vector<int> expand_task_counts(std::string_view expr)
 {
     std::vector<int> counts;
     if (expr.empty()) throw error("task count list is empty");
-    std::size_t start = 0;
-    while (start <= expr.size()) {
-        std::size_t comma = expr.find(',', start);
-        if (comma == std::string_view::npos) comma = expr.size();
-        std::string_view item = expr.substr(start, comma - start);
+    for (std::string_view item : split(expr, ',')) {
         std::int64_t repeat = 1;
         std::size_t paren = item.find('(');
         if (paren != std::string_view::npos) {
@@ -119,7 +110,6 @@ std::vector<int> expand_task_counts(std::string_view expr)
         if (counts.size() + static_cast<std::size_t>(repeat) > max_hosts)
             throw error(fmt::format("task counts '{}': too many nodes", expr));
         counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(*n));
-        start = comma + 1;
     }
     return counts;
 }

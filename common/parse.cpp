@@ -16,4 +16,16 @@ std::optional<std::int64_t> parse_count(std::string_view text, std::int64_t lo, 
     return value;
 }
 
+std::vector<std::string_view> split(std::string_view text, char sep)
+{
+    std::vector<std::string_view> items;
+    std::size_t start = 0;
+    for (;;) {
+        std::size_t end = text.find(sep, start);
+        items.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+        if (end == std::string_view::npos) return items;
+        start = end + 1;
+    }
+}
+
 }  // namespace pstrain

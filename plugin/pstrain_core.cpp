@@ -49,17 +49,12 @@ int parse_task_option(const char* flag, const std::optional<std::string>& text, 
 std::vector<int> parse_port_list(const std::string& text)
 {
     std::vector<int> ports;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        std::size_t comma = text.find(',', start);
-        if (comma == std::string::npos) comma = text.size();
-        std::string item = text.substr(start, comma - start);
+    for (std::string_view item : split(text, ',')) {
         std::size_t dash = item.find('-');
         auto lo = parse_count(item.substr(0, dash), 1, 65535);
-        auto hi = dash == std::string::npos ? lo : parse_count(item.substr(dash + 1), 1, 65535);
+        auto hi = dash == std::string_view::npos ? lo : parse_count(item.substr(dash + 1), 1, 65535);
         if (!lo || !hi || *hi < *lo) throw error(fmt::format("SLURM_STEP_RESV_PORTS={} is not a port list", text));
         for (auto p = *lo; p <= *hi; ++p) ports.push_back(static_cast<int>(p));
-        start = comma + 1;
     }
     return ports;
 }
@@ -92,13 +87,8 @@ std::vector<int> step_ports(const config& cfg, const step_info& step, const task
 std::vector<std::string> split_devices(const std::string& list)
 {
     std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start < list.size()) {
-        std::size_t comma = list.find(',', start);
-        if (comma == std::string::npos) comma = list.size();
-        if (comma > start) out.push_back(list.substr(start, comma - start));
-        start = comma + 1;
-    }
+    for (std::string_view item : split(list, ','))
+        if (!item.empty()) out.emplace_back(item);
     return out;
 }
 

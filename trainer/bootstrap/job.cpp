@@ -29,18 +29,13 @@ int env_count(const char* name, int lo, int hi)
 std::vector<std::string> split_hosts(const std::string& text, const char* flag)
 {
     std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        std::size_t comma = text.find(',', start);
-        if (comma == std::string::npos) comma = text.size();
-        auto item = text.substr(start, comma - start);
+    for (std::string_view item : split(text, ',')) {
         try {
             split_host_port(item);
         } catch (const error& e) {
             throw error(fmt::format("{} {}: {}: give a comma list of host:port", flag, text, e.what()));
         }
-        out.push_back(item);
-        start = comma + 1;
+        out.emplace_back(item);
     }
     return out;
 }

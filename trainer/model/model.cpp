@@ -24,17 +24,12 @@ void model::add_tensor(std::string name, std::vector<int> shape)
 std::vector<int> parse_hidden_units(const std::string& text)
 {
     std::vector<int> units;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        std::size_t comma = text.find(',', start);
-        if (comma == std::string::npos) comma = text.size();
-        auto item = text.substr(start, comma - start);
+    for (std::string_view item : split(text, ',')) {
         auto v = parse_count(item, 1, 1 << 16);
         if (!v)
             throw error(fmt::format("--hidden-units {}: '{}' is not a layer width: give a comma list of whole numbers from 1 to 65536, e.g. 256,128",
                                     text, item));
         units.push_back(static_cast<int>(*v));
-        start = comma + 1;
     }
     if (units.size() > 16) throw error(fmt::format("--hidden-units {}: more than 16 hidden layers", text));
     return units;
