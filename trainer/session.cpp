@@ -47,6 +47,33 @@ nlohmann::json evaluation_fields(const session& s, const model::eval_result& r, 
             {"weight", params[0]}, {"bias", params[1]}};
 }
 
+nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, progress& prog)
+{
+    auto r = s.net->evaluate(params, s.data.test);
+    if (s.net->is_classifier())
+        log::info("eval at global step {}: test accuracy {:.4f}, cross-entropy {:.4f}", step, r.accuracy, r.loss);
+    else
+        log::info("eval at global step {}: test mse {:.5f}, weight {:.4f}, bias {:.4f}", step, r.loss, params[0], params[1]);
+    auto fields = evaluation_fields(s, r, params);
+    fields["event"] = "eval";
+    fields["global_step"] = step;
+    prog.record(fields);
+    return fields;
+}
+
+nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const progress& prog, int ps, int workers,
+                         const char* mode)
+{
+    auto done = std::move(last_eval);
+    done["event"] = "done";
+    done["train_seconds"] = train_seconds;
+    done["samples_per_sec"] = train_seconds > 0 ? static_cast<double>(prog.samples()) / train_seconds : 0.0;
+    done["ps"] = ps;
+    done["workers"] = workers;
+    done["mode"] = mode;
+    return done;
+}
+
 void check_loss(double loss, std::int64_t step)
 {
     if (!std::isfinite(loss))

@@ -6,6 +6,7 @@
 #include "trainer/data/dataset.hpp"
 #include "trainer/model/model.hpp"
 #include "trainer/options.hpp"
+#include "trainer/progress.hpp"
 #include "trainer/ps/optimizer.hpp"
 
 #include <memory>
@@ -29,6 +30,14 @@ ps::optimizer_config optimizer_from(const train_options& o);
 // The final line's evaluation fields (test_accuracy, test_cross_entropy, or
 // for the linear model test_mse, weight and bias).
 nlohmann::json evaluation_fields(const session& s, const model::eval_result& r, std::span<const float> params);
+
+// Evaluates `params` on the test set: one log line, an "eval" event in the
+// metrics file; returns the event.
+nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, progress& prog);
+
+// The final line of DESIGN from the last evaluation.
+nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const progress& prog, int ps, int workers,
+                         const char* mode);
 
 // Fails with a clear line when the loss is not finite.
 void check_loss(double loss, std::int64_t step);

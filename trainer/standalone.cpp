@@ -22,19 +22,6 @@ int run_standalone(const train_options& o)
 
     data::sampler sampler(s.data.train.rows, 1, 0, o.seed, o.sample_with_replacement);
     std::vector<std::uint32_t> rows;
-    auto evaluate = [&](std::int64_t step) {
-        auto r = s.net->evaluate(shard.values(), s.data.test);
-        auto fields = evaluation_fields(s, r, shard.values());
-        if (s.net->is_classifier())
-            log::info("eval at step {}: test accuracy {:.4f}, cross-entropy {:.4f}", step, r.accuracy, r.loss);
-        else
-            log::info("eval at step {}: test mse {:.5f}, weight {:.4f}, bias {:.4f}", step, r.loss, shard.values()[0],
-                      shard.values()[1]);
-        fields["event"] = "eval";
-        fields["global_step"] = step;
-        prog.record(fields);
-        return fields;
-    };
 
     for (std::int64_t step = 1; step <= o.train_steps; ++step) {
         sampler.next_batch(static_cast<std::size_t>(o.batch_size), rows);
@@ -42,17 +29,11 @@ int run_standalone(const train_options& o)
         check_loss(loss, step);
         shard.apply(grads);
         prog.step(step, loss, o.batch_size);
-        if (o.eval_every > 0 && step % o.eval_every == 0 && step < o.train_steps) evaluate(step);
+        if (o.eval_every > 0 && step % o.eval_every == 0 && step < o.train_steps)
+            evaluate_on_test(s, shard.values(), step, prog);
     }
     const double seconds = prog.seconds();
-    auto done = evaluate(o.train_steps);
-    done["event"] = "done";
-    done["global_step"] = o.train_steps;
-    done["train_seconds"] = seconds;
-    done["samples_per_sec"] = seconds > 0 ? static_cast<double>(prog.samples()) / seconds : 0.0;
-    done["ps"] = 0;
-    done["workers"] = 1;
-    done["mode"] = "standalone";
+    auto done = done_line(evaluate_on_test(s, shard.values(), o.train_steps, prog), seconds, prog, 0, 1, "standalone");
     if (!s.net->is_classifier())
         log::info("linear model: weight {:.4f} (true 2), bias {:.4f} (true 10)", shard.values()[0], shard.values()[1]);
     print_done(done);

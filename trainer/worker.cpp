@@ -47,7 +47,7 @@ public:
                 prog->step(client_.global_step(), loss, (client_.global_step() - last_step) * per_step * o_.batch_size);
                 last_step = client_.global_step();
                 if (next_eval > 0 && client_.global_step() >= next_eval && !client_.done()) {
-                    evaluate(*prog, client_.global_step());
+                    evaluate_on_test(s_, params_, client_.global_step(), *prog);
                     next_eval = (client_.global_step() / o_.eval_every + 1) * o_.eval_every;
                 }
             }
@@ -55,14 +55,8 @@ public:
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
         log::debug("{} local steps, stopped at global step {}", local_steps, client_.global_step());
         if (!prog) return 0;
-        auto done = evaluate(*prog, client_.global_step());
-        done["event"] = "done";
-        done["global_step"] = client_.global_step();
-        done["train_seconds"] = seconds;
-        done["samples_per_sec"] = seconds > 0 ? static_cast<double>(prog->samples()) / seconds : 0.0;
-        done["ps"] = j_.num_ps;
-        done["workers"] = j_.num_workers;
-        done["mode"] = o_.sync_replicas ? "sync" : "async";
+        auto done = done_line(evaluate_on_test(s_, params_, client_.global_step(), *prog), seconds, *prog, j_.num_ps,
+                              j_.num_workers, o_.sync_replicas ? "sync" : "async");
         client_.shutdown();
         print_done(done);
         return 0;
@@ -81,20 +75,6 @@ private:
         } else {
             client_.exchange(msg::pull, nullptr);
         }
-    }
-
-    nlohmann::json evaluate(progress& prog, std::int64_t step)
-    {
-        auto r = s_.net->evaluate(params_, s_.data.test);
-        auto fields = evaluation_fields(s_, r, params_);
-        if (s_.net->is_classifier())
-            log::info("eval at global step {}: test accuracy {:.4f}, cross-entropy {:.4f}", step, r.accuracy, r.loss);
-        else
-            log::info("eval at global step {}: test mse {:.5f}, weight {:.4f}, bias {:.4f}", step, r.loss, params_[0], params_[1]);
-        fields["event"] = "eval";
-        fields["global_step"] = step;
-        prog.record(fields);
-        return fields;
     }
 
     const train_options& o_;
