@@ -11,7 +11,7 @@
 #include "trainer/data/sampler.hpp"
 #include "trainer/model/model.hpp"
 #include "trainer/ps/shard.hpp"
-#include "tests/unit/trainer/random_data.hpp"
+#include "tests/unit/trainer/helpers.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -23,7 +23,8 @@ using pstrain::testing::make_random_data;
 namespace {
 
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double atol, double rtol)
+template <typename T>
+void expect_close(const std::vector<T>& got, const std::vector<T>& ref, double atol, double rtol)
 {
     BOOST_REQUIRE_EQUAL(got.size(), ref.size());
     for (std::size_t i = 0; i < ref.size(); ++i)
@@ -58,22 +59,7 @@ BOOST_AUTO_TEST_CASE(training_curve_matches_the_cpu_run)
     auto curve = [](compute::backend& be) {
         auto d = make_random_data(2000, 50, 5, 2);
         auto m = model::make_mlp(be, 50, {32}, 5, 50);
-        ps::optimizer_config cfg;
-        cfg.kind = ps::optimizer_kind::adam;
-        cfg.learning_rate = 0.005f;
-        ps::parameter_shard shard({0, m->num_params()}, cfg);
-        std::vector<float> init(m->num_params()), g(m->num_params());
-        m->initialize(init, 7);
-        shard.assign(init);
-        data::sampler s(d.rows, 1, 0, 7, false);
-        std::vector<std::uint32_t> rows;
-        std::vector<float> losses;
-        for (int step = 0; step < 200; ++step) {
-            s.next_batch(50, rows);
-            losses.push_back(static_cast<float>(m->compute_gradients(shard.values(), d, rows, g)));
-            shard.apply(g);
-        }
-        return losses;
+        return testing::adam_loss_curve(*m, d, 0.005f, 7, 200, 50);
     };
     compute::cpu_backend cpu(1);
     auto gpu = compute::make_cuda_backend();

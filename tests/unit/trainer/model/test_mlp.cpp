@@ -8,7 +8,7 @@
 #include "trainer/data/sampler.hpp"
 #include "trainer/model/model.hpp"
 #include "trainer/ps/shard.hpp"
-#include "tests/unit/trainer/random_data.hpp"
+#include "tests/unit/trainer/helpers.hpp"
 
 #include <cmath>
 #include <random>
@@ -111,22 +111,7 @@ BOOST_AUTO_TEST_CASE(same_seed_gives_a_bit_identical_loss_sequence)
         compute::cpu_backend be(1);
         auto d = make_random_data(200, 10, 5, 9);
         auto m = model::make_mlp(be, 10, {16}, 5, 20);
-        ps::optimizer_config cfg;
-        cfg.kind = ps::optimizer_kind::adam;
-        cfg.learning_rate = 0.01f;
-        ps::parameter_shard shard({0, m->num_params()}, cfg);
-        std::vector<float> init(m->num_params()), g(m->num_params());
-        m->initialize(init, seed);
-        shard.assign(init);
-        data::sampler s(d.rows, 1, 0, seed, false);
-        std::vector<std::uint32_t> rows;
-        std::vector<double> losses;
-        for (int step = 0; step < 50; ++step) {
-            s.next_batch(20, rows);
-            losses.push_back(m->compute_gradients(shard.values(), d, rows, g));
-            shard.apply(g);
-        }
-        return losses;
+        return testing::adam_loss_curve(*m, d, 0.01f, seed, 50, 20);
     };
     auto a = run(3), b = run(3), c = run(4);
     BOOST_TEST(a == b);

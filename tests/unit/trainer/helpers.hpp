@@ -1,0 +1,50 @@
+// Helpers of the model tests: random data and an Adam training run.
+#pragma once
+
+#include "trainer/data/dataset.hpp"
+#include "trainer/data/sampler.hpp"
+#include "trainer/model/model.hpp"
+#include "trainer/ps/shard.hpp"
+
+#include <random>
+#include <vector>
+
+namespace pstrain::testing {
+
+inline data::dataset make_random_data(std::size_t rows, std::size_t cols, int classes, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> x;
+    data::dataset d;
+    d.rows = rows;
+    d.cols = cols;
+    d.num_classes = classes;
+    for (std::size_t i = 0; i < rows * cols; ++i) d.features.push_back(x(rng));
+    for (std::size_t i = 0; i < rows; ++i) d.labels.push_back(static_cast<int>(rng() % static_cast<unsigned>(classes)));
+    return d;
+}
+
+// The loss of every step of an Adam run of `steps` batches of `batch` rows,
+// from the seed's initialisation and data order.
+inline std::vector<double> adam_loss_curve(model::model& m, const data::dataset& d, float learning_rate, std::uint64_t seed,
+                                           int steps, std::size_t batch)
+{
+    ps::optimizer_config cfg;
+    cfg.kind = ps::optimizer_kind::adam;
+    cfg.learning_rate = learning_rate;
+    ps::parameter_shard shard({0, m.num_params()}, cfg);
+    std::vector<float> init(m.num_params()), g(m.num_params());
+    m.initialize(init, seed);
+    shard.assign(init);
+    data::sampler s(d.rows, 1, 0, seed, false);
+    std::vector<std::uint32_t> rows;
+    std::vector<double> losses;
+    for (int step = 0; step < steps; ++step) {
+        s.next_batch(batch, rows);
+        losses.push_back(m.compute_gradients(shard.values(), d, rows, g));
+        shard.apply(g);
+    }
+    return losses;
+}
+
+}  // namespace pstrain::testing
