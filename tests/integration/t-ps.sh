@@ -9,23 +9,25 @@ last_json() { grep '^{"' "$@" | tail -n 1; }
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
 big_model=(--hidden-units 256,128 --optimizer adam --learning-rate 0.001 --batch-size 100 --train-steps 6000 --log-every 1000)
 
-# pid of the task with this role and index, among this test's processes.
-task_pid() {
-  local p
+# The pstrain processes of this test's job, as "pid ROLE INDEX" lines.
+job_tasks() {
+  local p env
   for p in $(pgrep -f "$pstrain"); do
-    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PSTRAIN_ROLE=$1" || continue
-    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PSTRAIN_TASK_INDEX=$2" || continue
-    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PSTRAIN_TEST_TAG=$TEST_TAG" || continue
-    echo "$p"; return 0
+    env=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null) || continue
+    grep -qx "PSTRAIN_TEST_TAG=$TEST_TAG" <<<"$env" || continue
+    echo "$p $(sed -n 's/^PSTRAIN_ROLE=//p' <<<"$env") $(sed -n 's/^PSTRAIN_TASK_INDEX=//p' <<<"$env")"
   done
-  return 1
 }
+task_pid() { job_tasks | awk -v r="$1" -v i="$2" '$2 == r && $3 == i {print $1; found = 1} END {exit !found}'; }
 no_task_left() {
-  local p
-  for p in $(pgrep -f "$pstrain"); do
-    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "PSTRAIN_TEST_TAG=$TEST_TAG" && fail "task $p of the job is still running"
-  done
-  return 0
+  local left
+  left=$(job_tasks)
+  [ -z "$left" ] || fail "tasks of the job are still running: $left"
+}
+# The job ended with an error, and within 30 s of the kill.
+expect_fast_failure() {
+  expect_fail
+  [ "$elapsed" -le 30 ] || fail "the job took ${elapsed}s to end"
 }
 
 test_sbatch_train_sh_completes() {
@@ -154,16 +156,14 @@ test_kill_worker_sync_with_backup_completes() {
 
 test_kill_worker_sync_without_backup_fails_fast() {
   kill_during worker 1 --sync-replicas
-  expect_fail
-  [ "$elapsed" -le 30 ] || fail "the job took ${elapsed}s to end"
+  expect_fast_failure
   expect_contains "pstrain[ps 0]: error: lost worker 1 (n3)"
   expect_contains "pstrain[worker 0]: error: ps 0 (n1) ended the job: it lost worker 1 (n3)"
 }
 
 test_kill_ps_fails_fast() {
   kill_during ps 0 --sync-replicas
-  expect_fail
-  [ "$elapsed" -le 30 ] || fail "the job took ${elapsed}s to end"
+  expect_fast_failure
   expect_contains "pstrain[worker 0]: error: lost ps 0 (n1)"
   expect_contains "pstrain[worker 1]: error: lost ps 0 (n1)"
 }

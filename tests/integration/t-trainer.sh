@@ -31,8 +31,17 @@ test_fashion_mnist_mlp_reaches_0885() {
   expect_eq "$(grep -c '"event":"eval"' m.jsonl)" 2 "eval lines in the metrics file"
 }
 
+have_gpu() { nvidia-smi -L >/dev/null 2>&1; }
+built_with_cuda() { grep -q 'HAVE_CUDA 1' "$PSTRAIN_BUILDDIR/config.h"; }
+
 test_device_cuda_without_gpu_fails_clearly() {
-  if nvidia-smi -L >/dev/null 2>&1; then echo "a GPU is present: nothing to check" >>"$TEST_LOG"; return 0; fi
+  if have_gpu && built_with_cuda; then
+    # With a GPU the same command must train on it.
+    run "$pstrain" --standalone --device cuda --model linear --train-steps 100
+    expect_rc 0
+    expect_contains "device: cuda ("
+    return
+  fi
   run "$pstrain" --standalone --device cuda --train-steps 1
   expect_fail
   expect_contains "no CUDA device visible"
@@ -42,16 +51,25 @@ test_device_cuda_without_gpu_fails_clearly() {
   expect_eq "$out" "pstrain[standalone]: error: no CUDA device visible: CUDA_VISIBLE_DEVICES is empty (as for ps tasks); run workers with --gres=gpu:N" "error line"
 }
 
-test_device_auto_falls_back_to_cpu_and_says_so() {
-  if nvidia-smi -L >/dev/null 2>&1; then return 0; fi
+test_device_auto_picks_the_gpu_or_says_why_not() {
   run "$pstrain" --standalone --model linear --train-steps 10 --device auto
   expect_rc 0
-  if grep -q 'HAVE_CUDA 1' "$PSTRAIN_BUILDDIR/config.h"; then expect_contains "--device auto: no CUDA device visible"; fi
-  expect_contains "device: cpu (OpenBLAS"
+  if have_gpu && built_with_cuda; then
+    expect_contains "device: cuda ("
+  else
+    built_with_cuda && expect_contains "--device auto: no CUDA device visible"
+    expect_contains "device: cpu (OpenBLAS"
+  fi
 }
 
-test_cuda_backend_is_linked_when_configured() {
-  grep -q 'HAVE_CUDA 1' "$PSTRAIN_BUILDDIR/config.h" || { echo "built without CUDA" >>"$TEST_LOG"; return 0; }
+test_cuda_backend_is_built_when_the_toolkit_is_here() {
+  if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    built_with_cuda && fail "HAVE_CUDA is set but /usr/local/cuda/bin/nvcc is gone"
+    run "$pstrain" --standalone --device cuda --train-steps 1
+    expect_contains "this pstrain was built without CUDA"
+    return
+  fi
+  built_with_cuda || fail "/usr/local/cuda is here but configure did not build the CUDA backend"
   run ldd "$pstrain"
   expect_contains "libcublas"
   expect_contains "libcudart"
