@@ -199,11 +199,9 @@ connections connect_static_ps(job& j, transport::worker& w, std::chrono::seconds
         auto r = w.recv(ps::make_tag(ps::msg::hello, 0, 0), ps::tag_type_mask, iov);
         bool got = w.wait_until(
             [&] {
-                for (auto* pending : {&c.listener->pending()}) {
-                    for (auto* req : *pending)
-                        c.accepted.push_back(transport::endpoint::accept(w, req, "a connecting worker"));
-                    pending->clear();
-                }
+                auto& pending = c.listener->pending();
+                for (auto* req : pending) c.accepted.push_back(transport::endpoint::accept(w, req, "a connecting worker"));
+                pending.clear();
                 return r.done();
             },
             deadline);
