@@ -7,7 +7,6 @@
 #include "trainer/session.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <optional>
 
 #include <fmt/format.h>
