@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace pstrain::ps {
 
 using clock = std::chrono::steady_clock;
@@ -59,6 +61,25 @@ void client::exchange(msg type, const float* payload)
             w_.wait_until([&] { return payload_recvs_[p].done(); }, clock::now() + std::chrono::seconds(1));
         }
     }
+    // A PS that ends the job sends ABORT and then exits, so its endpoint may
+    // fail before the header is seen: give a failed peer's last message a
+    // moment, and let an ABORT (which names the cause) win over the failure.
+    const auto any_failed = [&] {
+        return std::any_of(c_.peers.begin(), c_.peers.begin() + static_cast<std::ptrdiff_t>(map_.size()),
+                           [](auto& c) { return c->failed(); });
+    };
+    const auto any_abort = [&] {
+        for (std::size_t p = 0; p < map_.size(); ++p)
+            if (header_is_abort(p)) return true;
+        return false;
+    };
+    if (any_failed() && !any_abort()) w_.wait_until(any_abort, clock::now() + std::chrono::milliseconds(500));
+    for (std::size_t p = 0; p < map_.size(); ++p) {
+        if (!header_is_abort(p) || recvs_[p].status() != UCS_OK || in_[p].magic != header{}.magic) continue;
+        const role lost = in_[p].status == 0 ? role::ps : role::worker;
+        throw error(fmt::format("{} ended the job: it lost {}", j_.peer_name(role::ps, static_cast<int>(p)),
+                                j_.peer_name(lost, static_cast<int>(in_[p].aux))));
+    }
     for (std::size_t p = 0; p < map_.size(); ++p) {
         const auto who = j_.peer_name(role::ps, static_cast<int>(p));
         if (c_.peers[p]->failed()) throw error(fmt::format("lost {}: {}", who, ucs_status_string(c_.peers[p]->failure())));
@@ -72,10 +93,6 @@ void client::exchange(msg type, const float* payload)
             throw error(fmt::format("lost {}: send failed: {}", who, ucs_status_string(sends_[p].status())));
         const auto& h = in_[p];
         if (h.magic != header{}.magic) throw error(fmt::format("a malformed reply came from {}", who));
-        if (static_cast<msg>(h.type) == msg::abort) {
-            const role lost = h.status == 0 ? role::ps : role::worker;
-            throw error(fmt::format("{} ended the job: it lost {}", who, j_.peer_name(lost, static_cast<int>(h.aux))));
-        }
         if (h.range_begin != map_[p].begin || h.range_end != map_[p].end)
             throw error(fmt::format("{} holds parameters [{}, {}) but this worker expects [{}, {}): do all tasks run the same model?",
                                     who, h.range_begin, h.range_end, map_[p].begin, map_[p].end));
