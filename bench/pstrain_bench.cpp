@@ -96,10 +96,10 @@ int main(int argc, char** argv)
         const std::size_t n = bytes / sizeof(float);
         std::vector<float> params(n, 0.5f), grads(n, 0.25f);
         ps::client c(j, w, peers, params.data(), n, std::chrono::seconds(60));
-        c.exchange(ps::msg::init, params.data());
-        for (int i = 0; i < warmup; ++i) c.exchange(ps::msg::push, grads.data());
+        c.init(params.data());
+        for (int i = 0; i < warmup; ++i) c.push(grads.data(), 0);
         auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) c.exchange(ps::msg::push, grads.data());
+        for (int i = 0; i < iters; ++i) c.push(grads.data(), 0);
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         c.shutdown();
         const double moved = 2.0 * static_cast<double>(n * sizeof(float)) * iters;

@@ -2,7 +2,9 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/ps/server.hpp"
+#include "trainer/signals.hpp"
 #include "trainer/worker.hpp"
 
 #include <fmt/format.h>
@@ -15,6 +17,10 @@ int run_distributed(const train_options& o, bootstrap::job j)
     if (o.replicas_to_aggregate > j.num_workers)
         throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}",
                                 o.replicas_to_aggregate, j.num_workers, j.num_workers));
+    if (!o.checkpoint_dir.empty()) {
+        checkpoint::prepare_directory(o.checkpoint_dir);  // every task: it fails here, before any training
+        catch_termination();
+    }
     log::debug("role from {}: {} of {} ps + {} workers", j.source, j.name(), j.num_ps, j.num_workers);
     transport::context ctx;
     transport::worker w(ctx, o.progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event);

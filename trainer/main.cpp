@@ -2,15 +2,46 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "trainer/bootstrap/job.hpp"
+#include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/distributed.hpp"
 #include "trainer/options.hpp"
 #include "trainer/standalone.hpp"
 
+#include <CLI/CLI.hpp>
+
+#include <cstring>
 #include <exception>
+
+namespace {
+
+// `pstrain checkpoint inspect DIR`
+int checkpoint_command(int argc, char** argv)
+{
+    using namespace pstrain;
+    CLI::App app{"pstrain checkpoint: look at the checkpoints of a --checkpoint-dir", "pstrain checkpoint"};
+    app.require_subcommand(1);
+    std::string dir;
+    auto* inspect = app.add_subcommand("inspect", "list the checkpoints: global step, shards, completeness, checksums");
+    inspect->add_option("dir", dir, "the --checkpoint-dir of a job")->required();
+    try {
+        app.parse(argc - 1, argv + 1);
+    } catch (const CLI::CallForHelp&) {
+        fmt::print("{}", app.help());
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        log::error("{}: see pstrain checkpoint --help", e.what());
+        return 2;
+    }
+    log::set_prefix("pstrain checkpoint");
+    return checkpoint::inspect(dir);
+}
+
+}  // namespace
 
 int main(int argc, char** argv)
 {
     using namespace pstrain;
+    if (argc >= 2 && std::strcmp(argv[1], "checkpoint") == 0) return checkpoint_command(argc, argv);
     int exit_code = 0;
     auto options = trainer::parse_command_line(argc, argv, exit_code);
     if (!options) return exit_code;

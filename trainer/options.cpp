@@ -64,6 +64,17 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_option("--eval-every", o.eval_every, "evaluate on the test set every N steps (0: at the end only)")
         ->check(CLI::NonNegativeNumber)->group(train)->capture_default_str();
 
+    auto* ckpt = "Checkpoints";
+    app.add_option("--checkpoint-dir,--checkpoint_dir", o.checkpoint_dir,
+                   "save checkpoints here (a shared path every node sees) and resume from the newest complete one")
+        ->group(ckpt);
+    app.add_option("--save-checkpoint-secs", o.save_checkpoint_secs, "checkpoint every N seconds (0: not by time)")
+        ->check(CLI::Range(0, 86400 * 365))->group(ckpt)->capture_default_str();
+    app.add_option("--save-checkpoint-steps", o.save_checkpoint_steps, "checkpoint every N global steps (0: not by steps)")
+        ->check(CLI::NonNegativeNumber)->group(ckpt)->capture_default_str();
+    app.add_option("--keep-checkpoints", o.keep_checkpoints, "complete checkpoints to keep")
+        ->check(CLI::Range(1, 1000000))->group(ckpt)->capture_default_str();
+
     auto* compute = "Compute";
     app.add_option("--device", o.device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group(compute)->capture_default_str();

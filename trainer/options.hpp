@@ -34,6 +34,11 @@ struct train_options {
     float learning_rate = 0.01f;
     std::uint64_t seed = 1;
     std::int64_t eval_every = 0;   // 0: at the end only
+    // checkpoints
+    std::string checkpoint_dir;     // empty: no checkpoints
+    int save_checkpoint_secs = 600; // 0: not by time
+    std::int64_t save_checkpoint_steps = 0;  // 0: not by steps
+    int keep_checkpoints = 5;
     // compute
     std::string device = "auto";
     int threads = 0;

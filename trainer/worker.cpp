@@ -2,11 +2,15 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/data/sampler.hpp"
 #include "trainer/progress.hpp"
 #include "trainer/ps/client.hpp"
 #include "trainer/ps/shard.hpp"
 #include "trainer/session.hpp"
+#include "trainer/signals.hpp"
+
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -35,12 +39,14 @@ public:
         std::int64_t next_eval = o_.eval_every > 0 ? (client_.global_step() / o_.eval_every + 1) * o_.eval_every : 0;
         std::int64_t last_step = client_.global_step(), local_steps = 0;
         auto t0 = clock::now();
+        last_save_time_ = t0;
         std::vector<std::uint32_t> rows;
         while (!client_.done()) {
             sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
+            ++batches_;
             double loss = s_.net->compute_gradients(params_, s_.data.train, rows, grads_);
             check_loss(loss, client_.global_step());
-            client_.exchange(msg::push, grads_.data());
+            client_.push(grads_.data(), batches_);
             ++local_steps;
             if (prog) {
                 const std::int64_t per_step = o_.sync_replicas ? replicas_ : 1;
@@ -50,31 +56,187 @@ public:
                     evaluate_on_test(s_, params_, client_.global_step(), *prog);
                     next_eval = (client_.global_step() / o_.eval_every + 1) * o_.eval_every;
                 }
+                if (!o_.checkpoint_dir.empty() && !client_.done()) {
+                    if (termination_requested()) return stop_for_preemption();
+                    if (checkpoint_due()) save_checkpoint();
+                }
             }
         }
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
         log::debug("{} local steps, stopped at global step {}", local_steps, client_.global_step());
+        if (client_.stopped()) {
+            log::info("the chief stopped the job at global step {} (SIGTERM): exiting with status {} so that a requeued "
+                      "job resumes from the checkpoint", client_.global_step(), preempted_exit_status);
+            return preempted_exit_status;
+        }
         if (!prog) return 0;
+        const bool saved = o_.checkpoint_dir.empty() || last_saved_ == client_.global_step() || save_checkpoint();
         auto done = done_line(evaluate_on_test(s_, params_, client_.global_step(), *prog), seconds, *prog, j_.num_ps,
                               j_.num_workers, o_.sync_replicas ? "sync" : "async");
         client_.shutdown();
         print_done(done);
+        if (!saved) {
+            log::error("the final checkpoint was not written (see the error above): the result of this run is only in the "
+                       "line above");
+            return 1;
+        }
         return 0;
     }
 
 private:
-    // The chief initialises every shard; the others pull.
+    // The chief restores the newest complete checkpoint or initialises
+    // every shard; the others pull.  Everyone resumes its data position.
     void start()
     {
         if (j_.is_chief()) {
-            s_.net->initialize(params_, o_.seed);
-            log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.net->describe(), n_,
-                      j_.num_ps, o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, j_.num_workers) : std::string("async"),
-                      o_.train_steps);
-            client_.exchange(msg::init, params_.data());
+            auto m = o_.checkpoint_dir.empty() ? std::nullopt : checkpoint::find_latest(o_.checkpoint_dir);
+            if (m) {
+                check_compatible(*m);
+                client_.restore(m->global_step);
+                last_saved_ = static_cast<std::int64_t>(m->global_step);
+                log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
+                          s_.net->describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
+                          m->created, m->shards.size(), o_.sync_replicas ? "sync" : "async", o_.train_steps);
+            } else {
+                s_.net->initialize(params_, o_.seed);
+                log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.net->describe(), n_,
+                          j_.num_ps,
+                          o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, j_.num_workers)
+                                           : std::string("async"),
+                          o_.train_steps);
+                client_.init(params_.data());
+            }
         } else {
-            client_.exchange(msg::pull, nullptr);
+            client_.pull();
         }
+        if (auto step = client_.restored_step()) resume_data_position(*step);
+    }
+
+    // A checkpoint of another model or optimizer is refused, not reshaped.
+    void check_compatible(const checkpoint::manifest& m) const
+    {
+        const auto name = fmt::format("the checkpoint at global step {} in {}", m.global_step, o_.checkpoint_dir);
+        if (m.model != s_.net->describe() || m.num_params != n_)
+            throw error(fmt::format("{} holds a {} ({} parameters) but this job builds a {} ({} parameters): use the "
+                                    "same --hidden-units and data, or another --checkpoint-dir",
+                                    name, m.model, m.num_params, s_.net->describe(), n_));
+        if (m.optimizer != o_.optimizer)
+            throw error(fmt::format("{} was trained with --optimizer {} but this job uses {}: pass --optimizer {}, or "
+                                    "another --checkpoint-dir", name, m.optimizer, o_.optimizer, m.optimizer));
+    }
+
+    // Draws the batches this worker had drawn before the checkpoint, so the
+    // data order goes on where it stopped.
+    void resume_data_position(std::uint64_t step)
+    {
+        const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
+        const auto index = static_cast<std::size_t>(j_.me.index);
+        if (m.worker_batches.size() != static_cast<std::size_t>(j_.num_workers) || m.seed != o_.seed ||
+            m.batch_size != o_.batch_size) {
+            log::info("data order starts afresh: the checkpoint was taken with {} workers, --seed {}, --batch-size {}",
+                      m.worker_batches.size(), m.seed, m.batch_size);
+            return;
+        }
+        std::vector<std::uint32_t> rows;
+        for (batches_ = 0; batches_ < m.worker_batches[index]; ++batches_)
+            sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
+        log::debug("data position restored: {} batches drawn (epoch {})", batches_, sampler_.epoch());
+    }
+
+    bool checkpoint_due() const
+    {
+        const auto step = client_.global_step();
+        if (step == last_saved_) return false;
+        if (o_.save_checkpoint_steps > 0 && step / o_.save_checkpoint_steps > std::max<std::int64_t>(last_saved_, 0) / o_.save_checkpoint_steps)
+            return true;
+        return o_.save_checkpoint_secs > 0 && clock::now() - last_save_time_ >= std::chrono::seconds(o_.save_checkpoint_secs);
+    }
+
+    // Every PS writes its shard, then the chief checks it can see them all
+    // on the shared path and writes the manifest.  Returns false (the error
+    // said why; the previous checkpoint is intact) when it could not.
+    bool save_checkpoint()
+    {
+        last_save_time_ = clock::now();
+        const auto t0 = clock::now();
+        auto step = static_cast<std::uint64_t>(client_.global_step());
+        for (int attempt = 0; attempt < 20; ++attempt) {
+            const auto& replies = client_.save(step);
+            std::uint64_t newest = step;
+            bool moved_on = false;
+            for (std::size_t p = 0; p < replies.size(); ++p) {
+                const auto status = static_cast<ps::save_status>(replies[p].status);
+                if (status == ps::save_status::failed) {
+                    log::error("checkpoint at global step {} failed: {} could not write its shard (its error line says "
+                               "why); the previous checkpoint is intact", step, j_.peer_name(role::ps, static_cast<int>(p)));
+                    return false;
+                }
+                if (status == ps::save_status::moved_on) {
+                    moved_on = true;
+                    newest = std::max(newest, replies[p].step);
+                }
+            }
+            if (moved_on) {
+                step = newest;
+                continue;
+            }
+            checkpoint::manifest m;
+            m.global_step = step;
+            m.mode = o_.sync_replicas ? "sync" : "async";
+            m.model = s_.net->describe();
+            m.num_params = n_;
+            for (const auto& t : s_.net->tensors()) m.tensors.push_back({{"name", t.name}, {"shape", t.shape}});
+            m.optimizer = o_.optimizer;
+            m.state_slots = ps::state_slots(ps::parse_optimizer(o_.optimizer));
+            m.seed = o_.seed;
+            m.batch_size = o_.batch_size;
+            std::uint64_t bytes = 0;
+            for (std::size_t p = 0; p < replies.size(); ++p) {
+                checkpoint::shard_entry e;
+                e.file = checkpoint::shard_name(step, static_cast<int>(p), j_.num_ps);
+                e.range = client_.shard_map()[p];
+                e.bytes = replies[p].extra;
+                e.crc32 = replies[p].aux;
+                e.step = replies[p].step;
+                bytes += e.bytes;
+                m.shards.push_back(e);
+            }
+            try {
+                // The chief must see every shard: proof that the path is shared.
+                for (std::size_t p = 0; p < m.shards.size(); ++p) {
+                    auto d = checkpoint::read_shard(o_.checkpoint_dir, m.shards[p].file, true);
+                    if (p == 0) m.worker_batches = d.meta.worker_batches;
+                }
+                checkpoint::write_manifest(o_.checkpoint_dir, m);
+            } catch (const error& e) {
+                log::error("checkpoint at global step {} failed: {} (seen from {}): --checkpoint-dir must be a path every node "
+                           "shares; the previous checkpoint is intact", step, e.what(), j_.peer_name(role::worker, j_.me.index));
+                return false;
+            }
+            last_saved_ = static_cast<std::int64_t>(step);
+            checkpoint::prune(o_.checkpoint_dir, o_.keep_checkpoints);
+            log::info("checkpoint at global step {} saved: {}/{} ({} shards, {:.1f} MB, {:.2f}s)", step, o_.checkpoint_dir,
+                      checkpoint::manifest_name(step), m.shards.size(), bytes / 1e6,
+                      std::chrono::duration<double>(clock::now() - t0).count());
+            return true;
+        }
+        log::warn("checkpoint skipped: the PS tasks kept moving past the chief's step (backup workers); trying again later");
+        return false;
+    }
+
+    int stop_for_preemption()
+    {
+        log::info("SIGTERM at global step {}: saving a checkpoint, then stopping every task", client_.global_step());
+        const bool saved = last_saved_ == client_.global_step() || save_checkpoint();
+        client_.shutdown(true);
+        if (!saved) {
+            log::error("stopped at global step {} without a new checkpoint (see the error above): a requeued job resumes "
+                       "from the previous one", client_.global_step());
+            return 1;
+        }
+        log::info("stopped at global step {}: exiting with status {} so that a requeued job resumes from {}/{}",
+                  client_.global_step(), preempted_exit_status, o_.checkpoint_dir, checkpoint::manifest_name(last_saved_));
+        return preempted_exit_status;
     }
 
     const train_options& o_;
@@ -87,6 +249,9 @@ private:
     ps::client client_;
     data::sampler sampler_;
     int replicas_;
+    std::uint64_t batches_ = 0;         // batches drawn, across restarts
+    std::int64_t last_saved_ = -1;      // global step of the newest checkpoint
+    clock::time_point last_save_time_;
 };
 
 }  // namespace

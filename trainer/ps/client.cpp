@@ -18,11 +18,12 @@ client::client(const bootstrap::job& j, transport::worker& w, bootstrap::connect
 {
 }
 
-void client::exchange(msg type, const float* payload)
+void client::exchange(msg type, const float* payload, std::optional<std::uint64_t> step, std::uint32_t status,
+                      std::uint64_t extra)
 {
     const auto deadline = clock::now() + timeout_;
-    // Receives first, so replies land in place.  An ABORT has no payload:
-    // its payload receive is cancelled below.
+    // Receives first, so replies land in place.  Replies without a payload
+    // (ABORT, SAVED) leave the payload receive to be cancelled below.
     for (std::size_t p = 0; p < map_.size(); ++p) {
         recvs_[p] = w_.recv(sender_tag(0, static_cast<int>(p)), tag_header_mask, &in_[p], sizeof(header));
         payload_recvs_[p] = w_.recv(make_tag(msg::payload, 0, static_cast<int>(p)), tag_full_mask, params_ + map_[p].begin,
@@ -34,7 +35,9 @@ void client::exchange(msg type, const float* payload)
         h.type = static_cast<std::uint8_t>(type);
         h.sender_role = 1;
         h.sender_index = static_cast<std::uint16_t>(j_.me.index);
-        h.step = type == msg::init ? 0 : base_step_[p];
+        h.step = step ? *step : base_step_[p];
+        h.status = status;
+        h.extra = extra;
         h.aux = static_cast<std::uint32_t>(total_);
         h.range_begin = map_[p].begin;
         h.range_end = map_[p].end;
@@ -49,8 +52,8 @@ void client::exchange(msg type, const float* payload)
         [&] {
             for (std::size_t p = 0; p < map_.size(); ++p) {
                 if (c_.peers[p]->failed() || header_is_abort(p)) return true;
-                if (!recvs_[p].done() || !payload_recvs_[p].done() || !sends_[p].done() || !payload_sends_[p].done())
-                    return false;
+                if (!recvs_[p].done() || !sends_[p].done() || !payload_sends_[p].done()) return false;
+                if (in_[p].payload_bytes > 0 && !payload_recvs_[p].done()) return false;
             }
             return true;
         },
@@ -87,7 +90,7 @@ void client::exchange(msg type, const float* payload)
             throw error(fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
         if (recvs_[p].status() != UCS_OK)
             throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(recvs_[p].status())));
-        if (static_cast<msg>(in_[p].type) != msg::abort && payload_recvs_[p].status() != UCS_OK)
+        if (in_[p].payload_bytes > 0 && payload_recvs_[p].status() != UCS_OK)
             throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(payload_recvs_[p].status())));
         if (sends_[p].status() != UCS_OK)
             throw error(fmt::format("lost {}: send failed: {}", who, ucs_status_string(sends_[p].status())));
@@ -97,19 +100,29 @@ void client::exchange(msg type, const float* payload)
             throw error(fmt::format("{} holds parameters [{}, {}) but this worker expects [{}, {}): do all tasks run the same model?",
                                     who, h.range_begin, h.range_end, map_[p].begin, map_[p].end));
     }
+    const msg expected = type == msg::save ? msg::saved : msg::params;
+    for (std::size_t p = 0; p < map_.size(); ++p)
+        if (static_cast<msg>(in_[p].type) != expected)
+            throw error(fmt::format("{} answered with message type {} where {} was expected: are all tasks running the same pstrain?",
+                                    j_.peer_name(role::ps, static_cast<int>(p)), in_[p].type, static_cast<int>(expected)));
+    if (type == msg::save) return;
     for (std::size_t p = 0; p < map_.size(); ++p) {
         base_step_[p] = in_[p].step;
-        if (static_cast<reply_status>(in_[p].status) == reply_status::done) done_ = true;
+        const auto s = static_cast<reply_status>(in_[p].status);
+        if (s == reply_status::done || s == reply_status::stopped) done_ = true;
+        if (s == reply_status::stopped) stopped_ = true;
+        if (in_[p].restored > 0) restored_ = in_[p].restored - 1;
     }
     global_step_ = static_cast<std::int64_t>(in_[0].step);
 }
 
-void client::shutdown()
+void client::shutdown(bool stop)
 {
     for (std::size_t p = 0; p < map_.size(); ++p) {
         auto& h = out_[p];
         h = header{};
         h.type = static_cast<std::uint8_t>(msg::shutdown);
+        h.status = stop ? 1 : 0;
         h.sender_role = 1;
         h.sender_index = static_cast<std::uint16_t>(j_.me.index);
         sends_[p] = w_.send(c_.peers[p]->get(), make_tag(msg::shutdown, 1, j_.me.index), &h, sizeof h);

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace pstrain::ps {
@@ -20,16 +21,41 @@ public:
     client(const bootstrap::job& j, transport::worker& w, bootstrap::connections& c, float* params, std::size_t total,
            std::chrono::seconds timeout);
 
-    // Sends `type` to every PS; `payload` (total floats, or null) is sliced
-    // by the shard map.  Waits for every reply; throws pstrain::error naming
-    // the PS that was lost, did not answer, or aborted the job.
-    void exchange(msg type, const float* payload);
-    // The chief's last word: every PS exits.
-    void shutdown();
+    // The chief's first message: fresh values (total floats) for every PS.
+    void init(const float* values) { exchange(msg::init, values, 0, 0, 0); }
+    // The chief's first message when resuming: every PS loads its range of
+    // the checkpoint at `step` from --checkpoint-dir; the replies bring the
+    // values here.
+    void restore(std::uint64_t step) { exchange(msg::init, nullptr, step, 1, 0); }
+    void pull() { exchange(msg::pull, nullptr, std::nullopt, 0, 0); }
+    // A gradient; `batches` counts the batches this worker has drawn (the
+    // data position a checkpoint records).
+    void push(const float* grads, std::uint64_t batches) { exchange(msg::push, grads, std::nullopt, 0, batches); }
+    // The chief asks every PS to write its shard of the checkpoint at
+    // `step`; returns every PS's SAVED reply.
+    const std::vector<header>& save(std::uint64_t step)
+    {
+        exchange(msg::save, nullptr, step, 0, 0);
+        return in_;
+    }
+    // The chief's last word: every PS exits (with `stop`, after telling
+    // the workers the job stopped for preemption).
+    void shutdown(bool stop = false);
+
+    // Generic request: `type` to every PS, `payload` (total floats, or
+    // null) sliced by the shard map.  Waits for every reply; throws
+    // pstrain::error naming the PS that was lost, did not answer, or
+    // aborted the job.  PARAMS replies land in the parameter buffer.
+    void exchange(msg type, const float* payload, std::optional<std::uint64_t> step, std::uint32_t status,
+                  std::uint64_t extra);
 
     const std::vector<shard_range>& shard_map() const { return map_; }
     std::int64_t global_step() const { return global_step_; }
     bool done() const { return done_; }
+    // The PS stopped the job for preemption (a reply said `stopped`).
+    bool stopped() const { return stopped_; }
+    // The checkpoint step the PS tasks restored, if they did.
+    std::optional<std::uint64_t> restored_step() const { return restored_; }
 
 private:
     const bootstrap::job& j_;
@@ -44,7 +70,8 @@ private:
     std::vector<transport::request> recvs_, payload_recvs_, sends_, payload_sends_;
     std::vector<std::uint64_t> base_step_;
     std::int64_t global_step_ = 0;
-    bool done_ = false;
+    bool done_ = false, stopped_ = false;
+    std::optional<std::uint64_t> restored_;
 };
 
 }  // namespace pstrain::ps

@@ -1,12 +1,17 @@
 // The worker <-> parameter-server protocol: tagged UCX messages made of a
 // fixed header and, for some types, the float payload of one shard.
 //
-//   worker -> ps   INIT      chief's initial (or restored) values; step = starting global_step
+//   worker -> ps   INIT      chief's initial values; or, with status 1 and no
+//                            payload, "restore checkpoint `step` from --checkpoint-dir"
 //   worker -> ps   PULL      ask for the shard's current values
 //   worker -> ps   PUSH      a gradient computed at global_step `step`
 //   worker -> ps   SHUTDOWN  the chief ends the job (after the final evaluation)
+//   worker -> ps   SHUTDOWN  status 1: stop for preemption (workers are told `stopped`)
 //   worker -> ps   HELLO     static-spec bootstrap: the sender's UCX address as payload
+//   worker -> ps   SAVE      chief: write this PS's shard of the checkpoint at `step`
 //   ps -> worker   PARAMS    reply to PULL/PUSH/INIT: values at global_step `step`, `status`
+//   ps -> worker   SAVED     reply to SAVE: save_status; step written (or the PS's
+//                            step when it has moved on); aux = crc32, extra = bytes
 //   ps -> worker   ABORT     training cannot go on; `lost_role`/`lost_index` say why
 //
 // A message with a payload travels as two UCX messages: the header, then the
@@ -22,9 +27,11 @@
 
 namespace pstrain::ps {
 
-enum class msg : std::uint8_t { init = 1, pull, push, shutdown, hello, params, abort, payload };
+// Header types are below 16; the payload type is 16 (see tag_header_mask).
+enum class msg : std::uint8_t { init = 1, pull, push, shutdown, hello, params, abort, save, saved, payload = 16 };
 
-enum class reply_status : std::uint32_t { ok = 0, stale = 1, done = 2 };
+enum class reply_status : std::uint32_t { ok = 0, stale = 1, done = 2, stopped = 3 };
+enum class save_status : std::uint32_t { saved = 0, moved_on = 1, failed = 2 };
 
 struct header {
     std::uint32_t magic = 0x70737472;  // "pstr"
@@ -37,8 +44,10 @@ struct header {
     std::uint32_t aux = 0;             // ABORT: the lost peer's index; INIT: total parameters (low 32 bits)
     std::uint64_t range_begin = 0;     // INIT/PARAMS: the shard's range in the flat vector
     std::uint64_t range_end = 0;
+    std::uint64_t extra = 0;           // PUSH: batches the worker has drawn; SAVED: the shard file's bytes
+    std::uint64_t restored = 0;        // PARAMS: 1 + the checkpoint step the PS restored, 0 when none
 };
-static_assert(sizeof(header) == 48);
+static_assert(sizeof(header) == 64);
 
 inline constexpr std::uint64_t tag_type_mask = 0xff00000000000000ull;
 inline constexpr std::uint64_t tag_sender_mask = 0x00ffffff00000000ull;
@@ -53,8 +62,8 @@ inline std::uint64_t sender_tag(int sender_role, int sender_index) { return make
 
 inline constexpr std::uint64_t tag_full_mask = tag_type_mask | tag_sender_mask;
 // Everything from this sender but its payloads: matched by header receives
-// (type != payload is not expressible as a mask, so headers use the type
-// bits below the payload type's top bit: all header types are < 8).
-inline constexpr std::uint64_t tag_header_mask = 0x0800000000000000ull | tag_sender_mask;
+// (type != payload is not expressible as a mask, so header types are < 16
+// and the mask checks the payload type's bit is clear).
+inline constexpr std::uint64_t tag_header_mask = 0x1000000000000000ull | tag_sender_mask;
 
 }  // namespace pstrain::ps

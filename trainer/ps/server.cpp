@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/ps/protocol.hpp"
 #include "trainer/ps/shard.hpp"
 #include "trainer/session.hpp"
@@ -24,6 +25,8 @@ struct peer_state {
     transport::request payload_recv; // the posted payload receive
     bool posted = false, payload_posted = false;
     bool lost = false;
+    bool told_done = false;          // a reply said done or stopped: it leaves now
+    std::uint64_t batches = 0;       // batches it had drawn at its last push
     header out;                      // header of the reply in flight
     transport::request send, payload_send;
     std::vector<float> snapshot;     // async: the values this reply sends
@@ -64,6 +67,16 @@ private:
     {
         receive_init();
         for (;;) {
+            if (shutdown_ && everyone_told()) {
+                drain_sends();
+                return stopped_ ? 143 : 0;
+            }
+            if (shutdown_ && clock::now() > shutdown_deadline_) {
+                log::warn("not every worker came back for its last reply within {}s of the chief's shutdown: exiting",
+                          shutdown_wait.count());
+                drain_sends();
+                return stopped_ ? 143 : 0;
+            }
             std::optional<std::size_t> ready;
             w_.wait_until(
                 [&] {
@@ -76,7 +89,7 @@ private:
                     }
                     return false;
                 },
-                clock::now() + far_future);
+                shutdown_ ? shutdown_deadline_ : clock::now() + far_future);
             if (!ready) continue;
             const std::size_t i = *ready;
             auto& p = workers_[i];
@@ -102,21 +115,32 @@ private:
         if (!r.done() || r.status() != UCS_OK)
             throw error(fmt::format("lost {} before it initialised the model: {}", who,
                                     ucs_status_string(chief.failed() ? chief.failure() : r.status())));
+        const bool restore = h.status == 1;
         if (h.magic != header{}.magic || h.payload_bytes % sizeof(float) != 0 || h.range_end < h.range_begin ||
-            (h.range_end - h.range_begin) * sizeof(float) != h.payload_bytes)
+            (!restore && (h.range_end - h.range_begin) * sizeof(float) != h.payload_bytes) || (restore && h.payload_bytes != 0))
             throw error("the chief's INIT message is malformed: are all tasks running the same pstrain?");
-        std::vector<float> values(h.payload_bytes / sizeof(float));
-        auto payload = w_.recv(make_tag(msg::payload, 1, 0), tag_full_mask, values.data(), h.payload_bytes);
-        w_.wait(payload, who, clock::now() + std::chrono::seconds(60));
-
         shard_range range{h.range_begin, h.range_end};
         shard_.emplace(range, trainer::optimizer_from(o_));
-        shard_->assign(values);
-        step_ = h.step;
         total_params_ = h.aux;
-        log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, starting at global step {}", range.begin,
-                  range.end, total_params_, range.size() * 4 / 1000.0, sync_ ? "sync" : "async",
-                  sync_ ? fmt::format(" aggregating {} of {} workers", replicas_, j_.num_workers) : "", step_);
+        step_ = h.step;
+        if (restore) {
+            const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(h.step));
+            auto d = checkpoint::load_range(o_.checkpoint_dir, m, range);
+            shard_->restore(d.values, d.state, d.updates);
+            restored_ = h.step + 1;
+            if (m.worker_batches.size() == workers_.size())
+                for (std::size_t i = 0; i < workers_.size(); ++i) workers_[i].batches = m.worker_batches[i];
+        } else {
+            std::vector<float> values(h.payload_bytes / sizeof(float));
+            auto payload = w_.recv(make_tag(msg::payload, 1, 0), tag_full_mask, values.data(), h.payload_bytes);
+            w_.wait(payload, who, clock::now() + std::chrono::seconds(60));
+            shard_->assign(values);
+        }
+        log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range.begin, range.end,
+                  total_params_, range.size() * 4 / 1000.0, sync_ ? "sync" : "async",
+                  sync_ ? fmt::format(" aggregating {} of {} workers", replicas_, j_.num_workers) : "",
+                  restore ? "restored from the checkpoint at" : "starting at", step_);
+        std::vector<float> values(shard_->values().begin(), shard_->values().end());
         done_ = step_ >= static_cast<std::uint64_t>(o_.train_steps);
         sum_.resize(values.size());
         contributed_.assign(workers_.size(), false);
@@ -154,7 +178,10 @@ private:
         p.out.sender_role = 0;
         p.out.sender_index = static_cast<std::uint16_t>(j_.me.index);
         p.out.step = step_;
-        p.out.status = static_cast<std::uint32_t>(done_ ? reply_status::done : status);
+        const auto sent = done_ ? (stopped_ ? reply_status::stopped : reply_status::done) : status;
+        p.out.status = static_cast<std::uint32_t>(sent);
+        p.out.restored = restored_;
+        if (sent == reply_status::done || sent == reply_status::stopped) p.told_done = true;
         p.out.range_begin = shard_->range().begin;
         p.out.range_end = shard_->range().end;
         std::span<const float> values = shard_->values();
@@ -191,10 +218,12 @@ private:
         case msg::push:
             on_push(i);
             return std::nullopt;
+        case msg::save:
+            on_save(i);
+            return std::nullopt;
         case msg::shutdown:
-            log::info("the chief ended the job at global step {}", step_);
-            drain_sends();
-            return 0;
+            on_shutdown(p.in.status == 1);
+            return std::nullopt;
         case msg::init:
             reply(i, reply_status::ok);  // a repeated INIT (the chief restarted its connection): ignore the values
             return std::nullopt;
@@ -206,6 +235,7 @@ private:
     void on_push(std::size_t i)
     {
         auto& p = workers_[i];
+        p.batches = p.in.extra;
         if (done_) {
             reply(i, reply_status::done);
             return;
@@ -246,6 +276,79 @@ private:
         count_ = 0;
     }
 
+    // Writes this PS's shard of the checkpoint at the chief's step.  In
+    // sync mode every shard must hold the same step: a PS that has moved on
+    // (backup workers finished a step without the chief) says so, and the
+    // chief asks again at the newer step.  In async mode the shard is
+    // written as it is now, a few updates apart from the other shards.
+    void on_save(std::size_t i)
+    {
+        auto& p = workers_[i];
+        w_.wait_until([&] { return p.send.done() || c_.peers[i]->failed(); }, clock::now() + far_future);
+        p.out = header{};
+        p.out.type = static_cast<std::uint8_t>(msg::saved);
+        p.out.sender_index = static_cast<std::uint16_t>(j_.me.index);
+        p.out.step = step_;
+        p.out.range_begin = shard_->range().begin;
+        p.out.range_end = shard_->range().end;
+        if (sync_ && p.in.step != step_) {
+            p.out.status = static_cast<std::uint32_t>(save_status::moved_on);
+        } else {
+            checkpoint::shard_meta m;
+            m.global_step = p.in.step;  // the chief's step names the checkpoint (async: this shard may be a few updates on)
+            m.ps_index = j_.me.index;
+            m.num_ps = j_.num_ps;
+            m.range = shard_->range();
+            m.total_params = total_params_;
+            m.optimizer = optimizer_name(shard_->optimizer().kind);
+            m.state_slots = state_slots(shard_->optimizer().kind);
+            m.updates = shard_->updates();
+            for (const auto& w : workers_) m.worker_batches.push_back(w.batches);
+            try {
+                const auto t0 = clock::now();
+                auto e = checkpoint::write_shard(o_.checkpoint_dir, m, shard_->values(), shard_->state());
+                p.out.status = static_cast<std::uint32_t>(save_status::saved);
+                p.out.aux = e.crc32;
+                p.out.extra = e.bytes;
+                log::debug("wrote {} ({} bytes) in {:.3f}s", e.file, e.bytes,
+                           std::chrono::duration<double>(clock::now() - t0).count());
+            } catch (const error& e) {
+                log::error("checkpoint at global step {} failed: {}", step_, e.what());
+                p.out.status = static_cast<std::uint32_t>(save_status::failed);
+            }
+        }
+        p.send = w_.send(c_.peers[i]->get(), make_tag(msg::saved, 0, j_.me.index), &p.out, sizeof p.out);
+        if (!p.lost && !p.posted) post(i);
+    }
+
+    // The chief ends the job (or stops it for preemption): every worker
+    // still training is told so on its next reply, then this PS exits.
+    void on_shutdown(bool stop)
+    {
+        shutdown_ = true;
+        shutdown_deadline_ = clock::now() + shutdown_wait;
+        workers_[0].told_done = true;
+        if (stop && !done_) {
+            stopped_ = true;
+            done_ = true;
+            log::info("the chief stopped the job at global step {} (SIGTERM): it resumes from the checkpoint", step_);
+        } else {
+            log::info("the chief ended the job at global step {}", step_);
+        }
+        // Sync: gradients waiting for a step that will not come are answered.
+        for (std::size_t k = 0; k < workers_.size(); ++k) {
+            if (!contributed_[k]) continue;
+            contributed_[k] = false;
+            reply(k, reply_status::ok);
+        }
+        count_ = 0;
+    }
+
+    bool everyone_told() const
+    {
+        return std::all_of(workers_.begin(), workers_.end(), [](const auto& w) { return w.lost || w.told_done; });
+    }
+
     void advance()
     {
         ++step_;
@@ -263,7 +366,7 @@ private:
         const auto why = c_.peers[i]->failed() ? ucs_status_string(c_.peers[i]->failure()) : ucs_status_string(p.recv.status());
         const auto who = j_.peer_name(role::worker, static_cast<int>(i));
         if (done_) {
-            if (i != 0) return std::nullopt;  // workers leave once training is done
+            if (i != 0 || shutdown_) return std::nullopt;  // workers leave once training is done
             log::error("lost {} before it ended the job ({})", who, why);
             return 1;
         }
@@ -316,7 +419,10 @@ private:
     std::vector<peer_state> workers_;
     std::optional<parameter_shard> shard_;
     std::uint64_t step_ = 0, total_params_ = 0, stale_ = 0;
-    bool done_ = false;
+    bool done_ = false, stopped_ = false, shutdown_ = false;
+    clock::time_point shutdown_deadline_;
+    static constexpr auto shutdown_wait = std::chrono::seconds(60);
+    std::uint64_t restored_ = 0;  // 1 + the restored checkpoint's step
     const bool sync_;
     const int replicas_;
     int count_ = 0;
