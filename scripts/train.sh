@@ -9,9 +9,19 @@
 # name go to pstrain (see pstrain --help), e.g.
 #   sbatch --ps=1 --workers=2 train.sh --sync-replicas --train-steps 6000
 #
+# Checkpoints and preemption: pstrain checkpoints to --checkpoint-dir
+# (default $PSTRAIN_CHECKPOINT_DIR, else pstrain-checkpoints/<job id> in the
+# submit directory, which must be a path every node shares).  On SIGTERM
+# (preemption, scontrol requeue, or --signal=TERM@120 two minutes before the
+# time limit) the chief checkpoints and every task exits with status 143;
+# this script then requeues the job, which resumes from the checkpoint.
+# Set PSTRAIN_REQUEUE=0 to exit instead.
+#
 #SBATCH --job-name=pstrain
 #SBATCH --output=pstrain-%j.out
 #SBATCH --open-mode=append
+#SBATCH --requeue
+#SBATCH --signal=TERM@120
 set -euo pipefail
 
 if [ -z "${PSTRAIN_NUM_PS:-}" ]; then
@@ -28,5 +38,33 @@ data_dir=${PSTRAIN_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 # One BLAS thread per task unless the job asked for more CPUs per task.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 
-echo "train.sh: job ${SLURM_JOB_ID:-?}: $PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, data $data_dir"
-exec srun --mpi=pmix "$pstrain" --data-dir "$data_dir" "$@"
+checkpoint_args=()
+case " $* " in
+  *" --checkpoint-dir "* | *" --checkpoint-dir="* | *" --checkpoint_dir "* | *" --checkpoint_dir="*) ;;
+  *) checkpoint_args=(--checkpoint-dir "${PSTRAIN_CHECKPOINT_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints/${SLURM_JOB_ID:-manual}}") ;;
+esac
+
+echo "train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, data $data_dir"
+# A SIGTERM to this shell (preemption, scontrol requeue) must not end it
+# before srun: pstrain is checkpointing meanwhile.
+shell_signalled=0
+trap 'shell_signalled=1; echo "train.sh: SIGTERM: waiting for pstrain to checkpoint and stop" >&2' TERM
+set +e
+srun --mpi=pmix "$pstrain" --data-dir "$data_dir" "${checkpoint_args[@]}" "$@" &
+srun_pid=$!
+while :; do
+  wait "$srun_pid"
+  rc=$?
+  kill -0 "$srun_pid" 2>/dev/null || break
+done
+set -e
+# Slurm signals this shell too when it ends the job itself (preemption,
+# scontrol requeue, scancel): then it decides whether the job comes back.
+# A signal to the steps only (--signal=TERM@T, scancel --signal=TERM) is
+# ours to act on.
+if [ "$rc" -eq 143 ] && [ "$shell_signalled" = 0 ] && [ "${PSTRAIN_REQUEUE:-1}" != 0 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
+  echo "train.sh: pstrain stopped after a checkpoint: requeueing job $SLURM_JOB_ID to resume from it"
+  scontrol requeue "$SLURM_JOB_ID" || echo "train.sh: scontrol requeue $SLURM_JOB_ID failed: resubmit this job to resume" >&2
+  exit 0
+fi
+exit "$rc"

@@ -74,6 +74,33 @@ nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const p
     return done;
 }
 
+checkpoint::manifest manifest_for(const session& s, const train_options& o, std::uint64_t step, const char* mode)
+{
+    checkpoint::manifest m;
+    m.global_step = step;
+    m.mode = mode;
+    m.model = s.net->describe();
+    m.num_params = s.net->num_params();
+    for (const auto& t : s.net->tensors()) m.tensors.push_back({{"name", t.name}, {"shape", t.shape}});
+    m.optimizer = o.optimizer;
+    m.state_slots = ps::state_slots(ps::parse_optimizer(o.optimizer));
+    m.seed = o.seed;
+    m.batch_size = o.batch_size;
+    return m;
+}
+
+void check_compatible(const checkpoint::manifest& m, const session& s, const train_options& o)
+{
+    const auto name = fmt::format("the checkpoint at global step {} in {}", m.global_step, o.checkpoint_dir);
+    if (m.model != s.net->describe() || m.num_params != s.net->num_params())
+        throw error(fmt::format("{} holds a {} ({} parameters) but this job builds a {} ({} parameters): use the same "
+                                "--hidden-units and data, or another --checkpoint-dir",
+                                name, m.model, m.num_params, s.net->describe(), s.net->num_params()));
+    if (m.optimizer != o.optimizer)
+        throw error(fmt::format("{} was trained with --optimizer {} but this job uses {}: pass --optimizer {}, or another "
+                                "--checkpoint-dir", name, m.optimizer, o.optimizer, m.optimizer));
+}
+
 void check_loss(double loss, std::int64_t step)
 {
     if (!std::isfinite(loss))

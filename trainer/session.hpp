@@ -2,6 +2,7 @@
 // backend, the data and the model.
 #pragma once
 
+#include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/compute/backend.hpp"
 #include "trainer/data/dataset.hpp"
 #include "trainer/model/model.hpp"
@@ -38,6 +39,13 @@ nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::
 // The final line of DESIGN from the last evaluation.
 nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const progress& prog, int ps, int workers,
                          const char* mode);
+
+// A manifest for this session's model and options (shards, data position
+// and step are the caller's).
+checkpoint::manifest manifest_for(const session& s, const train_options& o, std::uint64_t step, const char* mode);
+
+// Refuses (pstrain::error) a checkpoint of another model or optimizer.
+void check_compatible(const checkpoint::manifest& m, const session& s, const train_options& o);
 
 // Fails with a clear line when the loss is not finite.
 void check_loss(double loss, std::int64_t step);

@@ -91,7 +91,7 @@ private:
         if (j_.is_chief()) {
             auto m = o_.checkpoint_dir.empty() ? std::nullopt : checkpoint::find_latest(o_.checkpoint_dir);
             if (m) {
-                check_compatible(*m);
+                check_compatible(*m, s_, o_);
                 client_.restore(m->global_step);
                 last_saved_ = static_cast<std::int64_t>(m->global_step);
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
@@ -110,19 +110,6 @@ private:
             client_.pull();
         }
         if (auto step = client_.restored_step()) resume_data_position(*step);
-    }
-
-    // A checkpoint of another model or optimizer is refused, not reshaped.
-    void check_compatible(const checkpoint::manifest& m) const
-    {
-        const auto name = fmt::format("the checkpoint at global step {} in {}", m.global_step, o_.checkpoint_dir);
-        if (m.model != s_.net->describe() || m.num_params != n_)
-            throw error(fmt::format("{} holds a {} ({} parameters) but this job builds a {} ({} parameters): use the "
-                                    "same --hidden-units and data, or another --checkpoint-dir",
-                                    name, m.model, m.num_params, s_.net->describe(), n_));
-        if (m.optimizer != o_.optimizer)
-            throw error(fmt::format("{} was trained with --optimizer {} but this job uses {}: pass --optimizer {}, or "
-                                    "another --checkpoint-dir", name, m.optimizer, o_.optimizer, m.optimizer));
     }
 
     // Draws the batches this worker had drawn before the checkpoint, so the
@@ -180,16 +167,7 @@ private:
                 step = newest;
                 continue;
             }
-            checkpoint::manifest m;
-            m.global_step = step;
-            m.mode = o_.sync_replicas ? "sync" : "async";
-            m.model = s_.net->describe();
-            m.num_params = n_;
-            for (const auto& t : s_.net->tensors()) m.tensors.push_back({{"name", t.name}, {"shape", t.shape}});
-            m.optimizer = o_.optimizer;
-            m.state_slots = ps::state_slots(ps::parse_optimizer(o_.optimizer));
-            m.seed = o_.seed;
-            m.batch_size = o_.batch_size;
+            auto m = manifest_for(s_, o_, step, o_.sync_replicas ? "sync" : "async");
             std::uint64_t bytes = 0;
             for (std::size_t p = 0; p < replies.size(); ++p) {
                 checkpoint::shard_entry e;
