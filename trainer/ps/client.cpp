@@ -48,16 +48,30 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
                                   : transport::request();
     }
     auto header_is_abort = [&](std::size_t p) { return recvs_[p].done() && static_cast<msg>(in_[p].type) == msg::abort; };
+    auto pending = [&](std::size_t p) {
+        return !recvs_[p].done() || !sends_[p].done() || !payload_sends_[p].done() ||
+               (in_[p].payload_bytes > 0 && !payload_recvs_[p].done());
+    };
+    // A whole reply counts even if its PS goes away right after it (a PS
+    // exits once the chief has ended the job).
+    auto whole = [&](std::size_t p) {
+        return !pending(p) && recvs_[p].status() == UCS_OK && sends_[p].status() == UCS_OK &&
+               payload_sends_[p].status() == UCS_OK && (in_[p].payload_bytes == 0 || payload_recvs_[p].status() == UCS_OK);
+    };
     const bool in_time = w_.wait_until(
         [&] {
+            bool all = true;
             for (std::size_t p = 0; p < map_.size(); ++p) {
-                if (c_.peers[p]->failed() || header_is_abort(p)) return true;
-                if (!recvs_[p].done() || !sends_[p].done() || !payload_sends_[p].done()) return false;
-                if (in_[p].payload_bytes > 0 && !payload_recvs_[p].done()) return false;
+                if (header_is_abort(p)) return true;
+                if (!pending(p)) continue;
+                if (c_.peers[p]->failed()) return true;
+                all = false;
             }
-            return true;
+            return all;
         },
         deadline);
+    std::vector<bool> complete(map_.size());
+    for (std::size_t p = 0; p < map_.size(); ++p) complete[p] = whole(p);
     for (std::size_t p = 0; p < map_.size(); ++p) {
         if (!payload_recvs_[p].done()) {
             payload_recvs_[p].cancel(w_.get());
@@ -68,8 +82,9 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
     // fail before the header is seen: give a failed peer's last message a
     // moment, and let an ABORT (which names the cause) win over the failure.
     const auto any_failed = [&] {
-        return std::any_of(c_.peers.begin(), c_.peers.begin() + static_cast<std::ptrdiff_t>(map_.size()),
-                           [](auto& c) { return c->failed(); });
+        for (std::size_t p = 0; p < map_.size(); ++p)
+            if (!complete[p] && c_.peers[p]->failed()) return true;
+        return false;
     };
     const auto any_abort = [&] {
         for (std::size_t p = 0; p < map_.size(); ++p)
@@ -85,15 +100,17 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
     }
     for (std::size_t p = 0; p < map_.size(); ++p) {
         const auto who = j_.peer_name(role::ps, static_cast<int>(p));
-        if (c_.peers[p]->failed()) throw error(fmt::format("lost {}: {}", who, ucs_status_string(c_.peers[p]->failure())));
-        if (!in_time && !recvs_[p].done())
-            throw error(fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
-        if (recvs_[p].status() != UCS_OK)
-            throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(recvs_[p].status())));
-        if (in_[p].payload_bytes > 0 && payload_recvs_[p].status() != UCS_OK)
-            throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(payload_recvs_[p].status())));
-        if (sends_[p].status() != UCS_OK)
-            throw error(fmt::format("lost {}: send failed: {}", who, ucs_status_string(sends_[p].status())));
+        if (!complete[p]) {
+            if (c_.peers[p]->failed()) throw error(fmt::format("lost {}: {}", who, ucs_status_string(c_.peers[p]->failure())));
+            if (!in_time && !recvs_[p].done())
+                throw error(fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
+            if (recvs_[p].status() != UCS_OK)
+                throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(recvs_[p].status())));
+            if (in_[p].payload_bytes > 0 && payload_recvs_[p].status() != UCS_OK)
+                throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(payload_recvs_[p].status())));
+            throw error(fmt::format("lost {}: send failed: {}", who,
+                                    ucs_status_string(sends_[p].status() != UCS_OK ? sends_[p].status() : payload_sends_[p].status())));
+        }
         const auto& h = in_[p];
         if (h.magic != header{}.magic) throw error(fmt::format("a malformed reply came from {}", who));
         if (h.range_begin != map_[p].begin || h.range_end != map_[p].end)

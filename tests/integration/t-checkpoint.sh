@@ -1,0 +1,313 @@
+# Checkpoints on the local cluster: what is written, kill -9 during writes,
+# resume at the checkpoint's step, SIGTERM and requeue of an sbatch job,
+# restore with another number of PS tasks, and every bad input.
+
+pstrain=$PSTRAIN_BUILDDIR/trainer/pstrain
+train_sh=$PSTRAIN_SRCDIR/scripts/train.sh
+export OMP_NUM_THREADS=1
+last_json() { grep '^{"' "$@" | tail -n 1; }
+field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
+# the newest complete checkpoint's step, from `pstrain checkpoint inspect`
+newest_step() { "$pstrain" checkpoint inspect "$1" | sed -n 's/^newest complete: .* (global step \([0-9]*\),.*/\1/p'; }
+adam=(--optimizer adam --learning-rate 0.001 --device cpu)
+job() {  # job PS WORKERS pstrain-args...
+  local ps=$1 workers=$2; shift 2
+  RUN_TIMEOUT=${RUN_TIMEOUT:-300} run srun -N3 -n $((ps + workers)) --ps="$ps" --workers="$workers" --mpi=pmix "$pstrain" "$@"
+}
+same_number() {  # same_number A B WHAT: equal to float tolerance
+  python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-6 * max(1, abs(b)) else 1)" "$1" "$2" ||
+    fail "$3: $1 differs from $2"
+}
+# pids of this test's pstrain tasks (not srun, timeout or env, which carry the tag too)
+tagged_tasks() {
+  local p
+  for p in $(pgrep -x pstrain); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PSTRAIN_TEST_TAG=$TEST_TAG" && echo "$p"
+  done
+  return 0
+}
+
+test_checkpoints_are_written_private_and_pruned() {
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 500 --checkpoint-dir "$PWD/ckpt" --save-checkpoint-steps 100 --keep-checkpoints 2
+  expect_rc 0
+  expect_contains "checkpoint at global step 100 saved: $PWD/ckpt/ckpt-0000000100.json (1 shards"
+  expect_contains "checkpoint at global step 500 saved"
+  expect_eq "$(stat -c %a ckpt)" 700 "mode of the checkpoint directory"
+  expect_eq "$(stat -c %a ckpt/* | sort -u | tr '\n' ' ')" "600 " "mode of the checkpoint files"
+  expect_eq "$(cd ckpt && ls | tr '\n' ' ')" "ckpt-0000000400.json ckpt-0000000400.shard-0-of-1 ckpt-0000000500.json ckpt-0000000500.shard-0-of-1 " \
+    "files kept with --keep-checkpoints 2"
+  run "$pstrain" checkpoint inspect ckpt
+  expect_rc 0
+  expect_contains "complete, checksums good"
+  expect_contains "newest complete: ckpt-0000000500.json (global step 500, 784-100-10 mlp, sync)"
+}
+
+test_kill_9_during_checkpoint_writes_never_loses_the_last_one() {
+  # A 1.9 M-parameter model with Adam: 22 MB per checkpoint, written every
+  # step by 2 PS tasks, so most kills land in the middle of a write.
+  local args=(--hidden-units 1024,1024 "${adam[@]}" --sync-replicas --train-steps 100000 --checkpoint-dir "$PWD/ckpt"
+    --save-checkpoint-steps 1 --keep-checkpoints 3)
+  local kill previous=none interrupted=0 newest
+  for kill in $(seq 1 10); do
+    export TEST_TAG=$RANDOM$RANDOM
+    : >job.out
+    PSTRAIN_TEST_TAG=$TEST_TAG timeout 200 srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix \
+      env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" "${args[@]}" >job.out 2>&1 &
+    local srun_pid=$! i saves=0
+    for i in $(seq 1 200); do
+      saves=$(grep -c 'checkpoint at global step [0-9]* saved' job.out)
+      [ "$saves" -ge 2 ] && break
+      sleep 0.1
+    done
+    cat job.out >>"$TEST_LOG"
+    [ "$saves" -ge 2 ] || { kill "$srun_pid"; fail "kill $kill: the job wrote no checkpoint"; }
+    if [ "$previous" = none ]; then
+      grep -q 'initialised 784-1024-1024-10 mlp' job.out || fail "kill $kill: the first job did not start afresh"
+    else
+      grep -q "restored 784-1024-1024-10 mlp from $PWD/ckpt/ckpt-$(printf %010d "$previous").json" job.out ||
+        fail "kill $kill: the job did not restore the newest complete checkpoint (step $previous)"
+    fi
+    sleep "0.$((RANDOM % 200 + 10))"
+    kill -9 $(tagged_tasks) 2>/dev/null
+    wait "$srun_pid"
+    newest=$(newest_step ckpt)
+    [ -n "$newest" ] || fail "kill $kill: no complete checkpoint left: $("$pstrain" checkpoint inspect ckpt | tail -n 3)"
+    # a write was under way: files of a newer step than the newest manifest
+    if ls ckpt | grep -v '\.json$' | sed -n 's/^ckpt-\([0-9]*\)\..*/\1/p' | awk -v n="$newest" '$1 + 0 > n + 0 {f = 1} END {exit !f}'; then
+      interrupted=$((interrupted + 1))
+    fi
+    echo "kill $kill: newest complete checkpoint at step $newest" >>"$TEST_LOG"
+    previous=$newest
+  done
+  echo "$interrupted of 10 kills interrupted a checkpoint write" >>"$TEST_LOG"
+  [ "$interrupted" -ge 1 ] || fail "no kill landed during a checkpoint write"
+  # and the last one still finishes the training
+  job 2 2 "${args[@]/100000/$((previous + 5))}"
+  expect_rc 0
+  expect_contains "restored 784-1024-1024-10 mlp from $PWD/ckpt/ckpt-$(printf %010d "$previous").json"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" "$((previous + 5))" "global_step after the kills"
+}
+
+test_killed_job_resumes_at_the_checkpoint_and_reaches_the_same_accuracy() {
+  local args=(--hidden-units 256,128 "${adam[@]}" --sync-replicas --train-steps 3000 --save-checkpoint-steps 500)
+  job 1 2 "${args[@]}" --checkpoint-dir "$PWD/straight"
+  expect_rc 0
+  local straight
+  straight=$(last_json <<<"$out")
+  export TEST_TAG=$RANDOM$RANDOM
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 200 srun -N3 --ps=1 --workers=2 --mpi=pmix \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" "${args[@]}" --checkpoint-dir "$PWD/ckpt" >job.out 2>&1 &
+  local srun_pid=$! i
+  for i in $(seq 1 300); do
+    grep -q 'checkpoint at global step 1000 saved' job.out && break
+    sleep 0.1
+  done
+  grep -q 'checkpoint at global step 1000 saved' job.out || { kill "$srun_pid"; fail "no checkpoint at step 1000"; }
+  sleep 0.3
+  kill -9 $(tagged_tasks)
+  wait "$srun_pid"
+  cat job.out >>"$TEST_LOG"
+  local killed_at c
+  killed_at=$(grep -o 'step [0-9]*/3000' job.out | tail -n 1 | grep -o '[0-9]*' | head -n 1)
+  c=$(newest_step ckpt)
+  echo "killed after step ${killed_at:-?}; newest checkpoint at step $c" >>"$TEST_LOG"
+  [ "$c" -ge 1000 ] && [ "$c" -lt 3000 ] || fail "newest checkpoint at step $c"
+  job 1 2 "${args[@]}" --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  expect_contains "restored 784-256-128-10 mlp from $PWD/ckpt/ckpt-$(printf %010d "$c").json (global step $c,"
+  expect_contains "shard [0, 235146) of 235146 parameters (940.6 KB), sync mode aggregating 2 of 2 workers, restored from the checkpoint at global step $c"
+  local resumed
+  resumed=$(last_json <<<"$out")
+  expect_eq "$(field "$resumed" global_step)" 3000 "global_step"
+  # Sync training resumes the data order too: the same numbers as the
+  # uninterrupted run, well within the accuracy band.
+  echo "uninterrupted: $straight; resumed: $resumed" >>"$TEST_LOG"
+  same_number "$(field "$resumed" test_accuracy)" "$(field "$straight" test_accuracy)" "test accuracy after the resume"
+  python3 -c "import sys; sys.exit(0 if $(field "$resumed" test_accuracy) >= 0.87 else 1)" || fail "accuracy out of band"
+}
+
+# sbatch train.sh, SIGTERM by $1 once training runs; the job must
+# checkpoint, come back (requeued) and complete at --train-steps.
+signal_sbatch_job() {
+  export PSTRAIN=$pstrain
+  run sbatch --parsable --ps=1 --workers=2 -o "$PWD/job.out" "$train_sh" --device cpu --sync-replicas --train-steps 4000 \
+    --log-every 200 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  local id=$out i
+  for i in $(seq 1 300); do
+    grep -q 'step [0-9]*/4000' job.out 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q 'step [0-9]*/4000' job.out || { scancel "$id"; fail "the job did not start training"; }
+  case $1 in
+    scancel) scancel --signal=TERM "$id" ;;
+    requeue) scontrol requeue "$id" ;;
+  esac
+  # Slurm holds a requeued job for two minutes: release it now.
+  for i in $(seq 1 100); do
+    scontrol show job "$id" | grep -q 'Restarts=1' && scontrol show job "$id" | grep -q 'JobState=PENDING' && break
+    sleep 0.2
+  done
+  scontrol update JobId="$id" StartTime=now
+  wait_job "$id" 300
+  cat job.out >>"$TEST_LOG"
+  expect_eq "$job_state" COMPLETED "job state"
+  expect_eq "$(scontrol show job "$id" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')" 1 "restarts"
+  out=$(cat job.out)
+  local step
+  step=$(sed -n 's/.*SIGTERM at global step \([0-9]*\):.*/\1/p' job.out | head -n 1)
+  [ -n "$step" ] || fail "no SIGTERM line in the job output"
+  expect_contains "checkpoint at global step $step saved"
+  expect_contains "exiting with status 143 so that a requeued job resumes"
+  expect_contains "restored 784-100-10 mlp from $PWD/ckpt/ckpt-$(printf %010d "$step").json (global step $step,"
+  expect_eq "$(field "$(last_json job.out)" global_step)" 4000 "global_step of the final line"
+}
+
+test_scancel_signal_term_checkpoints_requeues_and_completes() {
+  signal_sbatch_job scancel
+  expect_contains "train.sh: pstrain stopped after a checkpoint: requeueing job"
+}
+
+test_scontrol_requeue_checkpoints_and_completes() {
+  signal_sbatch_job requeue
+  expect_contains "train.sh: SIGTERM: waiting for pstrain to checkpoint and stop"
+}
+
+test_restore_with_another_number_of_ps_tasks() {
+  local args=("${adam[@]}" --sync-replicas --checkpoint-dir "$PWD/ckpt")
+  job 1 2 "${args[@]}" --train-steps 300
+  expect_rc 0
+  local one two
+  one=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  job 2 2 "${args[@]}" --train-steps 300
+  expect_rc 0
+  expect_contains "shard [39755, 79510) of 79510 parameters (159.0 KB), sync mode aggregating 2 of 2 workers, restored from the checkpoint at global step 300"
+  same_number "$(field "$(last_json <<<"$out")" test_cross_entropy)" "$one" "1-PS checkpoint restored by 2 PS"
+  job 2 2 "${args[@]}" --train-steps 400
+  expect_rc 0
+  two=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  "$pstrain" checkpoint inspect ckpt | grep -q '^ *400 .*  2 .*complete' || fail "no 2-shard checkpoint at step 400"
+  job 1 2 "${args[@]}" --train-steps 400
+  expect_rc 0
+  expect_contains "shard [0, 79510) of 79510 parameters (318.0 KB), sync mode aggregating 2 of 2 workers, restored from the checkpoint at global step 400"
+  same_number "$(field "$(last_json <<<"$out")" test_cross_entropy)" "$two" "2-PS checkpoint restored by 1 PS"
+}
+
+test_standalone_and_distributed_checkpoints_restore_each_other() {
+  run "$pstrain" --standalone "${adam[@]}" --train-steps 200 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  local standalone
+  standalone=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 200 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  expect_contains "restored from the checkpoint at global step 200"
+  same_number "$(field "$(last_json <<<"$out")" test_cross_entropy)" "$standalone" "standalone checkpoint restored by a job"
+}
+
+# Two checkpoints (100, 200) of the default model with 1 PS.
+two_checkpoints() {
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 200 --save-checkpoint-steps 100 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+}
+resume_expecting_fallback() {  # resume_expecting_fallback PROBLEM
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 300 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  expect_contains "warning: skipping the checkpoint at global step 200 in $PWD/ckpt: $1; using an older one"
+  expect_contains "restored 784-100-10 mlp from $PWD/ckpt/ckpt-0000000100.json (global step 100,"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 300 "global_step"
+}
+
+test_flipped_byte_in_the_newest_shard_falls_back() {
+  two_checkpoints
+  python3 - ckpt/ckpt-0000000200.shard-0-of-1 <<'EOF'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(100000); b = f.read(1); f.seek(100000); f.write(bytes([b[0] ^ 0x10]))
+EOF
+  run "$pstrain" checkpoint inspect ckpt
+  expect_rc 0
+  expect_contains "ckpt-0000000200.shard-0-of-1 is corrupt (checksum mismatch)"
+  expect_contains "newest complete: ckpt-0000000100.json"
+  resume_expecting_fallback "ckpt-0000000200.shard-0-of-1 is corrupt (checksum mismatch)"
+}
+
+test_truncated_shard_falls_back() {
+  two_checkpoints
+  local size
+  size=$(stat -c %s ckpt/ckpt-0000000200.shard-0-of-1)
+  truncate -s 200000 ckpt/ckpt-0000000200.shard-0-of-1
+  resume_expecting_fallback "ckpt-0000000200.shard-0-of-1 is truncated (200000 of $size bytes)"
+}
+
+test_manifest_naming_a_missing_shard_falls_back() {
+  two_checkpoints
+  rm ckpt/ckpt-0000000200.shard-0-of-1
+  resume_expecting_fallback "ckpt-0000000200.shard-0-of-1 is missing (No such file or directory)"
+}
+
+test_no_usable_checkpoint_fails_clearly() {
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 100 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  local size
+  size=$(stat -c %s ckpt/ckpt-0000000100.shard-0-of-1)
+  truncate -s 1000 ckpt/ckpt-0000000100.shard-0-of-1
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 200 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 1
+  expect_contains "error: no usable checkpoint in $PWD/ckpt: the checkpoint at global step 100 in $PWD/ckpt: ckpt-0000000100.shard-0-of-1 is truncated (1000 of $size bytes); using an older one: move the directory away to start from scratch"
+  expect_nodes_idle
+}
+
+test_checkpoint_of_another_model_is_refused() {
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 100 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 200 --checkpoint-dir "$PWD/ckpt" --hidden-units 50
+  expect_rc 1
+  expect_contains "pstrain[worker 0]: error: the checkpoint at global step 100 in $PWD/ckpt holds a 784-100-10 mlp (79510 parameters) but this job builds a 784-50-10 mlp (39760 parameters): use the same --hidden-units and data, or another --checkpoint-dir"
+  expect_not_contains "training, 200 steps"
+  expect_nodes_idle
+}
+
+test_unwritable_or_missing_checkpoint_dir_fails_before_training() {
+  job 1 2 "${adam[@]}" --train-steps 100 --checkpoint-dir /nonexistent/ckpt
+  expect_rc 1
+  expect_contains "error: cannot create checkpoint directory /nonexistent/ckpt: its parent does not exist: create it or choose a --checkpoint-dir on a shared filesystem this job can write"
+  expect_not_contains "initialised"
+  mkdir ro
+  mount -t tmpfs -o ro,size=1m tmpfs ro || fail "cannot mount a read-only tmpfs for the test"
+  job 1 2 "${adam[@]}" --train-steps 100 --checkpoint-dir "$PWD/ro"
+  umount ro
+  expect_rc 1
+  expect_contains "error: checkpoint directory $PWD/ro is not writable: Read-only file system: choose a --checkpoint-dir"
+  expect_not_contains "initialised"
+  expect_nodes_idle
+}
+
+test_full_disk_fails_that_checkpoint_and_keeps_the_previous() {
+  mkdir small
+  # room for two checkpoints of 954 KB, not three
+  mount -t tmpfs -o size=2500k tmpfs small || fail "cannot mount a small tmpfs for the test"
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 400 --save-checkpoint-steps 100 --checkpoint-dir "$PWD/small"
+  local inspect
+  inspect=$("$pstrain" checkpoint inspect small; ls -a small)
+  umount small
+  echo "$inspect" >>"$TEST_LOG"
+  expect_rc 1
+  expect_contains "pstrain[ps 0]: error: checkpoint at global step 300 failed: cannot write $PWD/small/ckpt-0000000300.shard-0-of-1.tmp."
+  expect_contains "No space left on device: free space there or choose another --checkpoint-dir; the previous checkpoint is intact"
+  expect_contains "error: the final checkpoint was not written"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 400 "the final line is still printed"
+  case "$inspect" in *"newest complete: ckpt-0000000200.json"*) ;; *) fail "the previous checkpoint is not intact: $inspect" ;; esac
+  case "$inspect" in *.tmp.*) fail "a temporary file was left behind: $inspect" ;; esac
+}
+
+test_bad_checkpoint_flags() {
+  run "$pstrain" --standalone --keep-checkpoints 0
+  expect_rc 2
+  expect_contains "pstrain: error: --keep-checkpoints: Value 0 not in range 1 to 1000000: see pstrain --help"
+  run "$pstrain" --standalone --save-checkpoint-secs -5
+  expect_rc 2
+  expect_contains "--save-checkpoint-secs"
+  run "$pstrain" checkpoint inspect "$PWD/none"
+  expect_rc 1
+  expect_contains "pstrain checkpoint: error: cannot read checkpoint directory $PWD/none: No such file or directory"
+}
