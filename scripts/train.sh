@@ -41,7 +41,14 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
 checkpoint_args=()
 case " $* " in
   *" --checkpoint-dir "* | *" --checkpoint-dir="* | *" --checkpoint_dir "* | *" --checkpoint_dir="*) ;;
-  *) checkpoint_args=(--checkpoint-dir "${PSTRAIN_CHECKPOINT_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints/${SLURM_JOB_ID:-manual}}") ;;
+  *)
+    if [ -n "${PSTRAIN_CHECKPOINT_DIR:-}" ]; then
+      checkpoint_args=(--checkpoint-dir "$PSTRAIN_CHECKPOINT_DIR")
+    else
+      mkdir -p "${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints"
+      checkpoint_args=(--checkpoint-dir "${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints/${SLURM_JOB_ID:-manual}")
+    fi
+    ;;
 esac
 
 echo "train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, data $data_dir"

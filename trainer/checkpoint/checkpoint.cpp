@@ -296,7 +296,8 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     std::memcpy(&json_bytes, head.data() + 12, 4);
     if (version != format_version)
         throw error(fmt::format("{} has format version {}, this pstrain reads version {}", file, version, format_version));
-    if (fixed_header + json_bytes + 4 > size) throw error(fmt::format("{} is truncated ({} bytes)", file, size));
+    if (fixed_header + json_bytes + 4 > size)
+        throw error(fmt::format("{} is truncated ({} bytes, shorter than its own header)", file, size));
     auto bytes = read_file(path, header_only ? fixed_header + json_bytes : size);
     shard_data d;
     try {

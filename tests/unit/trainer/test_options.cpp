@@ -66,3 +66,6 @@ BOOST_AUTO_TEST_CASE(text_train_steps) { expect_error({"--train-steps", "abc"}, 
 BOOST_AUTO_TEST_CASE(unknown_flag) { expect_error({"--frobnicate"}, "--frobnicate"); }
 BOOST_AUTO_TEST_CASE(unknown_optimizer) { expect_error({"--optimizer", "rmsprop"}, "rmsprop"); }
 BOOST_AUTO_TEST_CASE(errors_say_where_help_is) { expect_error({"--batch-size", "x"}, "see pstrain --help"); }
+BOOST_AUTO_TEST_CASE(keep_no_checkpoint) { expect_error({"--keep-checkpoints", "0"}, "--keep-checkpoints: Value 0 not in range 1 to 1000000"); }
+BOOST_AUTO_TEST_CASE(negative_checkpoint_interval) { expect_error({"--save-checkpoint-secs", "-5"}, "--save-checkpoint-secs"); }
+BOOST_AUTO_TEST_CASE(text_checkpoint_steps) { expect_error({"--save-checkpoint-steps", "often"}, "--save-checkpoint-steps"); }
