@@ -51,6 +51,7 @@ int main(int argc, char** argv)
     int port = 26000, iters = 2000, warmup = 100;
     std::size_t bytes = 318040;
     std::string progress = "event";
+    bool sync = false;
     app.require_subcommand(1);
     auto* server = app.add_subcommand("server", "run the PS side");
     auto* client = app.add_subcommand("client", "run the worker side and print the result");
@@ -58,6 +59,7 @@ int main(int argc, char** argv)
     for (auto* sub : {server, client, pmix}) {
         sub->add_option("--port", port, "the PS's port")->check(CLI::Range(1024, 65000));
         sub->add_option("--progress", progress)->check(CLI::IsMember({"event", "spin"}));
+        sub->add_flag("--sync", sync, "the PS in sync mode (default: async, as the trainer's default)");
     }
     for (auto* sub : {client, pmix}) {
         sub->add_option("--bytes", bytes, "message size: the shard's bytes")->check(CLI::Range(std::size_t(4), std::size_t(1) << 30));
@@ -77,6 +79,7 @@ int main(int argc, char** argv)
         o.learning_rate = 1e-9f;
         o.train_steps = std::int64_t(1) << 40;
         o.progress = progress;
+        o.sync_replicas = sync;
         bootstrap::job j;
         if (*pmix) {
             auto found = bootstrap::detect_job(o);

@@ -36,12 +36,17 @@ std::optional<job> detect_job(const trainer::train_options& o);
 
 struct connections {
     // peers[i]: the endpoint to PS i (on a worker) or to worker i (on a PS),
-    // with failure detection: headers go there.
+    // with failure detection (UCX keepalive): it says when a peer is lost,
+    // and carries ABORT.
     std::vector<std::unique_ptr<transport::endpoint>> peers;
     // fast[i]: a second endpoint to the same peer without failure detection,
-    // for payloads (zero-copy); empty when there is none (static spec).
+    // for the messages themselves: UCX then uses every transport it has,
+    // shared memory and zero-copy included (an endpoint with failure
+    // detection is limited to transports that can detect it, TCP between
+    // processes on one node); empty when there is none (static spec).
     std::vector<std::unique_ptr<transport::endpoint>> fast;
-    ucp_ep_h payload_ep(std::size_t i) const { return i < fast.size() && fast[i] ? fast[i]->get() : peers[i]->get(); }
+    // Where headers and payloads go.
+    ucp_ep_h data_ep(std::size_t i) const { return i < fast.size() && fast[i] ? fast[i]->get() : peers[i]->get(); }
     // Endpoints accepted by a listener, kept open for the job's lifetime.
     std::vector<std::unique_ptr<transport::endpoint>> accepted;
     std::unique_ptr<transport::listener> listener;

@@ -43,8 +43,8 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         h.range_end = map_[p].end;
         const std::size_t bytes = payload ? map_[p].size() * sizeof(float) : 0;
         h.payload_bytes = bytes;
-        sends_[p] = w_.send(c_.peers[p]->get(), make_tag(type, 1, j_.me.index), &h, sizeof h);
-        payload_sends_[p] = bytes ? w_.send(c_.payload_ep(p), make_tag(msg::payload, 1, j_.me.index), payload + map_[p].begin, bytes)
+        sends_[p] = w_.send(c_.data_ep(p), make_tag(type, 1, j_.me.index), &h, sizeof h);
+        payload_sends_[p] = bytes ? w_.send(c_.data_ep(p), make_tag(msg::payload, 1, j_.me.index), payload + map_[p].begin, bytes)
                                   : transport::request();
     }
     auto header_is_abort = [&](std::size_t p) { return recvs_[p].done() && static_cast<msg>(in_[p].type) == msg::abort; };
@@ -142,7 +142,7 @@ void client::shutdown(bool stop)
         h.status = stop ? 1 : 0;
         h.sender_role = 1;
         h.sender_index = static_cast<std::uint16_t>(j_.me.index);
-        sends_[p] = w_.send(c_.peers[p]->get(), make_tag(msg::shutdown, 1, j_.me.index), &h, sizeof h);
+        sends_[p] = w_.send(c_.data_ep(p), make_tag(msg::shutdown, 1, j_.me.index), &h, sizeof h);
     }
     for (std::size_t p = 0; p < map_.size(); ++p)
         w_.wait(sends_[p], j_.peer_name(role::ps, static_cast<int>(p)), clock::now() + std::chrono::seconds(30));

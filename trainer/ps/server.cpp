@@ -190,8 +190,8 @@ private:
             values = p.snapshot;
         }
         p.out.payload_bytes = values.size_bytes();
-        p.send = w_.send(c_.peers[i]->get(), make_tag(msg::params, 0, j_.me.index), &p.out, sizeof p.out);
-        p.payload_send = w_.send(c_.payload_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
+        p.send = w_.send(c_.data_ep(i), make_tag(msg::params, 0, j_.me.index), &p.out, sizeof p.out);
+        p.payload_send = w_.send(c_.data_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
         if (!p.lost && !p.posted) post(i);
     }
 
@@ -317,7 +317,7 @@ private:
                 p.out.status = static_cast<std::uint32_t>(save_status::failed);
             }
         }
-        p.send = w_.send(c_.peers[i]->get(), make_tag(msg::saved, 0, j_.me.index), &p.out, sizeof p.out);
+        p.send = w_.send(c_.data_ep(i), make_tag(msg::saved, 0, j_.me.index), &p.out, sizeof p.out);
         if (!p.lost && !p.posted) post(i);
     }
 
