@@ -146,10 +146,25 @@ void worker::progress()
 
 bool worker::wait_until(const std::function<bool()>& pred, clock::time_point deadline)
 {
-    constexpr auto spin_for = std::chrono::microseconds(50);
+    // Spin about as long as recent waits lasted, within [50, 250] us: a
+    // reply that comes within a few hundred microseconds (a push+pull on
+    // one node) is caught without paying for a wake-up, while a task whose
+    // waits last milliseconds (a PS between pushes, a sync worker waiting
+    // for the others) sleeps after 50 us and leaves the core to others.
+    constexpr auto min_spin = std::chrono::microseconds(50), max_spin = std::chrono::microseconds(250);
+    const auto spin_for = typical_wait_ < max_spin ? std::clamp(typical_wait_ * 3 / 2, min_spin, max_spin) : min_spin;
+    const auto start = clock::now();
+    bool waited = false;
     for (;;) {
         progress();
-        if (pred()) return true;
+        if (pred()) {
+            if (waited) {
+                auto took = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start);
+                typical_wait_ = (typical_wait_ * 3 + took) / 4;
+            }
+            return true;
+        }
+        waited = true;
         auto now = clock::now();
         if (now >= deadline) return false;
         if (mode_ == progress_mode::spin) {

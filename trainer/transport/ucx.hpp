@@ -96,6 +96,7 @@ private:
     int efd_ = -1;
     progress_mode mode_;
     std::uint64_t spins_ = 0, sleeps_ = 0;
+    std::chrono::microseconds typical_wait_{1000};  // moving average of the waits that waited
 };
 
 // An endpoint, with peer-failure detection (UCX's PEER error mode: the
