@@ -51,20 +51,41 @@ void initialize_state(const optimizer_config& cfg, std::span<float> state)
 void apply_update(const optimizer_config& cfg, std::span<float> params, std::span<const float> grads, std::span<float> state,
                   std::uint64_t step)
 {
-    const std::size_t n = params.size();
-    if (grads.size() != n || state.size() != n * static_cast<std::size_t>(state_slots(cfg.kind)))
-        throw error(fmt::format("optimizer: {} params, {} grads, {} state values do not match", n, grads.size(), state.size()));
-    float* p = params.data();
+    apply_update_to(cfg, params, params, grads, state, step);
+}
+
+void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out, std::span<const float> grads,
+                     std::span<float> state, std::uint64_t step)
+{
+    const std::size_t n = in.size();
+    if (out.size() != n || grads.size() != n || state.size() != n * static_cast<std::size_t>(state_slots(cfg.kind)))
+        throw error(fmt::format("optimizer: {} params, {} outputs, {} grads, {} state values do not match", n, out.size(),
+                                grads.size(), state.size()));
+    // `in` and `out` may be the same: each element is read before it is written.
+    const float* x = in.data();
+    float* y = out.data();
     const float* g = grads.data();
     switch (cfg.kind) {
     case optimizer_kind::sgd:
-        for (std::size_t i = 0; i < n; ++i) sgd_update(p[i], g[i], cfg.learning_rate);
+        for (std::size_t i = 0; i < n; ++i) {
+            float p = x[i];
+            sgd_update(p, g[i], cfg.learning_rate);
+            y[i] = p;
+        }
         break;
     case optimizer_kind::momentum:
-        for (std::size_t i = 0; i < n; ++i) momentum_update(p[i], state[i], g[i], cfg.learning_rate, cfg.momentum);
+        for (std::size_t i = 0; i < n; ++i) {
+            float p = x[i];
+            momentum_update(p, state[i], g[i], cfg.learning_rate, cfg.momentum);
+            y[i] = p;
+        }
         break;
     case optimizer_kind::adagrad:
-        for (std::size_t i = 0; i < n; ++i) adagrad_update(p[i], state[i], g[i], cfg.learning_rate);
+        for (std::size_t i = 0; i < n; ++i) {
+            float p = x[i];
+            adagrad_update(p, state[i], g[i], cfg.learning_rate);
+            y[i] = p;
+        }
         break;
     case optimizer_kind::adam: {
         const double t = static_cast<double>(std::max<std::uint64_t>(step, 1));
@@ -72,10 +93,13 @@ void apply_update(const optimizer_config& cfg, std::span<float> params, std::spa
                                               (1.0 - std::pow(cfg.beta1, t)));
         float* __restrict m = state.data();
         float* __restrict v = state.data() + n;
-        float* __restrict pr = p;
         const float* __restrict gr = g;
         const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.epsilon;
-        for (std::size_t i = 0; i < n; ++i) adam_update(pr[i], m[i], v[i], gr[i], lr_t, b1, b2, eps);
+        for (std::size_t i = 0; i < n; ++i) {
+            float p = x[i];
+            adam_update(p, m[i], v[i], gr[i], lr_t, b1, b2, eps);
+            y[i] = p;
+        }
         break;
     }
     }

@@ -30,5 +30,9 @@ void initialize_state(const optimizer_config& cfg, std::span<float> state);
 // applied so far including this one (Adam's bias correction).
 void apply_update(const optimizer_config& cfg, std::span<float> params, std::span<const float> grads, std::span<float> state,
                   std::uint64_t step);
+// The same out of place: `out` receives the updated `in` (they may be the
+// same span).
+void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out, std::span<const float> grads,
+                     std::span<float> state, std::uint64_t step);
 
 }  // namespace pstrain::ps

@@ -29,7 +29,7 @@ struct peer_state {
     std::uint64_t batches = 0;       // batches it had drawn at its last push
     header out;                      // header of the reply in flight
     transport::request send, payload_send;
-    std::vector<float> snapshot;     // async: the values this reply sends
+    const float* sending = nullptr;  // the values buffer its reply reads until payload_send is done
 
     // A whole message is here: its header, and its payload if it has one.
     bool ready() { return posted && recv.done() && (in.payload_bytes == 0 || payload_recv.done()); }
@@ -166,9 +166,8 @@ private:
 
     // Sends the shard's values to worker i.  UCX may read them zero-copy
     // until the send completes, so they must not change meanwhile: sync
-    // sends the shard itself (the next update waits for every reply of
-    // this step anyway); async sends a per-worker snapshot, so that the
-    // next worker's gradient is applied without waiting for this reply.
+    // waits for every reply of a step before the next update; async writes
+    // each update into a spare buffer no reply is reading (free_spare).
     void reply(std::size_t i, reply_status status)
     {
         auto& p = workers_[i];
@@ -185,14 +184,25 @@ private:
         p.out.range_begin = shard_->range().begin;
         p.out.range_end = shard_->range().end;
         std::span<const float> values = shard_->values();
-        if (!sync_) {
-            p.snapshot.assign(values.begin(), values.end());
-            values = p.snapshot;
-        }
+        p.sending = values.data();
         p.out.payload_bytes = values.size_bytes();
         p.send = w_.send(c_.data_ep(i), make_tag(msg::params, 0, j_.me.index), &p.out, sizeof p.out);
         p.payload_send = w_.send(c_.data_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
         if (!p.lost && !p.posted) post(i);
+    }
+
+    // A values buffer that no reply in flight reads: the old values stay
+    // where the replies being sent read them, without a copy.  At most one
+    // more buffer than workers.
+    std::vector<float>& free_spare()
+    {
+        for (auto& b : spares_) {
+            bool busy = false;
+            for (std::size_t k = 0; k < workers_.size() && !busy; ++k)
+                busy = !b.empty() && workers_[k].sending == b.data() && !workers_[k].payload_send.done() && !c_.peers[k]->failed();
+            if (!busy) return b;
+        }
+        return spares_.emplace_back();
     }
 
     // Before the values change: every reply in flight has left.
@@ -244,7 +254,7 @@ private:
             throw error(fmt::format("a gradient of {} bytes came from {}, the shard has {}", p.in.payload_bytes,
                                     j_.peer_name(role::worker, static_cast<int>(i)), p.slot.size() * sizeof(float)));
         if (!sync_) {
-            shard_->apply(p.slot);
+            shard_->apply_into(free_spare(), p.slot);
             advance();
             reply(i, reply_status::ok);
             return;
@@ -428,6 +438,7 @@ private:
     int count_ = 0;
     std::vector<bool> contributed_;
     std::vector<float> sum_;
+    std::vector<std::vector<float>> spares_;  // async: buffers for the next values
 };
 
 }  // namespace

@@ -39,6 +39,14 @@ void parameter_shard::restore(std::span<const float> values, std::span<const flo
     updates_ = updates;
 }
 
+void parameter_shard::apply_into(std::vector<float>& spare, std::span<const float> grads)
+{
+    spare.resize(values_.size());
+    ++updates_;
+    apply_update_to(cfg_, values_, spare, grads, state_, updates_);
+    values_.swap(spare);
+}
+
 void parameter_shard::apply(std::span<const float> grads)
 {
     ++updates_;

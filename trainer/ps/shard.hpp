@@ -37,6 +37,10 @@ public:
     void restore(std::span<const float> values, std::span<const float> state, std::uint64_t updates);
     // Applies one gradient of this shard's range.
     void apply(std::span<const float> grads);
+    // The same, writing the new values into `spare` and swapping it with
+    // the shard's values: afterwards `spare` holds the old values, untouched
+    // (a reply may still be sending them).
+    void apply_into(std::vector<float>& spare, std::span<const float> grads);
 
 private:
     shard_range range_;

@@ -37,3 +37,26 @@ BOOST_AUTO_TEST_CASE(shard_applies_and_counts_updates)
     BOOST_TEST(s.updates() == 2u);
     BOOST_TEST(s.values()[0] < 1.0f);
 }
+
+BOOST_AUTO_TEST_CASE(apply_into_matches_apply_and_leaves_the_old_values_in_the_spare)
+{
+    for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad, optimizer_kind::adam}) {
+        optimizer_config c;
+        c.kind = kind;
+        parameter_shard a({0, 5}, c), b({0, 5}, c);
+        std::vector<float> init{1, -2, 3, -4, 5}, g1{0.5f, 0.1f, -0.3f, 2, -1}, g2{-1, 0.2f, 0.4f, -2, 3}, spare;
+        a.assign(init);
+        b.assign(init);
+        a.apply(g1);
+        a.apply(g2);
+        b.apply_into(spare, g1);
+        BOOST_TEST(spare == init, boost::test_tools::per_element());  // a reply sending the old values still sees them
+        const std::vector<float> after_first(b.values().begin(), b.values().end());
+        b.apply_into(spare, g2);
+        BOOST_TEST(spare == after_first, boost::test_tools::per_element());
+        BOOST_TEST(std::vector<float>(a.values().begin(), a.values().end()) ==
+                       std::vector<float>(b.values().begin(), b.values().end()),
+                   boost::test_tools::per_element());
+        BOOST_TEST(a.updates() == b.updates());
+    }
+}
