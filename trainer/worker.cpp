@@ -33,8 +33,7 @@ public:
 
     int run()
     {
-        std::optional<progress> prog;
-        if (j_.is_chief()) prog.emplace(o_.train_steps, o_.log_every, o_.metrics_file);
+        if (j_.is_chief()) prog_.emplace(o_.train_steps, o_.log_every, o_.metrics_file);
         start();
         std::int64_t next_eval = o_.eval_every > 0 ? (client_.global_step() / o_.eval_every + 1) * o_.eval_every : 0;
         std::int64_t last_step = client_.global_step(), local_steps = 0;
@@ -48,12 +47,12 @@ public:
             check_loss(loss, client_.global_step());
             client_.push(grads_.data(), batches_);
             ++local_steps;
-            if (prog) {
+            if (prog_) {
                 const std::int64_t per_step = o_.sync_replicas ? replicas_ : 1;
-                prog->step(client_.global_step(), loss, (client_.global_step() - last_step) * per_step * o_.batch_size);
+                prog_->step(client_.global_step(), loss, (client_.global_step() - last_step) * per_step * o_.batch_size);
                 last_step = client_.global_step();
                 if (next_eval > 0 && client_.global_step() >= next_eval && !client_.done()) {
-                    evaluate_on_test(s_, params_, client_.global_step(), *prog);
+                    evaluate_on_test(s_, params_, client_.global_step(), *prog_);
                     next_eval = (client_.global_step() / o_.eval_every + 1) * o_.eval_every;
                 }
                 if (!o_.checkpoint_dir.empty() && !client_.done()) {
@@ -69,9 +68,9 @@ public:
                       "job resumes from the checkpoint", client_.global_step(), preempted_exit_status);
             return preempted_exit_status;
         }
-        if (!prog) return 0;
+        if (!prog_) return 0;
         const bool saved = o_.checkpoint_dir.empty() || last_saved_ == client_.global_step() || save_checkpoint();
-        auto done = done_line(evaluate_on_test(s_, params_, client_.global_step(), *prog), seconds, *prog, j_.num_ps,
+        auto done = done_line(evaluate_on_test(s_, params_, client_.global_step(), *prog_), seconds, *prog_, j_.num_ps,
                               j_.num_workers, o_.sync_replicas ? "sync" : "async");
         client_.shutdown();
         print_done(done);
@@ -193,9 +192,12 @@ private:
             }
             last_saved_ = static_cast<std::int64_t>(step);
             checkpoint::prune(o_.checkpoint_dir, o_.keep_checkpoints);
+            const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
+            if (prog_)
+                prog_->record({{"event", "checkpoint"}, {"global_step", step}, {"manifest", checkpoint::manifest_name(step)},
+                               {"bytes", bytes}, {"seconds", seconds}});
             log::info("checkpoint at global step {} saved: {}/{} ({} shards, {:.1f} MB, {:.2f}s)", step, o_.checkpoint_dir,
-                      checkpoint::manifest_name(step), m.shards.size(), bytes / 1e6,
-                      std::chrono::duration<double>(clock::now() - t0).count());
+                      checkpoint::manifest_name(step), m.shards.size(), bytes / 1e6, seconds);
             return true;
         }
         log::warn("checkpoint skipped: the PS tasks kept moving past the chief's step (backup workers); trying again later");
@@ -229,6 +231,7 @@ private:
     int replicas_;
     std::uint64_t batches_ = 0;         // batches drawn, across restarts
     std::int64_t last_saved_ = -1;      // global step of the newest checkpoint
+    std::optional<progress> prog_;      // the chief's progress lines and metrics file
     clock::time_point last_save_time_;
 };
 

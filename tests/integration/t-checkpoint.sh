@@ -28,8 +28,11 @@ tagged_tasks() {
 }
 
 test_checkpoints_are_written_private_and_pruned() {
-  job 1 2 "${adam[@]}" --sync-replicas --train-steps 500 --checkpoint-dir "$PWD/ckpt" --save-checkpoint-steps 100 --keep-checkpoints 2
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 500 --checkpoint-dir "$PWD/ckpt" --save-checkpoint-steps 100 --keep-checkpoints 2 \
+    --metrics-file "$PWD/metrics.jsonl"
   expect_rc 0
+  expect_eq "$(python3 -c "import json; print([e['global_step'] for e in map(json.loads, open('metrics.jsonl')) if e['event'] == 'checkpoint'])")" \
+    "[100, 200, 300, 400, 500]" "checkpoint events in the metrics file"
   expect_contains "checkpoint at global step 100 saved: $PWD/ckpt/ckpt-0000000100.json (1 shards"
   expect_contains "checkpoint at global step 500 saved"
   expect_eq "$(stat -c %a ckpt)" 700 "mode of the checkpoint directory"
