@@ -181,7 +181,7 @@ private:
             try {
                 // The chief must see every shard: proof that the path is shared.
                 for (std::size_t p = 0; p < m.shards.size(); ++p) {
-                    auto d = checkpoint::read_shard(o_.checkpoint_dir, m.shards[p].file, true);
+                    auto d = checkpoint::read_new_shard(o_.checkpoint_dir, m.shards[p].file, std::chrono::seconds(10));
                     if (p == 0) m.worker_batches = d.meta.worker_batches;
                 }
                 checkpoint::write_manifest(o_.checkpoint_dir, m);

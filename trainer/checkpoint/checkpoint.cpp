@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -286,7 +287,7 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
 {
     const std::string path = path_of(dir, file);
     struct stat st{};
-    if (::stat(path.c_str(), &st) != 0) throw error(fmt::format("{} is missing ({})", file, std::strerror(errno)));
+    if (::stat(path.c_str(), &st) != 0) throw missing_file(fmt::format("{} is missing ({})", file, std::strerror(errno)));
     const auto size = static_cast<std::uint64_t>(st.st_size);
     auto head = read_file(path, fixed_header);
     if (head.size() < fixed_header || std::memcmp(head.data(), shard_magic, sizeof shard_magic) != 0)
@@ -321,6 +322,24 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     d.state.resize(n * static_cast<std::size_t>(d.meta.state_slots));
     std::memcpy(d.state.data(), p + n * 4, d.state.size() * 4);
     return d;
+}
+
+shard_data read_new_shard(const std::string& dir, const std::string& file, std::chrono::milliseconds patience)
+{
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    auto pause = std::chrono::milliseconds(20);
+    for (;;) {
+        try {
+            return read_shard(dir, file, true);
+        } catch (const missing_file&) {
+            if (std::chrono::steady_clock::now() + pause > deadline) throw;
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+        std::error_code ec;
+        for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        }
+    }
 }
 
 void write_manifest(const std::string& dir, const manifest& m)

@@ -16,8 +16,10 @@
 // <step> is zero-padded to 10 digits so that `ls` sorts by step.
 #pragma once
 
+#include "common/error.hpp"
 #include "trainer/ps/shard.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -29,6 +31,12 @@
 namespace pstrain::checkpoint {
 
 inline constexpr int format_version = 1;
+
+// A file of a checkpoint is not there (or not yet visible from this node).
+class missing_file : public error {
+public:
+    using error::error;
+};
 
 // What a PS task writes.
 struct shard_meta {
@@ -86,7 +94,14 @@ struct shard_data {
 };
 // Reads and checks a shard file: magic, version, sizes, checksum.  With
 // `header_only` it stops after the metadata (and checks the file's size).
+// Throws missing_file when it is not there.
 shard_data read_shard(const std::string& dir, const std::string& file, bool header_only = false);
+
+// read_shard(header_only) for a file another node has just written: on NFS
+// a name can take a moment to appear (attribute and lookup caches), so a
+// missing file is looked for again, re-reading the directory, for up to
+// `patience`.
+shard_data read_new_shard(const std::string& dir, const std::string& file, std::chrono::milliseconds patience);
 
 void write_manifest(const std::string& dir, const manifest& m);
 manifest read_manifest(const std::string& dir, const std::string& file);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <thread>
 
 #include <sys/stat.h>
 
@@ -226,4 +227,23 @@ BOOST_AUTO_TEST_CASE(prepare_directory_creates_0700_and_names_the_problem)
     BOOST_TEST(error_of([&] { prepare_directory(d.path + "/file"); }) ==
                "checkpoint directory " + d.path +
                    "/file is not a directory: choose a --checkpoint-dir on a shared filesystem this job can write");
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_written_elsewhere_is_waited_for_then_named)
+{
+    temp_dir d;
+    auto m = write_checkpoint(d.path, 9, 100, 1);
+    const auto file = m.shards[0].file, hidden = d.path + "/hidden";
+    fs::rename(d.path + "/" + file, hidden);
+    std::thread later([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        fs::rename(hidden, d.path + "/" + file);  // as another node's write becomes visible
+    });
+    auto s = read_new_shard(d.path, file, std::chrono::seconds(5));
+    later.join();
+    BOOST_TEST(s.meta.global_step == 9u);
+    fs::remove(d.path + "/" + file);
+    const auto t0 = std::chrono::steady_clock::now();
+    BOOST_CHECK_THROW(read_new_shard(d.path, file, std::chrono::milliseconds(300)), missing_file);
+    BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 2.0);
 }
