@@ -11,7 +11,8 @@
 #
 # Checkpoints and preemption: pstrain checkpoints to --checkpoint-dir
 # (default $PSTRAIN_CHECKPOINT_DIR, else pstrain-checkpoints/<job id> in the
-# submit directory, which must be a path every node shares).  On SIGTERM
+# submit directory, which must be a path every node shares; a job started
+# again with the same directory resumes from it).  On SIGTERM
 # (preemption, scontrol requeue, or --signal=TERM@120 two minutes before the
 # time limit) the chief checkpoints and every task exits with status 143;
 # this script then requeues the job, which resumes from the checkpoint.
