@@ -47,11 +47,13 @@ test_checkpoints_are_written_private_and_pruned() {
 
 test_kill_9_during_checkpoint_writes_never_loses_the_last_one() {
   # A 1.9 M-parameter model with Adam: 22 MB per checkpoint, written every
-  # step by 2 PS tasks, so most kills land in the middle of a write.
+  # step by 2 PS tasks, so kills often land in the middle of a write.
   local args=(--hidden-units 1024,1024 "${adam[@]}" --sync-replicas --train-steps 100000 --checkpoint-dir "$PWD/ckpt"
     --save-checkpoint-steps 1 --keep-checkpoints 3)
-  local kill previous=none interrupted=0 newest
-  for kill in $(seq 1 10); do
+  # At least 10 kills, more (up to 30) until one has landed in a write.
+  local kill kills=0 previous=none interrupted=0 newest
+  for kill in $(seq 1 30); do
+    [ "$kill" -le 10 ] || [ "$interrupted" -eq 0 ] || break
     export TEST_TAG=$RANDOM$RANDOM
     : >job.out
     PSTRAIN_TEST_TAG=$TEST_TAG timeout 200 srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix \
@@ -72,6 +74,7 @@ test_kill_9_during_checkpoint_writes_never_loses_the_last_one() {
     fi
     sleep "0.$((RANDOM % 200 + 10))"
     kill -9 $(tagged_tasks) 2>/dev/null
+    kills=$((kills + 1))
     wait "$srun_pid"
     newest=$(newest_step ckpt)
     [ -n "$newest" ] || fail "kill $kill: no complete checkpoint left: $("$pstrain" checkpoint inspect ckpt | tail -n 3)"
@@ -82,7 +85,7 @@ test_kill_9_during_checkpoint_writes_never_loses_the_last_one() {
     echo "kill $kill: newest complete checkpoint at step $newest" >>"$TEST_LOG"
     previous=$newest
   done
-  echo "$interrupted of 10 kills interrupted a checkpoint write" >>"$TEST_LOG"
+  echo "$interrupted of $kills kills interrupted a checkpoint write" >>"$TEST_LOG"
   [ "$interrupted" -ge 1 ] || fail "no kill landed during a checkpoint write"
   # and the last one still finishes the training
   job 2 2 "${args[@]/100000/$((previous + 5))}"
