@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 namespace pstrain::ps {
 
 using clock = std::chrono::steady_clock;
@@ -70,8 +68,6 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
             return all;
         },
         deadline);
-    std::vector<bool> complete(map_.size());
-    for (std::size_t p = 0; p < map_.size(); ++p) complete[p] = whole(p);
     for (std::size_t p = 0; p < map_.size(); ++p) {
         if (!payload_recvs_[p].done()) {
             payload_recvs_[p].cancel(w_.get());
@@ -81,9 +77,12 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
     // A PS that ends the job sends ABORT and then exits, so its endpoint may
     // fail before the header is seen: give a failed peer's last message a
     // moment, and let an ABORT (which names the cause) win over the failure.
+    // (whole(p) reads the same after the cancellations above: a cancelled
+    // payload receive belongs to a reply without a payload or to one that
+    // was not whole anyway.)
     const auto any_failed = [&] {
         for (std::size_t p = 0; p < map_.size(); ++p)
-            if (!complete[p] && c_.peers[p]->failed()) return true;
+            if (!whole(p) && c_.peers[p]->failed()) return true;
         return false;
     };
     const auto any_abort = [&] {
@@ -98,9 +97,10 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         throw error(fmt::format("{} ended the job: it lost {}", j_.peer_name(role::ps, static_cast<int>(p)),
                                 j_.peer_name(lost, static_cast<int>(in_[p].aux))));
     }
+    const msg expected = type == msg::save ? msg::saved : msg::params;
     for (std::size_t p = 0; p < map_.size(); ++p) {
         const auto who = j_.peer_name(role::ps, static_cast<int>(p));
-        if (!complete[p]) {
+        if (!whole(p)) {
             if (c_.peers[p]->failed()) throw error(fmt::format("lost {}: {}", who, ucs_status_string(c_.peers[p]->failure())));
             if (!in_time && !recvs_[p].done())
                 throw error(fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
@@ -116,12 +116,10 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         if (h.range_begin != map_[p].begin || h.range_end != map_[p].end)
             throw error(fmt::format("{} holds parameters [{}, {}) but this worker expects [{}, {}): do all tasks run the same model?",
                                     who, h.range_begin, h.range_end, map_[p].begin, map_[p].end));
-    }
-    const msg expected = type == msg::save ? msg::saved : msg::params;
-    for (std::size_t p = 0; p < map_.size(); ++p)
-        if (static_cast<msg>(in_[p].type) != expected)
+        if (static_cast<msg>(h.type) != expected)
             throw error(fmt::format("{} answered with message type {} where {} was expected: are all tasks running the same pstrain?",
-                                    j_.peer_name(role::ps, static_cast<int>(p)), in_[p].type, static_cast<int>(expected)));
+                                    who, h.type, static_cast<int>(expected)));
+    }
     if (type == msg::save) return;
     for (std::size_t p = 0; p < map_.size(); ++p) {
         base_step_[p] = in_[p].step;
