@@ -6,6 +6,7 @@
 #include "trainer/ps/protocol.hpp"
 #include "trainer/ps/shard.hpp"
 #include "trainer/session.hpp"
+#include "trainer/signals.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -67,15 +68,12 @@ private:
     {
         receive_init();
         for (;;) {
-            if (shutdown_ && everyone_told()) {
+            if (shutdown_ && (everyone_told() || clock::now() > shutdown_deadline_)) {
+                if (!everyone_told())
+                    log::warn("not every worker came back for its last reply within {}s of the chief's shutdown: exiting",
+                              shutdown_wait.count());
                 drain_sends();
-                return stopped_ ? 143 : 0;
-            }
-            if (shutdown_ && clock::now() > shutdown_deadline_) {
-                log::warn("not every worker came back for its last reply within {}s of the chief's shutdown: exiting",
-                          shutdown_wait.count());
-                drain_sends();
-                return stopped_ ? 143 : 0;
+                return stopped_ ? trainer::preempted_exit_status : 0;
             }
             std::optional<std::size_t> ready;
             w_.wait_until(
@@ -140,12 +138,11 @@ private:
                   total_params_, range.size() * 4 / 1000.0, sync_ ? "sync" : "async",
                   sync_ ? fmt::format(" aggregating {} of {} workers", replicas_, j_.num_workers) : "",
                   restore ? "restored from the checkpoint at" : "starting at", step_);
-        std::vector<float> values(shard_->values().begin(), shard_->values().end());
         done_ = step_ >= static_cast<std::uint64_t>(o_.train_steps);
-        sum_.resize(values.size());
+        sum_.resize(range.size());
         contributed_.assign(workers_.size(), false);
         for (std::size_t i = 0; i < workers_.size(); ++i) {
-            workers_[i].slot.resize(values.size());
+            workers_[i].slot.resize(range.size());
             post(i);
         }
         reply(0, reply_status::ok);
@@ -172,22 +169,37 @@ private:
     {
         auto& p = workers_[i];
         w_.wait_until([&] { return p.payload_send.done() || c_.peers[i]->failed(); }, clock::now() + far_future);
-        p.out = header{};
-        p.out.type = static_cast<std::uint8_t>(msg::params);
-        p.out.sender_role = 0;
-        p.out.sender_index = static_cast<std::uint16_t>(j_.me.index);
-        p.out.step = step_;
+        begin_reply(i, msg::params);
         const auto sent = done_ ? (stopped_ ? reply_status::stopped : reply_status::done) : status;
         p.out.status = static_cast<std::uint32_t>(sent);
         p.out.restored = restored_;
         if (sent == reply_status::done || sent == reply_status::stopped) p.told_done = true;
-        p.out.range_begin = shard_->range().begin;
-        p.out.range_end = shard_->range().end;
         std::span<const float> values = shard_->values();
         p.sending = values.data();
         p.out.payload_bytes = values.size_bytes();
-        p.send = w_.send(c_.data_ep(i), make_tag(msg::params, 0, j_.me.index), &p.out, sizeof p.out);
         p.payload_send = w_.send(c_.data_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
+        send_reply(i);
+    }
+
+    // The header of a reply to worker i: who, the step, the shard's range
+    // (once the previous header has left: UCX may still read it).
+    void begin_reply(std::size_t i, msg type)
+    {
+        auto& p = workers_[i];
+        if (!p.send.done()) w_.wait_until([&] { return p.send.done() || c_.peers[i]->failed(); }, clock::now() + far_future);
+        p.out = header{};
+        p.out.type = static_cast<std::uint8_t>(type);
+        p.out.sender_index = static_cast<std::uint16_t>(j_.me.index);
+        p.out.step = step_;
+        p.out.range_begin = shard_->range().begin;
+        p.out.range_end = shard_->range().end;
+    }
+
+    // Sends the header begun by begin_reply and posts worker i's next receive.
+    void send_reply(std::size_t i)
+    {
+        auto& p = workers_[i];
+        p.send = w_.send(c_.data_ep(i), make_tag(static_cast<msg>(p.out.type), 0, j_.me.index), &p.out, sizeof p.out);
         if (!p.lost && !p.posted) post(i);
     }
 
@@ -294,13 +306,7 @@ private:
     void on_save(std::size_t i)
     {
         auto& p = workers_[i];
-        w_.wait_until([&] { return p.send.done() || c_.peers[i]->failed(); }, clock::now() + far_future);
-        p.out = header{};
-        p.out.type = static_cast<std::uint8_t>(msg::saved);
-        p.out.sender_index = static_cast<std::uint16_t>(j_.me.index);
-        p.out.step = step_;
-        p.out.range_begin = shard_->range().begin;
-        p.out.range_end = shard_->range().end;
+        begin_reply(i, msg::saved);
         if (sync_ && p.in.step != step_) {
             p.out.status = static_cast<std::uint32_t>(save_status::moved_on);
         } else {
@@ -327,8 +333,7 @@ private:
                 p.out.status = static_cast<std::uint32_t>(save_status::failed);
             }
         }
-        p.send = w_.send(c_.data_ep(i), make_tag(msg::saved, 0, j_.me.index), &p.out, sizeof p.out);
-        if (!p.lost && !p.posted) post(i);
+        send_reply(i);
     }
 
     // The chief ends the job (or stops it for preemption): every worker
