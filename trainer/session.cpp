@@ -101,6 +101,28 @@ void check_compatible(const checkpoint::manifest& m, const session& s, const tra
                                 "--checkpoint-dir", name, m.optimizer, o.optimizer, m.optimizer));
 }
 
+checkpoint_schedule::checkpoint_schedule(const train_options& o)
+    : every_steps_(o.save_checkpoint_steps), every_secs_(o.save_checkpoint_secs), last_attempt_(std::chrono::steady_clock::now())
+{
+}
+
+bool checkpoint_schedule::due(std::int64_t step) const
+{
+    if (step == last_saved_) return false;
+    if (every_steps_ > 0 && step / every_steps_ > std::max<std::int64_t>(last_saved_, 0) / every_steps_) return true;
+    return every_secs_.count() > 0 && std::chrono::steady_clock::now() - last_attempt_ >= every_secs_;
+}
+
+std::uint64_t resumed_batches(const checkpoint::manifest& m, const train_options& o, int num_workers, int index)
+{
+    if (m.worker_batches.size() != static_cast<std::size_t>(num_workers) || m.seed != o.seed || m.batch_size != o.batch_size) {
+        log::info("data order starts afresh: the checkpoint was taken with {} workers, --seed {}, --batch-size {}",
+                  m.worker_batches.size(), m.seed, m.batch_size);
+        return 0;
+    }
+    return m.worker_batches[static_cast<std::size_t>(index)];
+}
+
 void check_loss(double loss, std::int64_t step)
 {
     if (!std::isfinite(loss))

@@ -10,6 +10,7 @@
 #include "trainer/progress.hpp"
 #include "trainer/ps/optimizer.hpp"
 
+#include <chrono>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,29 @@ checkpoint::manifest manifest_for(const session& s, const train_options& o, std:
 
 // Refuses (pstrain::error) a checkpoint of another model or optimizer.
 void check_compatible(const checkpoint::manifest& m, const session& s, const train_options& o);
+
+// When the chief checkpoints: every --save-checkpoint-steps global steps (a
+// step that jumps past a multiple counts, as async steps can) and when
+// --save-checkpoint-secs have passed since the last attempt.
+class checkpoint_schedule {
+public:
+    explicit checkpoint_schedule(const train_options& o);
+    bool due(std::int64_t step) const;
+    void attempted() { last_attempt_ = std::chrono::steady_clock::now(); }
+    void saved(std::int64_t step) { last_saved_ = step; }  // also: restored
+    std::int64_t last_saved() const { return last_saved_; }
+
+private:
+    std::int64_t every_steps_;
+    std::chrono::seconds every_secs_;
+    std::int64_t last_saved_ = -1;
+    std::chrono::steady_clock::time_point last_attempt_;
+};
+
+// The batches worker `index` of `num_workers` had drawn when checkpoint `m`
+// was taken; 0, with a line saying the data order starts afresh, when this
+// job's workers, seed or batch size differ from the checkpoint's.
+std::uint64_t resumed_batches(const checkpoint::manifest& m, const train_options& o, int num_workers, int index);
 
 // Fails with a clear line when the loss is not finite.
 void check_loss(double loss, std::int64_t step);

@@ -9,30 +9,22 @@
 #include "trainer/session.hpp"
 #include "trainer/signals.hpp"
 
-#include <chrono>
 
 namespace pstrain::trainer {
 namespace {
-
-using clock = std::chrono::steady_clock;
 
 // One process is its own PS: checkpoints are one shard and a manifest, in
 // the same format as a distributed job's, so either restores the other.
 class standalone_checkpoints {
 public:
-    explicit standalone_checkpoints(const train_options& o) : o_(o), last_time_(clock::now()) {}
+    explicit standalone_checkpoints(const train_options& o) : o_(o), schedule_(o) {}
 
-    bool due(std::int64_t step) const
-    {
-        if (step == last_saved_) return false;
-        if (o_.save_checkpoint_steps > 0 && step % o_.save_checkpoint_steps == 0) return true;
-        return o_.save_checkpoint_secs > 0 && clock::now() - last_time_ >= std::chrono::seconds(o_.save_checkpoint_secs);
-    }
+    bool due(std::int64_t step) const { return schedule_.due(step); }
 
     bool save(const session& s, const ps::parameter_shard& shard, std::int64_t step, std::uint64_t batches)
     {
-        last_time_ = clock::now();
-        if (step == last_saved_) return true;
+        schedule_.attempted();
+        if (step == schedule_.last_saved()) return true;
         checkpoint::shard_meta meta;
         meta.global_step = static_cast<std::uint64_t>(step);
         meta.range = shard.range();
@@ -50,18 +42,17 @@ public:
             log::error("checkpoint at global step {} failed: {}", step, e.what());
             return false;
         }
-        last_saved_ = step;
+        schedule_.saved(step);
         checkpoint::prune(o_.checkpoint_dir, o_.keep_checkpoints);
         log::info("checkpoint at global step {} saved: {}/{}", step, o_.checkpoint_dir, checkpoint::manifest_name(meta.global_step));
         return true;
     }
 
-    void restored(std::int64_t step) { last_saved_ = step; }
+    void restored(std::int64_t step) { schedule_.saved(step); }
 
 private:
     const train_options& o_;
-    std::int64_t last_saved_ = -1;
-    clock::time_point last_time_;
+    checkpoint_schedule schedule_;
 };
 
 }  // namespace
@@ -93,8 +84,8 @@ int run_standalone(const train_options& o)
         shard.restore(d.values, d.state, d.updates);
         first = static_cast<std::int64_t>(latest->global_step) + 1;
         saver.restored(first - 1);
-        if (latest->worker_batches.size() == 1 && latest->seed == o.seed && latest->batch_size == o.batch_size)
-            for (; batches < latest->worker_batches[0]; ++batches) sampler.next_batch(static_cast<std::size_t>(o.batch_size), rows);
+        batches = resumed_batches(*latest, o, 1, 0);
+        sampler.skip_batches(batches, static_cast<std::size_t>(o.batch_size));
         log::info("restored {} from {}/{} (global step {}, saved {})", s.net->describe(), o.checkpoint_dir,
                   checkpoint::manifest_name(latest->global_step), latest->global_step, latest->created);
     } else {

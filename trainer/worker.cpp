@@ -27,7 +27,7 @@ public:
           params_(*s_.backend, n_), grads_(*s_.backend, n_),
           client_(j, w, c, params_.data(), n_, std::chrono::seconds(o.peer_timeout)),
           sampler_(s_.data.train.rows, j.num_workers, j.me.index, o.seed, o.sample_with_replacement),
-          replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : j.num_workers)
+          replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : j.num_workers), schedule_(o)
     {
     }
 
@@ -38,7 +38,7 @@ public:
         std::int64_t next_eval = o_.eval_every > 0 ? (client_.global_step() / o_.eval_every + 1) * o_.eval_every : 0;
         std::int64_t last_step = client_.global_step(), local_steps = 0;
         auto t0 = clock::now();
-        last_save_time_ = t0;
+        schedule_.attempted();
         std::vector<std::uint32_t> rows;
         while (!client_.done()) {
             sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
@@ -57,7 +57,7 @@ public:
                 }
                 if (!o_.checkpoint_dir.empty() && !client_.done()) {
                     if (termination_requested()) return stop_for_preemption();
-                    if (checkpoint_due()) save_checkpoint();
+                    if (schedule_.due(client_.global_step())) save_checkpoint();
                 }
             }
         }
@@ -69,7 +69,7 @@ public:
             return preempted_exit_status;
         }
         if (!prog_) return 0;
-        const bool saved = o_.checkpoint_dir.empty() || last_saved_ == client_.global_step() || save_checkpoint();
+        const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == client_.global_step() || save_checkpoint();
         auto done = done_line(evaluate_on_test(s_, params_, client_.global_step(), *prog_), seconds, *prog_, j_.num_ps,
                               j_.num_workers, o_.sync_replicas ? "sync" : "async");
         client_.shutdown();
@@ -92,7 +92,7 @@ private:
             if (m) {
                 check_compatible(*m, s_, o_);
                 client_.restore(m->global_step);
-                last_saved_ = static_cast<std::int64_t>(m->global_step);
+                schedule_.saved(static_cast<std::int64_t>(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
                           s_.net->describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
                           m->created, m->shards.size(), o_.sync_replicas ? "sync" : "async", o_.train_steps);
@@ -116,26 +116,9 @@ private:
     void resume_data_position(std::uint64_t step)
     {
         const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
-        const auto index = static_cast<std::size_t>(j_.me.index);
-        if (m.worker_batches.size() != static_cast<std::size_t>(j_.num_workers) || m.seed != o_.seed ||
-            m.batch_size != o_.batch_size) {
-            log::info("data order starts afresh: the checkpoint was taken with {} workers, --seed {}, --batch-size {}",
-                      m.worker_batches.size(), m.seed, m.batch_size);
-            return;
-        }
-        std::vector<std::uint32_t> rows;
-        for (batches_ = 0; batches_ < m.worker_batches[index]; ++batches_)
-            sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
+        batches_ = resumed_batches(m, o_, j_.num_workers, j_.me.index);
+        sampler_.skip_batches(batches_, static_cast<std::size_t>(o_.batch_size));
         log::debug("data position restored: {} batches drawn (epoch {})", batches_, sampler_.epoch());
-    }
-
-    bool checkpoint_due() const
-    {
-        const auto step = client_.global_step();
-        if (step == last_saved_) return false;
-        if (o_.save_checkpoint_steps > 0 && step / o_.save_checkpoint_steps > std::max<std::int64_t>(last_saved_, 0) / o_.save_checkpoint_steps)
-            return true;
-        return o_.save_checkpoint_secs > 0 && clock::now() - last_save_time_ >= std::chrono::seconds(o_.save_checkpoint_secs);
     }
 
     // Every PS writes its shard, then the chief checks it can see them all
@@ -143,7 +126,7 @@ private:
     // said why; the previous checkpoint is intact) when it could not.
     bool save_checkpoint()
     {
-        last_save_time_ = clock::now();
+        schedule_.attempted();
         const auto t0 = clock::now();
         auto step = static_cast<std::uint64_t>(client_.global_step());
         for (int attempt = 0; attempt < 20; ++attempt) {
@@ -190,7 +173,7 @@ private:
                            "shares; the previous checkpoint is intact", step, e.what(), j_.peer_name(role::worker, j_.me.index));
                 return false;
             }
-            last_saved_ = static_cast<std::int64_t>(step);
+            schedule_.saved(static_cast<std::int64_t>(step));
             checkpoint::prune(o_.checkpoint_dir, o_.keep_checkpoints);
             const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
             if (prog_)
@@ -207,7 +190,7 @@ private:
     int stop_for_preemption()
     {
         log::info("SIGTERM at global step {}: saving a checkpoint, then stopping every task", client_.global_step());
-        const bool saved = last_saved_ == client_.global_step() || save_checkpoint();
+        const bool saved = schedule_.last_saved() == client_.global_step() || save_checkpoint();
         client_.shutdown(true);
         if (!saved) {
             log::error("stopped at global step {} without a new checkpoint (see the error above): a requeued job resumes "
@@ -215,7 +198,7 @@ private:
             return 1;
         }
         log::info("stopped at global step {}: exiting with status {} so that a requeued job resumes from {}/{}",
-                  client_.global_step(), preempted_exit_status, o_.checkpoint_dir, checkpoint::manifest_name(last_saved_));
+                  client_.global_step(), preempted_exit_status, o_.checkpoint_dir, checkpoint::manifest_name(schedule_.last_saved()));
         return preempted_exit_status;
     }
 
@@ -230,9 +213,8 @@ private:
     data::sampler sampler_;
     int replicas_;
     std::uint64_t batches_ = 0;         // batches drawn, across restarts
-    std::int64_t last_saved_ = -1;      // global step of the newest checkpoint
+    checkpoint_schedule schedule_;      // the chief's: when to checkpoint, the newest one's step
     std::optional<progress> prog_;      // the chief's progress lines and metrics file
-    clock::time_point last_save_time_;
 };
 
 }  // namespace

@@ -52,6 +52,12 @@ void sampler::seek(std::uint64_t epoch, std::size_t position)
     position_ = std::min(position, order_.size());
 }
 
+void sampler::skip_batches(std::uint64_t n, std::size_t batch_size)
+{
+    std::vector<std::uint32_t> rows;
+    for (std::uint64_t b = 0; b < n; ++b) next_batch(batch_size, rows);
+}
+
 void sampler::next_batch(std::size_t batch_size, std::vector<std::uint32_t>& out)
 {
     out.resize(batch_size);

@@ -21,6 +21,9 @@ public:
     std::size_t position() const { return position_; }
     // Continue from a saved position (checkpoint restore).
     void seek(std::uint64_t epoch, std::size_t position);
+    // Draws and drops n batches: the order after them is the one a run that
+    // drew them would see next.
+    void skip_batches(std::uint64_t n, std::size_t batch_size);
 
 private:
     void shuffle_epoch();

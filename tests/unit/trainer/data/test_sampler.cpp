@@ -74,3 +74,17 @@ BOOST_AUTO_TEST_CASE(with_replacement_stays_in_the_shard)
     BOOST_TEST(distinct.size() > 1u);
     for (auto i : batch) BOOST_TEST(i % 3 == 2u);
 }
+
+BOOST_AUTO_TEST_CASE(skipped_batches_leave_the_order_a_full_run_sees)
+{
+    for (bool with_replacement : {false, true}) {
+        sampler full(1000, 3, 1, 7, with_replacement), resumed(1000, 3, 1, 7, with_replacement);
+        std::vector<std::uint32_t> a, b;
+        for (int i = 0; i < 25; ++i) full.next_batch(32, a);  // past an epoch of 333 rows
+        resumed.skip_batches(25, 32);
+        full.next_batch(32, a);
+        resumed.next_batch(32, b);
+        BOOST_TEST(a == b, boost::test_tools::per_element());
+        BOOST_TEST(full.epoch() == resumed.epoch());
+    }
+}

@@ -1,0 +1,53 @@
+// When the chief checkpoints, and where a resumed worker's data goes on.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE session
+#include <boost/test/unit_test.hpp>
+
+#include "trainer/session.hpp"
+
+using namespace pstrain::trainer;
+
+BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_even_when_steps_jump)
+{
+    train_options o;
+    o.save_checkpoint_steps = 100;
+    o.save_checkpoint_secs = 0;
+    checkpoint_schedule s(o);
+    BOOST_TEST(!s.due(1));
+    BOOST_TEST(!s.due(99));
+    BOOST_TEST(s.due(100));
+    s.saved(100);
+    BOOST_TEST(!s.due(100));
+    BOOST_TEST(!s.due(199));
+    BOOST_TEST(s.due(203));  // async: global_step jumped past 200
+    s.saved(203);
+    BOOST_TEST(!s.due(250));
+    BOOST_TEST(s.due(300));
+}
+
+BOOST_AUTO_TEST_CASE(checkpoints_by_time_from_the_last_attempt)
+{
+    train_options o;
+    o.save_checkpoint_steps = 0;
+    o.save_checkpoint_secs = 600;
+    checkpoint_schedule by_time(o);
+    BOOST_TEST(!by_time.due(5));
+    o.save_checkpoint_secs = 0;
+    checkpoint_schedule never(o);
+    BOOST_TEST(!never.due(1000000));
+}
+
+BOOST_AUTO_TEST_CASE(data_position_resumes_only_for_the_same_workers_seed_and_batch)
+{
+    train_options o;
+    o.seed = 3;
+    o.batch_size = 50;
+    pstrain::checkpoint::manifest m;
+    m.seed = 3;
+    m.batch_size = 50;
+    m.worker_batches = {10, 12, 9};
+    BOOST_TEST(resumed_batches(m, o, 3, 1) == 12u);
+    BOOST_TEST(resumed_batches(m, o, 2, 1) == 0u);  // another number of workers: other shards
+    o.batch_size = 100;
+    BOOST_TEST(resumed_batches(m, o, 3, 1) == 0u);
+}
