@@ -34,6 +34,29 @@ expect_eq() {  # expect_eq ACTUAL EXPECTED WHAT
   [ "$1" = "$2" ] || fail "$3: expected '$2', got '$1'"
 }
 
+# expect_at_least ACTUAL MIN WHAT: numbers, ACTUAL >= MIN
+expect_at_least() {
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)" "$1" "$2" ||
+    fail "$3: $1 < $2"
+}
+
+pstrain=$PSTRAIN_BUILDDIR/trainer/pstrain
+# The last JSON line of files (or stdin), and one field of a JSON line.
+last_json() { grep '^{"' "$@" | tail -n 1; }
+field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
+
+# The pstrain processes of this test's job (started with
+# PSTRAIN_TEST_TAG=$TEST_TAG), as "pid ROLE INDEX" lines; the launching
+# srun, timeout and env carry the tag too, with an empty ROLE.
+job_tasks() {
+  local p env
+  for p in $(pgrep -f "$pstrain"); do
+    env=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null) || continue
+    grep -qx "PSTRAIN_TEST_TAG=$TEST_TAG" <<<"$env" || continue
+    echo "$p $(sed -n 's/^PSTRAIN_ROLE=//p' <<<"$env") $(sed -n 's/^PSTRAIN_TASK_INDEX=//p' <<<"$env")"
+  done
+}
+
 # Every node of the test cluster is idle (a bad input must never drain one).
 expect_nodes_idle() {
   local states

@@ -2,11 +2,8 @@
 # resume at the checkpoint's step, SIGTERM and requeue of an sbatch job,
 # restore with another number of PS tasks, and every bad input.
 
-pstrain=$PSTRAIN_BUILDDIR/trainer/pstrain
 train_sh=$PSTRAIN_SRCDIR/scripts/train.sh
 export OMP_NUM_THREADS=1
-last_json() { grep '^{"' "$@" | tail -n 1; }
-field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"; }
 # the newest complete checkpoint's step, from `pstrain checkpoint inspect`
 newest_step() { "$pstrain" checkpoint inspect "$1" | sed -n 's/^newest complete: .* (global step \([0-9]*\),.*/\1/p'; }
 adam=(--optimizer adam --learning-rate 0.001 --device cpu)
@@ -18,14 +15,8 @@ same_number() {  # same_number A B WHAT: equal to float tolerance
   python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-6 * max(1, abs(b)) else 1)" "$1" "$2" ||
     fail "$3: $1 differs from $2"
 }
-# pids of this test's pstrain tasks (not srun, timeout or env, which carry the tag too)
-tagged_tasks() {
-  local p
-  for p in $(pgrep -x pstrain); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PSTRAIN_TEST_TAG=$TEST_TAG" && echo "$p"
-  done
-  return 0
-}
+# pids of this test's pstrain tasks (not the srun, timeout and env that launched them)
+tagged_tasks() { job_tasks | awk '$2 != "" {print $1}'; }
 
 test_checkpoints_are_written_private_and_pruned() {
   job 1 2 "${adam[@]}" --sync-replicas --train-steps 500 --checkpoint-dir "$PWD/ckpt" --save-checkpoint-steps 100 --keep-checkpoints 2 \
@@ -129,7 +120,7 @@ test_killed_job_resumes_at_the_checkpoint_and_reaches_the_same_accuracy() {
   # uninterrupted run, well within the accuracy band.
   echo "uninterrupted: $straight; resumed: $resumed" >>"$TEST_LOG"
   same_number "$(field "$resumed" test_accuracy)" "$(field "$straight" test_accuracy)" "test accuracy after the resume"
-  python3 -c "import sys; sys.exit(0 if $(field "$resumed" test_accuracy) >= 0.87 else 1)" || fail "accuracy out of band"
+  expect_at_least "$(field "$resumed" test_accuracy)" 0.87 "test accuracy after the resume"
 }
 
 # sbatch train.sh, SIGTERM by $1 once training runs; the job must
