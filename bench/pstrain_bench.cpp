@@ -20,6 +20,7 @@
 #include "trainer/ps/server.hpp"
 #include "trainer/transport/ucx.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -50,7 +51,7 @@ int main(int argc, char** argv)
     CLI::App app{"pstrain-bench: push+pull goodput between a worker and a PS"};
     int port = 26000, iters = 2000, warmup = 100;
     std::size_t bytes = 318040;
-    std::string progress = "event";
+    std::string progress = "event", shared_memory = "auto";
     bool sync = false;
     app.require_subcommand(1);
     auto* server = app.add_subcommand("server", "run the PS side");
@@ -60,6 +61,8 @@ int main(int argc, char** argv)
         sub->add_option("--port", port, "the PS's port")->check(CLI::Range(1024, 65000));
         sub->add_option("--progress", progress)->check(CLI::IsMember({"event", "spin"}));
         sub->add_flag("--sync", sync, "the PS in sync mode (default: async, as the trainer's default)");
+        sub->add_option("--shared-memory", shared_memory, "auto (the PS maps the worker's buffers on one host) or off (messages)")
+            ->check(CLI::IsMember({"auto", "off"}));
     }
     for (auto* sub : {client, pmix}) {
         sub->add_option("--bytes", bytes, "message size: the shard's bytes")->check(CLI::Range(std::size_t(4), std::size_t(1) << 30));
@@ -80,6 +83,7 @@ int main(int argc, char** argv)
         o.train_steps = std::int64_t(1) << 40;
         o.progress = progress;
         o.sync_replicas = sync;
+        o.shared_memory = shared_memory;
         bootstrap::job j;
         if (*pmix) {
             auto found = bootstrap::detect_job(o);
@@ -97,18 +101,19 @@ int main(int argc, char** argv)
         log::set_prefix("pstrain-bench[worker]");
         auto peers = bootstrap::connect(j, w, std::chrono::seconds(30));
         const std::size_t n = bytes / sizeof(float);
-        std::vector<float> params(n, 0.5f), grads(n, 0.25f);
-        ps::client c(j, w, peers, params.data(), n, std::chrono::seconds(60));
-        c.init(params.data());
-        for (int i = 0; i < warmup; ++i) c.push(grads.data(), 0);
+        ps::client c(j, w, peers, n, std::chrono::seconds(60), shared_memory == "auto");
+        std::ranges::fill(c.params(), 0.5f);
+        std::ranges::fill(c.grads(), 0.25f);
+        c.init();
+        for (int i = 0; i < warmup; ++i) c.push(0);
         auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) c.push(grads.data(), 0);
+        for (int i = 0; i < iters; ++i) c.push(0);
         double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         c.shutdown();
         const double moved = 2.0 * static_cast<double>(n * sizeof(float)) * iters;
         nlohmann::json result{{"bytes", n * sizeof(float)}, {"iters", iters}, {"seconds", seconds},
                               {"round_trip_us", seconds / iters * 1e6}, {"goodput_MiBps", moved / seconds / (1 << 20)},
-                              {"progress", progress}};
+                              {"progress", progress}, {"shared_memory", c.mapped(0)}};
         fmt::print("{}\n", result.dump());
         for (auto* list : {&peers.fast, &peers.peers})
             for (auto& ep : *list)

@@ -39,6 +39,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
     app.add_option("--progress", o.progress, "event (block on UCX's event fd) or spin (busy-poll)")
         ->check(CLI::IsMember({"event", "spin"}))->group(dist)->capture_default_str();
+    app.add_option("--shared-memory", o.shared_memory,
+                   "auto (a PS reads gradients from and writes values into the memory of workers on its host) or off "
+                   "(UCX messages only)")
+        ->check(CLI::IsMember({"auto", "off"}))->group(dist)->capture_default_str();
 
     auto* data = "Data";
     app.add_option("--data-dir", o.data_dir, "MNIST-format IDX files (.gz or plain) or train.csv/test.csv")

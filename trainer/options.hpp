@@ -20,6 +20,7 @@ struct train_options {
     int bootstrap_timeout = 60;     // seconds
     int peer_timeout = 600;         // seconds without an answer from a peer
     std::string progress = "event";
+    std::string shared_memory = "auto";  // auto: a PS maps the buffers of workers on its host; off: messages only
     // data
     std::string data_dir;
     bool sample_with_replacement = false;

@@ -24,8 +24,8 @@ class worker_task {
 public:
     worker_task(const train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& c)
         : o_(o), j_(j), w_(w), c_(c), s_(open_session(o)), n_(s_.net->num_params()),
-          params_(*s_.backend, n_), grads_(*s_.backend, n_),
-          client_(j, w, c, params_.data(), n_, std::chrono::seconds(o.peer_timeout)),
+          client_(j, w, c, n_, std::chrono::seconds(o.peer_timeout), o.shared_memory == "auto"),
+          params_(client_.params()), grads_(client_.grads()), pin_(*s_.backend, params_.data(), 2 * n_ * sizeof(float)),
           sampler_(s_.data.train.rows, j.num_workers, j.me.index, o.seed, o.sample_with_replacement),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : j.num_workers), schedule_(o)
     {
@@ -45,7 +45,7 @@ public:
             ++batches_;
             double loss = s_.net->compute_gradients(params_, s_.data.train, rows, grads_);
             check_loss(loss, client_.global_step());
-            client_.push(grads_.data(), batches_);
+            client_.push(batches_);
             ++local_steps;
             if (prog_) {
                 const std::int64_t per_step = o_.sync_replicas ? replicas_ : 1;
@@ -103,7 +103,7 @@ private:
                           o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, j_.num_workers)
                                            : std::string("async"),
                           o_.train_steps);
-                client_.init(params_.data());
+                client_.init();
             }
         } else {
             client_.pull();
@@ -208,8 +208,11 @@ private:
     bootstrap::connections& c_;
     session s_;
     std::size_t n_;
-    compute::host_array<float> params_, grads_;  // pinned on a GPU: UCX sends and receives them in place
     ps::client client_;
+    // The client's exchange buffers (params, then grads, in one mapping):
+    // the model reads and writes them in place; pinned on a GPU.
+    std::span<float> params_, grads_;
+    compute::host_pin pin_;
     data::sampler sampler_;
     int replicas_;
     std::uint64_t batches_ = 0;         // batches drawn, across restarts

@@ -60,6 +60,8 @@ test_two_ps_three_workers_over_tcp() {
   expect_eq "$(field "$done" workers)" 3 "workers"
   expect_eq "$(field "$done" global_step)" 300 "global_step"
   expect_contains "pstrain[ps 1]: shard [39755, 79510)"
+  # No shared memory in UCX_TLS: every worker gets messages from both PS.
+  expect_contains "pstrain[worker 2]: gradients and parameters go through UCX messages with ps 0 (n1), ps 1 (n"
 }
 
 test_static_spec_on_loopback_without_slurm() {
@@ -101,6 +103,24 @@ test_sync_same_seed_same_result() {
   expect_rc 0
   b=$(field "$(last_json <<<"$out")" test_cross_entropy)
   expect_eq "$b" "$a" "final test cross-entropy of the second run"
+}
+
+# On one host the PS maps the workers' buffers (UCX shared memory) and
+# reads gradients and writes values there; the numbers must be exactly those
+# of the message path (sync mode, same seed), through 2 PS and 2 workers.
+test_shared_memory_same_result_as_messages() {
+  local a b
+  run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 300 --seed 7
+  expect_rc 0
+  expect_contains "pstrain[worker 0]: gradients and parameters go through shared memory with ps 0 (n1), ps 1 (n"
+  expect_contains "pstrain[worker 1]: gradients and parameters go through shared memory with ps 0 (n1), ps 1 (n"
+  a=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 300 --seed 7 \
+    --shared-memory off
+  expect_rc 0
+  expect_not_contains "through shared memory"
+  b=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  expect_eq "$b" "$a" "final test cross-entropy through messages (shared memory gave $a)"
 }
 
 # kill_during ROLE INDEX pstrain-args...: starts the job, kills the task

@@ -26,6 +26,11 @@ public:
     // (batches, parameters, gradients): page-locked on a GPU backend.
     virtual void* allocate_host(std::size_t bytes) = 0;  // zero-filled
     virtual void release_host(void* p) noexcept = 0;
+    // Page-locks host memory allocated elsewhere (the PS exchange buffers);
+    // false when the device cannot (transfers then go through pageable
+    // memory, slower but correct).  A no-op on the CPU backend.
+    virtual bool pin_host(void* p, std::size_t bytes) = 0;
+    virtual void unpin_host(void* p) noexcept = 0;
     virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void synchronize() = 0;
@@ -91,6 +96,20 @@ private:
     backend* be_ = nullptr;
     std::size_t n_ = 0;
     T* p_ = nullptr;
+};
+
+// RAII backend::pin_host.
+class host_pin {
+public:
+    host_pin(backend& be, void* p, std::size_t bytes) : be_(be), p_(be.pin_host(p, bytes) ? p : nullptr) {}
+    ~host_pin() { if (p_) be_.unpin_host(p_); }
+    host_pin(const host_pin&) = delete;
+    host_pin& operator=(const host_pin&) = delete;
+    bool pinned() const { return p_ != nullptr; }
+
+private:
+    backend& be_;
+    void* p_;
 };
 
 // RAII host array from backend::allocate_host.

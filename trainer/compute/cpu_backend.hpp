@@ -16,6 +16,8 @@ public:
     void release(void* p) noexcept override;
     void* allocate_host(std::size_t bytes) override { return allocate(bytes); }
     void release_host(void* p) noexcept override { release(p); }
+    bool pin_host(void*, std::size_t) override { return true; }
+    void unpin_host(void*) noexcept override {}
     void copy_to_device(void* dst, const void* src, std::size_t bytes) override;
     void copy_to_host(void* dst, const void* src, std::size_t bytes) override;
     void synchronize() override {}

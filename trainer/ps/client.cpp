@@ -1,31 +1,70 @@
 #include "trainer/ps/client.hpp"
 
 #include "common/error.hpp"
+#include "common/log.hpp"
+
+#include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace pstrain::ps {
 
 using clock = std::chrono::steady_clock;
 
-client::client(const bootstrap::job& j, transport::worker& w, bootstrap::connections& c, float* params, std::size_t total,
-               std::chrono::seconds timeout)
-    : j_(j), w_(w), c_(c), params_(params), total_(total), timeout_(timeout), map_(make_shard_map(total, j.num_ps)),
-      in_(map_.size()), out_(map_.size()), recvs_(map_.size()), payload_recvs_(map_.size()), sends_(map_.size()),
-      payload_sends_(map_.size()), base_step_(map_.size(), 0)
+client::client(const bootstrap::job& j, transport::worker& w, bootstrap::connections& c, std::size_t total,
+               std::chrono::seconds timeout, bool shared_memory)
+    : j_(j), w_(w), c_(c), total_(total), timeout_(timeout), memory_(w.ctx(), 2 * total * sizeof(float)),
+      params_(static_cast<float*>(memory_.data())), grads_(params_ + total), offer_(shared_memory),
+      map_(make_shard_map(total, j.num_ps)), in_(map_.size()), out_(map_.size()), recvs_(map_.size()),
+      payload_recvs_(map_.size()), sends_(map_.size()), payload_sends_(map_.size()), base_step_(map_.size(), 0)
 {
+    mapped_.assign(map_.size(), 0);
+    via_map_.assign(map_.size(), 0);
+}
+
+void client::map_buffers()
+{
+    offered_ = true;
+    auto key = memory_.packed_key();
+    if (sizeof(map_request) + key.size() > max_map_request) {
+        log::debug("UCX's remote key is {} bytes: exchanges go through messages", key.size());
+        return;
+    }
+    map_request r;
+    r.params_address = reinterpret_cast<std::uintptr_t>(params_);
+    r.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
+    r.key_bytes = key.size();
+    std::vector<std::uint8_t> blob(sizeof r);
+    std::memcpy(blob.data(), &r, sizeof r);
+    blob.insert(blob.end(), key.begin(), key.end());
+    exchange(msg::map, nullptr, std::nullopt, 0, 0, blob);
+    std::vector<std::string> shared, messages;
+    for (std::size_t p = 0; p < map_.size(); ++p)
+        (mapped_[p] ? shared : messages).push_back(j_.peer_name(role::ps, static_cast<int>(p)));
+    if (messages.empty())
+        log::info("gradients and parameters go through shared memory with {}", fmt::join(shared, ", "));
+    else if (shared.empty())
+        log::info("gradients and parameters go through UCX messages with {}", fmt::join(messages, ", "));
+    else
+        log::info("gradients and parameters go through shared memory with {} and through UCX messages with {}",
+                  fmt::join(shared, ", "), fmt::join(messages, ", "));
 }
 
 void client::exchange(msg type, const float* payload, std::optional<std::uint64_t> step, std::uint32_t status,
-                      std::uint64_t extra)
+                      std::uint64_t extra, std::span<const std::uint8_t> bytes)
 {
+    const bool gradients_or_values = type == msg::push || type == msg::pull;
+    if (gradients_or_values && offer_ && !offered_) map_buffers();
     const auto deadline = clock::now() + timeout_;
+    for (std::size_t p = 0; p < map_.size(); ++p) via_map_[p] = gradients_or_values && mapped_[p];
     // Receives first, so replies land in place.  Replies without a payload
-    // (ABORT, SAVED) leave the payload receive to be cancelled below.
+    // (ABORT, SAVED, MAPPED) leave the payload receive to be cancelled below.
     for (std::size_t p = 0; p < map_.size(); ++p) {
         recvs_[p] = w_.recv(sender_tag(0, static_cast<int>(p)), tag_header_mask, &in_[p], sizeof(header));
-        payload_recvs_[p] = w_.recv(make_tag(msg::payload, 0, static_cast<int>(p)), tag_full_mask, params_ + map_[p].begin,
-                                    map_[p].size() * sizeof(float));
+        payload_recvs_[p] = via_map_[p] ? transport::request()
+                                        : w_.recv(make_tag(msg::payload, 0, static_cast<int>(p)), tag_full_mask,
+                                                  params_ + map_[p].begin, map_[p].size() * sizeof(float));
     }
     for (std::size_t p = 0; p < map_.size(); ++p) {
         auto& h = out_[p];
@@ -34,16 +73,20 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         h.sender_role = 1;
         h.sender_index = static_cast<std::uint16_t>(j_.me.index);
         h.step = step ? *step : base_step_[p];
-        h.status = status;
+        h.status = via_map_[p] ? in_mapped_memory : status;
         h.extra = extra;
         h.aux = static_cast<std::uint32_t>(total_);
         h.range_begin = map_[p].begin;
         h.range_end = map_[p].end;
-        const std::size_t bytes = payload ? map_[p].size() * sizeof(float) : 0;
-        h.payload_bytes = bytes;
+        const void* data = bytes.data();
+        std::size_t size = bytes.size();
+        if (payload && !via_map_[p]) {
+            data = payload + map_[p].begin;
+            size = map_[p].size() * sizeof(float);
+        }
+        h.payload_bytes = size;
         sends_[p] = w_.send(c_.data_ep(p), make_tag(type, 1, j_.me.index), &h, sizeof h);
-        payload_sends_[p] = bytes ? w_.send(c_.data_ep(p), make_tag(msg::payload, 1, j_.me.index), payload + map_[p].begin, bytes)
-                                  : transport::request();
+        payload_sends_[p] = size ? w_.send(c_.data_ep(p), make_tag(msg::payload, 1, j_.me.index), data, size) : transport::request();
     }
     auto header_is_abort = [&](std::size_t p) { return recvs_[p].done() && static_cast<msg>(in_[p].type) == msg::abort; };
     auto pending = [&](std::size_t p) {
@@ -97,7 +140,7 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         throw error(fmt::format("{} ended the job: it lost {}", j_.peer_name(role::ps, static_cast<int>(p)),
                                 j_.peer_name(lost, static_cast<int>(in_[p].aux))));
     }
-    const msg expected = type == msg::save ? msg::saved : msg::params;
+    const msg expected = type == msg::save ? msg::saved : type == msg::map ? msg::mapped : msg::params;
     for (std::size_t p = 0; p < map_.size(); ++p) {
         const auto who = j_.peer_name(role::ps, static_cast<int>(p));
         if (!whole(p)) {
@@ -119,8 +162,15 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         if (static_cast<msg>(h.type) != expected)
             throw error(fmt::format("{} answered with message type {} where {} was expected: are all tasks running the same pstrain?",
                                     who, h.type, static_cast<int>(expected)));
+        if (via_map_[p] && h.payload_bytes != 0)
+            throw error(fmt::format("{} sent values as a message where it writes them into this worker's memory: "
+                                    "are all tasks running the same pstrain?", who));
     }
     if (type == msg::save) return;
+    if (type == msg::map) {
+        for (std::size_t p = 0; p < map_.size(); ++p) mapped_[p] = in_[p].status == 1;
+        return;
+    }
     for (std::size_t p = 0; p < map_.size(); ++p) {
         base_step_[p] = in_[p].step;
         const auto s = static_cast<reply_status>(in_[p].status);

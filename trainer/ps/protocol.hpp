@@ -9,9 +9,17 @@
 //   worker -> ps   SHUTDOWN  status 1: stop for preemption (workers are told `stopped`)
 //   worker -> ps   HELLO     static-spec bootstrap: the sender's UCX address as payload
 //   worker -> ps   SAVE      chief: write this PS's shard of the checkpoint at `step`
+//   worker -> ps   MAP       the worker's exchange buffers: payload = map_request
+//                            followed by their packed UCX remote key
+//   worker -> ps   PUSH/PULL status 1 (in_mapped_memory): the gradient is in the
+//                            worker's mapped gradient buffer, no payload follows;
+//                            the PS writes the values into its mapped parameter
+//                            buffer and replies with a PARAMS header alone
 //   ps -> worker   PARAMS    reply to PULL/PUSH/INIT: values at global_step `step`, `status`
 //   ps -> worker   SAVED     reply to SAVE: save_status; step written (or the PS's
 //                            step when it has moved on); aux = crc32, extra = bytes
+//   ps -> worker   MAPPED    reply to MAP: status 1 when this PS mapped the buffers
+//                            (shared memory on one host), 0 when it cannot
 //   ps -> worker   ABORT     training cannot go on; `lost_role`/`lost_index` say why
 //
 // A message with a payload travels as two UCX messages: the header, then the
@@ -20,17 +28,35 @@
 // to copied fragments).  Between two tasks at most one message is in flight
 // each way, and UCX keeps the order of equal tags, so they pair up.
 //
+// Mapped memory: on one host UCX can map a peer's memory into this process
+// (ucp_rkey_ptr on a shared-memory key).  A PS that has mapped a worker's
+// buffers reads its gradient and writes its new values in place: a push and
+// its reply cost two 64-byte headers and no copy through UCX.  The PS
+// touches a worker's buffers only while that worker waits for its reply.
+//
 // Tag: type (8 bits) | sender role (8 bits) | sender index (16 bits) | 32 free bits.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace pstrain::ps {
 
 // Header types are below 16; the payload type is 16 (see tag_header_mask).
-enum class msg : std::uint8_t { init = 1, pull, push, shutdown, hello, params, abort, save, saved, payload = 16 };
+enum class msg : std::uint8_t { init = 1, pull, push, shutdown, hello, params, abort, save, saved, map, mapped, payload = 16 };
 
 enum class reply_status : std::uint32_t { ok = 0, stale = 1, done = 2, stopped = 3 };
+// PUSH/PULL status: the exchange goes through the worker's mapped buffers.
+inline constexpr std::uint32_t in_mapped_memory = 1;
+
+// MAP payload: where the worker's buffers are (its addresses), then the key.
+struct map_request {
+    std::uint64_t params_address = 0;  // total floats: the PS writes its range
+    std::uint64_t grads_address = 0;   // total floats: the PS reads its range
+    std::uint64_t key_bytes = 0;
+};
+inline constexpr std::size_t max_map_request = 1024;  // a larger key is not offered
+
 enum class save_status : std::uint32_t { saved = 0, moved_on = 1, failed = 2 };
 
 struct header {

@@ -9,6 +9,8 @@
 #include "trainer/signals.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
@@ -21,7 +23,7 @@ constexpr auto far_future = std::chrono::hours(24 * 365);
 
 struct peer_state {
     header in;                       // header of the last message
-    std::vector<float> slot;         // its payload (a gradient)
+    std::vector<float> slot;         // its payload (a gradient, or a MAP request)
     transport::request recv;         // the posted header receive
     transport::request payload_recv; // the posted payload receive
     bool posted = false, payload_posted = false;
@@ -31,6 +33,17 @@ struct peer_state {
     header out;                      // header of the reply in flight
     transport::request send, payload_send;
     const float* sending = nullptr;  // the values buffer its reply reads until payload_send is done
+    // Its exchange buffers mapped here (MAP), already at this shard's range.
+    std::unique_ptr<transport::remote_key> key;
+    float* mapped_params = nullptr;
+    const float* mapped_grads = nullptr;
+
+    // The last PUSH/PULL goes through the mapped buffers.
+    bool via_map() const
+    {
+        const auto t = static_cast<msg>(in.type);
+        return mapped_params && (t == msg::push || t == msg::pull) && in.status == in_mapped_memory;
+    }
 
     // A whole message is here: its header, and its payload if it has one.
     bool ready() { return posted && recv.done() && (in.payload_bytes == 0 || payload_recv.done()); }
@@ -142,7 +155,7 @@ private:
         sum_.resize(range.size());
         contributed_.assign(workers_.size(), false);
         for (std::size_t i = 0; i < workers_.size(); ++i) {
-            workers_[i].slot.resize(range.size());
+            workers_[i].slot.resize(std::max(range.size(), max_map_request / sizeof(float)));
             post(i);
         }
         reply(0, reply_status::ok);
@@ -175,9 +188,16 @@ private:
         p.out.restored = restored_;
         if (sent == reply_status::done || sent == reply_status::stopped) p.told_done = true;
         std::span<const float> values = shard_->values();
-        p.sending = values.data();
-        p.out.payload_bytes = values.size_bytes();
-        p.payload_send = w_.send(c_.data_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
+        if (p.via_map()) {
+            // The worker waits for this reply: its buffer is ours until the header leaves.
+            std::copy(values.begin(), values.end(), p.mapped_params);
+            p.sending = nullptr;
+            p.out.payload_bytes = 0;
+        } else {
+            p.sending = values.data();
+            p.out.payload_bytes = values.size_bytes();
+            p.payload_send = w_.send(c_.data_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
+        }
         send_reply(i);
     }
 
@@ -217,6 +237,22 @@ private:
         return spares_.emplace_back();
     }
 
+    // A reply in flight still reads the current values buffer.
+    bool values_in_flight()
+    {
+        const float* current = shard_->values().data();
+        for (std::size_t k = 0; k < workers_.size(); ++k)
+            if (workers_[k].sending == current && !workers_[k].payload_send.done() && !c_.peers[k]->failed()) return true;
+        return false;
+    }
+
+    // Worker i's gradient: in its mapped buffer or in the slot its payload came to.
+    std::span<const float> gradient(std::size_t i) const
+    {
+        const auto& p = workers_[i];
+        return {p.via_map() ? p.mapped_grads : p.slot.data(), shard_->range().size()};
+    }
+
     // Before the values change: every reply in flight has left.
     void drain_sends()
     {
@@ -243,6 +279,11 @@ private:
         case msg::save:
             on_save(i);
             return std::nullopt;
+        case msg::map:
+            begin_reply(i, msg::mapped);
+            p.out.status = map_buffers(i) ? 1 : 0;
+            send_reply(i);
+            return std::nullopt;
         case msg::shutdown:
             on_shutdown(p.in.status == 1);
             return std::nullopt;
@@ -262,11 +303,17 @@ private:
             reply(i, reply_status::done);
             return;
         }
-        if (p.in.payload_bytes != p.slot.size() * sizeof(float))
-            throw error(fmt::format("a gradient of {} bytes came from {}, the shard has {}", p.in.payload_bytes,
-                                    j_.peer_name(role::worker, static_cast<int>(i)), p.slot.size() * sizeof(float)));
+        const std::size_t shard_bytes = shard_->range().size() * sizeof(float);
+        if (p.in.status == in_mapped_memory ? !p.via_map() : p.in.payload_bytes != shard_bytes)
+            throw error(fmt::format("a gradient of {} bytes{} came from {}, the shard has {}", p.in.payload_bytes,
+                                    p.in.status == in_mapped_memory ? " in memory this PS has not mapped" : "",
+                                    j_.peer_name(role::worker, static_cast<int>(i)), shard_bytes));
         if (!sync_) {
-            shard_->apply_into(free_spare(), p.slot);
+            // In place unless a reply in flight still reads the values.
+            if (values_in_flight())
+                shard_->apply_into(free_spare(), gradient(i));
+            else
+                shard_->apply(gradient(i));
             advance();
             reply(i, reply_status::ok);
             return;
@@ -282,7 +329,7 @@ private:
         std::fill(sum_.begin(), sum_.end(), 0.0f);
         for (std::size_t k = 0; k < workers_.size(); ++k) {
             if (!contributed_[k]) continue;
-            const auto& g = workers_[k].slot;
+            const auto g = gradient(k);
             for (std::size_t e = 0; e < sum_.size(); ++e) sum_[e] += g[e];
         }
         const float scale = 1.0f / static_cast<float>(replicas_);
@@ -296,6 +343,35 @@ private:
             reply(k, reply_status::ok);
         }
         count_ = 0;
+    }
+
+    // MAP: worker i offers its exchange buffers.  True when UCX maps them
+    // here (same host, shared memory in UCX_TLS, --shared-memory auto).
+    bool map_buffers(std::size_t i)
+    {
+        auto& p = workers_[i];
+        const auto who = j_.peer_name(role::worker, static_cast<int>(i));
+        map_request r;
+        if (p.in.payload_bytes < sizeof r || p.in.payload_bytes > max_map_request)
+            throw error(fmt::format("a malformed MAP message came from {}: are all tasks running the same pstrain?", who));
+        const auto* bytes = reinterpret_cast<const std::uint8_t*>(p.slot.data());
+        std::memcpy(&r, bytes, sizeof r);
+        if (sizeof r + r.key_bytes != p.in.payload_bytes)
+            throw error(fmt::format("a malformed MAP message came from {}: are all tasks running the same pstrain?", who));
+        if (o_.shared_memory != "auto") return false;
+        try {
+            auto key = std::make_unique<transport::remote_key>(c_.data_ep(i), std::span(bytes + sizeof r, r.key_bytes));
+            auto* params = static_cast<float*>(key->local_pointer(r.params_address));
+            auto* grads = static_cast<const float*>(key->local_pointer(r.grads_address));
+            if (!params || !grads) return false;
+            p.key = std::move(key);
+            p.mapped_params = params + shard_->range().begin;
+            p.mapped_grads = grads + shard_->range().begin;
+            return true;
+        } catch (const error& e) {
+            log::debug("cannot map the buffers of {} ({}): messages it is", who, e.what());
+            return false;
+        }
     }
 
     // Writes this PS's shard of the checkpoint at the chief's step.  In

@@ -3,8 +3,8 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 
-#include <cstring>
 #include <algorithm>
+#include <cstring>
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -114,7 +114,7 @@ void request::cancel(ucp_worker_h w)
 
 // ------------------------------------------------------------------- worker
 
-worker::worker(context& ctx, progress_mode mode) : mode_(mode)
+worker::worker(context& ctx, progress_mode mode) : ctx_(ctx), mode_(mode)
 {
     ucp_worker_params_t params{};
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -341,6 +341,58 @@ listener::listener(worker& w, int port)
 listener::~listener()
 {
     if (h_) ucp_listener_destroy(h_);
+}
+
+// ----------------------------------------------------------- mapped memory
+
+mapped_memory::mapped_memory(context& ctx, std::size_t bytes) : ctx_(ctx), bytes_(bytes)
+{
+    ucp_mem_map_params_t params{};
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    params.address = nullptr;
+    params.length = bytes ? bytes : 1;
+    params.flags = UCP_MEM_MAP_ALLOCATE;
+    check(ucp_mem_map(ctx.get(), &params, &memh_), "ucp_mem_map");
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+    ucs_status_t s = ucp_mem_query(memh_, &attr);
+    if (s != UCS_OK) {
+        ucp_mem_unmap(ctx.get(), memh_);
+        check(s, "ucp_mem_query");
+    }
+    address_ = attr.address;
+    std::memset(address_, 0, bytes);
+}
+
+mapped_memory::~mapped_memory()
+{
+    if (memh_) ucp_mem_unmap(ctx_.get(), memh_);
+}
+
+std::vector<std::uint8_t> mapped_memory::packed_key() const
+{
+    void* buffer = nullptr;
+    std::size_t size = 0;
+    check(ucp_rkey_pack(ctx_.get(), memh_, &buffer, &size), "ucp_rkey_pack");
+    std::vector<std::uint8_t> out(static_cast<std::uint8_t*>(buffer), static_cast<std::uint8_t*>(buffer) + size);
+    ucp_rkey_buffer_release(buffer);
+    return out;
+}
+
+remote_key::remote_key(ucp_ep_h ep, std::span<const std::uint8_t> packed)
+{
+    check(ucp_ep_rkey_unpack(ep, packed.data(), &h_), "ucp_ep_rkey_unpack");
+}
+
+remote_key::~remote_key()
+{
+    if (h_) ucp_rkey_destroy(h_);
+}
+
+void* remote_key::local_pointer(std::uint64_t remote_address) const
+{
+    void* local = nullptr;
+    return ucp_rkey_ptr(h_, remote_address, &local) == UCS_OK ? local : nullptr;
 }
 
 }  // namespace pstrain::transport

@@ -68,6 +68,7 @@ public:
     worker(const worker&) = delete;
     worker& operator=(const worker&) = delete;
     ucp_worker_h get() const { return h_; }
+    context& ctx() const { return ctx_; }
 
     // The packed worker address, for PMIx or a HELLO message.
     std::vector<std::uint8_t> address() const;
@@ -92,6 +93,7 @@ public:
     std::uint64_t sleeps() const { return sleeps_; }
 
 private:
+    context& ctx_;
     ucp_worker_h h_ = nullptr;
     int efd_ = -1;
     progress_mode mode_;
@@ -135,6 +137,44 @@ private:
     bool failed_ = false;
     ucs_status_t failure_ = UCS_OK;
     std::string peer_;
+};
+
+// Memory UCX allocates and registers (ucp_mem_map with ALLOCATE): shared
+// memory where the host allows (UCX_ALLOC_PRIO), so that a peer on the same
+// host can map it (remote_key::local_pointer) and load and store directly;
+// registered with every memory domain, so rendezvous moves it zero-copy.
+class mapped_memory {
+public:
+    mapped_memory(context& ctx, std::size_t bytes);
+    ~mapped_memory();
+    mapped_memory(const mapped_memory&) = delete;
+    mapped_memory& operator=(const mapped_memory&) = delete;
+    void* data() const { return address_; }
+    std::size_t size() const { return bytes_; }
+    // The packed remote key a peer unpacks (remote_key).
+    std::vector<std::uint8_t> packed_key() const;
+
+private:
+    context& ctx_;
+    ucp_mem_h memh_ = nullptr;
+    void* address_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
+// A peer's packed remote key, unpacked on an endpoint to that peer.
+class remote_key {
+public:
+    remote_key(ucp_ep_h ep, std::span<const std::uint8_t> packed);
+    ~remote_key();
+    remote_key(const remote_key&) = delete;
+    remote_key& operator=(const remote_key&) = delete;
+    // This process's address for the peer's `remote_address`, when UCX can
+    // map the peer's memory here (shared memory on one host); nullptr when
+    // it cannot (another host, UCX_TLS without sm).
+    void* local_pointer(std::uint64_t remote_address) const;
+
+private:
+    ucp_rkey_h h_ = nullptr;
 };
 
 // A listener on a TCP port (all interfaces); connection requests queue up.

@@ -69,3 +69,4 @@ BOOST_AUTO_TEST_CASE(errors_say_where_help_is) { expect_error({"--batch-size", "
 BOOST_AUTO_TEST_CASE(keep_no_checkpoint) { expect_error({"--keep-checkpoints", "0"}, "--keep-checkpoints: Value 0 not in range 1 to 1000000"); }
 BOOST_AUTO_TEST_CASE(negative_checkpoint_interval) { expect_error({"--save-checkpoint-secs", "-5"}, "--save-checkpoint-secs"); }
 BOOST_AUTO_TEST_CASE(text_checkpoint_steps) { expect_error({"--save-checkpoint-steps", "often"}, "--save-checkpoint-steps"); }
+BOOST_AUTO_TEST_CASE(shared_memory_yes) { expect_error({"--shared-memory", "yes"}, "--shared-memory: yes not in {auto,off}"); }

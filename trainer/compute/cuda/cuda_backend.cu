@@ -104,6 +104,13 @@ public:
         return p;
     }
     void release_host(void* p) noexcept override { cudaFreeHost(p); }
+    bool pin_host(void* p, std::size_t bytes) override
+    {
+        if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) == cudaSuccess) return true;
+        cudaGetLastError();  // clear it: pageable memory works, only slower
+        return false;
+    }
+    void unpin_host(void* p) noexcept override { cudaHostUnregister(p); }
     void copy_to_device(void* dst, const void* src, std::size_t bytes) override
     {
         check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.s), "cudaMemcpyAsync(host to device)");
