@@ -119,6 +119,7 @@ test_shared_memory_same_result_as_messages() {
     --shared-memory off
   expect_rc 0
   expect_not_contains "through shared memory"
+  expect_contains "pstrain[worker 1]: gradients and parameters go through UCX messages with every PS (--shared-memory off)"
   b=$(field "$(last_json <<<"$out")" test_cross_entropy)
   expect_eq "$b" "$a" "final test cross-entropy through messages (shared memory gave $a)"
 }

@@ -55,7 +55,14 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
                       std::uint64_t extra, std::span<const std::uint8_t> bytes)
 {
     const bool gradients_or_values = type == msg::push || type == msg::pull;
-    if (gradients_or_values && offer_ && !offered_) map_buffers();
+    if (gradients_or_values && !offered_) {
+        if (offer_) {
+            map_buffers();
+        } else {
+            offered_ = true;
+            log::info("gradients and parameters go through UCX messages with every PS (--shared-memory off)");
+        }
+    }
     const auto deadline = clock::now() + timeout_;
     for (std::size_t p = 0; p < map_.size(); ++p) via_map_[p] = gradients_or_values && mapped_[p];
     // Receives first, so replies land in place.  Replies without a payload
