@@ -228,21 +228,16 @@ private:
     // more buffer than workers.
     std::vector<float>& free_spare()
     {
-        for (auto& b : spares_) {
-            bool busy = false;
-            for (std::size_t k = 0; k < workers_.size() && !busy; ++k)
-                busy = !b.empty() && workers_[k].sending == b.data() && !workers_[k].payload_send.done() && !c_.peers[k]->failed();
-            if (!busy) return b;
-        }
+        for (auto& b : spares_)
+            if (b.empty() || !read_by_a_reply(b.data())) return b;
         return spares_.emplace_back();
     }
 
-    // A reply in flight still reads the current values buffer.
-    bool values_in_flight()
+    // A reply in flight still reads `values`.
+    bool read_by_a_reply(const float* values)
     {
-        const float* current = shard_->values().data();
         for (std::size_t k = 0; k < workers_.size(); ++k)
-            if (workers_[k].sending == current && !workers_[k].payload_send.done() && !c_.peers[k]->failed()) return true;
+            if (workers_[k].sending == values && !workers_[k].payload_send.done() && !c_.peers[k]->failed()) return true;
         return false;
     }
 
@@ -310,7 +305,7 @@ private:
                                     j_.peer_name(role::worker, static_cast<int>(i)), shard_bytes));
         if (!sync_) {
             // In place unless a reply in flight still reads the values.
-            if (values_in_flight())
+            if (read_by_a_reply(shard_->values().data()))
                 shard_->apply_into(free_spare(), gradient(i));
             else
                 shard_->apply(gradient(i));
@@ -352,10 +347,8 @@ private:
         auto& p = workers_[i];
         const auto who = j_.peer_name(role::worker, static_cast<int>(i));
         map_request r;
-        if (p.in.payload_bytes < sizeof r || p.in.payload_bytes > max_map_request)
-            throw error(fmt::format("a malformed MAP message came from {}: are all tasks running the same pstrain?", who));
         const auto* bytes = reinterpret_cast<const std::uint8_t*>(p.slot.data());
-        std::memcpy(&r, bytes, sizeof r);
+        if (p.in.payload_bytes >= sizeof r && p.in.payload_bytes <= max_map_request) std::memcpy(&r, bytes, sizeof r);
         if (sizeof r + r.key_bytes != p.in.payload_bytes)
             throw error(fmt::format("a malformed MAP message came from {}: are all tasks running the same pstrain?", who));
         if (o_.shared_memory != "auto") return false;
