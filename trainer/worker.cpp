@@ -25,7 +25,7 @@ public:
     worker_task(const train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& c)
         : o_(o), j_(j), w_(w), c_(c), s_(open_session(o)), n_(s_.net->num_params()),
           client_(j, w, c, n_, std::chrono::seconds(o.peer_timeout), o.shared_memory == "auto"),
-          params_(client_.params()), grads_(client_.grads()), pin_(*s_.backend, params_.data(), 2 * n_ * sizeof(float)),
+          pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           sampler_(s_.data.train.rows, j.num_workers, j.me.index, o.seed, o.sample_with_replacement),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : j.num_workers), schedule_(o)
     {
@@ -43,7 +43,7 @@ public:
         while (!client_.done()) {
             sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
             ++batches_;
-            double loss = s_.net->compute_gradients(params_, s_.data.train, rows, grads_);
+            double loss = s_.net->compute_gradients(client_.params(), s_.data.train, rows, client_.grads());
             check_loss(loss, client_.global_step());
             client_.push(batches_);
             ++local_steps;
@@ -52,7 +52,7 @@ public:
                 prog_->step(client_.global_step(), loss, (client_.global_step() - last_step) * per_step * o_.batch_size);
                 last_step = client_.global_step();
                 if (next_eval > 0 && client_.global_step() >= next_eval && !client_.done()) {
-                    evaluate_on_test(s_, params_, client_.global_step(), *prog_);
+                    evaluate_on_test(s_, client_.params(), client_.global_step(), *prog_);
                     next_eval = (client_.global_step() / o_.eval_every + 1) * o_.eval_every;
                 }
                 if (!o_.checkpoint_dir.empty() && !client_.done()) {
@@ -70,7 +70,7 @@ public:
         }
         if (!prog_) return 0;
         const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == client_.global_step() || save_checkpoint();
-        auto done = done_line(evaluate_on_test(s_, params_, client_.global_step(), *prog_), seconds, *prog_, j_.num_ps,
+        auto done = done_line(evaluate_on_test(s_, client_.params(), client_.global_step(), *prog_), seconds, *prog_, j_.num_ps,
                               j_.num_workers, o_.sync_replicas ? "sync" : "async");
         client_.shutdown();
         print_done(done);
@@ -97,7 +97,7 @@ private:
                           s_.net->describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
                           m->created, m->shards.size(), o_.sync_replicas ? "sync" : "async", o_.train_steps);
             } else {
-                s_.net->initialize(params_, o_.seed);
+                s_.net->initialize(client_.params(), o_.seed);
                 log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.net->describe(), n_,
                           j_.num_ps,
                           o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, j_.num_workers)
@@ -209,9 +209,8 @@ private:
     session s_;
     std::size_t n_;
     ps::client client_;
-    // The client's exchange buffers (params, then grads, in one mapping):
-    // the model reads and writes them in place; pinned on a GPU.
-    std::span<float> params_, grads_;
+    // The model reads the parameters and writes the gradients in the
+    // client's exchange buffers; page-locked on a GPU.
     compute::host_pin pin_;
     data::sampler sampler_;
     int replicas_;

@@ -105,7 +105,6 @@ public:
     ~host_pin() { if (p_) be_.unpin_host(p_); }
     host_pin(const host_pin&) = delete;
     host_pin& operator=(const host_pin&) = delete;
-    bool pinned() const { return p_ != nullptr; }
 
 private:
     backend& be_;

@@ -20,7 +20,6 @@ client::client(const bootstrap::job& j, transport::worker& w, bootstrap::connect
       payload_recvs_(map_.size()), sends_(map_.size()), payload_sends_(map_.size()), base_step_(map_.size(), 0)
 {
     mapped_.assign(map_.size(), 0);
-    via_map_.assign(map_.size(), 0);
 }
 
 void client::map_buffers()
@@ -64,12 +63,13 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         }
     }
     const auto deadline = clock::now() + timeout_;
-    for (std::size_t p = 0; p < map_.size(); ++p) via_map_[p] = gradients_or_values && mapped_[p];
+    // This exchange with PS p goes through the mapped buffers.
+    const auto via_map = [&](std::size_t p) { return gradients_or_values && mapped_[p]; };
     // Receives first, so replies land in place.  Replies without a payload
     // (ABORT, SAVED, MAPPED) leave the payload receive to be cancelled below.
     for (std::size_t p = 0; p < map_.size(); ++p) {
         recvs_[p] = w_.recv(sender_tag(0, static_cast<int>(p)), tag_header_mask, &in_[p], sizeof(header));
-        payload_recvs_[p] = via_map_[p] ? transport::request()
+        payload_recvs_[p] = via_map(p) ? transport::request()
                                         : w_.recv(make_tag(msg::payload, 0, static_cast<int>(p)), tag_full_mask,
                                                   params_ + map_[p].begin, map_[p].size() * sizeof(float));
     }
@@ -80,14 +80,14 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         h.sender_role = 1;
         h.sender_index = static_cast<std::uint16_t>(j_.me.index);
         h.step = step ? *step : base_step_[p];
-        h.status = via_map_[p] ? in_mapped_memory : status;
+        h.status = via_map(p) ? in_mapped_memory : status;
         h.extra = extra;
         h.aux = static_cast<std::uint32_t>(total_);
         h.range_begin = map_[p].begin;
         h.range_end = map_[p].end;
         const void* data = bytes.data();
         std::size_t size = bytes.size();
-        if (payload && !via_map_[p]) {
+        if (payload && !via_map(p)) {
             data = payload + map_[p].begin;
             size = map_[p].size() * sizeof(float);
         }
@@ -169,7 +169,7 @@ void client::exchange(msg type, const float* payload, std::optional<std::uint64_
         if (static_cast<msg>(h.type) != expected)
             throw error(fmt::format("{} answered with message type {} where {} was expected: are all tasks running the same pstrain?",
                                     who, h.type, static_cast<int>(expected)));
-        if (via_map_[p] && h.payload_bytes != 0)
+        if (via_map(p) && h.payload_bytes != 0)
             throw error(fmt::format("{} sent values as a message where it writes them into this worker's memory: "
                                     "are all tasks running the same pstrain?", who));
     }

@@ -30,6 +30,8 @@ public:
     // params(); push() sends grads().
     std::span<float> params() const { return {params_, total_}; }
     std::span<float> grads() const { return {grads_, total_}; }
+    // Both, one after the other (to page-lock them at once).
+    std::span<float> buffers() const { return {params_, 2 * total_}; }
 
     // The chief's first message: the values in params() for every PS.
     void init() { exchange(msg::init, params_, 0, 0, 0); }
@@ -83,7 +85,7 @@ private:
     float* params_;
     float* grads_;
     bool offer_, offered_ = false;
-    std::vector<char> mapped_, via_map_;  // per PS: mapped; this exchange goes through the mapping
+    std::vector<char> mapped_;  // per PS: it reads and writes the buffers directly
     std::vector<shard_range> map_;
     std::vector<header> in_, out_;
     // Per PS: header and payload receives and sends.
