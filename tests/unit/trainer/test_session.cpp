@@ -7,12 +7,19 @@
 
 using namespace pstrain::trainer;
 
-BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_even_when_steps_jump)
+namespace {
+train_options every(int steps, int secs)
 {
     train_options o;
-    o.save_checkpoint_steps = 100;
-    o.save_checkpoint_secs = 0;
-    checkpoint_schedule s(o);
+    o.save_checkpoint_steps = steps;
+    o.save_checkpoint_secs = secs;
+    return o;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_even_when_steps_jump)
+{
+    checkpoint_schedule s(every(100, 0));
     BOOST_TEST(!s.due(1));
     BOOST_TEST(!s.due(99));
     BOOST_TEST(s.due(100));
@@ -27,13 +34,9 @@ BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_even_when_steps_jump)
 
 BOOST_AUTO_TEST_CASE(checkpoints_by_time_from_the_last_attempt)
 {
-    train_options o;
-    o.save_checkpoint_steps = 0;
-    o.save_checkpoint_secs = 600;
-    checkpoint_schedule by_time(o);
+    checkpoint_schedule by_time(every(0, 600));
     BOOST_TEST(!by_time.due(5));
-    o.save_checkpoint_secs = 0;
-    checkpoint_schedule never(o);
+    checkpoint_schedule never(every(0, 0));
     BOOST_TEST(!never.due(1000000));
 }
 
