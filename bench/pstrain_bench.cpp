@@ -13,12 +13,11 @@
 // The client prints one JSON line: bytes, iterations, seconds, and goodput
 // in MiB/s counting both directions (2 * S per round trip), the unit
 // ucx_perftest reports.  bench/ps-goodput runs both beside ucx_perftest.
-#include "common/error.hpp"
 #include "common/log.hpp"
+#include "pstrain/client.hpp"
+#include "pstrain/error.hpp"
+#include "pstrain/server.hpp"
 #include "trainer/bootstrap/job.hpp"
-#include "trainer/ps/client.hpp"
-#include "trainer/ps/server.hpp"
-#include "trainer/transport/ucx.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -75,49 +74,56 @@ int main(int argc, char** argv)
         return app.exit(e);
     }
     try {
-        transport::context ctx;
-        transport::worker w(ctx, progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event);
-        trainer::train_options o;
-        o.optimizer = "sgd";
-        o.learning_rate = 1e-9f;
-        o.train_steps = std::int64_t(1) << 40;
-        o.progress = progress;
-        o.sync_replicas = sync;
-        o.shared_memory = shared_memory;
         bootstrap::job j;
         if (*pmix) {
-            auto found = bootstrap::detect_job(o);
+            auto found = bootstrap::detect_job({});
             if (!found || found->how != bootstrap::mode::pmix || found->num_ps != 1 || found->num_workers != 1)
                 throw error("pstrain-bench pmix: run it as srun -n2 --ps=1 --workers=1 --mpi=pmix pstrain-bench pmix ...");
             j = *found;
         } else {
             j = make_job(*server ? role::ps : role::worker, port);
         }
+        const auto mode = progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event;
         if (j.me.role == role::ps) {
             log::set_prefix("pstrain-bench[ps]");
-            auto peers = bootstrap::connect(j, w, std::chrono::seconds(30));
-            return ps::run_server(o, j, w, peers);
+            auto net = bootstrap::connect(j, mode, std::chrono::seconds(30));
+            ps::server_config c;
+            c.optimizer.kind = ps::optimizer_kind::sgd;
+            c.optimizer.learning_rate = 1e-9f;
+            c.sync = sync;
+            c.share_memory = shared_memory == "auto";
+            ps::server s(*net, c, {});
+            s.run();
+            net->close(false);
+            return 0;
         }
         log::set_prefix("pstrain-bench[worker]");
-        auto peers = bootstrap::connect(j, w, std::chrono::seconds(30));
+        auto net = bootstrap::connect(j, mode, std::chrono::seconds(30));
         const std::size_t n = bytes / sizeof(float);
-        ps::client c(j, w, peers, n, std::chrono::seconds(60), shared_memory == "auto");
-        std::ranges::fill(c.params(), 0.5f);
-        std::ranges::fill(c.grads(), 0.25f);
-        c.init();
-        for (int i = 0; i < warmup; ++i) c.push(0);
-        auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) c.push(0);
-        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        c.shutdown();
+        ps::client_config cc;
+        cc.num_params = n;
+        cc.timeout = std::chrono::seconds(60);
+        cc.share_memory = shared_memory == "auto";
+        double seconds = 0;
+        bool mapped = false;
+        {
+            ps::client c(*net, cc);
+            std::ranges::fill(c.params(), 0.5f);
+            std::ranges::fill(c.grads(), 0.25f);
+            c.wait(c.init());
+            for (int i = 0; i < warmup; ++i) c.step(0);
+            auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < iters; ++i) c.step(0);
+            seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            c.shutdown();
+            mapped = c.mapped(0);
+        }
         const double moved = 2.0 * static_cast<double>(n * sizeof(float)) * iters;
         nlohmann::json result{{"bytes", n * sizeof(float)}, {"iters", iters}, {"seconds", seconds},
                               {"round_trip_us", seconds / iters * 1e6}, {"goodput_MiBps", moved / seconds / (1 << 20)},
-                              {"progress", progress}, {"shared_memory", c.mapped(0)}};
+                              {"progress", progress}, {"shared_memory", mapped}};
         fmt::print("{}\n", result.dump());
-        for (auto* list : {&peers.fast, &peers.peers})
-            for (auto& ep : *list)
-                if (ep) ep->close(std::chrono::milliseconds(500));
+        net->close(false);
         return 0;
     } catch (const error& e) {
         log::error("{}", e.what());

@@ -1,6 +1,6 @@
 #include "common/cluster_spec.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/parse.hpp"
 
 #include <fmt/format.h>

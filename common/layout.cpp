@@ -1,6 +1,6 @@
 #include "common/layout.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <algorithm>
 

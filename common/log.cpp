@@ -1,6 +1,6 @@
 #include "common/log.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <atomic>
 #include <cstdio>

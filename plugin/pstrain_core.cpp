@@ -1,6 +1,6 @@
 #include "plugin/pstrain_core.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/hostlist.hpp"
 #include "common/layout.hpp"
 #include "common/parse.hpp"

@@ -1,11 +1,10 @@
 // pstrain: the trainer.  One binary for the parameter server and the worker.
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "trainer/bootstrap/job.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
-#include "trainer/distributed.hpp"
-#include "trainer/options.hpp"
-#include "trainer/standalone.hpp"
+#include "trainer/app/options.hpp"
+#include "trainer/app/tasks.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -48,7 +47,7 @@ int main(int argc, char** argv)
     try {
         log::set_level(log::parse_level(options->log_level));
         if (options->standalone) return trainer::run_standalone(*options);
-        if (auto job = bootstrap::detect_job(*options)) return trainer::run_distributed(*options, std::move(*job));
+        if (auto job = bootstrap::detect_job({options->ps_hosts, options->worker_hosts, options->job_name, options->task_index})) return trainer::run_distributed(*options, std::move(*job));
         log::error("no role given: run under srun --mpi=pmix with --ps=N --workers=M, set TF_CONFIG, give "
                    "--ps-hosts/--worker-hosts/--job-name/--task-index, or use --standalone");
         return 2;

@@ -1,9 +1,8 @@
 // Address exchange and connection: PMIx (no fixed ports) or a static spec
 // (a UCX listener at each PS's host:port, HELLO messages from workers).
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "trainer/bootstrap/job.hpp"
-#include "trainer/ps/protocol.hpp"
 
 #include <cstring>
 #include <thread>
@@ -112,6 +111,16 @@ private:
     pmix_proc_t me_{};
 };
 
+using transport::connections;
+
+// A worker's first words to a PS listening at its static host:port: who it
+// is and its ucp_worker address (the payload, in the same message).
+struct hello_frame {
+    std::uint32_t magic = 0x70737462;  // "pstb"
+    std::uint32_t worker_index = 0;
+    std::uint64_t address_bytes = 0;
+};
+
 // What each rank publishes: its role and index, then its UCX address.
 struct published {
     std::uint8_t role;
@@ -119,7 +128,7 @@ struct published {
     std::uint32_t index;
 };
 
-connections connect_pmix(job& j, transport::worker& w, std::chrono::seconds timeout)
+connections connect_pmix(const job& j, transport::engine& w, std::chrono::seconds timeout)
 {
     pmix_session pmix;
     const std::uint32_t size = pmix.job_size();
@@ -184,22 +193,22 @@ connections connect_pmix(job& j, transport::worker& w, std::chrono::seconds time
 
 // ----------------------------------------------------------- static spec
 
-connections connect_static_ps(job& j, transport::worker& w, std::chrono::seconds timeout)
+connections connect_static_ps(const job& j, transport::engine& w, std::chrono::seconds timeout)
 {
     connections c;
     auto [host, port] = split_host_port(j.spec.ps[static_cast<std::size_t>(j.me.index)]);
-    c.listener = std::make_unique<transport::listener>(w, port);
+    c.listen = std::make_unique<transport::listener>(w, port);
     c.peers.resize(static_cast<std::size_t>(j.num_workers));
     const auto deadline = clock::now() + timeout;
     int connected = 0;
     std::vector<std::uint8_t> buffer(1 << 16);
-    ps::header hdr;
+    hello_frame hdr;
     while (connected < j.num_workers) {
         ucp_dt_iov_t iov[2] = {{&hdr, sizeof hdr}, {buffer.data(), buffer.size()}};  // lives until r is done
-        auto r = w.recv(ps::make_tag(ps::msg::hello, 0, 0), ps::tag_type_mask, iov);
+        auto r = w.recv(transport::make_tag(transport::bootstrap_channel, 0), transport::tag_channel_mask, iov);
         bool got = w.wait_until(
             [&] {
-                auto& pending = c.listener->pending();
+                auto& pending = c.listen->pending();
                 for (auto* req : pending) c.accepted.push_back(transport::endpoint::accept(w, req, "a connecting worker"));
                 pending.clear();
                 return r.done();
@@ -216,20 +225,22 @@ connections connect_static_ps(job& j, transport::worker& w, std::chrono::seconds
                                     names, j.spec.ps[static_cast<std::size_t>(j.me.index)], timeout.count()));
         }
         if (r.status() != UCS_OK) throw error(fmt::format("bootstrap: receiving a HELLO failed: {}", ucs_status_string(r.status())));
-        if (hdr.magic != ps::header{}.magic || hdr.sender_role != 1 || hdr.sender_index >= j.num_workers ||
-            hdr.payload_bytes == 0 || hdr.payload_bytes > buffer.size())
-            throw error("bootstrap: a malformed HELLO arrived: is another job using this port?");
-        auto& slot = c.peers[hdr.sender_index];
+        if (hdr.magic != hello_frame{}.magic || hdr.worker_index >= static_cast<std::uint32_t>(j.num_workers) ||
+            hdr.address_bytes == 0 || hdr.address_bytes > buffer.size() || r.length() != sizeof hdr + hdr.address_bytes) {
+            log::warn("bootstrap: ignored a malformed hello on port {}: is another job using this port?", port);
+            continue;
+        }
+        auto& slot = c.peers[hdr.worker_index];
         if (!slot) {
-            slot = transport::endpoint::to_address(w, std::span(buffer.data(), hdr.payload_bytes),
-                                                   j.peer_name(role::worker, hdr.sender_index));
+            slot = transport::endpoint::to_address(w, std::span(buffer.data(), hdr.address_bytes),
+                                                   j.peer_name(role::worker, static_cast<int>(hdr.worker_index)));
             ++connected;
         }
     }
     return c;
 }
 
-connections connect_static_worker(job& j, transport::worker& w, std::chrono::seconds timeout)
+connections connect_static_worker(const job& j, transport::engine& w, std::chrono::seconds timeout)
 {
     connections c;
     c.peers.resize(static_cast<std::size_t>(j.num_ps));
@@ -240,13 +251,11 @@ connections connect_static_worker(job& j, transport::worker& w, std::chrono::sec
         std::string last_error = "no answer";
         for (;;) {
             auto ep = transport::endpoint::to_sockaddr(w, host, port, j.peer_name(role::ps, i));
-            ps::header hdr;
-            hdr.type = static_cast<std::uint8_t>(ps::msg::hello);
-            hdr.sender_role = 1;
-            hdr.sender_index = static_cast<std::uint16_t>(j.me.index);
-            hdr.payload_bytes = address.size();
+            hello_frame hdr;
+            hdr.worker_index = static_cast<std::uint32_t>(j.me.index);
+            hdr.address_bytes = address.size();
             const ucp_dt_iov_t iov[2] = {{&hdr, sizeof hdr}, {address.data(), address.size()}};
-            auto r = w.send(ep->get(), ps::make_tag(ps::msg::hello, 1, j.me.index), iov);
+            auto r = w.send(ep->get(), transport::make_tag(transport::bootstrap_channel, static_cast<std::uint32_t>(j.me.index)), iov);
             auto try_until = std::min(deadline, clock::now() + std::chrono::seconds(5));
             w.wait_until([&] { return r.done() || ep->failed(); }, try_until);
             if (r.done() && r.status() == UCS_OK && !ep->failed()) {
@@ -269,10 +278,15 @@ connections connect_static_worker(job& j, transport::worker& w, std::chrono::sec
 
 }  // namespace
 
-connections connect(job& j, transport::worker& w, std::chrono::seconds timeout)
+std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout)
 {
-    if (j.how == mode::pmix) return connect_pmix(j, w, timeout);
-    return j.me.role == role::ps ? connect_static_ps(j, w, timeout) : connect_static_worker(j, w, timeout);
+    auto ctx = std::make_unique<transport::context>();
+    auto eng = std::make_unique<transport::engine>(*ctx, progress);
+    auto c = j.how == mode::pmix                ? connect_pmix(j, *eng, timeout)
+             : j.me.role == role::ps ? connect_static_ps(j, *eng, timeout)
+                                                : connect_static_worker(j, *eng, timeout);
+    return std::make_unique<transport::ucx_transport>(std::move(ctx), std::move(eng), std::move(c),
+                                                      static_cast<std::uint32_t>(j.me.index), peer_names(j));
 }
 
 }  // namespace pstrain::bootstrap

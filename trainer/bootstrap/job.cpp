@@ -1,6 +1,6 @@
 #include "trainer/bootstrap/job.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/hostlist.hpp"
 #include "common/log.hpp"
 #include "common/parse.hpp"
@@ -52,7 +52,15 @@ std::string job::peer_name(role r, int index) const
     return fmt::format("{} {} ({}{})", role_name(r), index, host, chief);
 }
 
-std::optional<job> detect_job(const trainer::train_options& o)
+std::vector<std::string> peer_names(const job& j)
+{
+    const role peer = j.me.role == role::ps ? role::worker : role::ps;
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < j.spec.tasks(peer).size(); ++i) names.push_back(j.peer_name(peer, static_cast<int>(i)));
+    return names;
+}
+
+std::optional<job> detect_job(const classic_flags& o)
 {
     job j;
     bool have_flags = !o.job_name.empty() || !o.ps_hosts.empty() || !o.worker_hosts.empty() || o.task_index >= 0;

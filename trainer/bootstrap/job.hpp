@@ -1,10 +1,10 @@
-// Who this process is in the job, and its connections to the peers it
-// talks to (a worker: every PS; a PS: every worker).
+// Who this process is in the job (from PMIx and the SPANK plugin's
+// variables, TF_CONFIG, or the classic flags), and the connections to the
+// peers it talks to (a worker: every PS; a PS: every worker).
 #pragma once
 
 #include "common/cluster_spec.hpp"
-#include "trainer/options.hpp"
-#include "trainer/transport/ucx.hpp"
+#include "trainer/transport/ucx_transport.hpp"
 
 #include <chrono>
 #include <memory>
@@ -29,32 +29,25 @@ struct job {
     std::string peer_name(role r, int index) const;  // "ps 0 (n1)"
 };
 
-// The role, from (in order) PMIx with the plugin's PSTRAIN_* variables,
-// TF_CONFIG, or the classic flags.  std::nullopt when none says anything.
-// Throws pstrain::error when what is given is inconsistent.
-std::optional<job> detect_job(const trainer::train_options& o);
-
-struct connections {
-    // peers[i]: the endpoint to PS i (on a worker) or to worker i (on a PS),
-    // with failure detection (UCX keepalive): it says when a peer is lost,
-    // and carries ABORT.
-    std::vector<std::unique_ptr<transport::endpoint>> peers;
-    // fast[i]: a second endpoint to the same peer without failure detection,
-    // for the messages themselves: UCX then uses every transport it has,
-    // shared memory and zero-copy included (an endpoint with failure
-    // detection is limited to transports that can detect it, TCP between
-    // processes on one node); empty when there is none (static spec).
-    std::vector<std::unique_ptr<transport::endpoint>> fast;
-    // Where headers and payloads go.
-    ucp_ep_h data_ep(std::size_t i) const { return i < fast.size() && fast[i] ? fast[i]->get() : peers[i]->get(); }
-    // Endpoints accepted by a listener, kept open for the job's lifetime.
-    std::vector<std::unique_ptr<transport::endpoint>> accepted;
-    std::unique_ptr<transport::listener> listener;
+// The classic example's flags (--ps-hosts, --worker-hosts, --job-name,
+// --task-index); empty when not given.
+struct classic_flags {
+    std::string ps_hosts, worker_hosts, job_name;
+    int task_index = -1;
 };
 
-// Exchanges UCX addresses (PMIx Put/Commit/Fence/Get, or HELLO messages
-// over a UCX listener at the spec's host:port) and connects.  A peer that
-// does not appear within `timeout` is named in the error.
-connections connect(job& j, transport::worker& w, std::chrono::seconds timeout);
+// The role, from (in order) PMIx with the plugin's PSTRAIN_* variables,
+// the classic flags, or TF_CONFIG.  std::nullopt when none says anything.
+// Throws pstrain::error when what is given is inconsistent.
+std::optional<job> detect_job(const classic_flags& o);
+
+// How peers of `j` are named, in the order of its transport's peers.
+std::vector<std::string> peer_names(const job& j);
+
+// Exchanges UCX addresses (PMIx Put/Commit/Fence/Get, or a hello over a
+// UCX listener at the spec's host:port) and connects: a worker to every PS,
+// a PS to every worker.  A peer that does not appear within `timeout` is
+// named in the error.
+std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout);
 
 }  // namespace pstrain::bootstrap

@@ -1,6 +1,6 @@
 #include "trainer/checkpoint/checkpoint.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/log.hpp"
 
 #include <algorithm>

@@ -16,8 +16,8 @@
 // <step> is zero-padded to 10 digits so that `ls` sorts by step.
 #pragma once
 
-#include "common/error.hpp"
-#include "trainer/ps/shard.hpp"
+#include "pstrain/error.hpp"
+#include "pstrain/partition.hpp"
 
 #include <chrono>
 #include <cstdint>

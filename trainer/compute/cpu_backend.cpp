@@ -1,6 +1,6 @@
 #include "trainer/compute/cpu_backend.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "trainer/compute/elementwise.hpp"
 
 #include <cstdlib>

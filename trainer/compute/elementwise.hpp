@@ -54,32 +54,4 @@ PSTRAIN_HD int row_argmax(const float* logits, int classes)
     return best;
 }
 
-// ---------------------------------------------------------- optimizers
-// One parameter's update; state lives beside the parameter on its PS shard.
-
-PSTRAIN_HD void sgd_update(float& p, float g, float lr) { p -= lr * g; }
-
-// TensorFlow's MomentumOptimizer: a = mu * a + g; p -= lr * a.
-PSTRAIN_HD void momentum_update(float& p, float& accum, float g, float lr, float mu)
-{
-    accum = mu * accum + g;
-    p -= lr * accum;
-}
-
-// TensorFlow's AdagradOptimizer: a += g^2; p -= lr * g / sqrt(a).
-PSTRAIN_HD void adagrad_update(float& p, float& accum, float g, float lr)
-{
-    accum += g * g;
-    p -= lr * g / sqrtf(accum);
-}
-
-// TensorFlow's AdamOptimizer, with the bias correction folded into lr_t =
-// lr * sqrt(1 - beta2^t) / (1 - beta1^t) by the caller.
-PSTRAIN_HD void adam_update(float& p, float& m, float& v, float g, float lr_t, float beta1, float beta2, float epsilon)
-{
-    m = beta1 * m + (1.0f - beta1) * g;
-    v = beta2 * v + (1.0f - beta2) * g * g;
-    p -= lr_t * m / (sqrtf(v) + epsilon);
-}
-
 }  // namespace pstrain::compute

@@ -1,7 +1,7 @@
 // --device auto|cpu|cuda.
 #include "trainer/compute/backend.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "config.h"
 #include "trainer/compute/cpu_backend.hpp"

@@ -1,7 +1,7 @@
 // CSV reader: "label,p0,...,pN" per line, optional header.
 #include "trainer/data/dataset.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <algorithm>
 #include <charconv>

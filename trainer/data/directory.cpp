@@ -1,7 +1,7 @@
 // Finds the dataset files of a --data-dir, and the synthetic linear data.
 #include "trainer/data/dataset.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <cmath>
 #include <random>

@@ -1,7 +1,7 @@
 // MNIST IDX reader (plain or gzip, through zlib's gzread).
 #include "trainer/data/dataset.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,6 +1,6 @@
 #include "trainer/data/sampler.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <fmt/format.h>
 

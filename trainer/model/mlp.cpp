@@ -1,5 +1,5 @@
 // The MLP: dense layers with ReLU between them, softmax cross-entropy.
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "trainer/model/model.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #include "trainer/model/model.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/parse.hpp"
 
 #include <cmath>

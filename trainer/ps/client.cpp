@@ -1,206 +1,495 @@
-#include "trainer/ps/client.hpp"
+#include "pstrain/client.hpp"
 
-#include "common/error.hpp"
 #include "common/log.hpp"
+#include "pstrain/error.hpp"
+#include "trainer/ps/protocol.hpp"
 
-#include <cstring>
+#include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 namespace pstrain::ps {
 
-using clock = std::chrono::steady_clock;
+namespace {
 
-client::client(const bootstrap::job& j, transport::worker& w, bootstrap::connections& c, std::size_t total,
-               std::chrono::seconds timeout, bool shared_memory)
-    : j_(j), w_(w), c_(c), total_(total), timeout_(timeout), memory_(w.ctx(), 2 * total * sizeof(float)),
-      params_(static_cast<float*>(memory_.data())), grads_(params_ + total), offer_(shared_memory),
-      map_(make_shard_map(total, j.num_ps)), in_(map_.size()), out_(map_.size()), recvs_(map_.size()),
-      payload_recvs_(map_.size()), sends_(map_.size()), payload_sends_(map_.size()), base_step_(map_.size(), 0)
-{
-    mapped_.assign(map_.size(), 0);
-}
+// One request to one PS, part of a ticket.  Its frames live here until the
+// transport is done with them.
+struct operation {
+    std::size_t ps = 0;
+    shard_range part;
+    wire::kind expected = wire::kind::values;  // the reply's kind
+    bool shared = false;                       // through the mapped buffers
+    wire::frame out, in;
+    request send, payload_send, recv, payload_recv;
 
-void client::map_buffers()
-{
-    offered_ = true;
-    auto key = memory_.packed_key();
-    if (sizeof(map_request) + key.size() > max_map_request) {
-        log::debug("UCX's remote key is {} bytes: exchanges go through messages", key.size());
-        return;
+    bool is_abort() { return recv.done() && recv.ok() && in.kind == static_cast<std::uint16_t>(wire::kind::abort); }
+    bool pending()
+    {
+        return !recv.done() || !send.done() || !payload_send.done() ||
+               (recv.ok() && in.payload_bytes > 0 && !payload_recv.done());
     }
-    map_request r;
-    r.params_address = reinterpret_cast<std::uintptr_t>(params_);
-    r.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
-    r.key_bytes = key.size();
-    std::vector<std::uint8_t> blob(sizeof r);
-    std::memcpy(blob.data(), &r, sizeof r);
-    blob.insert(blob.end(), key.begin(), key.end());
-    exchange(msg::map, nullptr, std::nullopt, 0, 0, blob);
-    std::vector<std::string> shared, messages;
-    for (std::size_t p = 0; p < map_.size(); ++p)
-        (mapped_[p] ? shared : messages).push_back(j_.peer_name(role::ps, static_cast<int>(p)));
-    if (messages.empty())
-        log::info("gradients and parameters go through shared memory with {}", fmt::join(shared, ", "));
-    else if (shared.empty())
-        log::info("gradients and parameters go through UCX messages with {}", fmt::join(messages, ", "));
-    else
-        log::info("gradients and parameters go through shared memory with {} and through UCX messages with {}",
-                  fmt::join(shared, ", "), fmt::join(messages, ", "));
-}
-
-void client::exchange(msg type, const float* payload, std::optional<std::uint64_t> step, std::uint32_t status,
-                      std::uint64_t extra, std::span<const std::uint8_t> bytes)
-{
-    const bool gradients_or_values = type == msg::push || type == msg::pull;
-    if (gradients_or_values && !offered_) {
-        if (offer_) {
-            map_buffers();
-        } else {
-            offered_ = true;
-            log::info("gradients and parameters go through UCX messages with every PS (--shared-memory off)");
-        }
-    }
-    const auto deadline = clock::now() + timeout_;
-    // This exchange with PS p goes through the mapped buffers.
-    const auto via_map = [&](std::size_t p) { return gradients_or_values && mapped_[p]; };
-    // Receives first, so replies land in place.  Replies without a payload
-    // (ABORT, SAVED, MAPPED) leave the payload receive to be cancelled below.
-    for (std::size_t p = 0; p < map_.size(); ++p) {
-        recvs_[p] = w_.recv(sender_tag(0, static_cast<int>(p)), tag_header_mask, &in_[p], sizeof(header));
-        payload_recvs_[p] = via_map(p) ? transport::request()
-                                        : w_.recv(make_tag(msg::payload, 0, static_cast<int>(p)), tag_full_mask,
-                                                  params_ + map_[p].begin, map_[p].size() * sizeof(float));
-    }
-    for (std::size_t p = 0; p < map_.size(); ++p) {
-        auto& h = out_[p];
-        h = header{};
-        h.type = static_cast<std::uint8_t>(type);
-        h.sender_role = 1;
-        h.sender_index = static_cast<std::uint16_t>(j_.me.index);
-        h.step = step ? *step : base_step_[p];
-        h.status = via_map(p) ? in_mapped_memory : status;
-        h.extra = extra;
-        h.aux = static_cast<std::uint32_t>(total_);
-        h.range_begin = map_[p].begin;
-        h.range_end = map_[p].end;
-        const void* data = bytes.data();
-        std::size_t size = bytes.size();
-        if (payload && !via_map(p)) {
-            data = payload + map_[p].begin;
-            size = map_[p].size() * sizeof(float);
-        }
-        h.payload_bytes = size;
-        sends_[p] = w_.send(c_.data_ep(p), make_tag(type, 1, j_.me.index), &h, sizeof h);
-        payload_sends_[p] = size ? w_.send(c_.data_ep(p), make_tag(msg::payload, 1, j_.me.index), data, size) : transport::request();
-    }
-    auto header_is_abort = [&](std::size_t p) { return recvs_[p].done() && static_cast<msg>(in_[p].type) == msg::abort; };
-    auto pending = [&](std::size_t p) {
-        return !recvs_[p].done() || !sends_[p].done() || !payload_sends_[p].done() ||
-               (in_[p].payload_bytes > 0 && !payload_recvs_[p].done());
-    };
     // A whole reply counts even if its PS goes away right after it (a PS
-    // exits once the chief has ended the job).
-    auto whole = [&](std::size_t p) {
-        return !pending(p) && recvs_[p].status() == UCS_OK && sends_[p].status() == UCS_OK &&
-               payload_sends_[p].status() == UCS_OK && (in_[p].payload_bytes == 0 || payload_recvs_[p].status() == UCS_OK);
-    };
-    const bool in_time = w_.wait_until(
-        [&] {
-            bool all = true;
-            for (std::size_t p = 0; p < map_.size(); ++p) {
-                if (header_is_abort(p)) return true;
-                if (!pending(p)) continue;
-                if (c_.peers[p]->failed()) return true;
-                all = false;
-            }
-            return all;
-        },
-        deadline);
-    for (std::size_t p = 0; p < map_.size(); ++p) {
-        if (!payload_recvs_[p].done()) {
-            payload_recvs_[p].cancel(w_.get());
-            w_.wait_until([&] { return payload_recvs_[p].done(); }, clock::now() + std::chrono::seconds(1));
-        }
+    // exits once the chief has ended training).
+    bool whole()
+    {
+        return !pending() && recv.ok() && send.ok() && payload_send.ok() && (in.payload_bytes == 0 || payload_recv.ok());
     }
-    // A PS that ends the job sends ABORT and then exits, so its endpoint may
-    // fail before the header is seen: give a failed peer's last message a
-    // moment, and let an ABORT (which names the cause) win over the failure.
-    // (whole(p) reads the same after the cancellations above: a cancelled
-    // payload receive belongs to a reply without a payload or to one that
-    // was not whole anyway.)
-    const auto any_failed = [&] {
-        for (std::size_t p = 0; p < map_.size(); ++p)
-            if (!whole(p) && c_.peers[p]->failed()) return true;
-        return false;
-    };
-    const auto any_abort = [&] {
-        for (std::size_t p = 0; p < map_.size(); ++p)
-            if (header_is_abort(p)) return true;
-        return false;
-    };
-    if (any_failed() && !any_abort()) w_.wait_until(any_abort, clock::now() + std::chrono::milliseconds(500));
-    for (std::size_t p = 0; p < map_.size(); ++p) {
-        if (!header_is_abort(p) || recvs_[p].status() != UCS_OK || in_[p].magic != header{}.magic) continue;
-        const role lost = in_[p].status == 0 ? role::ps : role::worker;
-        throw error(fmt::format("{} ended the job: it lost {}", j_.peer_name(role::ps, static_cast<int>(p)),
-                                j_.peer_name(lost, static_cast<int>(in_[p].aux))));
-    }
-    const msg expected = type == msg::save ? msg::saved : type == msg::map ? msg::mapped : msg::params;
-    for (std::size_t p = 0; p < map_.size(); ++p) {
-        const auto who = j_.peer_name(role::ps, static_cast<int>(p));
-        if (!whole(p)) {
-            if (c_.peers[p]->failed()) throw error(fmt::format("lost {}: {}", who, ucs_status_string(c_.peers[p]->failure())));
-            if (!in_time && !recvs_[p].done())
-                throw error(fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
-            if (recvs_[p].status() != UCS_OK)
-                throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(recvs_[p].status())));
-            if (in_[p].payload_bytes > 0 && payload_recvs_[p].status() != UCS_OK)
-                throw error(fmt::format("lost {}: receive failed: {}", who, ucs_status_string(payload_recvs_[p].status())));
-            throw error(fmt::format("lost {}: send failed: {}", who,
-                                    ucs_status_string(sends_[p].status() != UCS_OK ? sends_[p].status() : payload_sends_[p].status())));
-        }
-        const auto& h = in_[p];
-        if (h.magic != header{}.magic) throw error(fmt::format("a malformed reply came from {}", who));
-        if (h.range_begin != map_[p].begin || h.range_end != map_[p].end)
-            throw error(fmt::format("{} holds parameters [{}, {}) but this worker expects [{}, {}): do all tasks run the same model?",
-                                    who, h.range_begin, h.range_end, map_[p].begin, map_[p].end));
-        if (static_cast<msg>(h.type) != expected)
-            throw error(fmt::format("{} answered with message type {} where {} was expected: are all tasks running the same pstrain?",
-                                    who, h.type, static_cast<int>(expected)));
-        if (via_map(p) && h.payload_bytes != 0)
-            throw error(fmt::format("{} sent values as a message where it writes them into this worker's memory: "
-                                    "are all tasks running the same pstrain?", who));
-    }
-    if (type == msg::save) return;
-    if (type == msg::map) {
-        for (std::size_t p = 0; p < map_.size(); ++p) mapped_[p] = in_[p].status == 1;
-        return;
-    }
-    for (std::size_t p = 0; p < map_.size(); ++p) {
-        base_step_[p] = in_[p].step;
-        const auto s = static_cast<reply_status>(in_[p].status);
-        if (s == reply_status::done || s == reply_status::stopped) done_ = true;
-        if (s == reply_status::stopped) stopped_ = true;
-        if (in_[p].restored > 0) restored_ = in_[p].restored - 1;
-    }
-    global_step_ = static_cast<std::int64_t>(in_[0].step);
-}
+};
 
-void client::shutdown(bool stop)
-{
-    for (std::size_t p = 0; p < map_.size(); ++p) {
-        auto& h = out_[p];
-        h = header{};
-        h.type = static_cast<std::uint8_t>(msg::shutdown);
-        h.status = stop ? 1 : 0;
-        h.sender_role = 1;
-        h.sender_index = static_cast<std::uint16_t>(j_.me.index);
-        sends_[p] = w_.send(c_.data_ep(p), make_tag(msg::shutdown, 1, j_.me.index), &h, sizeof h);
+struct pending_ticket {
+    std::vector<operation> ops;
+};
+
+}  // namespace
+
+class client::impl {
+public:
+    impl(transport& net, client_config c)
+        : net_(net), cfg_(std::move(c)), partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
+          memory_(net.allocate(std::max<std::size_t>(1, 2 * wire::float_bytes(cfg_.num_params)))),
+          params_(static_cast<float*>(memory_->data())), grads_(params_ + cfg_.num_params), mapped_(net.num_peers(), 0),
+          base_step_(net.num_peers(), 0)
+    {
+        if (net.num_peers() == 0) throw error("a parameter-server client needs at least one PS");
+        if (cfg_.num_params > 0 && wire::float_bytes(cfg_.num_params) == 0)
+            throw error(fmt::format("{} parameters are more than this machine can address", cfg_.num_params));
+        std::uint64_t at = 0;
+        for (auto size : cfg_.key_sizes) {
+            keys_.push_back({at, at + size});
+            at += size;
+        }
+        if (keys_.empty()) keys_.push_back({0, cfg_.num_params});
+        if (!cfg_.key_sizes.empty() && at != cfg_.num_params)
+            throw error(fmt::format("the keys' sizes add up to {}, the model has {} parameters", at, cfg_.num_params));
     }
-    for (std::size_t p = 0; p < map_.size(); ++p)
-        w_.wait(sends_[p], j_.peer_name(role::ps, static_cast<int>(p)), clock::now() + std::chrono::seconds(30));
-}
+
+    ~impl()
+    {
+        // Receives still posted go back to the transport before the buffers go.
+        for (auto& [id, t] : tickets_)
+            for (auto& op : t.ops) {
+                op.recv.cancel();
+                op.payload_recv.cancel();
+            }
+        try {
+            net_.wait_until(
+                [&] {
+                    for (auto& [id, t] : tickets_)
+                        for (auto& op : t.ops)
+                            if (!op.recv.done() || !op.payload_recv.done()) return false;
+                    return true;
+                },
+                clock::now() + std::chrono::seconds(1));
+        } catch (...) {
+        }
+    }
+
+    std::span<float> params() const { return {params_, cfg_.num_params}; }
+    std::span<float> grads() const { return {grads_, cfg_.num_params}; }
+    std::span<float> buffers() const { return {params_, 2 * cfg_.num_params}; }
+
+    shard_range key(std::size_t k) const
+    {
+        if (k >= keys_.size()) throw error(fmt::format("key {} does not exist: the client has {} keys", k, keys_.size()));
+        return keys_[k];
+    }
+
+    ticket init()
+    {
+        chief_only("init");
+        return issue(wire::kind::init, everything(), 0, 0);
+    }
+    ticket restore(std::uint64_t step)
+    {
+        chief_only("restore");
+        return issue(wire::kind::restore, everything(), step, 0);
+    }
+    ticket pull(shard_range r) { return issue(wire::kind::pull, r, 0, 0); }
+    ticket push(shard_range r, std::uint64_t position) { return issue(wire::kind::push, r, 0, position); }
+
+    void wait(ticket t)
+    {
+        auto it = tickets_.find(t);
+        if (it == tickets_.end()) throw error(fmt::format("ticket {} is not outstanding (already waited for?)", t));
+        try {
+            complete(it->second);
+        } catch (...) {
+            broken_ = true;
+            tickets_.erase(it);
+            throw;
+        }
+        recycle(it);
+    }
+
+    bool test(ticket t)
+    {
+        auto it = tickets_.find(t);
+        if (it == tickets_.end()) throw error(fmt::format("ticket {} is not outstanding (already waited for?)", t));
+        bool ready = true;
+        net_.wait_until(
+            [&] {
+                for (auto& op : it->second.ops)
+                    if (op.pending() && !op.is_abort() && !net_.failed(op.ps)) ready = false;
+                return true;
+            },
+            clock::now());
+        return ready;
+    }
+
+    std::vector<snapshot_result> snapshot(std::uint64_t step)
+    {
+        chief_only("snapshot");
+        const auto t = issue(wire::kind::snapshot, everything(), step, 0);
+        auto& ops = tickets_.at(t).ops;
+        try {
+            wait_ops(ops);
+        } catch (...) {
+            broken_ = true;
+            tickets_.erase(t);
+            throw;
+        }
+        std::vector<snapshot_result> out;
+        for (auto& op : ops) {
+            const auto d = wire::body<wire::snapshot_done>(op.in);
+            snapshot_result r;
+            r.outcome = d.status == static_cast<std::uint32_t>(wire::snapshot_status::taken)      ? snapshot_result::status::taken
+                        : d.status == static_cast<std::uint32_t>(wire::snapshot_status::moved_on) ? snapshot_result::status::moved_on
+                                                                                                    : snapshot_result::status::failed;
+            r.step = d.step;
+            r.bytes = d.bytes;
+            r.checksum = d.checksum;
+            out.push_back(r);
+        }
+        tickets_.erase(t);
+        return out;
+    }
+
+    void shutdown(bool stop)
+    {
+        chief_only("shutdown");
+        std::vector<wire::frame> frames(net_.num_peers());
+        std::vector<request> sends;
+        for (std::size_t p = 0; p < net_.num_peers(); ++p) {
+            wire::shutdown m;
+            m.stop = stop ? 1 : 0;
+            frames[p] = wire::encode(m);
+            sends.push_back(net_.send(p, channel::control, &frames[p], sizeof frames[p]));
+        }
+        for (std::size_t p = 0; p < sends.size(); ++p) {
+            net_.wait_until([&] { return sends[p].done() || net_.failed(p); }, clock::now() + std::chrono::seconds(30));
+            if (!sends[p].done() || !sends[p].ok())
+                throw peer_error(net_.peer_name(p), fmt::format("telling {} that training ends failed: {}", net_.peer_name(p),
+                                                                sends[p].done() ? sends[p].failure() : "no answer in 30s"));
+        }
+    }
+
+    shard_range everything() const { return {0, cfg_.num_params}; }
+
+    transport& net_;
+    const client_config cfg_;
+    const std::vector<shard_range> partition_;
+    std::vector<shard_range> keys_;
+    std::unique_ptr<exchange_memory> memory_;  // params, then grads
+    float* params_;
+    float* grads_;
+    std::vector<char> mapped_;                 // per PS: it reads and writes the buffers in place
+    std::vector<std::uint64_t> base_step_;     // per PS: the step of the values last received
+    std::uint64_t global_step_ = 0;
+    bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
+    std::optional<std::uint64_t> restored_;
+
+private:
+    void chief_only(const char* what) const
+    {
+        if (cfg_.index != 0) throw error(fmt::format("only the chief (worker 0) may {}; this is worker {}", what, cfg_.index));
+    }
+
+    // Sends `kind` to every PS whose shard meets `range`; returns its ticket.
+    ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position)
+    {
+        if (broken_) throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
+        if (range.begin > range.end || range.end > cfg_.num_params)
+            throw error(fmt::format("range [{}, {}) is outside the model's {} parameters", range.begin, range.end, cfg_.num_params));
+        if (!greeted_) greet();
+        const ticket id = next_++;
+        auto& t = take(id);
+        for (std::size_t p = 0; p < partition_.size(); ++p) {
+            shard_range part{std::max(range.begin, partition_[p].begin), std::min(range.end, partition_[p].end)};
+            const bool whole_model = kind == wire::kind::init || kind == wire::kind::restore || kind == wire::kind::snapshot;
+            if (whole_model) part = partition_[p];
+            else if (part.begin >= part.end) continue;
+            auto& op = t.ops.emplace_back();
+            op.ps = p;
+            op.part = part;
+            op.expected = kind == wire::kind::snapshot ? wire::kind::snapshot_done : wire::kind::values;
+            op.shared = mapped_[p] && (kind == wire::kind::pull || kind == wire::kind::push);
+            const float* payload = nullptr;
+            switch (kind) {
+            case wire::kind::init: {
+                wire::init m;
+                m.range_begin = part.begin;
+                m.range_end = part.end;
+                payload = params_ + part.begin;
+                op.out = wire::encode(m, wire::float_bytes(part.size()));
+                break;
+            }
+            case wire::kind::restore: {
+                wire::restore m;
+                m.step = step;
+                op.out = wire::encode(m);
+                break;
+            }
+            case wire::kind::pull: {
+                wire::pull m;
+                m.range_begin = part.begin;
+                m.range_end = part.end;
+                m.in_shared_memory = op.shared;
+                op.out = wire::encode(m);
+                break;
+            }
+            case wire::kind::push: {
+                wire::push m;
+                m.step = base_step_[p];
+                m.range_begin = part.begin;
+                m.range_end = part.end;
+                m.position = position;
+                m.in_shared_memory = op.shared;
+                if (!op.shared) payload = grads_ + part.begin;
+                op.out = wire::encode(m, op.shared ? 0 : wire::float_bytes(part.size()));
+                break;
+            }
+            case wire::kind::snapshot: {
+                wire::snapshot m;
+                m.step = step;
+                op.out = wire::encode(m);
+                break;
+            }
+            default:
+                throw error("internal error: the client cannot issue this request");
+            }
+            post_and_send(op, payload);
+        }
+        return id;
+    }
+
+    // Receives first, so that replies land in place.
+    void post_and_send(operation& op, const float* payload)
+    {
+        op.recv = net_.recv(op.ps, channel::control, &op.in, sizeof op.in);
+        if (op.expected == wire::kind::values && !op.shared)
+            op.payload_recv = net_.recv(op.ps, channel::payload, params_ + op.part.begin, wire::float_bytes(op.part.size()));
+        if (payload) op.payload_send = net_.send(op.ps, channel::payload, payload, op.out.payload_bytes);
+        op.send = net_.send(op.ps, channel::control, &op.out, sizeof op.out);
+    }
+
+    // The first words with every PS: the model's size and an offer of the
+    // exchange buffers.  Each PS answers with its range and whether it
+    // mapped them.
+    void greet()
+    {
+        greeted_ = true;
+        std::vector<std::uint8_t> key;
+        if (cfg_.share_memory) {
+            key = memory_->packed_key();
+            if (key.size() > wire::max_key_bytes) {
+                log::debug("the transport's memory key is {} bytes: exchanges go through messages", key.size());
+                key.clear();
+            }
+        }
+        const ticket id = next_++;
+        auto& t = take(id);
+        for (std::size_t p = 0; p < partition_.size(); ++p) {
+            auto& op = t.ops.emplace_back();
+            op.ps = p;
+            op.part = partition_[p];
+            op.expected = wire::kind::welcome;
+            wire::hello h;
+            h.num_params = cfg_.num_params;
+            h.worker_index = static_cast<std::uint32_t>(cfg_.index);
+            h.num_workers = static_cast<std::uint32_t>(cfg_.num_workers);
+            if (!key.empty()) {
+                h.params_address = reinterpret_cast<std::uintptr_t>(params_);
+                h.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
+            }
+            op.out = wire::encode(h, key.size());
+            op.recv = net_.recv(p, channel::control, &op.in, sizeof op.in);
+            if (!key.empty()) op.payload_send = net_.send(p, channel::payload, key.data(), key.size());
+            op.send = net_.send(p, channel::control, &op.out, sizeof op.out);
+        }
+        try {
+            wait_ops(t.ops);
+        } catch (...) {
+            broken_ = true;
+            tickets_.erase(id);
+            throw;
+        }
+        for (auto& op : t.ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
+        tickets_.erase(id);
+        if (!cfg_.share_memory) {
+            log::info("gradients and parameters go through UCX messages with every PS (--shared-memory off)");
+            return;
+        }
+        std::vector<std::string> shared, messages;
+        for (std::size_t p = 0; p < partition_.size(); ++p) (mapped_[p] ? shared : messages).push_back(net_.peer_name(p));
+        if (messages.empty())
+            log::info("gradients and parameters go through shared memory with {}", fmt::join(shared, ", "));
+        else if (shared.empty())
+            log::info("gradients and parameters go through UCX messages with {}", fmt::join(messages, ", "));
+        else
+            log::info("gradients and parameters go through shared memory with {} and through UCX messages with {}",
+                      fmt::join(shared, ", "), fmt::join(messages, ", "));
+    }
+
+    pending_ticket& take(ticket id)
+    {
+        auto node = spare_.empty() ? decltype(tickets_)::node_type() : std::move(spare_.back());
+        if (!spare_.empty()) spare_.pop_back();
+        if (node.empty()) {
+            auto [it, inserted] = tickets_.try_emplace(id);
+            it->second.ops.reserve(partition_.size() + 1);  // never reallocated while in flight
+            return it->second;
+        }
+        node.key() = id;
+        node.mapped().ops.clear();
+        return tickets_.insert(std::move(node)).position->second;
+    }
+
+    // A finished ticket's storage is kept for the next one (no allocation per step).
+    void recycle(std::map<ticket, pending_ticket>::iterator it) { spare_.push_back(tickets_.extract(it)); }
+
+    void complete(pending_ticket& t)
+    {
+        wait_ops(t.ops);
+        for (auto& op : t.ops) {
+            if (op.expected != wire::kind::values) continue;
+            const auto v = wire::body<wire::values>(op.in);
+            base_step_[op.ps] = v.step;
+            if (op.ps == 0) global_step_ = v.step;
+            const auto s = static_cast<wire::values_status>(v.status);
+            if (s == wire::values_status::done || s == wire::values_status::stopped) done_ = true;
+            if (s == wire::values_status::stopped) stopped_ = true;
+            if (v.restored > 0) restored_ = v.restored - 1;
+        }
+    }
+
+    std::string worker_name(std::uint32_t index) const
+    {
+        return fmt::format("worker {}{}", index, index == 0 ? " (the chief)" : "");
+    }
+
+    // Waits for every operation's reply; throws pstrain::peer_error naming
+    // the PS that was lost, did not answer, refused, or ended training.
+    void wait_ops(std::vector<operation>& ops)
+    {
+        const auto deadline = clock::now() + cfg_.timeout;
+        const bool in_time = net_.wait_until(
+            [&] {
+                bool all = true;
+                for (auto& op : ops) {
+                    if (op.is_abort()) return true;
+                    if (!op.pending()) continue;
+                    if (net_.failed(op.ps)) return true;
+                    all = false;
+                }
+                return all;
+            },
+            deadline);
+        // A PS that ends training sends ABORT and then exits, so the failure
+        // of its connection may be seen before the message: give a failed
+        // peer's last message a moment, and let an ABORT (which names the
+        // cause) win over the failure.
+        const auto any_failed = [&] { return std::any_of(ops.begin(), ops.end(), [&](auto& op) { return !op.whole() && net_.failed(op.ps); }); };
+        const auto any_abort = [&] { return std::any_of(ops.begin(), ops.end(), [](auto& op) { return op.is_abort(); }); };
+        if (any_failed() && !any_abort()) net_.wait_until(any_abort, clock::now() + std::chrono::milliseconds(500));
+        for (auto& op : ops) {
+            if (!op.is_abort() || wire::check_envelope(op.in)) continue;
+            const auto a = wire::body<wire::abort>(op.in);
+            const auto who = net_.peer_name(op.ps);
+            throw peer_error(who, fmt::format("{} ended the job: it lost {}", who,
+                                              a.lost_is_ps ? fmt::format("ps {}", a.lost_index) : lost_worker(a.lost_index)));
+        }
+        for (auto& op : ops) {
+            const auto who = net_.peer_name(op.ps);
+            if (!op.whole()) {
+                if (net_.failed(op.ps)) throw peer_error(who, fmt::format("lost {}: {}", who, net_.failure(op.ps)));
+                if (!in_time && !op.recv.done())
+                    throw peer_error(who, fmt::format("no answer from {} in {}s (--peer-timeout)", who, cfg_.timeout.count()));
+                if (!op.recv.ok()) throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.recv.failure()));
+                if (!op.payload_recv.ok())
+                    throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.payload_recv.failure()));
+                throw peer_error(who, fmt::format("lost {}: send failed: {}", who,
+                                                  op.send.ok() ? op.payload_send.failure() : op.send.failure()));
+            }
+            if (auto bad = wire::check_envelope(op.in))
+                throw peer_error(who, fmt::format("a malformed reply came from {}: {}", who, wire::describe(*bad)));
+            if (op.in.kind == static_cast<std::uint16_t>(wire::kind::refusal))
+                throw peer_error(who, fmt::format("{} refused this worker's {}: {}", who, wire::kind_name(op.out.kind),
+                                                  wire::describe(wire::body<wire::refusal>(op.in))));
+            if (op.in.kind != static_cast<std::uint16_t>(op.expected))
+                throw peer_error(who, fmt::format("{} answered with a {} message where {} was expected: are all tasks running "
+                                                  "the same pstrain?", who, wire::kind_name(op.in.kind),
+                                                  wire::kind_name(static_cast<std::uint16_t>(op.expected))));
+            check_reply(op, who);
+        }
+    }
+
+    void check_reply(operation& op, const std::string& who)
+    {
+        if (op.expected == wire::kind::welcome) {
+            const auto w = wire::body<wire::welcome>(op.in);
+            if (w.range_begin != op.part.begin || w.range_end != op.part.end)
+                throw peer_error(who, fmt::format("{} holds parameters [{}, {}) but this worker expects [{}, {}): do all tasks "
+                                                  "run the same model?", who, w.range_begin, w.range_end, op.part.begin,
+                                                  op.part.end));
+            return;
+        }
+        if (op.expected != wire::kind::values) return;
+        const auto v = wire::body<wire::values>(op.in);
+        if (v.range_begin != op.part.begin || v.range_end != op.part.end)
+            throw peer_error(who, fmt::format("{} sent values of [{}, {}) but this worker asked for [{}, {}): do all tasks run "
+                                              "the same model?", who, v.range_begin, v.range_end, op.part.begin, op.part.end));
+        const std::uint64_t expected_bytes = op.shared ? 0 : wire::float_bytes(op.part.size());
+        if ((v.in_shared_memory != 0) != op.shared || op.in.payload_bytes != expected_bytes ||
+            (expected_bytes > 0 && op.payload_recv.length() != expected_bytes))
+            throw peer_error(who, fmt::format("{} sent {} bytes of values{} where this worker expects {}: are all tasks running "
+                                              "the same pstrain?", who, op.in.payload_bytes,
+                                              v.in_shared_memory ? " in shared memory" : "", expected_bytes));
+    }
+
+    std::string lost_worker(std::uint32_t index) const
+    {
+        if (index < cfg_.worker_names.size()) return cfg_.worker_names[index];
+        return worker_name(index);
+    }
+
+    std::map<ticket, pending_ticket> tickets_;
+    std::vector<std::map<ticket, pending_ticket>::node_type> spare_;
+    ticket next_ = 1;
+};
+
+client::client(transport& net, client_config config) : impl_(std::make_unique<impl>(net, std::move(config))) {}
+client::~client() = default;
+
+std::span<float> client::params() const { return impl_->params(); }
+std::span<float> client::grads() const { return impl_->grads(); }
+std::span<float> client::buffers() const { return impl_->buffers(); }
+shard_range client::everything() const { return impl_->everything(); }
+shard_range client::key(std::size_t k) const { return impl_->key(k); }
+const std::vector<shard_range>& client::partition() const { return impl_->partition_; }
+ticket client::init() { return impl_->init(); }
+ticket client::restore(std::uint64_t step) { return impl_->restore(step); }
+ticket client::pull(shard_range range) { return impl_->pull(range); }
+ticket client::push(shard_range range, std::uint64_t position) { return impl_->push(range, position); }
+void client::wait(ticket t) { impl_->wait(t); }
+bool client::test(ticket t) { return impl_->test(t); }
+std::vector<snapshot_result> client::snapshot(std::uint64_t step) { return impl_->snapshot(step); }
+void client::shutdown(bool stop) { impl_->shutdown(stop); }
+std::uint64_t client::global_step() const { return impl_->global_step_; }
+bool client::done() const { return impl_->done_; }
+bool client::stopped() const { return impl_->stopped_; }
+std::optional<std::uint64_t> client::restored_step() const { return impl_->restored_; }
+bool client::mapped(std::size_t p) const { return impl_->mapped_.at(p) != 0; }
 
 }  // namespace pstrain::ps

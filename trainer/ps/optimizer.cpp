@@ -1,7 +1,7 @@
-#include "trainer/ps/optimizer.hpp"
+#include "pstrain/optimizer.hpp"
 
-#include "common/error.hpp"
-#include "trainer/compute/elementwise.hpp"
+#include "pstrain/error.hpp"
+#include "trainer/ps/update_rules.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,15 +10,13 @@
 
 namespace pstrain::ps {
 
-using namespace pstrain::compute;
-
 optimizer_kind parse_optimizer(const std::string& name)
 {
     if (name == "sgd") return optimizer_kind::sgd;
     if (name == "momentum") return optimizer_kind::momentum;
     if (name == "adagrad") return optimizer_kind::adagrad;
     if (name == "adam") return optimizer_kind::adam;
-    throw error(fmt::format("--optimizer {}: use sgd, momentum, adagrad or adam", name));
+    throw error(fmt::format("optimizer {} is not one of sgd, momentum, adagrad, adam", name));
 }
 
 std::string optimizer_name(optimizer_kind kind)
@@ -58,9 +56,17 @@ void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std
                      std::span<float> state, std::uint64_t step)
 {
     const std::size_t n = in.size();
-    if (out.size() != n || grads.size() != n || state.size() != n * static_cast<std::size_t>(state_slots(cfg.kind)))
-        throw error(fmt::format("optimizer: {} params, {} outputs, {} grads, {} state values do not match", n, out.size(),
-                                grads.size(), state.size()));
+    if (state.size() != n * static_cast<std::size_t>(state_slots(cfg.kind)))
+        throw error(fmt::format("optimizer: {} params and {} state values do not match", n, state.size()));
+    apply_update_to(cfg, in, out, grads, state.data(), n, step);
+}
+
+void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out, std::span<const float> grads,
+                     float* state, std::size_t stride, std::uint64_t step)
+{
+    const std::size_t n = in.size();
+    if (out.size() != n || grads.size() != n)
+        throw error(fmt::format("optimizer: {} params, {} outputs, {} grads do not match", n, out.size(), grads.size()));
     // `in` and `out` may be the same: each element is read before it is written.
     const float* x = in.data();
     float* y = out.data();
@@ -91,8 +97,8 @@ void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std
         const double t = static_cast<double>(std::max<std::uint64_t>(step, 1));
         const float lr_t = static_cast<float>(cfg.learning_rate * std::sqrt(1.0 - std::pow(cfg.beta2, t)) /
                                               (1.0 - std::pow(cfg.beta1, t)));
-        float* __restrict m = state.data();
-        float* __restrict v = state.data() + n;
+        float* __restrict m = state;
+        float* __restrict v = state + stride;
         const float* __restrict gr = g;
         const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.epsilon;
         for (std::size_t i = 0; i < n; ++i) {

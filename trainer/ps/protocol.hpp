@@ -1,95 +1,193 @@
-// The worker <-> parameter-server protocol: tagged UCX messages made of a
-// fixed header and, for some types, the float payload of one shard.
+// The wire protocol between a worker's client and a PS's server.
 //
-//   worker -> ps   INIT      chief's initial values; or, with status 1 and no
-//                            payload, "restore checkpoint `step` from --checkpoint-dir"
-//   worker -> ps   PULL      ask for the shard's current values
-//   worker -> ps   PUSH      a gradient computed at global_step `step`
-//   worker -> ps   SHUTDOWN  the chief ends the job (after the final evaluation)
-//   worker -> ps   SHUTDOWN  status 1: stop for preemption (workers are told `stopped`)
-//   worker -> ps   HELLO     static-spec bootstrap: the sender's UCX address as payload
-//   worker -> ps   SAVE      chief: write this PS's shard of the checkpoint at `step`
-//   worker -> ps   MAP       the worker's exchange buffers: payload = map_request
-//                            followed by their packed UCX remote key
-//   worker -> ps   PUSH/PULL status 1 (in_mapped_memory): the gradient is in the
-//                            worker's mapped gradient buffer, no payload follows;
-//                            the PS writes the values into its mapped parameter
-//                            buffer and replies with a PARAMS header alone
-//   ps -> worker   PARAMS    reply to PULL/PUSH/INIT: values at global_step `step`, `status`
-//   ps -> worker   SAVED     reply to SAVE: save_status; step written (or the PS's
-//                            step when it has moved on); aux = crc32, extra = bytes
-//   ps -> worker   MAPPED    reply to MAP: status 1 when this PS mapped the buffers
-//                            (shared memory on one host), 0 when it cannot
-//   ps -> worker   ABORT     training cannot go on; `lost_role`/`lost_index` say why
+// Every message is one 64-byte frame on the control channel: a magic, the
+// protocol version, the kind, the payload's length, and the kind's own
+// struct with named fixed-width fields.  Bulk data (values, gradients, a
+// memory key) follows as one message on the payload channel, so that the
+// transport can move it zero-copy into the buffer posted for it.
 //
-// A message with a payload travels as two UCX messages: the header, then the
-// payload alone under the PAYLOAD tag, so that the payload is a contiguous
-// buffer UCX can move zero-copy (rendezvous with an iov datatype falls back
-// to copied fragments).  Between two tasks at most one message is in flight
-// each way, and UCX keeps the order of equal tags, so they pair up.
+//   worker -> ps   hello          first message on every connection: who, the
+//                                 model's size, an offer of its exchange
+//                                 buffers (payload: their packed key)
+//   ps -> worker   welcome        this PS's range; whether it mapped the buffers
+//   chief -> ps    init           initial values of the PS's range (payload)
+//   chief -> ps    restore        load the snapshot taken at `step`
+//   worker -> ps   pull           values of a range, please
+//   worker -> ps   push           a gradient of a range computed on the values
+//                                 of `step` (payload, or in the mapped buffer)
+//   ps -> worker   values         reply to init/restore/pull/push: the range's
+//                                 values (payload, or written into the mapped
+//                                 buffer) and the PS's step and state
+//   chief -> ps    snapshot       take a snapshot of the shard at `step`
+//   ps -> chief    snapshot_done  its outcome and receipt
+//   chief -> ps    shutdown       training ends (or stops for preemption)
+//   ps -> worker   abort          training cannot go on: it lost a task
+//   ps -> worker   refusal        the message broke the protocol; the PS names
+//                                 it in its log and the worker throws
 //
-// Mapped memory: on one host UCX can map a peer's memory into this process
-// (ucp_rkey_ptr on a shared-memory key).  A PS that has mapped a worker's
-// buffers reads its gradient and writes its new values in place: a push and
-// its reply cost two 64-byte headers and no copy through UCX.  The PS
-// touches a worker's buffers only while that worker waits for its reply.
-//
-// Tag: type (8 bits) | sender role (8 bits) | sender index (16 bits) | 32 free bits.
+// A server answers each worker's messages one at a time and in order, so a
+// worker may have several requests in flight to one PS.  Every field is
+// checked on receipt (decode_* and the server's checks): nothing a peer
+// sends can make a PS allocate, read or write outside what it owns.
 #pragma once
 
-#include <cstddef>
+#include "pstrain/error.hpp"
+#include "pstrain/partition.hpp"
+
 #include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <type_traits>
 
-namespace pstrain::ps {
+namespace pstrain::ps::wire {
 
-// Header types are below 16; the payload type is 16 (see tag_header_mask).
-enum class msg : std::uint8_t { init = 1, pull, push, shutdown, hello, params, abort, save, saved, map, mapped, payload = 16 };
+inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
+inline constexpr std::uint16_t version = 2;
 
-enum class reply_status : std::uint32_t { ok = 0, stale = 1, done = 2, stopped = 3 };
-// PUSH/PULL status: the exchange goes through the worker's mapped buffers.
-inline constexpr std::uint32_t in_mapped_memory = 1;
-
-// MAP payload: where the worker's buffers are (its addresses), then the key.
-struct map_request {
-    std::uint64_t params_address = 0;  // total floats: the PS writes its range
-    std::uint64_t grads_address = 0;   // total floats: the PS reads its range
-    std::uint64_t key_bytes = 0;
+enum class kind : std::uint16_t {
+    hello = 1, welcome, init, restore, pull, push, values, snapshot, snapshot_done, shutdown, abort, refusal,
 };
-inline constexpr std::size_t max_map_request = 1024;  // a larger key is not offered
+const char* kind_name(std::uint16_t k);
 
-enum class save_status : std::uint32_t { saved = 0, moved_on = 1, failed = 2 };
-
-struct header {
-    std::uint32_t magic = 0x70737472;  // "pstr"
-    std::uint8_t type = 0;
-    std::uint8_t sender_role = 0;      // 0 ps, 1 worker
-    std::uint16_t sender_index = 0;
-    std::uint64_t step = 0;            // global_step the message refers to
-    std::uint64_t payload_bytes = 0;   // bytes after the header
-    std::uint32_t status = 0;          // reply_status, or for ABORT the lost peer's role
-    std::uint32_t aux = 0;             // ABORT: the lost peer's index; INIT: total parameters (low 32 bits)
-    std::uint64_t range_begin = 0;     // INIT/PARAMS: the shard's range in the flat vector
-    std::uint64_t range_end = 0;
-    std::uint64_t extra = 0;           // PUSH: batches the worker has drawn; SAVED: the shard file's bytes
-    std::uint64_t restored = 0;        // PARAMS: 1 + the checkpoint step the PS restored, 0 when none
+struct frame {
+    std::uint32_t magic = wire::magic;
+    std::uint16_t version = wire::version;
+    std::uint16_t kind = 0;
+    std::uint64_t payload_bytes = 0;
+    std::uint8_t body[48] = {};
 };
-static_assert(sizeof(header) == 64);
+static_assert(sizeof(frame) == 64);
 
-inline constexpr std::uint64_t tag_type_mask = 0xff00000000000000ull;
-inline constexpr std::uint64_t tag_sender_mask = 0x00ffffff00000000ull;
+// ------------------------------------------------------------ the messages
 
-inline std::uint64_t make_tag(msg type, int sender_role, int sender_index)
+struct hello {
+    static constexpr wire::kind type = kind::hello;
+    std::uint64_t num_params = 0;       // the model's flat length, as this worker sees it
+    std::uint64_t params_address = 0;   // its exchange buffers (0: not offered)
+    std::uint64_t grads_address = 0;
+    std::uint32_t worker_index = 0;
+    std::uint32_t num_workers = 0;
+};  // payload: the buffers' packed key
+
+struct welcome {
+    static constexpr wire::kind type = kind::welcome;
+    std::uint64_t range_begin = 0, range_end = 0;
+    std::uint64_t num_params = 0;
+    std::uint32_t mapped = 0;           // 1: the PS reads and writes the offered buffers
+};
+
+struct init {
+    static constexpr wire::kind type = kind::init;
+    std::uint64_t range_begin = 0, range_end = 0;
+};  // payload: the range's values
+
+struct restore {
+    static constexpr wire::kind type = kind::restore;
+    std::uint64_t step = 0;
+};
+
+struct pull {
+    static constexpr wire::kind type = kind::pull;
+    std::uint64_t range_begin = 0, range_end = 0;
+    std::uint32_t in_shared_memory = 0;  // reply into the mapped buffer
+};
+
+struct push {
+    static constexpr wire::kind type = kind::push;
+    std::uint64_t step = 0;             // the global step of the values the gradient was computed on
+    std::uint64_t range_begin = 0, range_end = 0;
+    std::uint64_t position = 0;         // the worker's position in its data (opaque here)
+    std::uint32_t in_shared_memory = 0; // the gradient is in the mapped buffer, no payload
+};  // payload: the gradient
+
+enum class values_status : std::uint32_t { ok = 0, stale = 1, done = 2, stopped = 3 };
+
+struct values {
+    static constexpr wire::kind type = kind::values;
+    std::uint64_t step = 0;             // the PS's global step
+    std::uint64_t range_begin = 0, range_end = 0;
+    std::uint64_t restored = 0;         // 1 + the snapshot step the PS restored, 0 when none
+    std::uint32_t status = 0;           // values_status
+    std::uint32_t in_shared_memory = 0;
+};  // payload: the values, unless in_shared_memory
+
+struct snapshot {
+    static constexpr wire::kind type = kind::snapshot;
+    std::uint64_t step = 0;
+};
+
+enum class snapshot_status : std::uint32_t { taken = 0, moved_on = 1, failed = 2 };
+
+struct snapshot_done {
+    static constexpr wire::kind type = kind::snapshot_done;
+    std::uint64_t step = 0;             // the step taken, or the PS's step when it has moved on
+    std::uint64_t bytes = 0;            // the receipt the server's snapshot hook returned
+    std::uint64_t checksum = 0;
+    std::uint32_t status = 0;           // snapshot_status
+};
+
+struct shutdown {
+    static constexpr wire::kind type = kind::shutdown;
+    std::uint32_t stop = 0;             // 1: stop for preemption (workers are told `stopped`)
+};
+
+struct abort {
+    static constexpr wire::kind type = kind::abort;
+    std::uint32_t lost_is_ps = 0;       // the task whose loss ends training
+    std::uint32_t lost_index = 0;
+};
+
+enum class refusal_code : std::uint32_t {
+    bad_frame = 1, bad_version, bad_kind, bad_range, bad_length, not_mapped, model_mismatch, needs_whole_shard, not_chief,
+};
+
+struct refusal {
+    static constexpr wire::kind type = kind::refusal;
+    std::uint32_t code = 0;             // refusal_code
+    std::uint32_t frame_version = 0;    // bad_version: what came
+    std::uint64_t detail_begin = 0;     // bad_range: the range asked for; bad_length: claimed, received
+    std::uint64_t detail_end = 0;
+};
+
+// What a refusal says, in words (for the worker's exception and the PS's log).
+std::string describe(const refusal& r);
+
+// ---------------------------------------------------------------- encoding
+
+template <typename M>
+frame encode(const M& m, std::uint64_t payload_bytes = 0)
 {
-    return (std::uint64_t(static_cast<std::uint8_t>(type)) << 56) | (std::uint64_t(sender_role & 0xff) << 48) |
-           (std::uint64_t(sender_index & 0xffff) << 32);
+    static_assert(std::is_trivially_copyable_v<M> && sizeof(M) <= sizeof(frame::body));
+    frame f;
+    f.kind = static_cast<std::uint16_t>(M::type);
+    f.payload_bytes = payload_bytes;
+    std::memcpy(f.body, &m, sizeof m);
+    return f;
 }
 
-inline std::uint64_t sender_tag(int sender_role, int sender_index) { return make_tag(msg{}, sender_role, sender_index); }
+// The body of a frame already checked to be of kind M::type.
+template <typename M>
+M body(const frame& f)
+{
+    M m;
+    std::memcpy(&m, f.body, sizeof m);
+    return m;
+}
 
-inline constexpr std::uint64_t tag_full_mask = tag_type_mask | tag_sender_mask;
-// Everything from this sender but its payloads: matched by header receives
-// (type != payload is not expressible as a mask, so header types are < 16
-// and the mask checks the payload type's bit is clear).
-inline constexpr std::uint64_t tag_header_mask = 0x1000000000000000ull | tag_sender_mask;
+// The frame's envelope: magic, version, a known kind.  A refusal when not.
+std::optional<refusal> check_envelope(const frame& f);
 
-}  // namespace pstrain::ps
+// The range [begin, end) is well formed and inside `owner`.
+inline bool range_inside(std::uint64_t begin, std::uint64_t end, const shard_range& owner)
+{
+    return begin <= end && begin >= owner.begin && end <= owner.end;
+}
+
+// Bytes of `count` floats, or 0 when that does not fit in 64 bits.
+inline std::uint64_t float_bytes(std::uint64_t count) { return count > (~std::uint64_t(0)) / 4 ? 0 : count * 4; }
+
+// The largest packed memory key a hello may carry.
+inline constexpr std::size_t max_key_bytes = 4096;
+
+}  // namespace pstrain::ps::wire

@@ -1,99 +1,181 @@
-#include "trainer/ps/server.hpp"
+#include "pstrain/server.hpp"
 
-#include "common/error.hpp"
 #include "common/log.hpp"
-#include "trainer/checkpoint/checkpoint.hpp"
+#include "pstrain/error.hpp"
 #include "trainer/ps/protocol.hpp"
 #include "trainer/ps/shard.hpp"
-#include "trainer/session.hpp"
-#include "trainer/signals.hpp"
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
 
 namespace pstrain::ps {
-namespace {
 
-using clock = std::chrono::steady_clock;
+namespace {
 constexpr auto far_future = std::chrono::hours(24 * 365);
+}
 
 struct peer_state {
-    header in;                       // header of the last message
-    std::vector<float> slot;         // its payload (a gradient, or a MAP request)
-    transport::request recv;         // the posted header receive
-    transport::request payload_recv; // the posted payload receive
+    wire::frame in;                   // the message being handled
+    std::vector<float> slot;          // its payload (a gradient, values, or a memory key)
+    request recv, payload_recv;       // the posted receives
     bool posted = false, payload_posted = false;
     bool lost = false;
-    bool told_done = false;          // a reply said done or stopped: it leaves now
-    std::uint64_t batches = 0;       // batches it had drawn at its last push
-    header out;                      // header of the reply in flight
-    transport::request send, payload_send;
-    const float* sending = nullptr;  // the values buffer its reply reads until payload_send is done
-    // Its exchange buffers mapped here (MAP), already at this shard's range.
-    std::unique_ptr<transport::remote_key> key;
+    bool greeted = false;             // its hello came
+    bool told_done = false;           // a reply said done or stopped: it leaves now
+    std::uint64_t position = 0;       // its data position at its last push
+    wire::frame out;                  // the reply in flight
+    request send, payload_send;
+    const float* sending = nullptr;   // the values buffer its reply payload reads until payload_send is done
+    // Its exchange buffers, mapped here: element 0 of the flat vector.
+    std::unique_ptr<peer_memory> mapping;
     float* mapped_params = nullptr;
     const float* mapped_grads = nullptr;
+    // Sync: its gradient waits in the step being aggregated.
+    bool contributed = false;
+    bool contributed_shared = false;
 
-    // The last PUSH/PULL goes through the mapped buffers.
-    bool via_map() const
-    {
-        const auto t = static_cast<msg>(in.type);
-        return mapped_params && (t == msg::push || t == msg::pull) && in.status == in_mapped_memory;
-    }
-
-    // A whole message is here: its header, and its payload if it has one.
-    bool ready() { return posted && recv.done() && (in.payload_bytes == 0 || payload_recv.done()); }
+    // A whole message is here: its frame, and its payload if it has one.
+    bool ready() { return posted && recv.done() && (!recv.ok() || in.payload_bytes == 0 || payload_recv.done()); }
 };
 
-class server {
+class server::impl {
 public:
-    server(const trainer::train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& c)
-        : o_(o), j_(j), w_(w), c_(c), workers_(static_cast<std::size_t>(j.num_workers)),
-          sync_(o.sync_replicas), replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : j.num_workers)
+    impl(transport& net, server_config c, server_hooks h)
+        : net_(net), cfg_(std::move(c)), hooks_(std::move(h)), workers_(net.num_peers()),
+          replicas_(cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(net.num_peers()))
     {
-        // run_distributed has checked --replicas-to-aggregate against the workers.
+        if (workers_.empty()) throw error("a parameter server needs at least one worker");
+        if (cfg_.num_ps < 1 || cfg_.index < 0 || cfg_.index >= cfg_.num_ps)
+            throw error(fmt::format("PS index {} is outside 0..{}", cfg_.index, cfg_.num_ps - 1));
+        if (cfg_.sync && replicas_ > static_cast<int>(workers_.size()))
+            throw error(fmt::format("sync training cannot aggregate {} gradients per step from {} workers", replicas_,
+                                    workers_.size()));
     }
 
-    int run()
+    server_outcome run()
     {
-        int code = serve();
-        // Posted receives go back to UCX before the worker is destroyed.
-        for (auto& p : workers_) {
-            if (p.posted) p.recv.cancel(w_.get());
-            if (p.payload_posted) p.payload_recv.cancel(w_.get());
+        try {
+            auto outcome = serve();
+            release();
+            return outcome;
+        } catch (...) {
+            release();
+            throw;
         }
-        w_.wait_until(
-            [&] {
-                return std::all_of(workers_.begin(), workers_.end(), [](auto& p) {
-                    return (!p.posted || p.recv.done()) && (!p.payload_posted || p.payload_recv.done());
-                });
-            },
-            clock::now() + std::chrono::seconds(1));
-        return code;
     }
+
+    std::uint64_t step_ = 0, stale_ = 0;
 
 private:
-    int serve()
+    using values_status = wire::values_status;
+
+    // ------------------------------------------------------------ startup
+
+    // The chief's hello says the model's size, hence this PS's range; its
+    // next message initialises or restores the shard.  Nobody else is
+    // served before that.
+    void start()
     {
-        receive_init();
+        auto& chief = workers_[0];
+        const auto who = net_.peer_name(0);
+        chief.recv = net_.recv(0, channel::control, &chief.in, sizeof chief.in);
+        chief.posted = true;
+        wait_for_chief(chief.recv, "said hello");
+        chief.posted = false;
+        if (auto bad = wire::check_envelope(chief.in))
+            throw peer_error(who, fmt::format("{} sent a malformed first message: {}", who, wire::describe(*bad)));
+        if (chief.in.kind != static_cast<std::uint16_t>(wire::kind::hello))
+            throw peer_error(who, fmt::format("{} began with a {} message instead of hello: run the same pstrain in every task",
+                                              who, wire::kind_name(chief.in.kind)));
+        const auto h = wire::body<wire::hello>(chief.in);
+        num_params_ = h.num_params;
+        range_ = make_partition(num_params_, cfg_.num_ps)[static_cast<std::size_t>(cfg_.index)];
+        if (wire::float_bytes(range_.size()) == 0 && range_.size() > 0)
+            throw peer_error(who, fmt::format("{} announced {} parameters: more than this machine can address", who, num_params_));
+        shard_.emplace(range_, cfg_.optimizer);
+        sum_.resize(range_.size());
+        for (auto& p : workers_) p.slot.resize(std::max<std::size_t>(range_.size(), wire::max_key_bytes / sizeof(float)));
+        // The hello's key, then the rest goes through the usual receives.
+        if (chief.in.payload_bytes > 0) {
+            if (chief.in.payload_bytes > wire::max_key_bytes)
+                throw peer_error(who, fmt::format("{} offered a memory key of {} bytes (at most {})", who,
+                                                  chief.in.payload_bytes, wire::max_key_bytes));
+            chief.payload_recv = net_.recv(0, channel::payload, chief.slot.data(), chief.in.payload_bytes);
+            wait_for_chief(chief.payload_recv, "sent its memory key");
+        }
+        greet(0);
+        send_reply(0);
+        while (!(workers_[0].ready())) {
+            net_.wait_until([&] { return workers_[0].ready() || net_.failed(0); }, clock::now() + far_future);
+            if (net_.failed(0)) throw peer_error(who, fmt::format("lost {} before it initialised the model: {}", who, net_.failure(0)));
+        }
+        chief.posted = false;
+        if (!chief.recv.ok() || (chief.in.payload_bytes > 0 && !chief.payload_recv.ok()))
+            throw peer_error(who, fmt::format("lost {} before it initialised the model: {}", who, chief.recv.failure()));
+        if (chief.in.payload_bytes > 0) chief.payload_posted = false;
+        const bool restoring = chief.in.kind == static_cast<std::uint16_t>(wire::kind::restore);
+        if (wire::check_envelope(chief.in) || (!restoring && chief.in.kind != static_cast<std::uint16_t>(wire::kind::init)))
+            throw peer_error(who, fmt::format("{} did not initialise or restore the model after hello: run the same pstrain in "
+                                              "every task", who));
+        if (restoring) {
+            const auto r = wire::body<wire::restore>(chief.in);
+            if (!hooks_.restore) throw peer_error(who, fmt::format("{} asked to restore a snapshot, and this server has no restore hook", who));
+            auto state = hooks_.restore(r.step, range_, num_params_);
+            shard_->restore(state.values, state.state, state.updates);
+            if (state.positions.size() == workers_.size())
+                for (std::size_t i = 0; i < workers_.size(); ++i) workers_[i].position = state.positions[i];
+            step_ = r.step;
+            restored_ = r.step + 1;
+        } else {
+            const auto m = wire::body<wire::init>(chief.in);
+            if (m.range_begin != range_.begin || m.range_end != range_.end ||
+                chief.in.payload_bytes != wire::float_bytes(range_.size()) ||
+                chief.payload_recv.length() != chief.in.payload_bytes)
+                throw peer_error(who, fmt::format("{} initialised [{}, {}) with {} bytes, this PS holds [{}, {}): run the same "
+                                                  "pstrain in every task", who, m.range_begin, m.range_end,
+                                                  chief.in.payload_bytes, range_.begin, range_.end));
+            shard_->assign(std::span<const float>(chief.slot.data(), range_.size()));
+        }
+        log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range_.begin, range_.end,
+                  num_params_, range_.size() * 4 / 1000.0, cfg_.sync ? "sync" : "async",
+                  cfg_.sync ? fmt::format(" aggregating {} of {} workers", replicas_, workers_.size()) : "",
+                  restoring ? "restored from the snapshot at" : "starting at", step_);
+        done_ = hooks_.step_completed && hooks_.step_completed(step_);
+        for (std::size_t i = 1; i < workers_.size(); ++i) post(i);
+        reply_values(0, range_, false, values_status::ok);
+    }
+
+    void wait_for_chief(request& r, const char* what)
+    {
+        const auto who = net_.peer_name(0);
+        net_.wait_until([&] { return r.done() || net_.failed(0); }, clock::now() + far_future);
+        if (!r.done() || !r.ok())
+            throw peer_error(who, fmt::format("lost {} before it {}: {}", who, what,
+                                              net_.failed(0) ? net_.failure(0) : r.failure()));
+    }
+
+    // ------------------------------------------------------------ serving
+
+    server_outcome serve()
+    {
+        start();
         for (;;) {
             if (shutdown_ && (everyone_told() || clock::now() > shutdown_deadline_)) {
                 if (!everyone_told())
                     log::warn("not every worker came back for its last reply within {}s of the chief's shutdown: exiting",
-                              shutdown_wait.count());
+                              cfg_.shutdown_wait.count());
                 drain_sends();
-                return stopped_ ? trainer::preempted_exit_status : 0;
+                return stopped_ ? server_outcome::stopped : server_outcome::done;
             }
             std::optional<std::size_t> ready;
-            w_.wait_until(
+            net_.wait_until(
                 [&] {
                     for (std::size_t i = 0; i < workers_.size(); ++i) {
                         auto& p = workers_[i];
-                        if (!p.lost && (c_.peers[i]->failed() || p.ready())) {
+                        if (!p.lost && (net_.failed(i) || p.ready())) {
                             ready = i;
                             return true;
                         }
@@ -104,123 +186,231 @@ private:
             if (!ready) continue;
             const std::size_t i = *ready;
             auto& p = workers_[i];
-            if (c_.peers[i]->failed() || p.recv.status() != UCS_OK ||
-                (p.in.payload_bytes > 0 && p.payload_recv.status() != UCS_OK)) {
-                if (auto code = on_worker_lost(i)) return *code;
+            if (net_.failed(i) || !p.recv.ok()) {
+                on_worker_lost(i);
                 continue;
             }
             p.posted = false;
-            if (p.in.payload_bytes > 0) p.payload_posted = false;
-            if (auto code = handle(i)) return *code;
+            if (p.in.payload_bytes > 0) {
+                p.payload_posted = false;
+                if (!p.payload_recv.ok() || p.payload_recv.length() != p.in.payload_bytes) {
+                    if (net_.failed(i)) {
+                        on_worker_lost(i);
+                        continue;
+                    }
+                    refuse(i, wire::refusal_code::bad_length, p.in.payload_bytes,
+                           p.payload_recv.ok() ? p.payload_recv.length() : ~std::uint64_t(0));
+                    continue;
+                }
+            }
+            handle(i);
         }
     }
 
-    // The chief's first message sets the shard (its size comes with it).
-    void receive_init()
-    {
-        auto& chief = *c_.peers[0];
-        const auto who = j_.peer_name(role::worker, 0);
-        header h;
-        auto r = w_.recv(make_tag(msg::init, 1, 0), tag_full_mask, &h, sizeof h);
-        w_.wait_until([&] { return r.done() || chief.failed(); }, clock::now() + far_future);
-        if (!r.done() || r.status() != UCS_OK)
-            throw error(fmt::format("lost {} before it initialised the model: {}", who,
-                                    ucs_status_string(chief.failed() ? chief.failure() : r.status())));
-        const bool restore = h.status == 1;
-        if (h.magic != header{}.magic || h.payload_bytes % sizeof(float) != 0 || h.range_end < h.range_begin ||
-            (!restore && (h.range_end - h.range_begin) * sizeof(float) != h.payload_bytes) || (restore && h.payload_bytes != 0))
-            throw error("the chief's INIT message is malformed: are all tasks running the same pstrain?");
-        shard_range range{h.range_begin, h.range_end};
-        shard_.emplace(range, trainer::optimizer_from(o_));
-        total_params_ = h.aux;
-        step_ = h.step;
-        if (restore) {
-            const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(h.step));
-            auto d = checkpoint::load_range(o_.checkpoint_dir, m, range);
-            shard_->restore(d.values, d.state, d.updates);
-            restored_ = h.step + 1;
-            if (m.worker_batches.size() == workers_.size())
-                for (std::size_t i = 0; i < workers_.size(); ++i) workers_[i].batches = m.worker_batches[i];
-        } else {
-            std::vector<float> values(h.payload_bytes / sizeof(float));
-            auto payload = w_.recv(make_tag(msg::payload, 1, 0), tag_full_mask, values.data(), h.payload_bytes);
-            w_.wait(payload, who, clock::now() + std::chrono::seconds(60));
-            shard_->assign(values);
-        }
-        log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range.begin, range.end,
-                  total_params_, range.size() * 4 / 1000.0, sync_ ? "sync" : "async",
-                  sync_ ? fmt::format(" aggregating {} of {} workers", replicas_, j_.num_workers) : "",
-                  restore ? "restored from the checkpoint at" : "starting at", step_);
-        done_ = step_ >= static_cast<std::uint64_t>(o_.train_steps);
-        sum_.resize(range.size());
-        contributed_.assign(workers_.size(), false);
-        for (std::size_t i = 0; i < workers_.size(); ++i) {
-            workers_[i].slot.resize(std::max(range.size(), max_map_request / sizeof(float)));
-            post(i);
-        }
-        reply(0, reply_status::ok);
-    }
-
-    // Posts the next header receive, and a payload receive if none is posted.
+    // Posts worker i's next frame receive, and a payload receive if none is posted.
     void post(std::size_t i)
     {
         auto& p = workers_[i];
-        p.recv = w_.recv(sender_tag(1, static_cast<int>(i)), tag_header_mask, &p.in, sizeof p.in);
+        p.recv = net_.recv(i, channel::control, &p.in, sizeof p.in);
         p.posted = true;
         if (!p.payload_posted) {
-            p.payload_recv = w_.recv(make_tag(msg::payload, 1, static_cast<int>(i)), tag_full_mask, p.slot.data(),
-                                     p.slot.size() * sizeof(float));
+            p.payload_recv = net_.recv(i, channel::payload, p.slot.data(), p.slot.size() * sizeof(float));
             p.payload_posted = true;
         }
     }
 
-    // Sends the shard's values to worker i.  UCX may read them zero-copy
-    // until the send completes, so they must not change meanwhile: sync
-    // waits for every reply of a step before the next update; async writes
-    // each update into a spare buffer no reply is reading (free_spare).
-    void reply(std::size_t i, reply_status status)
+    void handle(std::size_t i)
     {
         auto& p = workers_[i];
-        w_.wait_until([&] { return p.payload_send.done() || c_.peers[i]->failed(); }, clock::now() + far_future);
-        begin_reply(i, msg::params);
-        const auto sent = done_ ? (stopped_ ? reply_status::stopped : reply_status::done) : status;
-        p.out.status = static_cast<std::uint32_t>(sent);
-        p.out.restored = restored_;
-        if (sent == reply_status::done || sent == reply_status::stopped) p.told_done = true;
-        std::span<const float> values = shard_->values();
-        if (p.via_map()) {
-            // The worker waits for this reply: its buffer is ours until the header leaves.
-            std::copy(values.begin(), values.end(), p.mapped_params);
-            p.sending = nullptr;
-            p.out.payload_bytes = 0;
-        } else {
-            p.sending = values.data();
-            p.out.payload_bytes = values.size_bytes();
-            p.payload_send = w_.send(c_.data_ep(i), make_tag(msg::payload, 0, j_.me.index), values.data(), values.size_bytes());
+        if (auto bad = wire::check_envelope(p.in)) {
+            refuse(i, *bad);
+            return;
         }
+        const auto payload_is = [&](std::uint64_t bytes) {
+            if (p.in.payload_bytes == bytes) return true;
+            refuse(i, wire::refusal_code::bad_length, bytes, p.in.payload_bytes);
+            return false;
+        };
+        switch (static_cast<wire::kind>(p.in.kind)) {
+        case wire::kind::hello:
+            greet(i);
+            send_reply(i);
+            return;
+        case wire::kind::pull: {
+            const auto m = wire::body<wire::pull>(p.in);
+            if (!check_range(i, m.range_begin, m.range_end) || !payload_is(0) || !check_shared(i, m.in_shared_memory)) return;
+            reply_values(i, {m.range_begin, m.range_end}, m.in_shared_memory != 0, values_status::ok);
+            return;
+        }
+        case wire::kind::push: {
+            const auto m = wire::body<wire::push>(p.in);
+            if (!check_range(i, m.range_begin, m.range_end) || !check_shared(i, m.in_shared_memory) ||
+                !payload_is(m.in_shared_memory ? 0 : wire::float_bytes(m.range_end - m.range_begin)))
+                return;
+            on_push(i, m);
+            return;
+        }
+        case wire::kind::snapshot:
+            if (!from_chief(i) || !payload_is(0)) return;
+            on_snapshot(i, wire::body<wire::snapshot>(p.in));
+            return;
+        case wire::kind::shutdown:
+            if (!from_chief(i) || !payload_is(0)) return;
+            on_shutdown(wire::body<wire::shutdown>(p.in).stop != 0);
+            return;
+        case wire::kind::init:
+        case wire::kind::restore:
+            // A repeated initialisation (the chief restarted its connection): the values stand.
+            if (!from_chief(i)) return;
+            reply_values(i, range_, false, values_status::ok);
+            return;
+        default:
+            refuse(i, wire::refusal_code::bad_kind, p.in.kind, 0);
+            return;
+        }
+    }
+
+    bool check_range(std::size_t i, std::uint64_t begin, std::uint64_t end)
+    {
+        if (wire::range_inside(begin, end, range_)) return true;
+        refuse(i, wire::refusal_code::bad_range, begin, end);
+        return false;
+    }
+
+    bool check_shared(std::size_t i, std::uint32_t in_shared_memory)
+    {
+        if (!in_shared_memory || workers_[i].mapped_params) return true;
+        refuse(i, wire::refusal_code::not_mapped, 0, 0);
+        return false;
+    }
+
+    bool from_chief(std::size_t i)
+    {
+        if (i == 0) return true;
+        refuse(i, wire::refusal_code::not_chief, 0, 0);
+        return false;
+    }
+
+    void refuse(std::size_t i, wire::refusal_code code, std::uint64_t a, std::uint64_t b)
+    {
+        wire::refusal r;
+        r.code = static_cast<std::uint32_t>(code);
+        r.detail_begin = a;
+        r.detail_end = b;
+        refuse(i, r);
+    }
+
+    // The message broke the protocol: say so in the log and to the peer,
+    // and go on serving the others.
+    void refuse(std::size_t i, const wire::refusal& r)
+    {
+        log::error("refused a {} message from {}: {}", wire::kind_name(workers_[i].in.kind), net_.peer_name(i), wire::describe(r));
+        begin_reply(i);
+        workers_[i].out = wire::encode(r);
         send_reply(i);
     }
 
-    // The header of a reply to worker i: who, the step, the shard's range
-    // (once the previous header has left: UCX may still read it).
-    void begin_reply(std::size_t i, msg type)
+    // hello: the worker's model must be the chief's; map its buffers when
+    // it offers them and the transport can.  The welcome is left in `out`.
+    void greet(std::size_t i)
     {
         auto& p = workers_[i];
-        if (!p.send.done()) w_.wait_until([&] { return p.send.done() || c_.peers[i]->failed(); }, clock::now() + far_future);
-        p.out = header{};
-        p.out.type = static_cast<std::uint8_t>(type);
-        p.out.sender_index = static_cast<std::uint16_t>(j_.me.index);
-        p.out.step = step_;
-        p.out.range_begin = shard_->range().begin;
-        p.out.range_end = shard_->range().end;
+        const auto h = wire::body<wire::hello>(p.in);
+        begin_reply(i);
+        if (h.num_params != num_params_) {
+            wire::refusal r;
+            r.code = static_cast<std::uint32_t>(wire::refusal_code::model_mismatch);
+            r.detail_begin = h.num_params;
+            r.detail_end = num_params_;
+            log::error("refused the hello of {}: {}", net_.peer_name(i), wire::describe(r));
+            p.out = wire::encode(r);
+            return;
+        }
+        p.greeted = true;
+        wire::welcome w;
+        w.range_begin = range_.begin;
+        w.range_end = range_.end;
+        w.num_params = num_params_;
+        w.mapped = map_buffers(i, h) ? 1 : 0;
+        p.out = wire::encode(w);
     }
 
-    // Sends the header begun by begin_reply and posts worker i's next receive.
+    // True when the worker's buffers are mapped here (same host, a
+    // transport that can, share_memory on).
+    bool map_buffers(std::size_t i, const wire::hello& h)
+    {
+        auto& p = workers_[i];
+        const auto key_bytes = p.in.payload_bytes;
+        if (!cfg_.share_memory || key_bytes == 0 || key_bytes > wire::max_key_bytes || h.params_address == 0 ||
+            h.grads_address == 0)
+            return false;
+        try {
+            auto key = std::span(reinterpret_cast<const std::uint8_t*>(p.slot.data()), key_bytes);
+            auto mapping = net_.map(i, key);
+            if (!mapping) return false;
+            auto* params = static_cast<float*>(mapping->local_pointer(h.params_address));
+            auto* grads = static_cast<const float*>(mapping->local_pointer(h.grads_address));
+            if (!params || !grads) return false;
+            p.mapping = std::move(mapping);
+            p.mapped_params = params;
+            p.mapped_grads = grads;
+            return true;
+        } catch (const error& e) {
+            log::debug("cannot map the buffers of {} ({}): messages it is", net_.peer_name(i), e.what());
+            return false;
+        }
+    }
+
+    // ------------------------------------------------------------ replies
+
+    // Waits until worker i's previous reply frame has left (the transport
+    // may still read it), then clears it.
+    void begin_reply(std::size_t i)
+    {
+        auto& p = workers_[i];
+        if (!p.send.done()) net_.wait_until([&] { return p.send.done() || net_.failed(i); }, clock::now() + far_future);
+        p.out = wire::frame{};
+    }
+
+    // Sends the frame in `out` and posts worker i's next receive.
     void send_reply(std::size_t i)
     {
         auto& p = workers_[i];
-        p.send = w_.send(c_.data_ep(i), make_tag(static_cast<msg>(p.out.type), 0, j_.me.index), &p.out, sizeof p.out);
+        p.send = net_.send(i, channel::control, &p.out, sizeof p.out);
         if (!p.lost && !p.posted) post(i);
+    }
+
+    // The values of `part` to worker i: written into its mapped buffer
+    // (`shared`), or sent.  A send may read them until it completes, so
+    // they must not change meanwhile: sync waits for every reply of a step
+    // before the next update; async writes each update into a spare buffer
+    // no reply is reading (free_spare).
+    void reply_values(std::size_t i, shard_range part, bool shared, values_status status)
+    {
+        auto& p = workers_[i];
+        net_.wait_until([&] { return p.payload_send.done() || net_.failed(i); }, clock::now() + far_future);
+        begin_reply(i);
+        const auto sent = done_ ? (stopped_ ? values_status::stopped : values_status::done) : status;
+        if (sent == values_status::done || sent == values_status::stopped) p.told_done = true;
+        wire::values v;
+        v.step = step_;
+        v.range_begin = part.begin;
+        v.range_end = part.end;
+        v.restored = restored_;
+        v.status = static_cast<std::uint32_t>(sent);
+        v.in_shared_memory = shared ? 1 : 0;
+        const auto values = shard_->values().subspan(part.begin - range_.begin, part.size());
+        if (shared) {
+            // The worker waits for this reply: its buffer is ours until the frame leaves.
+            std::copy(values.begin(), values.end(), p.mapped_params + part.begin);
+            p.sending = nullptr;
+            p.out = wire::encode(v);
+        } else {
+            p.sending = shard_->values().data();
+            p.out = wire::encode(v, values.size_bytes());
+            p.payload_send = net_.send(i, channel::payload, values.data(), values.size_bytes());
+        }
+        send_reply(i);
     }
 
     // A values buffer that no reply in flight reads: the old values stay
@@ -233,98 +423,71 @@ private:
         return spares_.emplace_back();
     }
 
-    // A reply in flight still reads `values`.
     bool read_by_a_reply(const float* values)
     {
         for (std::size_t k = 0; k < workers_.size(); ++k)
-            if (workers_[k].sending == values && !workers_[k].payload_send.done() && !c_.peers[k]->failed()) return true;
+            if (workers_[k].sending == values && !workers_[k].payload_send.done() && !net_.failed(k)) return true;
         return false;
-    }
-
-    // Worker i's gradient: in its mapped buffer or in the slot its payload came to.
-    std::span<const float> gradient(std::size_t i) const
-    {
-        const auto& p = workers_[i];
-        return {p.via_map() ? p.mapped_grads : p.slot.data(), shard_->range().size()};
     }
 
     // Before the values change: every reply in flight has left.
     void drain_sends()
     {
-        w_.wait_until(
+        net_.wait_until(
             [&] {
                 for (std::size_t i = 0; i < workers_.size(); ++i)
-                    if ((!workers_[i].send.done() || !workers_[i].payload_send.done()) && !c_.peers[i]->failed()) return false;
+                    if ((!workers_[i].send.done() || !workers_[i].payload_send.done()) && !net_.failed(i)) return false;
                 return true;
             },
             clock::now() + far_future);
     }
 
-    std::optional<int> handle(std::size_t i)
+    // Worker i's gradient of `part`: in its mapped buffer or in its payload slot.
+    std::span<const float> gradient(std::size_t i, shard_range part, bool shared) const
     {
-        auto& p = workers_[i];
-        if (p.in.magic != header{}.magic) throw error(fmt::format("a malformed message came from {}", j_.peer_name(role::worker, static_cast<int>(i))));
-        switch (static_cast<msg>(p.in.type)) {
-        case msg::pull:
-            reply(i, reply_status::ok);
-            return std::nullopt;
-        case msg::push:
-            on_push(i);
-            return std::nullopt;
-        case msg::save:
-            on_save(i);
-            return std::nullopt;
-        case msg::map:
-            begin_reply(i, msg::mapped);
-            p.out.status = map_buffers(i) ? 1 : 0;
-            send_reply(i);
-            return std::nullopt;
-        case msg::shutdown:
-            on_shutdown(p.in.status == 1);
-            return std::nullopt;
-        case msg::init:
-            reply(i, reply_status::ok);  // a repeated INIT (the chief restarted its connection): ignore the values
-            return std::nullopt;
-        default:
-            throw error(fmt::format("unexpected message type {} from {}", p.in.type, j_.peer_name(role::worker, static_cast<int>(i))));
-        }
+        const auto& p = workers_[i];
+        return {shared ? p.mapped_grads + part.begin : p.slot.data(), part.size()};
     }
 
-    void on_push(std::size_t i)
+    // ----------------------------------------------------------- training
+
+    void on_push(std::size_t i, const wire::push& m)
     {
         auto& p = workers_[i];
-        p.batches = p.in.extra;
+        p.position = m.position;
+        const shard_range part{m.range_begin, m.range_end};
+        const bool shared = m.in_shared_memory != 0;
         if (done_) {
-            reply(i, reply_status::done);
+            reply_values(i, part, shared, values_status::done);
             return;
         }
-        const std::size_t shard_bytes = shard_->range().size() * sizeof(float);
-        if (p.in.status == in_mapped_memory ? !p.via_map() : p.in.payload_bytes != shard_bytes)
-            throw error(fmt::format("a gradient of {} bytes{} came from {}, the shard has {}", p.in.payload_bytes,
-                                    p.in.status == in_mapped_memory ? " in memory this PS has not mapped" : "",
-                                    j_.peer_name(role::worker, static_cast<int>(i)), shard_bytes));
-        if (!sync_) {
+        if (!cfg_.sync) {
             // In place unless a reply in flight still reads the values.
             if (read_by_a_reply(shard_->values().data()))
-                shard_->apply_into(free_spare(), gradient(i));
+                shard_->apply_into(free_spare(), gradient(i, part, shared), part);
             else
-                shard_->apply(gradient(i));
+                shard_->apply(gradient(i, part, shared), part);
             advance();
-            reply(i, reply_status::ok);
+            reply_values(i, part, shared, values_status::ok);
             return;
         }
-        if (p.in.step != step_) {  // computed on older values: dropped
+        if (part != range_) {
+            refuse(i, wire::refusal_code::needs_whole_shard, part.begin, part.end);
+            return;
+        }
+        if (m.step != step_) {  // computed on older values: dropped
             ++stale_;
-            reply(i, reply_status::stale);
+            reply_values(i, part, shared, values_status::stale);
             return;
         }
-        contributed_[i] = true;
+        p.contributed = true;
+        p.contributed_shared = shared;
         if (++count_ < replicas_) return;
         // Sum in worker order, so a run is the same whatever the arrival order.
         std::fill(sum_.begin(), sum_.end(), 0.0f);
         for (std::size_t k = 0; k < workers_.size(); ++k) {
-            if (!contributed_[k]) continue;
-            const auto g = gradient(k);
+            if (!workers_[k].contributed) continue;
+            const auto g = gradient(k, range_, workers_[k].contributed_shared);
             for (std::size_t e = 0; e < sum_.size(); ++e) sum_[e] += g[e];
         }
         const float scale = 1.0f / static_cast<float>(replicas_);
@@ -332,85 +495,79 @@ private:
         drain_sends();
         shard_->apply(sum_);
         advance();
+        answer_contributors();
+    }
+
+    // Sync: every gradient of the step gets the new values.
+    void answer_contributors()
+    {
         for (std::size_t k = 0; k < workers_.size(); ++k) {
-            if (!contributed_[k]) continue;
-            contributed_[k] = false;
-            reply(k, reply_status::ok);
+            if (!workers_[k].contributed) continue;
+            workers_[k].contributed = false;
+            reply_values(k, range_, workers_[k].contributed_shared, values_status::ok);
         }
         count_ = 0;
     }
 
-    // MAP: worker i offers its exchange buffers.  True when UCX maps them
-    // here (same host, shared memory in UCX_TLS, --shared-memory auto).
-    bool map_buffers(std::size_t i)
+    void advance()
     {
-        auto& p = workers_[i];
-        const auto who = j_.peer_name(role::worker, static_cast<int>(i));
-        map_request r;
-        const auto* bytes = reinterpret_cast<const std::uint8_t*>(p.slot.data());
-        if (p.in.payload_bytes >= sizeof r && p.in.payload_bytes <= max_map_request) std::memcpy(&r, bytes, sizeof r);
-        if (sizeof r + r.key_bytes != p.in.payload_bytes)
-            throw error(fmt::format("a malformed MAP message came from {}: are all tasks running the same pstrain?", who));
-        if (o_.shared_memory != "auto") return false;
-        try {
-            auto key = std::make_unique<transport::remote_key>(c_.data_ep(i), std::span(bytes + sizeof r, r.key_bytes));
-            auto* params = static_cast<float*>(key->local_pointer(r.params_address));
-            auto* grads = static_cast<const float*>(key->local_pointer(r.grads_address));
-            if (!params || !grads) return false;
-            p.key = std::move(key);
-            p.mapped_params = params + shard_->range().begin;
-            p.mapped_grads = grads + shard_->range().begin;
-            return true;
-        } catch (const error& e) {
-            log::debug("cannot map the buffers of {} ({}): messages it is", who, e.what());
-            return false;
+        ++step_;
+        if (!done_ && hooks_.step_completed && hooks_.step_completed(step_)) {
+            done_ = true;
+            log::info("global step {} reached: training done{}", step_,
+                      cfg_.sync ? fmt::format(" ({} stale gradients dropped)", stale_) : "");
         }
     }
 
-    // Writes this PS's shard of the checkpoint at the chief's step.  In
-    // sync mode every shard must hold the same step: a PS that has moved on
+    // The shard at the chief's step, through the snapshot hook.  In sync
+    // mode every shard must hold the same step: a PS that has moved on
     // (backup workers finished a step without the chief) says so, and the
-    // chief asks again at the newer step.  In async mode the shard is
-    // written as it is now, a few updates apart from the other shards.
-    void on_save(std::size_t i)
+    // chief asks again at the newer step.  In async mode the shard is taken
+    // as it is now, a few updates apart from the other shards.
+    void on_snapshot(std::size_t i, const wire::snapshot& m)
     {
-        auto& p = workers_[i];
-        begin_reply(i, msg::saved);
-        if (sync_ && p.in.step != step_) {
-            p.out.status = static_cast<std::uint32_t>(save_status::moved_on);
+        wire::snapshot_done d;
+        if (cfg_.sync && m.step != step_) {
+            d.status = static_cast<std::uint32_t>(wire::snapshot_status::moved_on);
+            d.step = step_;
+        } else if (!hooks_.snapshot) {
+            log::error("the chief asked for a snapshot and this server has no snapshot hook");
+            d.status = static_cast<std::uint32_t>(wire::snapshot_status::failed);
         } else {
-            checkpoint::shard_meta m;
-            m.global_step = p.in.step;  // the chief's step names the checkpoint (async: this shard may be a few updates on)
-            m.ps_index = j_.me.index;
-            m.num_ps = j_.num_ps;
-            m.range = shard_->range();
-            m.total_params = total_params_;
-            m.optimizer = optimizer_name(shard_->optimizer().kind);
-            m.state_slots = state_slots(shard_->optimizer().kind);
-            m.updates = shard_->updates();
-            for (const auto& w : workers_) m.worker_batches.push_back(w.batches);
+            std::vector<std::uint64_t> positions;
+            for (const auto& w : workers_) positions.push_back(w.position);
+            shard_snapshot s;
+            s.step = m.step;
+            s.index = cfg_.index;
+            s.num_ps = cfg_.num_ps;
+            s.range = range_;
+            s.num_params = num_params_;
+            s.optimizer = shard_->optimizer().kind;
+            s.values = shard_->values();
+            s.state = shard_->state();
+            s.updates = shard_->updates();
+            s.positions = positions;
             try {
-                const auto t0 = clock::now();
-                auto e = checkpoint::write_shard(o_.checkpoint_dir, m, shard_->values(), shard_->state());
-                p.out.status = static_cast<std::uint32_t>(save_status::saved);
-                p.out.aux = e.crc32;
-                p.out.extra = e.bytes;
-                log::debug("wrote {} ({} bytes) in {:.3f}s", e.file, e.bytes,
-                           std::chrono::duration<double>(clock::now() - t0).count());
-            } catch (const error& e) {
-                log::error("checkpoint at global step {} failed: {}", step_, e.what());
-                p.out.status = static_cast<std::uint32_t>(save_status::failed);
+                const auto receipt = hooks_.snapshot(s);
+                d.status = static_cast<std::uint32_t>(wire::snapshot_status::taken);
+                d.step = m.step;
+                d.bytes = receipt.bytes;
+                d.checksum = receipt.checksum;
+            } catch (const error&) {
+                d.status = static_cast<std::uint32_t>(wire::snapshot_status::failed);  // the hook said why
             }
         }
+        begin_reply(i);
+        workers_[i].out = wire::encode(d);
         send_reply(i);
     }
 
-    // The chief ends the job (or stops it for preemption): every worker
+    // The chief ends training (or stops it for preemption): every worker
     // still training is told so on its next reply, then this PS exits.
     void on_shutdown(bool stop)
     {
         shutdown_ = true;
-        shutdown_deadline_ = clock::now() + shutdown_wait;
+        shutdown_deadline_ = clock::now() + cfg_.shutdown_wait;
         workers_[0].told_done = true;
         if (stop && !done_) {
             stopped_ = true;
@@ -420,12 +577,7 @@ private:
             log::info("the chief ended the job at global step {}", step_);
         }
         // Sync: gradients waiting for a step that will not come are answered.
-        for (std::size_t k = 0; k < workers_.size(); ++k) {
-            if (!contributed_[k]) continue;
-            contributed_[k] = false;
-            reply(k, reply_status::ok);
-        }
-        count_ = 0;
+        answer_contributors();
     }
 
     bool everyone_told() const
@@ -433,94 +585,96 @@ private:
         return std::all_of(workers_.begin(), workers_.end(), [](const auto& w) { return w.lost || w.told_done; });
     }
 
-    void advance()
-    {
-        ++step_;
-        if (step_ >= static_cast<std::uint64_t>(o_.train_steps) && !done_) {
-            done_ = true;
-            log::info("global step {} reached: training done{}", step_,
-                      sync_ ? fmt::format(" ({} stale gradients dropped)", stale_) : "");
-        }
-    }
+    // ------------------------------------------------------------ failures
 
-    std::optional<int> on_worker_lost(std::size_t i)
+    void on_worker_lost(std::size_t i)
     {
         auto& p = workers_[i];
         p.lost = true;
-        const auto why = c_.peers[i]->failed() ? ucs_status_string(c_.peers[i]->failure()) : ucs_status_string(p.recv.status());
-        const auto who = j_.peer_name(role::worker, static_cast<int>(i));
+        const auto why = net_.failed(i) ? net_.failure(i) : p.recv.failure();
+        const auto who = net_.peer_name(i);
         if (done_) {
-            if (i != 0 || shutdown_) return std::nullopt;  // workers leave once training is done
-            log::error("lost {} before it ended the job ({})", who, why);
-            return 1;
+            if (i != 0 || shutdown_) return;  // workers leave once training is done
+            throw peer_error(who, fmt::format("lost {} before it ended the job ({})", who, why));
         }
         int live = 0;
         for (auto& q : workers_) live += !q.lost;
         std::string fatal;
         if (i == 0)
             fatal = fmt::format("lost {} ({}): the chief initialises, evaluates and ends the job, training cannot go on", who, why);
-        else if (sync_ && live < replicas_)
+        else if (cfg_.sync && live < replicas_)
             fatal = fmt::format("lost {} ({}): sync training aggregates {} gradients per step and only {} workers are left; "
                                 "use --replicas-to-aggregate {} to run with backup workers",
-                                who, why, replicas_, live, std::max(1, j_.num_workers - 1));
+                                who, why, replicas_, live, std::max<std::size_t>(1, workers_.size() - 1));
         else if (live == 0)
             fatal = fmt::format("lost {} ({}): no worker is left", who, why);
         if (fatal.empty()) {
             // In sync mode a gradient it gave to this step still counts.
             log::warn("lost {} ({}): going on with {} workers", who, why, live);
-            return std::nullopt;
+            return;
         }
-        log::error("{}", fatal);
-        abort_all(role::worker, static_cast<int>(i));
-        return 1;
+        abort_all(i);
+        throw peer_error(who, fatal);
     }
 
-    // Tells every live worker why the job ends, then gives the sends a moment.
-    void abort_all(role lost_role, int lost_index)
+    // Tells every live worker why training ends, then gives the sends a moment.
+    void abort_all(std::size_t lost)
     {
-        std::vector<header> headers(workers_.size());
-        std::vector<transport::request> sends;
+        std::vector<wire::frame> frames(workers_.size());
+        std::vector<request> sends;
         for (std::size_t k = 0; k < workers_.size(); ++k) {
-            if (workers_[k].lost || c_.peers[k]->failed()) continue;
-            auto& h = headers[k];
-            h.type = static_cast<std::uint8_t>(msg::abort);
-            h.sender_index = static_cast<std::uint16_t>(j_.me.index);
-            h.status = lost_role == role::ps ? 0 : 1;
-            h.aux = static_cast<std::uint32_t>(lost_index);
-            sends.push_back(w_.send(c_.peers[k]->get(), make_tag(msg::abort, 0, j_.me.index), &h, sizeof h));
+            if (workers_[k].lost || net_.failed(k)) continue;
+            wire::abort a;
+            a.lost_is_ps = 0;
+            a.lost_index = static_cast<std::uint32_t>(lost);
+            frames[k] = wire::encode(a);
+            sends.push_back(net_.send(k, channel::control, &frames[k], sizeof frames[k]));
         }
-        w_.wait_until(
-            [&] {
-                return std::all_of(sends.begin(), sends.end(), [](auto& r) { return r.done(); });
-            },
-            clock::now() + std::chrono::seconds(2));
+        net_.wait_until([&] { return std::all_of(sends.begin(), sends.end(), [](auto& r) { return r.done(); }); },
+                        clock::now() + std::chrono::seconds(2));
     }
 
-    const trainer::train_options& o_;
-    const bootstrap::job& j_;
-    transport::worker& w_;
-    bootstrap::connections& c_;
+    // Posted receives go back to the transport before it goes away.
+    void release()
+    {
+        for (auto& p : workers_) {
+            if (p.posted) p.recv.cancel();
+            if (p.payload_posted) p.payload_recv.cancel();
+        }
+        net_.wait_until(
+            [&] {
+                return std::all_of(workers_.begin(), workers_.end(), [](auto& p) {
+                    return (!p.posted || p.recv.done()) && (!p.payload_posted || p.payload_recv.done());
+                });
+            },
+            clock::now() + std::chrono::seconds(1));
+    }
+
+    transport& net_;
+    const server_config cfg_;
+    const server_hooks hooks_;
     std::vector<peer_state> workers_;
+    const int replicas_;
+    std::uint64_t num_params_ = 0;
+    shard_range range_;
     std::optional<parameter_shard> shard_;
-    std::uint64_t step_ = 0, total_params_ = 0, stale_ = 0;
     bool done_ = false, stopped_ = false, shutdown_ = false;
     clock::time_point shutdown_deadline_;
-    static constexpr auto shutdown_wait = std::chrono::seconds(60);
-    std::uint64_t restored_ = 0;  // 1 + the restored checkpoint's step
-    const bool sync_;
-    const int replicas_;
+    std::uint64_t restored_ = 0;  // 1 + the restored snapshot's step
     int count_ = 0;
-    std::vector<bool> contributed_;
     std::vector<float> sum_;
     std::vector<std::vector<float>> spares_;  // async: buffers for the next values
 };
 
-}  // namespace
-
-int run_server(const trainer::train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& peers)
+server::server(transport& net, server_config config, server_hooks hooks)
+    : impl_(std::make_unique<impl>(net, std::move(config), std::move(hooks)))
 {
-    server s(o, j, w, peers);
-    return s.run();
 }
+
+server::~server() = default;
+
+server_outcome server::run() { return impl_->run(); }
+std::uint64_t server::global_step() const { return impl_->step_; }
+std::uint64_t server::stale_gradients() const { return impl_->stale_; }
 
 }  // namespace pstrain::ps

@@ -1,6 +1,6 @@
 #include "trainer/ps/shard.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <algorithm>
 
@@ -8,13 +8,16 @@
 
 namespace pstrain::ps {
 
-std::vector<shard_range> make_shard_map(std::size_t n, int num_shards)
+std::vector<shard_range> make_partition(std::uint64_t n, int num_shards)
 {
-    if (num_shards < 1) throw error("a shard map needs at least one shard");
-    std::vector<shard_range> map;
-    const std::size_t p = static_cast<std::size_t>(num_shards);
-    for (std::size_t s = 0; s < p; ++s) map.push_back({n * s / p, n * (s + 1) / p});
-    return map;
+    if (num_shards < 1) throw error("a partition needs at least one shard");
+    std::vector<shard_range> parts;
+    const auto p = static_cast<unsigned __int128>(num_shards);
+    // 128-bit products: n * s does not overflow for any 64-bit n.
+    for (unsigned s = 0; s < static_cast<unsigned>(num_shards); ++s)
+        parts.push_back({static_cast<std::uint64_t>(n * static_cast<unsigned __int128>(s) / p),
+                         static_cast<std::uint64_t>(n * static_cast<unsigned __int128>(s + 1) / p)});
+    return parts;
 }
 
 parameter_shard::parameter_shard(shard_range range, optimizer_config cfg)
@@ -39,18 +42,24 @@ void parameter_shard::restore(std::span<const float> values, std::span<const flo
     updates_ = updates;
 }
 
-void parameter_shard::apply_into(std::vector<float>& spare, std::span<const float> grads)
+void parameter_shard::apply(std::span<const float> grads, shard_range part)
 {
-    spare.resize(values_.size());
+    const std::size_t at = part.begin - range_.begin;
+    auto values = std::span(values_).subspan(at, part.size());
     ++updates_;
-    apply_update_to(cfg_, values_, spare, grads, state_, updates_);
-    values_.swap(spare);
+    apply_update_to(cfg_, values, values, grads, state_at(at), values_.size(), updates_);
 }
 
-void parameter_shard::apply(std::span<const float> grads)
+void parameter_shard::apply_into(std::vector<float>& spare, std::span<const float> grads, shard_range part)
 {
+    spare.resize(values_.size());
+    const std::size_t at = part.begin - range_.begin;
+    // Outside `part` the new values are the old ones.
+    if (part.size() != values_.size()) std::copy(values_.begin(), values_.end(), spare.begin());
     ++updates_;
-    apply_update(cfg_, values_, grads, state_, updates_);
+    apply_update_to(cfg_, std::span(values_).subspan(at, part.size()), std::span(spare).subspan(at, part.size()), grads,
+                    state_at(at), values_.size(), updates_);
+    values_.swap(spare);
 }
 
 }  // namespace pstrain::ps

@@ -1,24 +1,15 @@
-// A contiguous range of the flat parameter vector with its optimizer state:
-// what one PS task owns.  The shard map splits the vector into P ranges of
-// (almost) equal bytes, so large tensors are split across PS tasks.
+// What one PS task owns: a contiguous range of the flat parameter vector,
+// its values and its optimizer state.
 #pragma once
 
-#include "trainer/ps/optimizer.hpp"
+#include "pstrain/optimizer.hpp"
+#include "pstrain/partition.hpp"
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
 namespace pstrain::ps {
-
-struct shard_range {
-    std::size_t begin = 0;
-    std::size_t end = 0;
-    std::size_t size() const { return end - begin; }
-};
-
-// P ranges covering [0, n) with sizes differing by at most one element.
-std::vector<shard_range> make_shard_map(std::size_t n, int num_shards);
 
 class parameter_shard {
 public:
@@ -35,14 +26,19 @@ public:
     // Sets values (from the chief's initialisation or a checkpoint).
     void assign(std::span<const float> values);
     void restore(std::span<const float> values, std::span<const float> state, std::uint64_t updates);
-    // Applies one gradient of this shard's range.
-    void apply(std::span<const float> grads);
+    // Applies one gradient of `part` (a range of the flat vector inside
+    // this shard; `grads` holds part.size() values).
+    void apply(std::span<const float> grads, shard_range part);
+    void apply(std::span<const float> grads) { apply(grads, range_); }
     // The same, writing the new values into `spare` and swapping it with
     // the shard's values: afterwards `spare` holds the old values, untouched
     // (a reply may still be sending them).
-    void apply_into(std::vector<float>& spare, std::span<const float> grads);
+    void apply_into(std::vector<float>& spare, std::span<const float> grads, shard_range part);
 
 private:
+    // The first state slot's value for element `at` of the shard (none for sgd).
+    float* state_at(std::size_t at) { return state_.empty() ? nullptr : state_.data() + at; }
+
     shard_range range_;
     optimizer_config cfg_;
     std::vector<float> values_;

@@ -1,6 +1,6 @@
 #include "trainer/transport/ucx.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/log.hpp"
 
 #include <algorithm>
@@ -71,7 +71,7 @@ request::~request()
 }
 
 request::request(request&& o) noexcept
-    : req_(o.req_), owner_(o.owner_), status_(o.status_), complete_(o.complete_), what_(o.what_)
+    : req_(o.req_), owner_(o.owner_), status_(o.status_), complete_(o.complete_), what_(o.what_), length_(o.length_)
 {
     o.req_ = nullptr;
     o.complete_ = true;
@@ -89,6 +89,7 @@ request& request::operator=(request&& o) noexcept
         status_ = o.status_;
         complete_ = o.complete_;
         what_ = o.what_;
+        length_ = o.length_;
         o.req_ = nullptr;
         o.complete_ = true;
     }
@@ -98,7 +99,14 @@ request& request::operator=(request&& o) noexcept
 bool request::done()
 {
     if (complete_) return true;
-    ucs_status_t s = ucp_request_check_status(req_);
+    ucs_status_t s;
+    if (owner_) {  // a tag receive: its length too
+        ucp_tag_recv_info_t info{};
+        s = ucp_tag_recv_request_test(req_, &info);
+        if (s == UCS_OK) length_ = info.length;
+    } else {
+        s = ucp_request_check_status(req_);
+    }
     if (s == UCS_INPROGRESS) return false;
     status_ = s;
     complete_ = true;
@@ -112,9 +120,9 @@ void request::cancel(ucp_worker_h w)
     if (!complete_ && req_) ucp_request_cancel(w, req_);
 }
 
-// ------------------------------------------------------------------- worker
+// ------------------------------------------------------------------- engine
 
-worker::worker(context& ctx, progress_mode mode) : ctx_(ctx), mode_(mode)
+engine::engine(context& ctx, progress_mode mode) : ctx_(ctx), mode_(mode)
 {
     ucp_worker_params_t params{};
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -123,12 +131,12 @@ worker::worker(context& ctx, progress_mode mode) : ctx_(ctx), mode_(mode)
     if (mode_ == progress_mode::event) check(ucp_worker_get_efd(h_, &efd_), "ucp_worker_get_efd");
 }
 
-worker::~worker()
+engine::~engine()
 {
     if (h_) ucp_worker_destroy(h_);
 }
 
-std::vector<std::uint8_t> worker::address() const
+std::vector<std::uint8_t> engine::address() const
 {
     ucp_address_t* addr = nullptr;
     std::size_t len = 0;
@@ -138,13 +146,13 @@ std::vector<std::uint8_t> worker::address() const
     return out;
 }
 
-void worker::progress()
+void engine::progress()
 {
     while (ucp_worker_progress(h_) != 0) {
     }
 }
 
-bool worker::wait_until(const std::function<bool()>& pred, clock::time_point deadline)
+bool engine::wait_until(const std::function<bool()>& pred, clock::time_point deadline)
 {
     // Spin about as long as recent waits lasted, within [50, 250] us: a
     // reply that comes within a few hundred microseconds (a push+pull on
@@ -194,7 +202,7 @@ bool worker::wait_until(const std::function<bool()>& pred, clock::time_point dea
     }
 }
 
-request worker::send(ucp_ep_h ep, std::uint64_t tag, std::span<const ucp_dt_iov_t> iov)
+request engine::send(ucp_ep_h ep, std::uint64_t tag, std::span<const ucp_dt_iov_t> iov)
 {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
@@ -202,7 +210,7 @@ request worker::send(ucp_ep_h ep, std::uint64_t tag, std::span<const ucp_dt_iov_
     return request(ucp_tag_send_nbx(ep, iov.data(), iov.size(), tag, &param), "send");
 }
 
-request worker::recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov_t> iov)
+request engine::recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov_t> iov)
 {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
@@ -210,19 +218,19 @@ request worker::recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov
     return request(ucp_tag_recv_nbx(h_, iov.data(), iov.size(), tag, mask, &param), "receive", h_);
 }
 
-request worker::send(ucp_ep_h ep, std::uint64_t tag, const void* buffer, std::size_t bytes)
+request engine::send(ucp_ep_h ep, std::uint64_t tag, const void* buffer, std::size_t bytes)
 {
     ucp_request_param_t param{};
     return request(ucp_tag_send_nbx(ep, buffer, bytes, tag, &param), "send");
 }
 
-request worker::recv(std::uint64_t tag, std::uint64_t mask, void* buffer, std::size_t bytes)
+request engine::recv(std::uint64_t tag, std::uint64_t mask, void* buffer, std::size_t bytes)
 {
     ucp_request_param_t param{};
     return request(ucp_tag_recv_nbx(h_, buffer, bytes, tag, mask, &param), "receive", h_);
 }
 
-void worker::wait(request& r, const std::string& peer, clock::time_point deadline)
+void engine::wait(request& r, const std::string& peer, clock::time_point deadline)
 {
     if (!wait_until([&] { return r.done(); }, deadline)) {
         r.cancel(h_);
@@ -242,10 +250,10 @@ void endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status)
     self->failure_ = status;
 }
 
-std::unique_ptr<endpoint> endpoint::create(worker& w, ucp_ep_params_t& params, std::string peer, bool detect_failure)
+std::unique_ptr<endpoint> endpoint::create(engine& w, ucp_ep_params_t& params, std::string peer, bool detect_failure)
 {
     auto ep = std::make_unique<endpoint>();
-    ep->worker_ = &w;
+    ep->engine_ = &w;
     ep->peer_ = std::move(peer);
     params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.err_mode = detect_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
@@ -256,7 +264,7 @@ std::unique_ptr<endpoint> endpoint::create(worker& w, ucp_ep_params_t& params, s
     return ep;
 }
 
-std::unique_ptr<endpoint> endpoint::to_address(worker& w, std::span<const std::uint8_t> address, std::string peer,
+std::unique_ptr<endpoint> endpoint::to_address(engine& w, std::span<const std::uint8_t> address, std::string peer,
                                                bool detect_failure)
 {
     ucp_ep_params_t params{};
@@ -265,7 +273,7 @@ std::unique_ptr<endpoint> endpoint::to_address(worker& w, std::span<const std::u
     return create(w, params, std::move(peer), detect_failure);
 }
 
-std::unique_ptr<endpoint> endpoint::to_sockaddr(worker& w, const std::string& host, int port, std::string peer)
+std::unique_ptr<endpoint> endpoint::to_sockaddr(engine& w, const std::string& host, int port, std::string peer)
 {
     addrinfo hints{};
     hints.ai_family = AF_INET;
@@ -285,7 +293,7 @@ std::unique_ptr<endpoint> endpoint::to_sockaddr(worker& w, const std::string& ho
     return create(w, params, std::move(peer));
 }
 
-std::unique_ptr<endpoint> endpoint::accept(worker& w, ucp_conn_request_h request, std::string peer)
+std::unique_ptr<endpoint> endpoint::accept(engine& w, ucp_conn_request_h request, std::string peer)
 {
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
@@ -303,7 +311,7 @@ void endpoint::close(std::chrono::milliseconds timeout, bool force)
     h_ = nullptr;
     // A graceful close that does not finish in time is left to UCX, which
     // releases it with the worker.
-    if (worker_) worker_->wait_until([&] { return r.done(); }, clock::now() + timeout);
+    if (engine_) engine_->wait_until([&] { return r.done(); }, clock::now() + timeout);
 }
 
 endpoint::~endpoint()
@@ -320,7 +328,7 @@ endpoint::~endpoint()
 
 void listener::on_connect(ucp_conn_request_h request, void* arg) { static_cast<listener*>(arg)->pending_.push_back(request); }
 
-listener::listener(worker& w, int port)
+listener::listener(engine& w, int port)
 {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;

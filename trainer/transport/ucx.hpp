@@ -1,7 +1,9 @@
-// UCX (ucp) behind small RAII types: one context and worker per process,
-// endpoints to peers, tagged sends and receives that complete in place
-// (zero copy into the caller's buffers through iov datatypes), and a
-// progress loop that blocks on the worker's event fd instead of spinning.
+// UCX (ucp) behind small RAII types: one context and one engine (a
+// ucp_worker: the object UCX makes progress on) per process, endpoints to
+// peers, tagged sends and receives that complete in place (zero copy into
+// the caller's buffers), registered memory a peer on the same host can map,
+// and a progress loop that sleeps on the engine's event fd instead of
+// spinning.  ucx_transport.hpp puts them behind pstrain::ps::transport.
 // UCX statuses become pstrain::error here, with ucs_status_string's words.
 #pragma once
 
@@ -37,6 +39,7 @@ private:
 };
 
 // One outstanding operation; completes when done() and then reports status().
+// A receive (created with its engine as owner) also reports its length().
 class request {
 public:
     request() = default;
@@ -47,30 +50,32 @@ public:
 
     bool done();                       // polls; true once complete
     ucs_status_t status() const { return status_; }
+    std::size_t length() const { return length_; }  // a completed receive's bytes
     const char* what() const { return what_; }
     void cancel(ucp_worker_h w);
 
 private:
-    friend class worker;
+    friend class engine;
     void* req_ = nullptr;
     ucp_worker_h owner_ = nullptr;  // to cancel a receive still pending at destruction
     ucs_status_t status_ = UCS_OK;
     bool complete_ = true;
     const char* what_ = "";
+    std::size_t length_ = 0;
 };
 
 class endpoint;
 
-class worker {
+class engine {
 public:
-    worker(context& ctx, progress_mode mode);
-    ~worker();
-    worker(const worker&) = delete;
-    worker& operator=(const worker&) = delete;
+    engine(context& ctx, progress_mode mode);
+    ~engine();
+    engine(const engine&) = delete;
+    engine& operator=(const engine&) = delete;
     ucp_worker_h get() const { return h_; }
     context& ctx() const { return ctx_; }
 
-    // The packed worker address, for PMIx or a HELLO message.
+    // The packed ucp_worker address, for PMIx or a static-spec hello.
     std::vector<std::uint8_t> address() const;
 
     // Runs UCX progress until pred() holds or the deadline passes; returns
@@ -109,13 +114,13 @@ private:
 class endpoint {
 public:
     endpoint() = default;
-    // To a packed worker address.
-    static std::unique_ptr<endpoint> to_address(worker& w, std::span<const std::uint8_t> address, std::string peer,
+    // To a packed ucp_worker address.
+    static std::unique_ptr<endpoint> to_address(engine& w, std::span<const std::uint8_t> address, std::string peer,
                                                 bool detect_failure = true);
     // To a listening host:port (client side of UCX's client-server mode).
-    static std::unique_ptr<endpoint> to_sockaddr(worker& w, const std::string& host, int port, std::string peer);
+    static std::unique_ptr<endpoint> to_sockaddr(engine& w, const std::string& host, int port, std::string peer);
     // From a listener's connection request.
-    static std::unique_ptr<endpoint> accept(worker& w, ucp_conn_request_h request, std::string peer);
+    static std::unique_ptr<endpoint> accept(engine& w, ucp_conn_request_h request, std::string peer);
     ~endpoint();
     endpoint(const endpoint&) = delete;
     endpoint& operator=(const endpoint&) = delete;
@@ -130,9 +135,9 @@ public:
 
 private:
     static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
-    static std::unique_ptr<endpoint> create(worker& w, ucp_ep_params_t& params, std::string peer, bool detect_failure = true);
+    static std::unique_ptr<endpoint> create(engine& w, ucp_ep_params_t& params, std::string peer, bool detect_failure = true);
 
-    worker* worker_ = nullptr;
+    engine* engine_ = nullptr;
     ucp_ep_h h_ = nullptr;
     bool failed_ = false;
     ucs_status_t failure_ = UCS_OK;
@@ -180,7 +185,7 @@ private:
 // A listener on a TCP port (all interfaces); connection requests queue up.
 class listener {
 public:
-    listener(worker& w, int port);
+    listener(engine& w, int port);
     ~listener();
     listener(const listener&) = delete;
     listener& operator=(const listener&) = delete;

@@ -3,7 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "common/cluster_spec.hpp"
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <nlohmann/json.hpp>
 

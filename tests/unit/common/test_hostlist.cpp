@@ -2,7 +2,7 @@
 #define BOOST_TEST_MODULE hostlist
 #include <boost/test/unit_test.hpp>
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/hostlist.hpp"
 
 using pstrain::expand_hostlist;

@@ -2,7 +2,7 @@
 #define BOOST_TEST_MODULE layout
 #include <boost/test/unit_test.hpp>
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/layout.hpp"
 
 using namespace pstrain;

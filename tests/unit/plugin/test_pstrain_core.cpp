@@ -4,7 +4,7 @@
 #define BOOST_TEST_MODULE pstrain_core
 #include <boost/test/unit_test.hpp>
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "plugin/pstrain_core.hpp"
 
 #include <map>

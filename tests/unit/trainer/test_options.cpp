@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE options
 #include <boost/test/unit_test.hpp>
 
-#include "trainer/options.hpp"
+#include "trainer/app/options.hpp"
 
 #include <cstdio>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE session
 #include <boost/test/unit_test.hpp>
 
-#include "trainer/session.hpp"
+#include "trainer/app/session.hpp"
 
 using namespace pstrain::trainer;
 

@@ -1,7 +1,7 @@
 // One mapping per library from a status to pstrain::error, at the boundary.
 #pragma once
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <string>
 

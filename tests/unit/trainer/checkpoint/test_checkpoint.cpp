@@ -2,7 +2,7 @@
 #define BOOST_TEST_MODULE checkpoint
 #include <boost/test/unit_test.hpp>
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
 
 #include <cstdlib>
@@ -43,7 +43,7 @@ manifest write_checkpoint(const std::string& dir, std::uint64_t step, std::size_
     m.seed = 1;
     m.batch_size = 10;
     m.worker_batches = {step, step};
-    for (const auto& r : ps::make_shard_map(n, num_ps)) {
+    for (const auto& r : ps::make_partition(n, num_ps)) {
         shard_meta meta;
         meta.global_step = step;
         meta.ps_index = static_cast<int>(m.shards.size());
@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(load_range_recuts_shards_for_another_ps_count)
     temp_dir d;
     auto m = write_checkpoint(d.path, 3, 1000, 3);
     for (int ps = 1; ps <= 4; ++ps) {
-        for (const auto& r : ps::make_shard_map(1000, ps)) {
+        for (const auto& r : ps::make_partition(1000, ps)) {
             auto got = load_range(d.path, m, r);
             BOOST_TEST(got.updates == 3u);
             for (std::size_t i = r.begin; i < r.end; ++i) {

@@ -2,7 +2,7 @@
 #define BOOST_TEST_MODULE csv
 #include <boost/test/unit_test.hpp>
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "trainer/data/dataset.hpp"
 
 #include <filesystem>

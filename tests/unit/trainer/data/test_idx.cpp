@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE idx
 #include <boost/test/unit_test.hpp>
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "trainer/data/dataset.hpp"
 
 #include <filesystem>

@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE mlp
 #include <boost/test/unit_test.hpp>
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "trainer/compute/cpu_backend.hpp"
 #include "trainer/data/sampler.hpp"
 #include "trainer/model/model.hpp"

@@ -3,8 +3,8 @@
 #define BOOST_TEST_MODULE optimizer
 #include <boost/test/unit_test.hpp>
 
-#include "common/error.hpp"
-#include "trainer/ps/optimizer.hpp"
+#include "pstrain/error.hpp"
+#include "pstrain/optimizer.hpp"
 
 #include <cmath>
 #include <vector>

@@ -9,7 +9,7 @@ using namespace pstrain::ps;
 BOOST_AUTO_TEST_CASE(shard_map_balances_bytes_and_covers_everything)
 {
     for (int p = 1; p <= 7; ++p) {
-        auto map = make_shard_map(79510, p);
+        auto map = make_partition(79510, p);
         BOOST_TEST(map.size() == std::size_t(p));
         BOOST_TEST(map.front().begin == 0u);
         BOOST_TEST(map.back().end == 79510u);

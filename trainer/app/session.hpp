@@ -6,9 +6,9 @@
 #include "trainer/compute/backend.hpp"
 #include "trainer/data/dataset.hpp"
 #include "trainer/model/model.hpp"
-#include "trainer/options.hpp"
-#include "trainer/progress.hpp"
-#include "trainer/ps/optimizer.hpp"
+#include "trainer/app/options.hpp"
+#include "trainer/app/report.hpp"
+#include "pstrain/optimizer.hpp"
 
 #include <chrono>
 #include <memory>
@@ -35,10 +35,10 @@ nlohmann::json evaluation_fields(const session& s, const model::eval_result& r, 
 
 // Evaluates `params` on the test set: one log line, an "eval" event in the
 // metrics file; returns the event.
-nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, progress& prog);
+nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, reporter& prog);
 
 // The final line of DESIGN from the last evaluation.
-nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const progress& prog, int ps, int workers,
+nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const reporter& prog, int ps, int workers,
                          const char* mode);
 
 // A manifest for this session's model and options (shards, data position

@@ -1,14 +1,13 @@
-#include "trainer/worker.hpp"
+#include "trainer/app/training_loop.hpp"
 
-#include "common/error.hpp"
 #include "common/log.hpp"
+#include "pstrain/client.hpp"
+#include "pstrain/error.hpp"
+#include "trainer/app/report.hpp"
+#include "trainer/app/session.hpp"
+#include "trainer/app/signals.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/data/sampler.hpp"
-#include "trainer/progress.hpp"
-#include "trainer/ps/client.hpp"
-#include "trainer/ps/shard.hpp"
-#include "trainer/session.hpp"
-#include "trainer/signals.hpp"
 
 #include <algorithm>
 
@@ -18,25 +17,37 @@ namespace pstrain::trainer {
 namespace {
 
 using clock = std::chrono::steady_clock;
-using ps::msg;
 
-class worker_task {
+ps::client_config client_config_for(const train_options& o, const loop_role& who, const session& s)
+{
+    ps::client_config c;
+    c.index = who.index;
+    c.num_workers = who.num_workers;
+    c.num_params = s.net->num_params();
+    for (const auto& t : s.net->tensors()) c.key_sizes.push_back(t.size);
+    c.timeout = std::chrono::seconds(o.peer_timeout);
+    c.share_memory = o.shared_memory == "auto";
+    c.worker_names = who.worker_names;
+    return c;
+}
+
+class training_loop {
 public:
-    worker_task(const train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& c)
-        : o_(o), j_(j), w_(w), c_(c), s_(open_session(o)), n_(s_.net->num_params()),
-          client_(j, w, c, n_, std::chrono::seconds(o.peer_timeout), o.shared_memory == "auto"),
+    training_loop(const train_options& o, const loop_role& who, ps::transport& net)
+        : o_(o), who_(who), s_(open_session(o)), n_(s_.net->num_params()), client_(net, client_config_for(o, who, s_)),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
-          sampler_(s_.data.train.rows, j.num_workers, j.me.index, o.seed, o.sample_with_replacement),
-          replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : j.num_workers), schedule_(o)
+          sampler_(s_.data.train.rows, who.num_workers, who.index, o.seed, o.sample_with_replacement),
+          replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o)
     {
     }
 
     int run()
     {
-        if (j_.is_chief()) prog_.emplace(o_.train_steps, o_.log_every, o_.metrics_file);
+        if (chief()) report_.emplace(o_.train_steps, o_.log_every, o_.metrics_file);
         start();
-        std::int64_t next_eval = o_.eval_every > 0 ? (client_.global_step() / o_.eval_every + 1) * o_.eval_every : 0;
-        std::int64_t last_step = client_.global_step(), local_steps = 0;
+        const auto step = [&] { return static_cast<std::int64_t>(client_.global_step()); };
+        std::int64_t next_eval = o_.eval_every > 0 ? (step() / o_.eval_every + 1) * o_.eval_every : 0;
+        std::int64_t last_step = step(), local_steps = 0;
         auto t0 = clock::now();
         schedule_.attempted();
         std::vector<std::uint32_t> rows;
@@ -44,35 +55,37 @@ public:
             sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
             ++batches_;
             double loss = s_.net->compute_gradients(client_.params(), s_.data.train, rows, client_.grads());
-            check_loss(loss, client_.global_step());
-            client_.push(batches_);
+            check_loss(loss, step());
+            client_.step(batches_);
             ++local_steps;
-            if (prog_) {
+            if (report_) {
                 const std::int64_t per_step = o_.sync_replicas ? replicas_ : 1;
-                prog_->step(client_.global_step(), loss, (client_.global_step() - last_step) * per_step * o_.batch_size);
-                last_step = client_.global_step();
-                if (next_eval > 0 && client_.global_step() >= next_eval && !client_.done()) {
-                    evaluate_on_test(s_, client_.params(), client_.global_step(), *prog_);
-                    next_eval = (client_.global_step() / o_.eval_every + 1) * o_.eval_every;
+                report_->step(step(), loss, (step() - last_step) * per_step * o_.batch_size);
+                last_step = step();
+                if (next_eval > 0 && step() >= next_eval && !client_.done()) {
+                    evaluate_on_test(s_, client_.params(), step(), *report_);
+                    next_eval = (step() / o_.eval_every + 1) * o_.eval_every;
                 }
                 if (!o_.checkpoint_dir.empty() && !client_.done()) {
                     if (termination_requested()) return stop_for_preemption();
-                    if (schedule_.due(client_.global_step())) save_checkpoint();
+                    if (schedule_.due(step())) save_checkpoint();
                 }
             }
         }
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
-        log::debug("{} local steps, stopped at global step {}", local_steps, client_.global_step());
+        log::debug("{} local steps, stopped at global step {}", local_steps, step());
         if (client_.stopped()) {
             log::info("the chief stopped the job at global step {} (SIGTERM): exiting with status {} so that a requeued "
-                      "job resumes from the checkpoint", client_.global_step(), preempted_exit_status);
+                      "job resumes from the checkpoint", step(), preempted_exit_status);
             return preempted_exit_status;
         }
-        if (!prog_) return 0;
-        const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == client_.global_step() || save_checkpoint();
-        auto done = done_line(evaluate_on_test(s_, client_.params(), client_.global_step(), *prog_), seconds, *prog_, j_.num_ps,
-                              j_.num_workers, o_.sync_replicas ? "sync" : "async");
+        if (!report_) return 0;
+        const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == step() || save_checkpoint();
+        auto done = done_line(evaluate_on_test(s_, client_.params(), step(), *report_), seconds, *report_, who_.reported_ps,
+                              who_.num_workers, who_.mode);
         client_.shutdown();
+        if (who_.standalone && !s_.net->is_classifier())
+            log::info("linear model: weight {:.4f} (true 2), bias {:.4f} (true 10)", client_.params()[0], client_.params()[1]);
         print_done(done);
         if (!saved) {
             log::error("the final checkpoint was not written (see the error above): the result of this run is only in the "
@@ -83,30 +96,32 @@ public:
     }
 
 private:
+    bool chief() const { return who_.index == 0; }
+
     // The chief restores the newest complete checkpoint or initialises
     // every shard; the others pull.  Everyone resumes its data position.
     void start()
     {
-        if (j_.is_chief()) {
+        if (chief()) {
             auto m = o_.checkpoint_dir.empty() ? std::nullopt : checkpoint::find_latest(o_.checkpoint_dir);
             if (m) {
                 check_compatible(*m, s_, o_);
-                client_.restore(m->global_step);
+                client_.wait(client_.restore(m->global_step));
                 schedule_.saved(static_cast<std::int64_t>(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
                           s_.net->describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
-                          m->created, m->shards.size(), o_.sync_replicas ? "sync" : "async", o_.train_steps);
+                          m->created, m->shards.size(), who_.mode, o_.train_steps);
             } else {
                 s_.net->initialize(client_.params(), o_.seed);
                 log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.net->describe(), n_,
-                          j_.num_ps,
-                          o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, j_.num_workers)
-                                           : std::string("async"),
+                          who_.num_ps,
+                          o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, who_.num_workers)
+                                           : std::string(who_.mode),
                           o_.train_steps);
-                client_.init();
+                client_.wait(client_.init());
             }
         } else {
-            client_.pull();
+            client_.wait(client_.pull());
         }
         if (auto step = client_.restored_step()) resume_data_position(*step);
     }
@@ -116,31 +131,32 @@ private:
     void resume_data_position(std::uint64_t step)
     {
         const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
-        batches_ = resumed_batches(m, o_, j_.num_workers, j_.me.index);
+        batches_ = resumed_batches(m, o_, who_.num_workers, who_.index);
         sampler_.skip_batches(batches_, static_cast<std::size_t>(o_.batch_size));
         log::debug("data position restored: {} batches drawn (epoch {})", batches_, sampler_.epoch());
     }
 
-    // Every PS writes its shard, then the chief checks it can see them all
-    // on the shared path and writes the manifest.  Returns false (the error
-    // said why; the previous checkpoint is intact) when it could not.
+    // Every PS writes its shard (its snapshot hook), then the chief checks
+    // it can see them all on the shared path and writes the manifest.
+    // Returns false (the error said why; the previous checkpoint is intact)
+    // when it could not.
     bool save_checkpoint()
     {
+        using status = ps::snapshot_result::status;
         schedule_.attempted();
         const auto t0 = clock::now();
-        auto step = static_cast<std::uint64_t>(client_.global_step());
+        auto step = client_.global_step();
         for (int attempt = 0; attempt < 20; ++attempt) {
-            const auto& replies = client_.save(step);
+            const auto replies = client_.snapshot(step);
             std::uint64_t newest = step;
             bool moved_on = false;
             for (std::size_t p = 0; p < replies.size(); ++p) {
-                const auto status = static_cast<ps::save_status>(replies[p].status);
-                if (status == ps::save_status::failed) {
-                    log::error("checkpoint at global step {} failed: {} could not write its shard (its error line says "
-                               "why); the previous checkpoint is intact", step, j_.peer_name(role::ps, static_cast<int>(p)));
+                if (replies[p].outcome == status::failed) {
+                    log::error("checkpoint at global step {} failed: ps {} could not write its shard (its error line says "
+                               "why); the previous checkpoint is intact", step, p);
                     return false;
                 }
-                if (status == ps::save_status::moved_on) {
+                if (replies[p].outcome == status::moved_on) {
                     moved_on = true;
                     newest = std::max(newest, replies[p].step);
                 }
@@ -149,14 +165,14 @@ private:
                 step = newest;
                 continue;
             }
-            auto m = manifest_for(s_, o_, step, o_.sync_replicas ? "sync" : "async");
+            auto m = manifest_for(s_, o_, step, who_.mode);
             std::uint64_t bytes = 0;
             for (std::size_t p = 0; p < replies.size(); ++p) {
                 checkpoint::shard_entry e;
-                e.file = checkpoint::shard_name(step, static_cast<int>(p), j_.num_ps);
-                e.range = client_.shard_map()[p];
-                e.bytes = replies[p].extra;
-                e.crc32 = replies[p].aux;
+                e.file = checkpoint::shard_name(step, static_cast<int>(p), static_cast<int>(replies.size()));
+                e.range = client_.partition()[p];
+                e.bytes = replies[p].bytes;
+                e.crc32 = static_cast<std::uint32_t>(replies[p].checksum);
                 e.step = replies[p].step;
                 bytes += e.bytes;
                 m.shards.push_back(e);
@@ -170,15 +186,15 @@ private:
                 checkpoint::write_manifest(o_.checkpoint_dir, m);
             } catch (const error& e) {
                 log::error("checkpoint at global step {} failed: {} (seen from {}): --checkpoint-dir must be a path every node "
-                           "shares; the previous checkpoint is intact", step, e.what(), j_.peer_name(role::worker, j_.me.index));
+                           "shares; the previous checkpoint is intact", step, e.what(), who_.name);
                 return false;
             }
             schedule_.saved(static_cast<std::int64_t>(step));
             checkpoint::prune(o_.checkpoint_dir, o_.keep_checkpoints);
             const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
-            if (prog_)
-                prog_->record({{"event", "checkpoint"}, {"global_step", step}, {"manifest", checkpoint::manifest_name(step)},
-                               {"bytes", bytes}, {"seconds", seconds}});
+            if (report_)
+                report_->record({{"event", "checkpoint"}, {"global_step", step}, {"manifest", checkpoint::manifest_name(step)},
+                                 {"bytes", bytes}, {"seconds", seconds}});
             log::info("checkpoint at global step {} saved: {}/{} ({} shards, {:.1f} MB, {:.2f}s)", step, o_.checkpoint_dir,
                       checkpoint::manifest_name(step), m.shards.size(), bytes / 1e6, seconds);
             return true;
@@ -189,23 +205,22 @@ private:
 
     int stop_for_preemption()
     {
-        log::info("SIGTERM at global step {}: saving a checkpoint, then stopping every task", client_.global_step());
-        const bool saved = schedule_.last_saved() == client_.global_step() || save_checkpoint();
+        const auto step = static_cast<std::int64_t>(client_.global_step());
+        log::info("SIGTERM at global step {}: saving a checkpoint, then stopping every task", step);
+        const bool saved = schedule_.last_saved() == step || save_checkpoint();
         client_.shutdown(true);
         if (!saved) {
             log::error("stopped at global step {} without a new checkpoint (see the error above): a requeued job resumes "
-                       "from the previous one", client_.global_step());
+                       "from the previous one", step);
             return 1;
         }
-        log::info("stopped at global step {}: exiting with status {} so that a requeued job resumes from {}/{}",
-                  client_.global_step(), preempted_exit_status, o_.checkpoint_dir, checkpoint::manifest_name(schedule_.last_saved()));
+        log::info("stopped at global step {}: exiting with status {} so that a requeued job resumes from {}/{}", step,
+                  preempted_exit_status, o_.checkpoint_dir, checkpoint::manifest_name(schedule_.last_saved()));
         return preempted_exit_status;
     }
 
     const train_options& o_;
-    const bootstrap::job& j_;
-    transport::worker& w_;
-    bootstrap::connections& c_;
+    const loop_role& who_;
     session s_;
     std::size_t n_;
     ps::client client_;
@@ -216,14 +231,14 @@ private:
     int replicas_;
     std::uint64_t batches_ = 0;         // batches drawn, across restarts
     checkpoint_schedule schedule_;      // the chief's: when to checkpoint, the newest one's step
-    std::optional<progress> prog_;      // the chief's progress lines and metrics file
+    std::optional<reporter> report_;    // the chief's progress lines and metrics file
 };
 
 }  // namespace
 
-int run_worker(const train_options& o, const bootstrap::job& j, transport::worker& w, bootstrap::connections& peers)
+int run_training_loop(const train_options& o, const loop_role& who, ps::transport& net)
 {
-    worker_task t(o, j, w, peers);
+    training_loop t(o, who, net);
     return t.run();
 }
 

@@ -19,7 +19,8 @@ struct optimizer_config {
     float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // adam
 };
 
-optimizer_kind parse_optimizer(const std::string& name);  // throws pstrain::error
+// "sgd", "momentum", "adagrad" or "adam"; throws pstrain::error otherwise.
+optimizer_kind parse_optimizer(const std::string& name);
 std::string optimizer_name(optimizer_kind kind);
 int state_slots(optimizer_kind kind);
 
@@ -34,5 +35,9 @@ void apply_update(const optimizer_config& cfg, std::span<float> params, std::spa
 // same span).
 void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out, std::span<const float> grads,
                      std::span<float> state, std::uint64_t step);
+// The same for part of a shard: the state's slots are `stride` values apart
+// (the whole shard's length) and `state` starts at this part's first value.
+void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out, std::span<const float> grads,
+                     float* state, std::size_t stride, std::uint64_t step);
 
 }  // namespace pstrain::ps

@@ -1,10 +1,10 @@
-#include "trainer/options.hpp"
+#include "trainer/app/options.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "config.h"
 #include "trainer/model/model.hpp"
-#include "trainer/ps/optimizer.hpp"
+#include "pstrain/optimizer.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

@@ -1,6 +1,6 @@
-#include "trainer/signals.hpp"
+#include "trainer/app/signals.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 
 #include <atomic>
 #include <csignal>

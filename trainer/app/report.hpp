@@ -1,5 +1,6 @@
-// Progress lines (global step, loss, samples/s, ETA), JSON lines in
-// --metrics-file, and the final JSON line on stdout.
+// What a run reports: a line per --log-every steps (global step, loss,
+// samples/s, ETA), JSON lines in --metrics-file, and the final JSON line
+// on stdout.
 #pragma once
 
 #include <chrono>
@@ -12,10 +13,10 @@
 
 namespace pstrain::trainer {
 
-class progress {
+class reporter {
 public:
     // Opens the metrics file (append) now, so a bad path fails before training.
-    progress(std::int64_t train_steps, std::int64_t log_every, const std::string& metrics_file);
+    reporter(std::int64_t train_steps, std::int64_t log_every, const std::string& metrics_file);
 
     // After each applied update: `samples` examples went into it.
     void step(std::int64_t global_step, double loss, std::int64_t samples);

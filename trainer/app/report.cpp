@@ -1,6 +1,6 @@
-#include "trainer/progress.hpp"
+#include "trainer/app/report.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/log.hpp"
 
 #include <cerrno>
@@ -18,7 +18,7 @@ std::string format_duration(double s)
     return fmt::format("{}s", total);
 }
 
-progress::progress(std::int64_t train_steps, std::int64_t log_every, const std::string& metrics_file)
+reporter::reporter(std::int64_t train_steps, std::int64_t log_every, const std::string& metrics_file)
     : train_steps_(train_steps), log_every_(log_every)
 {
     if (!metrics_file.empty()) {
@@ -29,9 +29,9 @@ progress::progress(std::int64_t train_steps, std::int64_t log_every, const std::
     }
 }
 
-double progress::seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+double reporter::seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
 
-void progress::record(const nlohmann::json& event)
+void reporter::record(const nlohmann::json& event)
 {
     if (!metrics_) return;
     auto line = event.dump() + "\n";
@@ -39,7 +39,7 @@ void progress::record(const nlohmann::json& event)
         log::warn("cannot write the metrics file: {}", std::strerror(errno));
 }
 
-void progress::step(std::int64_t global_step, double loss, std::int64_t samples)
+void reporter::step(std::int64_t global_step, double loss, std::int64_t samples)
 {
     if (first_step_ < 0) first_step_ = last_logged_ = global_step - 1;
     samples_ += samples;

@@ -1,6 +1,6 @@
-#include "trainer/session.hpp"
+#include "trainer/app/session.hpp"
 
-#include "common/error.hpp"
+#include "pstrain/error.hpp"
 #include "common/log.hpp"
 
 #include <cmath>
@@ -47,7 +47,7 @@ nlohmann::json evaluation_fields(const session& s, const model::eval_result& r, 
             {"weight", params[0]}, {"bias", params[1]}};
 }
 
-nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, progress& prog)
+nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, reporter& prog)
 {
     auto r = s.net->evaluate(params, s.data.test);
     if (s.net->is_classifier())
@@ -61,7 +61,7 @@ nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::
     return fields;
 }
 
-nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const progress& prog, int ps, int workers,
+nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const reporter& prog, int ps, int workers,
                          const char* mode)
 {
     auto done = std::move(last_eval);

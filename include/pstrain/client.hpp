@@ -1,0 +1,117 @@
+// A worker's side of the parameter server: push gradients and pull values
+// by key range (or by key: the k-th of the tensors the client was given),
+// asynchronously: each call returns a ticket, wait(ticket) completes it.
+//
+// The client owns two exchange buffers of the whole flat vector: params(),
+// where values arrive, and grads(), which pushes send.  A PS on the same
+// host maps them and works in place; others get messages.  Between a call
+// and its wait(), the range it names in these buffers belongs to the
+// library: read or write it only after wait().
+//
+// Errors are pstrain::peer_error exceptions that name the PS (lost, timed
+// out, refused the request, or ended training because it lost a task);
+// after one, the client is unusable.
+#pragma once
+
+#include <pstrain/partition.hpp>
+#include <pstrain/transport.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pstrain::ps {
+
+struct client_config {
+    int index = 0;                  // this worker's index; worker 0 is the chief
+    int num_workers = 1;
+    std::uint64_t num_params = 0;   // the flat vector's length
+    // Tensor sizes, in order: key k is the k-th range of the flat vector.
+    // Empty: one key, the whole vector.
+    std::vector<std::uint64_t> key_sizes;
+    std::chrono::seconds timeout{600};  // a PS that does not answer for this long is lost
+    bool share_memory = true;       // offer the buffers to PS tasks on this host
+    // How errors name worker i ("worker 1 (n2)"); default "worker i".
+    std::vector<std::string> worker_names;
+};
+
+using ticket = std::uint64_t;
+
+// One PS's answer to a snapshot request.
+struct snapshot_result {
+    enum class status { taken, moved_on, failed };
+    status outcome = status::failed;
+    std::uint64_t step = 0;         // taken: the step; moved_on: the PS's newer step
+    std::uint64_t bytes = 0;        // taken: the receipt of the server's snapshot hook
+    std::uint64_t checksum = 0;
+};
+
+class client {
+public:
+    // The transport's peers are the PS tasks.
+    client(transport& net, client_config config);
+    ~client();
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+
+    std::span<float> params() const;
+    std::span<float> grads() const;
+    // Both, one after the other (to page-lock them at once).
+    std::span<float> buffers() const;
+
+    // The whole vector, and key k's range.
+    shard_range everything() const;
+    shard_range key(std::size_t k) const;
+    // Which PS holds what.
+    const std::vector<shard_range>& partition() const;
+
+    // The chief's first request: params() become the initial values.
+    ticket init();
+    // The chief's first request when resuming: every PS restores the
+    // snapshot taken at `step`; the values arrive in params().
+    ticket restore(std::uint64_t step);
+    // Values of `range` into params().
+    ticket pull(shard_range range);
+    // The gradient in grads() of `range`, computed on the values last
+    // received; `position` is this worker's place in its data (kept with
+    // snapshots).  The reply brings the updated values into params().  In
+    // sync mode a push covers whole shards, and its reply comes when the
+    // step it joined is applied: waiting for it is the step barrier.
+    ticket push(shard_range range, std::uint64_t position = 0);
+    ticket pull() { return pull(everything()); }
+    ticket push(std::uint64_t position = 0) { return push(everything(), position); }
+
+    // Completes a ticket (throws pstrain::peer_error); test() without waiting.
+    void wait(ticket t);
+    bool test(ticket t);
+    // Sync mode's step: push the whole gradient and wait until its step is
+    // applied on every PS, with the new values in params().
+    void step(std::uint64_t position = 0) { wait(push(position)); }
+
+    // The chief asks every PS for a snapshot at `step`; one result per PS.
+    std::vector<snapshot_result> snapshot(std::uint64_t step);
+    // The chief's last word: every PS ends training (with `stop`: the
+    // workers are told it stopped for preemption) and exits.
+    void shutdown(bool stop = false);
+
+    // PS 0's global step, as of the last reply.
+    std::uint64_t global_step() const;
+    // A reply said training is done (or stopped).
+    bool done() const;
+    bool stopped() const;
+    // The snapshot step the PS tasks restored, if they did.
+    std::optional<std::uint64_t> restored_step() const;
+    // PS p reads and writes this worker's buffers in place.
+    bool mapped(std::size_t p) const;
+
+    class impl;
+
+private:
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace pstrain::ps

@@ -1,0 +1,39 @@
+// An in-process transport: PS tasks and workers that are threads (or plain
+// objects driven in turn) of one process.  Messages are copied between
+// buffers; exchange memory is plain memory that every task of the network
+// can map, so a PS reads and writes a worker's buffers in place, as it does
+// over UCX's shared memory on one host.  Used by the unit tests and by
+// `pstrain --standalone`, whose PS runs in a thread.
+#pragma once
+
+#include <pstrain/transport.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace pstrain::ps {
+
+class loopback_network {
+public:
+    loopback_network(int num_ps, int num_workers);
+    ~loopback_network();
+    loopback_network(const loopback_network&) = delete;
+    loopback_network& operator=(const loopback_network&) = delete;
+
+    // PS i's transport (its peers are the workers) and worker i's (its
+    // peers are the PS tasks).
+    transport& ps(int i);
+    transport& worker(int i);
+
+    // The task dies: its peers see it failed, operations with it fail.
+    void kill_ps(int i);
+    void kill_worker(int i);
+
+    struct state;
+
+private:
+    std::shared_ptr<state> s_;
+    std::vector<std::unique_ptr<transport>> ps_, workers_;
+};
+
+}  // namespace pstrain::ps

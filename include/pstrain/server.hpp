@@ -1,0 +1,107 @@
+// A parameter server: owns one shard of the flat parameter vector and its
+// optimizer state, applies the workers' gradients (sync: exactly
+// replicas_to_aggregate per step, averaged, stale ones dropped; async: each
+// on arrival) and serves values, until the chief ends training.
+//
+// The server knows no files, options or models: the program above it
+// decides, through hooks, when training ends and how a snapshot of the
+// shard is stored and restored.
+#pragma once
+
+#include <pstrain/optimizer.hpp>
+#include <pstrain/partition.hpp>
+#include <pstrain/transport.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace pstrain::ps {
+
+struct server_config {
+    int index = 0;                     // this PS of num_ps: its shard of make_partition(num_params, num_ps)
+    int num_ps = 1;
+    optimizer_config optimizer;
+    bool sync = false;
+    // Sync: gradients per step.  0: every worker; fewer than the workers
+    // leaves the rest as backup workers (their late gradients are dropped).
+    int replicas_to_aggregate = 0;
+    // Read and write the buffers of workers on this host in place when the
+    // transport can map them (else every exchange is a message).
+    bool share_memory = true;
+    // After the chief ends training, how long workers get to collect their last reply.
+    std::chrono::seconds shutdown_wait{60};
+};
+
+// The shard as it is at a snapshot, for the snapshot hook.
+struct shard_snapshot {
+    std::uint64_t step = 0;            // the chief's step that names the snapshot
+    int index = 0, num_ps = 1;
+    shard_range range;
+    std::uint64_t num_params = 0;
+    optimizer_kind optimizer = optimizer_kind::sgd;
+    std::span<const float> values;
+    std::span<const float> state;      // optimizer state, slot after slot
+    std::uint64_t updates = 0;         // updates applied (Adam's bias correction)
+    std::span<const std::uint64_t> positions;  // each worker's last reported data position
+};
+
+// What storing a snapshot gave back (the chief receives it).
+struct snapshot_receipt {
+    std::uint64_t bytes = 0;
+    std::uint64_t checksum = 0;
+};
+
+// A shard restored from a snapshot, for the restore hook to return.
+struct shard_state {
+    std::vector<float> values, state;
+    std::uint64_t updates = 0;
+    std::vector<std::uint64_t> positions;  // per worker; empty when unknown
+};
+
+struct server_hooks {
+    // A global step completed (also called once with the starting step when
+    // the chief has initialised or restored).  Return true when training is
+    // to end: every reply from then on says `done`.
+    std::function<bool(std::uint64_t step)> step_completed;
+    // The chief wants a snapshot; store it.  Throw pstrain::error when it
+    // cannot be stored: the chief is told the snapshot failed.
+    std::function<snapshot_receipt(const shard_snapshot&)> snapshot;
+    // The chief resumes from the snapshot taken at `step`: return this
+    // shard's part of it (`range` of the flat vector).  Throws to fail.
+    std::function<shard_state(std::uint64_t step, shard_range range, std::uint64_t num_params)> restore;
+};
+
+enum class server_outcome {
+    done,      // the chief ended training
+    stopped,   // the chief stopped training for preemption
+};
+
+class server {
+public:
+    // The transport's peers are the workers (worker 0 is the chief).
+    server(transport& net, server_config config, server_hooks hooks);
+    ~server();
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    // Serves until the chief ends training.  Throws pstrain::peer_error
+    // (after telling every live worker) when training cannot go on: the
+    // chief was lost, or too few workers are left for sync training.
+    server_outcome run();
+
+    // The global step (updates applied; sync: aggregated steps).
+    std::uint64_t global_step() const;
+    // Gradients dropped as stale (sync).
+    std::uint64_t stale_gradients() const;
+
+    class impl;
+
+private:
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace pstrain::ps

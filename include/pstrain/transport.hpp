@@ -1,0 +1,122 @@
+// The transport the parameter server talks through.
+//
+// A transport connects one task to its numbered peers (a worker to the PS
+// tasks 0..P-1, a PS to the workers 0..W-1).  To each peer there are two
+// ordered channels: `control` for the small fixed-size messages of the
+// protocol, `payload` for the bulk data that goes with some of them.
+// Operations return a `request` that completes later; nothing makes
+// progress unless the caller waits (wait_until), as in UCX's ucp.  On one
+// (peer, channel), messages arrive in the order they were sent and are
+// matched to receives in the order the receives were posted.
+//
+// A transport can also hand out memory that a peer on the same host maps
+// into its own address space (allocate, map): the PS then reads a worker's
+// gradient and writes its values in place, and only control messages
+// travel.
+//
+// Implementations: UCX (pstrain/bootstrap.hpp connects one), and an
+// in-process loopback (pstrain/loopback.hpp) for tests and for programs
+// that run the PS in a thread beside their training loop.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pstrain::ps {
+
+using clock = std::chrono::steady_clock;
+
+enum class channel : std::uint8_t { control = 0, payload = 1 };
+
+// One outstanding operation.  A default-constructed request is complete
+// and succeeded (an operation that was not needed).
+class request {
+public:
+    class impl {
+    public:
+        virtual ~impl() = default;
+        virtual bool done() = 0;                    // polls; true once complete
+        virtual bool ok() const = 0;                // after done(): it succeeded
+        virtual std::size_t length() const = 0;     // after done(): bytes received
+        virtual std::string failure() const = 0;    // after done() and !ok(): why
+        virtual void cancel() = 0;                  // a receive still pending completes failed
+    };
+
+    request() = default;
+    explicit request(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+
+    bool done() { return !p_ || p_->done(); }
+    bool ok() const { return !p_ || p_->ok(); }
+    std::size_t length() const { return p_ ? p_->length() : 0; }
+    std::string failure() const { return p_ ? p_->failure() : std::string(); }
+    void cancel()
+    {
+        if (p_) p_->cancel();
+    }
+
+private:
+    std::unique_ptr<impl> p_;
+};
+
+// Memory registered with the transport, which peers on the same host can
+// map (transport::map).  Zero-filled.
+class exchange_memory {
+public:
+    virtual ~exchange_memory() = default;
+    virtual void* data() const = 0;
+    virtual std::size_t size() const = 0;
+    // What a peer needs to map it: send it, with data()'s address.
+    virtual std::vector<std::uint8_t> packed_key() const = 0;
+};
+
+// A peer's exchange_memory, mapped into this process.
+class peer_memory {
+public:
+    virtual ~peer_memory() = default;
+    // This process's address for the peer's `remote_address`; nullptr when
+    // it is not mapped here.
+    virtual void* local_pointer(std::uint64_t remote_address) const = 0;
+};
+
+class transport {
+public:
+    virtual ~transport() = default;
+
+    virtual std::size_t num_peers() const = 0;
+    // How logs and errors name the peer: "ps 0 (n1)", "worker 1 (n2, the chief)".
+    virtual std::string peer_name(std::size_t peer) const = 0;
+
+    // Sends `bytes` to `peer`.  The buffer must stay valid and unchanged
+    // until the request is done.
+    virtual request send(std::size_t peer, channel ch, const void* data, std::size_t bytes) = 0;
+    // Receives the next message from `peer` into `buffer`; a message longer
+    // than `capacity` fails the request (nothing is allocated for it).
+    virtual request recv(std::size_t peer, channel ch, void* buffer, std::size_t capacity) = 0;
+
+    // Makes progress until pred() holds or the deadline passes; returns
+    // pred().  Sleeps (rather than spins) when nothing happens for a while.
+    virtual bool wait_until(const std::function<bool()>& pred, clock::time_point deadline) = 0;
+
+    // The peer is gone (its process, its node or the link): operations with
+    // it fail, and failure() says why.
+    virtual bool failed(std::size_t peer) const = 0;
+    virtual std::string failure(std::size_t peer) const = 0;
+
+    // Memory to exchange through; see exchange_memory.
+    virtual std::unique_ptr<exchange_memory> allocate(std::size_t bytes) = 0;
+    // Maps the memory a peer described by `key`; nullptr when this
+    // transport cannot (another host, or shared memory not available).
+    virtual std::unique_ptr<peer_memory> map(std::size_t peer, std::span<const std::uint8_t> key) = 0;
+
+    // Ends every connection: flushes what is queued (within a second), or
+    // with `force` drops it (an error path).  Later operations fail.
+    virtual void close(bool force) = 0;
+};
+
+}  // namespace pstrain::ps

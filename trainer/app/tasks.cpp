@@ -1,0 +1,150 @@
+#include "trainer/app/tasks.hpp"
+
+#include "common/log.hpp"
+#include "pstrain/error.hpp"
+#include "pstrain/loopback.hpp"
+#include "trainer/app/session.hpp"
+#include "trainer/app/signals.hpp"
+#include "trainer/app/training_loop.hpp"
+#include "trainer/checkpoint/checkpoint.hpp"
+
+#include <exception>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace pstrain::trainer {
+
+ps::server_config server_config_for(const train_options& o, int index, int num_ps)
+{
+    ps::server_config c;
+    c.index = index;
+    c.num_ps = num_ps;
+    c.optimizer = optimizer_from(o);
+    c.sync = o.sync_replicas;
+    c.replicas_to_aggregate = o.replicas_to_aggregate;
+    c.share_memory = o.shared_memory == "auto";
+    return c;
+}
+
+ps::server_hooks server_hooks_for(const train_options& o)
+{
+    ps::server_hooks h;
+    const auto train_steps = static_cast<std::uint64_t>(o.train_steps);
+    const std::string dir = o.checkpoint_dir;
+    h.step_completed = [train_steps](std::uint64_t step) { return step >= train_steps; };
+    h.snapshot = [dir](const ps::shard_snapshot& s) {
+        checkpoint::shard_meta m;
+        m.global_step = s.step;  // the chief's step names the checkpoint (async: this shard may be a few updates on)
+        m.ps_index = s.index;
+        m.num_ps = s.num_ps;
+        m.range = s.range;
+        m.total_params = s.num_params;
+        m.optimizer = ps::optimizer_name(s.optimizer);
+        m.state_slots = ps::state_slots(s.optimizer);
+        m.updates = s.updates;
+        m.worker_batches.assign(s.positions.begin(), s.positions.end());
+        try {
+            const auto t0 = std::chrono::steady_clock::now();
+            auto e = checkpoint::write_shard(dir, m, s.values, s.state);
+            log::debug("wrote {} ({} bytes) in {:.3f}s", e.file, e.bytes,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            return ps::snapshot_receipt{e.bytes, e.crc32};
+        } catch (const error& e) {
+            log::error("checkpoint at global step {} failed: {}", s.step, e.what());
+            throw;
+        }
+    };
+    h.restore = [dir](std::uint64_t step, ps::shard_range range, std::uint64_t) {
+        const auto m = checkpoint::read_manifest(dir, checkpoint::manifest_name(step));
+        auto d = checkpoint::load_range(dir, m, range);
+        return ps::shard_state{std::move(d.values), std::move(d.state), d.updates, m.worker_batches};
+    };
+    return h;
+}
+
+namespace {
+
+int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& net)
+{
+    ps::server s(net, server_config_for(o, j.me.index, j.num_ps), server_hooks_for(o));
+    return s.run() == ps::server_outcome::stopped ? preempted_exit_status : 0;
+}
+
+loop_role role_of(const bootstrap::job& j, const train_options& o)
+{
+    loop_role r;
+    r.index = j.me.index;
+    r.num_ps = r.reported_ps = j.num_ps;
+    r.num_workers = j.num_workers;
+    for (int i = 0; i < j.num_workers; ++i) r.worker_names.push_back(j.peer_name(role::worker, i));
+    r.name = j.peer_name(role::worker, j.me.index);
+    r.mode = o.sync_replicas ? "sync" : "async";
+    return r;
+}
+
+}  // namespace
+
+int run_distributed(const train_options& o, bootstrap::job j)
+{
+    log::set_prefix(fmt::format("pstrain[{}]", j.name()));
+    if (o.replicas_to_aggregate > j.num_workers)
+        throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}",
+                                o.replicas_to_aggregate, j.num_workers, j.num_workers));
+    if (!o.checkpoint_dir.empty()) {
+        checkpoint::prepare_directory(o.checkpoint_dir);  // every task: it fails here, before any training
+        catch_termination();
+    }
+    log::debug("role from {}: {} of {} ps + {} workers", j.source, j.name(), j.num_ps, j.num_workers);
+    auto net = bootstrap::connect(j, o.progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event,
+                                  std::chrono::seconds(o.bootstrap_timeout));
+    int code = 1;
+    try {
+        code = j.me.role == role::ps ? run_ps_task(o, j, *net) : run_training_loop(o, role_of(j, o), *net);
+    } catch (...) {
+        net->close(true);  // drops what is still queued for lost peers
+        throw;
+    }
+    net->close(code != 0);
+    log::debug("progress: {} spins, {} sleeps on the event fd", net->ucx_engine().spins(), net->ucx_engine().sleeps());
+    return code;
+}
+
+int run_standalone(const train_options& o)
+{
+    log::set_prefix("pstrain[standalone]");
+    if (!o.checkpoint_dir.empty()) {
+        checkpoint::prepare_directory(o.checkpoint_dir);
+        catch_termination();
+    }
+    // One process: its PS in a thread, the worker's loop here, the loopback
+    // between them (the PS works in the loop's buffers in place).
+    ps::loopback_network net(1, 1);
+    ps::server server(net.ps(0), server_config_for(o, 0, 1), server_hooks_for(o));
+    std::exception_ptr server_error;
+    std::thread ps_thread([&] {
+        try {
+            server.run();
+        } catch (...) {
+            server_error = std::current_exception();
+        }
+    });
+    loop_role who;
+    who.name = "the standalone worker";
+    who.mode = "standalone";
+    who.reported_ps = 0;
+    who.standalone = true;
+    int code = 1;
+    try {
+        code = run_training_loop(o, who, net.worker(0));
+    } catch (...) {
+        net.kill_worker(0);  // the PS sees its chief gone and ends
+        ps_thread.join();
+        throw;
+    }
+    ps_thread.join();
+    if (server_error) std::rethrow_exception(server_error);
+    return code;
+}
+
+}  // namespace pstrain::trainer

@@ -1,0 +1,24 @@
+// The tasks of a job: a PS task (the PS library's server, with hooks that
+// end training at --train-steps and store snapshots as checkpoint shards),
+// a distributed worker, and --standalone (one process: its PS in a thread,
+// the training loop over the loopback).
+#pragma once
+
+#include "pstrain/server.hpp"
+#include "trainer/app/options.hpp"
+#include "trainer/bootstrap/job.hpp"
+
+namespace pstrain::trainer {
+
+// A ps or worker task of a distributed job.  Returns the exit status.
+int run_distributed(const train_options& o, bootstrap::job j);
+
+// --standalone.  Returns the exit status.
+int run_standalone(const train_options& o);
+
+// The PS's configuration and hooks for these options: training ends at
+// --train-steps; snapshots are shards in --checkpoint-dir.
+ps::server_config server_config_for(const train_options& o, int index, int num_ps);
+ps::server_hooks server_hooks_for(const train_options& o);
+
+}  // namespace pstrain::trainer

@@ -1,0 +1,30 @@
+// The one training loop: a worker pulls the model's values, computes a
+// gradient on its shard of the data, pushes it (the reply carries the new
+// values), and, as the chief, initialises or restores the model, evaluates,
+// checkpoints and ends training.  A distributed worker runs it over UCX;
+// `pstrain --standalone` runs it over the loopback, with its PS in a thread.
+#pragma once
+
+#include "pstrain/transport.hpp"
+#include "trainer/app/options.hpp"
+
+#include <string>
+#include <vector>
+
+namespace pstrain::trainer {
+
+struct loop_role {
+    int index = 0;                  // worker index; 0 is the chief
+    int num_ps = 1, num_workers = 1;
+    std::vector<std::string> worker_names;  // how errors name the workers
+    std::string name;               // "worker 1 (n2)", for messages
+    const char* mode = "async";     // in the final line and the manifest: sync, async or standalone
+    int reported_ps = 1;            // the final line's "ps" (0 for standalone)
+    bool standalone = false;
+};
+
+// Runs the loop over `net` (whose peers are the PS tasks); returns the
+// exit status.
+int run_training_loop(const train_options& o, const loop_role& who, ps::transport& net);
+
+}  // namespace pstrain::trainer

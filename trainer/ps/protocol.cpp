@@ -1,0 +1,74 @@
+#include "trainer/ps/protocol.hpp"
+
+#include <fmt/format.h>
+
+namespace pstrain::ps::wire {
+
+const char* kind_name(std::uint16_t k)
+{
+    switch (static_cast<kind>(k)) {
+    case kind::hello: return "hello";
+    case kind::welcome: return "welcome";
+    case kind::init: return "init";
+    case kind::restore: return "restore";
+    case kind::pull: return "pull";
+    case kind::push: return "push";
+    case kind::values: return "values";
+    case kind::snapshot: return "snapshot";
+    case kind::snapshot_done: return "snapshot_done";
+    case kind::shutdown: return "shutdown";
+    case kind::abort: return "abort";
+    case kind::refusal: return "refusal";
+    }
+    return "unknown";
+}
+
+std::optional<refusal> check_envelope(const frame& f)
+{
+    refusal r;
+    if (f.magic != magic) {
+        r.code = static_cast<std::uint32_t>(refusal_code::bad_frame);
+        return r;
+    }
+    if (f.version != version) {
+        r.code = static_cast<std::uint32_t>(refusal_code::bad_version);
+        r.frame_version = f.version;
+        return r;
+    }
+    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::refusal)) {
+        r.code = static_cast<std::uint32_t>(refusal_code::bad_kind);
+        r.detail_begin = f.kind;
+        return r;
+    }
+    return std::nullopt;
+}
+
+std::string describe(const refusal& r)
+{
+    switch (static_cast<refusal_code>(r.code)) {
+    case refusal_code::bad_frame:
+        return "a message without pstrain's magic number: is another program talking to this PS?";
+    case refusal_code::bad_version:
+        return fmt::format("protocol version {} where this PS speaks {}: run the same pstrain version in every task",
+                           r.frame_version, version);
+    case refusal_code::bad_kind:
+        return fmt::format("a message of unknown kind {}: run the same pstrain version in every task", r.detail_begin);
+    case refusal_code::bad_range:
+        return fmt::format("the range [{}, {}) is not inside this PS's shard: do all tasks build the same model?",
+                           r.detail_begin, r.detail_end);
+    case refusal_code::bad_length:
+        return fmt::format("a payload of {} bytes where the message says {}", r.detail_end, r.detail_begin);
+    case refusal_code::not_mapped:
+        return "an exchange through shared memory that this PS has not mapped";
+    case refusal_code::model_mismatch:
+        return fmt::format("a model of {} parameters where the chief's has {}: do all tasks build the same model?",
+                           r.detail_begin, r.detail_end);
+    case refusal_code::needs_whole_shard:
+        return "sync training aggregates whole-shard gradients: push every key of the shard together";
+    case refusal_code::not_chief:
+        return "only the chief (worker 0) initialises, restores, snapshots and ends training";
+    }
+    return fmt::format("refusal code {}", r.code);
+}
+
+}  // namespace pstrain::ps::wire

@@ -1,0 +1,112 @@
+#include "trainer/transport/ucx_transport.hpp"
+
+#include "pstrain/error.hpp"
+
+#include <fmt/format.h>
+
+namespace pstrain::transport {
+
+namespace {
+
+class ucx_request : public ps::request::impl {
+public:
+    explicit ucx_request(request r) : r_(std::move(r)) {}
+    bool done() override { return r_.done(); }
+    bool ok() const override { return r_.status() == UCS_OK; }
+    std::size_t length() const override { return r_.length(); }
+    std::string failure() const override { return fmt::format("{} failed: {}", r_.what(), ucs_status_string(r_.status())); }
+    void cancel() override { r_.cancel(owner_); }
+    void set_owner(ucp_worker_h w) { owner_ = w; }
+
+private:
+    request r_;
+    ucp_worker_h owner_ = nullptr;
+};
+
+ps::request wrap(request r, ucp_worker_h owner)
+{
+    auto impl = std::make_unique<ucx_request>(std::move(r));
+    impl->set_owner(owner);
+    return ps::request(std::move(impl));
+}
+
+class ucx_memory : public ps::exchange_memory {
+public:
+    ucx_memory(context& ctx, std::size_t bytes) : m_(ctx, bytes) {}
+    void* data() const override { return m_.data(); }
+    std::size_t size() const override { return m_.size(); }
+    std::vector<std::uint8_t> packed_key() const override { return m_.packed_key(); }
+
+private:
+    mapped_memory m_;
+};
+
+class ucx_peer_memory : public ps::peer_memory {
+public:
+    ucx_peer_memory(ucp_ep_h ep, std::span<const std::uint8_t> key) : key_(ep, key) {}
+    void* local_pointer(std::uint64_t remote_address) const override { return key_.local_pointer(remote_address); }
+
+private:
+    remote_key key_;
+};
+
+}  // namespace
+
+ucx_transport::ucx_transport(std::unique_ptr<context> ctx, std::unique_ptr<engine> eng, connections conns,
+                             std::uint32_t my_index, std::vector<std::string> names)
+    : ctx_(std::move(ctx)), engine_(std::move(eng)), conns_(std::move(conns)), me_(my_index), names_(std::move(names))
+{
+}
+
+ucx_transport::~ucx_transport()
+{
+    try {
+        close(true);
+    } catch (...) {
+    }
+}
+
+ps::request ucx_transport::send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes)
+{
+    if (peer >= names_.size() || !conns_.peers[peer]) throw error(fmt::format("send to peer {}: no such peer", peer));
+    return wrap(engine_->send(conns_.data_ep(peer), make_tag(static_cast<std::uint8_t>(ch), me_), data, bytes), nullptr);
+}
+
+ps::request ucx_transport::recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity)
+{
+    return wrap(engine_->recv(make_tag(static_cast<std::uint8_t>(ch), static_cast<std::uint32_t>(peer)), tag_full_mask, buffer,
+                              capacity),
+                engine_->get());
+}
+
+bool ucx_transport::wait_until(const std::function<bool()>& pred, ps::clock::time_point deadline)
+{
+    return engine_->wait_until(pred, deadline);
+}
+
+bool ucx_transport::failed(std::size_t peer) const { return !conns_.peers[peer] || conns_.peers[peer]->failed(); }
+
+std::string ucx_transport::failure(std::size_t peer) const
+{
+    if (!conns_.peers[peer]) return "closed";
+    return ucs_status_string(conns_.peers[peer]->failure());
+}
+
+std::unique_ptr<ps::exchange_memory> ucx_transport::allocate(std::size_t bytes)
+{
+    return std::make_unique<ucx_memory>(*ctx_, bytes);
+}
+
+std::unique_ptr<ps::peer_memory> ucx_transport::map(std::size_t peer, std::span<const std::uint8_t> key)
+{
+    return std::make_unique<ucx_peer_memory>(conns_.data_ep(peer), key);
+}
+
+void ucx_transport::close(bool force)
+{
+    for (auto* list : {&conns_.fast, &conns_.peers, &conns_.accepted})
+        for (auto& ep : *list)
+            if (ep) ep->close(std::chrono::milliseconds(force ? 100 : 500), force);
+}
+
+}  // namespace pstrain::transport

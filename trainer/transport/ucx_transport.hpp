@@ -1,0 +1,74 @@
+// pstrain::ps::transport over UCX: the engine and the endpoints the
+// bootstrap connected, tags that say the channel and the sender, receives
+// matched per peer, exchange memory from ucp_mem_map that a peer on the
+// same host maps with ucp_rkey_ptr.
+#pragma once
+
+#include "pstrain/transport.hpp"
+#include "trainer/transport/ucx.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pstrain::transport {
+
+// The endpoints of one task to its peers.
+struct connections {
+    // peers[i]: the endpoint to peer i with failure detection (UCX
+    // keepalive): it says when a peer is lost.
+    std::vector<std::unique_ptr<endpoint>> peers;
+    // fast[i]: a second endpoint to the same peer without failure
+    // detection, for the messages themselves: UCX then uses every transport
+    // it has, shared memory and zero-copy included (an endpoint with
+    // failure detection is limited to transports that can detect it, TCP
+    // between processes on one node); empty when there is none.
+    std::vector<std::unique_ptr<endpoint>> fast;
+    // Endpoints accepted by a listener, kept open for the job's lifetime.
+    std::vector<std::unique_ptr<endpoint>> accepted;
+    std::unique_ptr<listener> listen;
+
+    ucp_ep_h data_ep(std::size_t i) const { return i < fast.size() && fast[i] ? fast[i]->get() : peers[i]->get(); }
+};
+
+// Tags: channel (8 bits) | sender's index among its peers' peers (24 bits)
+// | 32 free bits.  Channel 2 is the static-spec bootstrap's hello.
+inline constexpr std::uint64_t tag_channel_mask = 0xff00000000000000ull;
+inline constexpr std::uint64_t tag_sender_mask = 0x00ffffff00000000ull;
+inline constexpr std::uint64_t tag_full_mask = tag_channel_mask | tag_sender_mask;
+inline constexpr std::uint8_t bootstrap_channel = 2;
+inline std::uint64_t make_tag(std::uint8_t channel, std::uint32_t sender)
+{
+    return (std::uint64_t(channel) << 56) | (std::uint64_t(sender & 0xffffff) << 32);
+}
+
+class ucx_transport : public ps::transport {
+public:
+    // `my_index`: how the peers number this task (a worker's index at a
+    // PS, a PS's index at a worker); `names[i]`: how to name peer i.
+    ucx_transport(std::unique_ptr<context> ctx, std::unique_ptr<engine> eng, connections conns, std::uint32_t my_index,
+                  std::vector<std::string> names);
+    ~ucx_transport() override;
+
+    std::size_t num_peers() const override { return names_.size(); }
+    std::string peer_name(std::size_t peer) const override { return names_.at(peer); }
+    ps::request send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes) override;
+    ps::request recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity) override;
+    bool wait_until(const std::function<bool()>& pred, ps::clock::time_point deadline) override;
+    bool failed(std::size_t peer) const override;
+    std::string failure(std::size_t peer) const override;
+    std::unique_ptr<ps::exchange_memory> allocate(std::size_t bytes) override;
+    std::unique_ptr<ps::peer_memory> map(std::size_t peer, std::span<const std::uint8_t> key) override;
+    void close(bool force) override;
+
+    engine& ucx_engine() { return *engine_; }
+
+private:
+    std::unique_ptr<context> ctx_;
+    std::unique_ptr<engine> engine_;
+    connections conns_;
+    std::uint32_t me_;
+    std::vector<std::string> names_;
+};
+
+}  // namespace pstrain::transport
