@@ -2,7 +2,9 @@
 #
 # Each test is a shell function named test_* in a t-*.sh file.  It runs in a
 # subshell with its own log; `run` records a command, its output and its exit
-# status there.  A test fails on the first failed `expect_*` (or `fail`).
+# status there.  A test fails on the first failed `expect_*` (or `fail`),
+# and on any other command that fails (the test runs under set -e): write a
+# command that may fail as `cmd || true`, or capture its status and assert it.
 
 # run CMD ARGS...: runs with a time limit; sets $out (stdout+stderr) and $rc.
 run() {
@@ -77,12 +79,13 @@ expect_nodes_idle() {
 wait_job() {
   local id=$1 limit=${2:-300} t0=$SECONDS
   while :; do
-    job_state=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -n 1)
+    # scontrol fails for a job it does not know (yet, or any more): keep polling.
+    job_state=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -n 1) || true
     case "$job_state" in
       PENDING|RUNNING|CONFIGURING|COMPLETING|SUSPENDED|REQUEUED|"") ;;
       *) echo "job $id: $job_state" >>"$TEST_LOG"; return 0 ;;
     esac
-    [ $((SECONDS - t0)) -lt "$limit" ] || { scancel "$id" 2>/dev/null; fail "job $id still $job_state after ${limit}s"; }
+    [ $((SECONDS - t0)) -lt "$limit" ] || { scancel "$id" 2>/dev/null || true; fail "job $id still $job_state after ${limit}s"; }
     sleep 1
   done
 }

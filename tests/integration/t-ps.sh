@@ -73,8 +73,9 @@ test_static_spec_on_loopback_without_slurm() {
   env -u SLURM_CONF timeout 120 "$pstrain" "${spec[@]}" --job-name worker --task-index 1 >w1.out 2>&1 &
   local w1=$!
   run env -u SLURM_CONF "$pstrain" "${spec[@]}" --job-name worker --task-index 0
-  wait $ps; local ps_rc=$?
-  wait $w1; local w1_rc=$?
+  local ps_rc w1_rc
+  wait $ps && ps_rc=0 || ps_rc=$?
+  wait $w1 && w1_rc=0 || w1_rc=$?
   cat ps.out w1.out >>"$TEST_LOG"
   expect_rc 0
   expect_eq "$ps_rc" 0 "ps exit status"
@@ -88,7 +89,8 @@ test_tf_config_runs_a_static_job() {
   env -u SLURM_CONF TF_CONFIG="{$cluster,\"task\":{\"type\":\"ps\",\"index\":0}}" timeout 120 "$pstrain" --train-steps 100 --device cpu >ps.out 2>&1 &
   local ps=$!
   run env -u SLURM_CONF TF_CONFIG="{$cluster,\"task\":{\"type\":\"worker\",\"index\":0}}" "$pstrain" --train-steps 100 --device cpu
-  wait $ps; local ps_rc=$?
+  local ps_rc
+  wait $ps && ps_rc=0 || ps_rc=$?
   expect_rc 0
   expect_eq "$ps_rc" 0 "ps exit status"
   expect_eq "$(field "$(last_json <<<"$out")" global_step)" 100 "global_step"
@@ -136,11 +138,11 @@ kill_during() {
     grep -q 'step [0-9]*/3000' task-*.out 2>/dev/null && victim=$(task_pid "$role" "$index") && break
     sleep 0.5
   done
-  [ -n "$victim" ] || { kill $job; fail "the job did not start training"; }
+  [ -n "$victim" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
   echo "killing $role $index (pid $victim)" >>"$TEST_LOG"
   local t0=$SECONDS
   kill -9 "$victim"
-  wait $job; rc=$?
+  wait $job && rc=0 || rc=$?
   elapsed=$((SECONDS - t0))
   out=$(cat task-*.out)
   printf '%s\n[srun exit status %d after %ds]\n' "$out" "$rc" "$elapsed" >>"$TEST_LOG"

@@ -2,9 +2,9 @@
 #include "trainer/data/dataset.hpp"
 
 #include "pstrain/error.hpp"
+#include "common/random.hpp"
 
 #include <cmath>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -77,17 +77,18 @@ train_test load_directory(const fs::path& dir)
 
 train_test make_linear(std::size_t train_rows, std::size_t test_rows, std::uint64_t seed)
 {
-    std::mt19937_64 rng(seed ^ 0x6c696e656172ull);
-    std::uniform_real_distribution<double> x(-1.0, 1.0);
-    std::normal_distribution<double> noise(0.0, 0.33);
+    // Our own distributions, not the standard library's: the data (and so
+    // the trained weight and bias of a seed) are the same everywhere.
+    random::splitmix64 rng(seed ^ 0x6c696e656172ull);  // "linear"
     auto make = [&](std::size_t n, bool noisy) {
         dataset d;
         d.rows = n;
         d.cols = 1;
         for (std::size_t i = 0; i < n; ++i) {
-            double v = x(rng);
+            const double v = random::uniform(rng, -1.0, 1.0);
+            const double noise = noisy ? 0.33 * random::standard_normal(rng) : 0.0;
             d.features.push_back(static_cast<float>(v));
-            d.targets.push_back(static_cast<float>(2.0 * v + 10.0 + (noisy ? noise(rng) : 0.0)));
+            d.targets.push_back(static_cast<float>(2.0 * v + 10.0 + noise));
         }
         return d;
     };

@@ -45,13 +45,6 @@ void sampler::shuffle_epoch()
     if (!with_replacement_) shuffle(order_, rng_);
 }
 
-void sampler::seek(std::uint64_t epoch, std::size_t position)
-{
-    epoch_ = epoch;
-    shuffle_epoch();
-    position_ = std::min(position, order_.size());
-}
-
 void sampler::skip_batches(std::uint64_t n, std::size_t batch_size)
 {
     std::vector<std::uint32_t> rows;

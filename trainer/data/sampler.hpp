@@ -18,9 +18,6 @@ public:
 
     std::size_t shard_size() const { return shard_.size(); }
     std::uint64_t epoch() const { return epoch_; }
-    std::size_t position() const { return position_; }
-    // Continue from a saved position (checkpoint restore).
-    void seek(std::uint64_t epoch, std::size_t position);
     // Draws and drops n batches: the order after them is the one a run that
     // drew them would see next.
     void skip_batches(std::uint64_t n, std::size_t batch_size);

@@ -2,6 +2,7 @@
 
 #include "pstrain/error.hpp"
 #include "common/parse.hpp"
+#include "common/random.hpp"
 
 #include <cmath>
 #include <random>
@@ -37,13 +38,14 @@ std::vector<int> parse_hidden_units(const std::string& text)
 
 void truncated_normal(std::span<float> out, float stddev, std::uint64_t seed)
 {
+    // mt19937_64 is the same with every standard library (the standard
+    // specifies its output); kept so that initial parameters, and the
+    // results of a seed, stay those of earlier versions.
     std::mt19937_64 rng(seed);
-    auto uniform = [&] { return (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0); };
     for (auto& v : out) {
         double z;
         do {
-            // Box-Muller, one value per pair of draws.
-            z = std::sqrt(-2.0 * std::log(uniform())) * std::cos(2.0 * M_PI * uniform());
+            z = random::standard_normal(rng);
         } while (std::fabs(z) > 2.0);
         v = static_cast<float>(z * stddev);
     }

@@ -1,22 +1,28 @@
-// The trainer's command line: each bad value is one clear line.
+// The trainer's command line: each flag's value lands in its field, absent
+// flags keep their defaults, and each bad value is one clear line.
 #define BOOST_TEST_DYN_LINK
 #define BOOST_TEST_MODULE options
 #include <boost/test/unit_test.hpp>
 
+#include "config.h"
 #include "trainer/app/options.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fcntl.h>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
 using pstrain::trainer::parse_command_line;
+using pstrain::trainer::train_options;
 
 namespace {
 
-// Parses; returns what was written to stderr and sets ok/exit code.
-std::string parse(std::vector<std::string> args, bool& ok, int& code)
+// Parses; returns what was written to stderr, sets the options (none when
+// the program should exit) and the exit code.
+std::string parse(std::vector<std::string> args, std::optional<train_options>& options, int& code)
 {
     args.insert(args.begin(), "pstrain");
     std::vector<char*> argv;
@@ -26,7 +32,7 @@ std::string parse(std::vector<std::string> args, bool& ok, int& code)
     int saved = dup(2);
     dup2(fd, 2);
     code = -1;
-    ok = parse_command_line(static_cast<int>(argv.size()), argv.data(), code).has_value();
+    options = parse_command_line(static_cast<int>(argv.size()), argv.data(), code);
     dup2(saved, 2);
     close(saved);
     std::string out;
@@ -38,12 +44,23 @@ std::string parse(std::vector<std::string> args, bool& ok, int& code)
     return out;
 }
 
+// The options of a command line that must be accepted silently.
+train_options accepted(std::vector<std::string> args)
+{
+    std::optional<train_options> o;
+    int code = 0;
+    auto err = parse(args, o, code);
+    BOOST_TEST_REQUIRE(o.has_value(), "rejected, stderr: " << err);
+    BOOST_TEST(err.empty(), "stderr: " << err);
+    return *o;
+}
+
 void expect_error(std::vector<std::string> args, const std::string& part)
 {
-    bool ok = true;
+    std::optional<train_options> o;
     int code = 0;
-    auto err = parse(args, ok, code);
-    BOOST_TEST(!ok);
+    auto err = parse(args, o, code);
+    BOOST_TEST(!o.has_value());
     BOOST_TEST(code == 2);
     BOOST_TEST(err.find(part) != std::string::npos, "stderr: " << err);
     BOOST_TEST(std::count(err.begin(), err.end(), '\n') == 1, "one line: " << err);
@@ -51,12 +68,107 @@ void expect_error(std::vector<std::string> args, const std::string& part)
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(good_flags)
+BOOST_AUTO_TEST_CASE(defaults_when_no_flag_is_given)
 {
-    bool ok = false;
-    int code = 0;
-    parse({"--standalone", "--hidden-units", "256,128", "--optimizer", "adam", "--learning-rate", "0.001"}, ok, code);
-    BOOST_TEST(ok);
+    const auto o = accepted({});
+    BOOST_TEST(!o.standalone);
+    BOOST_TEST(!o.sync_replicas);
+    BOOST_TEST(o.replicas_to_aggregate == 0);
+    BOOST_TEST(o.ps_hosts.empty());
+    BOOST_TEST(o.worker_hosts.empty());
+    BOOST_TEST(o.job_name.empty());
+    BOOST_TEST(o.task_index == -1);
+    BOOST_TEST(o.bootstrap_timeout == 60);
+    BOOST_TEST(o.peer_timeout == 600);
+    BOOST_TEST(o.progress == "event");
+    BOOST_TEST(o.shared_memory == "auto");
+    BOOST_TEST(o.data_dir == PSTRAIN_DEFAULT_DATA_DIR);
+    BOOST_TEST(!o.sample_with_replacement);
+    BOOST_TEST(o.model == "mlp");
+    BOOST_TEST(o.hidden_units == "100");
+    BOOST_TEST(o.hidden == std::vector<int>{100}, boost::test_tools::per_element());
+    BOOST_TEST(o.train_steps == 1000);
+    BOOST_TEST(o.batch_size == 100);
+    BOOST_TEST(o.optimizer == "sgd");
+    BOOST_TEST(o.learning_rate == 0.01f);
+    BOOST_TEST(o.seed == 1u);
+    BOOST_TEST(o.eval_every == 0);
+    BOOST_TEST(o.checkpoint_dir.empty());
+    BOOST_TEST(o.save_checkpoint_secs == 600);
+    BOOST_TEST(o.save_checkpoint_steps == 0);
+    BOOST_TEST(o.keep_checkpoints == 5);
+    BOOST_TEST(o.device == "auto");
+    BOOST_TEST(o.threads == 0);
+    BOOST_TEST(o.log_every == 100);
+    BOOST_TEST(o.metrics_file.empty());
+    BOOST_TEST(o.log_level == "info");
+}
+
+BOOST_AUTO_TEST_CASE(every_accepted_flag_lands_in_its_field)
+{
+    // Each value differs from the default, so a flag that is parsed into the
+    // wrong field, or dropped, fails here.
+    const auto o = accepted({"--standalone", "--sync-replicas", "--replicas-to-aggregate", "3",
+                             "--ps-hosts", "a:1,b:2", "--worker-hosts", "c:3", "--job-name", "worker", "--task-index", "4",
+                             "--bootstrap-timeout", "30", "--peer-timeout", "45", "--progress", "spin",
+                             "--shared-memory", "off", "--data-dir", "/data/x", "--sample-with-replacement",
+                             "--model", "mlp", "--hidden-units", "256,128", "--train-steps", "6000", "--batch-size", "50",
+                             "--optimizer", "adam", "--learning-rate", "0.001", "--seed", "7", "--eval-every", "3000",
+                             "--checkpoint-dir", "/ckpt", "--save-checkpoint-secs", "0", "--save-checkpoint-steps", "100",
+                             "--keep-checkpoints", "2", "--device", "cpu", "--threads", "3", "--log-every", "10",
+                             "--metrics-file", "m.jsonl", "--log-level", "debug"});
+    BOOST_TEST(o.standalone);
+    BOOST_TEST(o.sync_replicas);
+    BOOST_TEST(o.replicas_to_aggregate == 3);
+    BOOST_TEST(o.ps_hosts == "a:1,b:2");
+    BOOST_TEST(o.worker_hosts == "c:3");
+    BOOST_TEST(o.job_name == "worker");
+    BOOST_TEST(o.task_index == 4);
+    BOOST_TEST(o.bootstrap_timeout == 30);
+    BOOST_TEST(o.peer_timeout == 45);
+    BOOST_TEST(o.progress == "spin");
+    BOOST_TEST(o.shared_memory == "off");
+    BOOST_TEST(o.data_dir == "/data/x");
+    BOOST_TEST(o.sample_with_replacement);
+    BOOST_TEST(o.model == "mlp");
+    BOOST_TEST(o.hidden_units == "256,128");
+    BOOST_TEST(o.hidden == (std::vector<int>{256, 128}), boost::test_tools::per_element());
+    BOOST_TEST(o.train_steps == 6000);
+    BOOST_TEST(o.batch_size == 50);
+    BOOST_TEST(o.optimizer == "adam");
+    BOOST_TEST(o.learning_rate == 0.001f);
+    BOOST_TEST(o.seed == 7u);
+    BOOST_TEST(o.eval_every == 3000);
+    BOOST_TEST(o.checkpoint_dir == "/ckpt");
+    BOOST_TEST(o.save_checkpoint_secs == 0);
+    BOOST_TEST(o.save_checkpoint_steps == 100);
+    BOOST_TEST(o.keep_checkpoints == 2);
+    BOOST_TEST(o.device == "cpu");
+    BOOST_TEST(o.threads == 3);
+    BOOST_TEST(o.log_every == 10);
+    BOOST_TEST(o.metrics_file == "m.jsonl");
+    BOOST_TEST(o.log_level == "debug");
+}
+
+BOOST_AUTO_TEST_CASE(the_classic_examples_underscore_spellings_and_equals_signs)
+{
+    const auto o = accepted({"--sync_replicas", "--replicas_to_aggregate=2", "--ps_hosts=h:1", "--worker_hosts", "h:2,h:3",
+                             "--job_name", "ps", "--task_index", "0", "--checkpoint_dir=/c", "--batch-size=64"});
+    BOOST_TEST(o.sync_replicas);
+    BOOST_TEST(o.replicas_to_aggregate == 2);
+    BOOST_TEST(o.ps_hosts == "h:1");
+    BOOST_TEST(o.worker_hosts == "h:2,h:3");
+    BOOST_TEST(o.job_name == "ps");
+    BOOST_TEST(o.task_index == 0);
+    BOOST_TEST(o.checkpoint_dir == "/c");
+    BOOST_TEST(o.batch_size == 64);
+}
+
+BOOST_AUTO_TEST_CASE(the_linear_model_has_no_hidden_layers)
+{
+    const auto o = accepted({"--model", "linear", "--hidden-units", "64"});
+    BOOST_TEST(o.model == "linear");
+    BOOST_TEST(o.hidden.empty());
 }
 
 BOOST_AUTO_TEST_CASE(batch_size_zero) { expect_error({"--batch-size", "0"}, "--batch-size"); }

@@ -5,6 +5,9 @@
 
 #include "trainer/app/session.hpp"
 
+#include <chrono>
+#include <thread>
+
 using namespace pstrain::trainer;
 
 namespace {
@@ -34,10 +37,24 @@ BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_even_when_steps_jump)
 
 BOOST_AUTO_TEST_CASE(checkpoints_by_time_from_the_last_attempt)
 {
-    checkpoint_schedule by_time(every(0, 600));
-    BOOST_TEST(!by_time.due(5));
+    // 1 s is the shortest interval --save-checkpoint-secs takes: the case
+    // sleeps a little over it, twice.
+    const auto past_the_interval = std::chrono::milliseconds(1100);
+    checkpoint_schedule by_time(every(0, 1));
     checkpoint_schedule never(every(0, 0));
-    BOOST_TEST(!never.due(1000000));
+    BOOST_TEST(!by_time.due(5));
+    std::this_thread::sleep_for(past_the_interval);
+    BOOST_TEST(by_time.due(5));
+    BOOST_TEST(!never.due(5));
+    // The clock restarts at the attempt, whether or not it was saved.
+    by_time.attempted();
+    BOOST_TEST(!by_time.due(6));
+    std::this_thread::sleep_for(past_the_interval);
+    BOOST_TEST(by_time.due(6));
+    // Never twice at the step just saved, however long ago the attempt.
+    by_time.saved(6);
+    BOOST_TEST(!by_time.due(6));
+    BOOST_TEST(by_time.due(7));
 }
 
 BOOST_AUTO_TEST_CASE(data_position_resumes_only_for_the_same_workers_seed_and_batch)

@@ -52,18 +52,6 @@ BOOST_AUTO_TEST_CASE(same_seed_same_order_other_seed_other_order)
     BOOST_TEST(a != c);
 }
 
-BOOST_AUTO_TEST_CASE(seek_resumes_the_same_order)
-{
-    sampler a(200, 1, 0, 9, false);
-    std::vector<std::uint32_t> skip, want, got;
-    a.next_batch(230, skip);
-    a.next_batch(10, want);
-    sampler b(200, 1, 0, 9, false);
-    b.seek(1, 30);
-    b.next_batch(10, got);
-    BOOST_TEST(want == got);
-}
-
 BOOST_AUTO_TEST_CASE(with_replacement_stays_in_the_shard)
 {
     sampler s(30, 3, 2, 5, true);

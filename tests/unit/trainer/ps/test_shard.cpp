@@ -2,25 +2,67 @@
 #define BOOST_TEST_MODULE shard
 #include <boost/test/unit_test.hpp>
 
+#include "pstrain/error.hpp"
+#include "common/random.hpp"
 #include "trainer/ps/shard.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
 
 using namespace pstrain::ps;
 
-BOOST_AUTO_TEST_CASE(shard_map_balances_bytes_and_covers_everything)
+namespace {
+
+// What is wrong with a shard map of n elements over p PS tasks, or "".
+std::string shard_map_problem(const std::vector<shard_range>& map, std::size_t n, std::size_t p)
 {
-    for (int p = 1; p <= 7; ++p) {
-        auto map = make_partition(79510, p);
-        BOOST_TEST(map.size() == std::size_t(p));
-        BOOST_TEST(map.front().begin == 0u);
-        BOOST_TEST(map.back().end == 79510u);
-        for (std::size_t i = 0; i + 1 < map.size(); ++i) BOOST_TEST(map[i].end == map[i + 1].begin);
-        std::size_t lo = map[0].size(), hi = lo;
-        for (auto& r : map) {
-            lo = std::min(lo, r.size());
-            hi = std::max(hi, r.size());
-        }
-        BOOST_TEST(hi - lo <= 1u);
+    std::ostringstream why;
+    if (map.size() != p) {
+        why << map.size() << " ranges";
+        return why.str();
     }
+    if (map.front().begin != 0) why << "the first range begins at " << map.front().begin << "; ";
+    if (map.back().end != n) why << "the last range ends at " << map.back().end << "; ";
+    std::size_t smallest = n, largest = 0;
+    for (std::size_t i = 0; i < p; ++i) {
+        const auto& r = map[i];
+        if (r.end < r.begin) why << "range " << i << " is [" << r.begin << ", " << r.end << "); ";
+        if (i + 1 < p && r.end != map[i + 1].begin)
+            why << "range " << i << " ends at " << r.end << ", range " << i + 1 << " begins at " << map[i + 1].begin << "; ";
+        smallest = std::min(smallest, r.size());
+        largest = std::max(largest, r.size());
+    }
+    // Equal bytes per PS task, to one element (one float).
+    if (largest - smallest > 1) why << "range sizes from " << smallest << " to " << largest << "; ";
+    return why.str();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(shard_map_covers_every_element_once_in_order_with_balanced_sizes)
+{
+    // The map is arithmetic only, so sizes up to 2^40 cost nothing.
+    std::vector<std::size_t> sizes{0, 1, 2, 3, 5, 7, 13, 61, 63, 64, 65, 127, 8191, 79510, 131071, 235146, 524287,
+                                   2147483647, std::size_t{1} << 32, 4294967311, (std::size_t{1} << 40) - 87,
+                                   std::size_t{1} << 40};
+    // and random ones, log-uniform from 0 to 2^40, from a fixed seed
+    pstrain::random::splitmix64 rng(20240611);
+    for (int i = 0; i < 2000; ++i) {
+        const int bits = static_cast<int>(rng() % 41);
+        sizes.push_back(bits == 0 ? 0 : rng() >> (64 - bits));
+    }
+    for (std::size_t n : sizes)
+        for (int p = 1; p <= 64; ++p) {
+            const auto problem = shard_map_problem(make_partition(n, p), n, static_cast<std::size_t>(p));
+            BOOST_TEST(problem.empty(), n << " elements over " << p << " PS tasks: " << problem);
+        }
+}
+
+BOOST_AUTO_TEST_CASE(shard_map_needs_a_shard)
+{
+    BOOST_CHECK_THROW(make_partition(10, 0), pstrain::error);
 }
 
 BOOST_AUTO_TEST_CASE(shard_applies_and_counts_updates)
