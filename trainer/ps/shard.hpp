@@ -34,6 +34,7 @@ public:
     // the shard's values: afterwards `spare` holds the old values, untouched
     // (a reply may still be sending them).
     void apply_into(std::vector<float>& spare, std::span<const float> grads, shard_range part);
+    void apply_into(std::vector<float>& spare, std::span<const float> grads) { apply_into(spare, grads, range_); }
 
 private:
     // The first state slot's value for element `at` of the shard (none for sgd).

@@ -102,3 +102,30 @@ BOOST_AUTO_TEST_CASE(apply_into_matches_apply_and_leaves_the_old_values_in_the_s
         BOOST_TEST(a.updates() == b.updates());
     }
 }
+
+BOOST_AUTO_TEST_CASE(a_part_of_the_shard_is_updated_alone_with_its_own_state)
+{
+    // Momentum: the state of the part moves, the rest keeps its values and state.
+    pstrain::ps::optimizer_config cfg;
+    cfg.kind = pstrain::ps::optimizer_kind::momentum;
+    cfg.learning_rate = 0.5f;
+    cfg.momentum = 0.5f;
+    parameter_shard whole({100, 110}, cfg), part({100, 110}, cfg);
+    std::vector<float> init(10, 1.0f), grads(10, 0.0f);
+    whole.assign(init);
+    part.assign(init);
+    for (std::size_t i = 3; i < 7; ++i) grads[i] = 2.0f;
+    whole.apply(grads);
+    part.apply(std::span<const float>(grads).subspan(3, 4), {103, 107});
+    for (std::size_t i = 0; i < 10; ++i) {
+        BOOST_TEST(part.values()[i] == whole.values()[i]);
+        BOOST_TEST(part.state()[i] == whole.state()[i]);
+    }
+    BOOST_TEST(part.values()[4] == 0.0f);  // 1 - 0.5 * (0.5 * 0 + 2)
+    BOOST_TEST(part.values()[0] == 1.0f);
+    std::vector<float> spare;
+    part.apply_into(spare, std::span<const float>(grads).subspan(3, 4), {103, 107});
+    BOOST_TEST(spare[4] == 0.0f);           // the old values stay in the spare
+    BOOST_TEST(part.values()[4] == -1.5f);  // a = 0.5 * 2 + 2 = 3; 0 - 0.5 * 3
+    BOOST_TEST(part.values()[9] == 1.0f);
+}
