@@ -213,7 +213,7 @@ request engine::send(ucp_ep_h ep, std::uint64_t tag, std::span<const ucp_dt_iov_
 request engine::recv(std::uint64_t tag, std::uint64_t mask, std::span<ucp_dt_iov_t> iov)
 {
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.datatype = ucp_dt_make_iov();
     return request(ucp_tag_recv_nbx(h_, iov.data(), iov.size(), tag, mask, &param), "receive", h_);
 }
@@ -226,7 +226,11 @@ request engine::send(ucp_ep_h ep, std::uint64_t tag, const void* buffer, std::si
 
 request engine::recv(std::uint64_t tag, std::uint64_t mask, void* buffer, std::size_t bytes)
 {
+    // Always a request, also when the message was already here: its
+    // length is read from it (UCX 1.13 leaves recv_info's length 0 on an
+    // immediate completion).
     ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     return request(ucp_tag_recv_nbx(h_, buffer, bytes, tag, mask, &param), "receive", h_);
 }
 
