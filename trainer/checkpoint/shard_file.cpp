@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include <sys/stat.h>
 
@@ -88,7 +89,12 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
         throw error(fmt::format("{} has unreadable metadata ({})", file, e.what()));
     }
     const std::uint64_t n = d.meta.range.size();
-    const std::uint64_t expected = fixed_header + json_bytes + 4 * (n + n * static_cast<std::uint64_t>(d.meta.state_slots)) + 4;
+    const std::uint64_t per_value = 4 * (1 + static_cast<std::uint64_t>(d.meta.state_slots));
+    // A range from the metadata so large that its byte count would wrap
+    // around 2^64 could otherwise match the file's size and reach resize().
+    if (n > (std::numeric_limits<std::uint64_t>::max() - fixed_header - json_bytes - 4) / per_value)
+        throw error(fmt::format("{} is truncated ({} bytes, its metadata names {} values)", file, size, n));
+    const std::uint64_t expected = fixed_header + json_bytes + per_value * n + 4;
     if (size != expected)
         throw error(fmt::format("{} is {} ({} of {} bytes)", file, size < expected ? "truncated" : "too long", size, expected));
     if (header_only) return d;

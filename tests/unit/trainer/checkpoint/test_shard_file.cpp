@@ -249,7 +249,8 @@ BOOST_AUTO_TEST_CASE(a_metadata_length_beyond_the_file_is_refused_without_alloca
     }
 }
 
-// Metadata naming more values than the file holds: refused, nothing of
+// Metadata naming more values than the file holds, even so many that their
+// byte count wraps around 2^64 to the file's size: refused, nothing of
 // that size allocated.
 BOOST_AUTO_TEST_CASE(a_range_beyond_the_file_is_refused_without_allocating_it)
 {
@@ -259,6 +260,14 @@ BOOST_AUTO_TEST_CASE(a_range_beyond_the_file_is_refused_without_allocating_it)
     BOOST_TEST(e == fmt::format("big is truncated ({} of {} bytes)", fs::file_size(d.path + "/big"),
                                 fs::file_size(d.path + "/big") - 12 + 12000000000ull));
     BOOST_TEST(largest < std::size_t(1) << 20);
+
+    const std::uint64_t wraps = std::uint64_t(1) << 62;  // 4 * 2^62 bytes is 0 modulo 2^64
+    write_text(d.path + "/wraps", shard_bytes(meta_json(0, wraps, 0), 0));
+    for (bool header_only : {false, true}) {
+        auto [e2, largest2] = read_with_allocations(d.path, "wraps", header_only);
+        BOOST_TEST(e2 == fmt::format("wraps is truncated ({} bytes, its metadata names {} values)", fs::file_size(d.path + "/wraps"), wraps));
+        BOOST_TEST(largest2 < std::size_t(1) << 20);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(write_shard_refuses_sizes_its_metadata_does_not_name_and_leaves_nothing)
