@@ -1,0 +1,99 @@
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE checkpoint_inspect
+#include <boost/test/unit_test.hpp>
+
+#include "tests/unit/trainer/checkpoint/helpers.hpp"
+#include "trainer/checkpoint/inspect.hpp"
+
+#include <cstdio>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+using namespace pstrain;
+using namespace pstrain::checkpoint;
+using namespace pstrain::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct inspected {
+    int status = -1;
+    std::string out;
+};
+
+// What `pstrain checkpoint inspect DIR` prints on stdout, and its status.
+inspected run_inspect(const std::string& dir)
+{
+    temp_dir t;
+    const auto file = t.path + "/stdout";
+    std::fflush(stdout);
+    const int saved = ::dup(1);
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::close(fd);
+    inspected r;
+    r.status = inspect(dir);
+    std::fflush(stdout);
+    ::dup2(saved, 1);
+    ::close(saved);
+    r.out = read_text(file);
+    return r;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_empty_directory_has_no_checkpoints)
+{
+    temp_dir d;
+    auto r = run_inspect(d.path);
+    BOOST_TEST(r.status == 0);
+    BOOST_TEST(r.out == "no checkpoints in " + d.path + "\n");
+}
+
+BOOST_AUTO_TEST_CASE(the_table_names_each_checkpoint_and_the_newest_complete_one)
+{
+    temp_dir d;
+    write_checkpoint(d.path, 100, 300, 2);
+    auto newer = write_checkpoint(d.path, 200, 300, 2);
+    flip_byte(d.path + "/" + newer.shards[0].file, 300);
+    auto r = run_inspect(d.path);
+    BOOST_TEST(r.status == 0);
+    BOOST_TEST(contains(r.out, "checkpoints in " + d.path + " (newest first):\n"), r.out);
+    BOOST_TEST(r.out.find("           200") < r.out.find("           100"), r.out);
+    BOOST_TEST(contains(r.out, "ckpt-0000000200.shard-0-of-2 is corrupt (checksum mismatch)"), r.out);
+    BOOST_TEST(contains(r.out, "  2         300  adam        complete, checksums good\n"), r.out);
+    BOOST_TEST(contains(r.out, "newest complete: ckpt-0000000100.json (global step 100, test model, sync)\n"), r.out);
+}
+
+BOOST_AUTO_TEST_CASE(only_broken_checkpoints_fail_and_say_a_job_would)
+{
+    temp_dir d;
+    auto m = write_checkpoint(d.path, 100, 300, 1);
+    fs::resize_file(d.path + "/" + m.shards[0].file, 1000);
+    auto r = run_inspect(d.path);
+    BOOST_TEST(r.status == 1);
+    BOOST_TEST(contains(r.out, "no complete checkpoint: a job started with --checkpoint-dir " + d.path +
+                                   " fails; move it away to start from scratch\n"), r.out);
+}
+
+BOOST_AUTO_TEST_CASE(only_interrupted_writes_mean_a_fresh_start)
+{
+    temp_dir d;
+    write_checkpoint(d.path, 100, 300, 1);
+    fs::remove(d.path + "/" + manifest_name(100));
+    auto r = run_inspect(d.path);
+    BOOST_TEST(r.status == 0);
+    BOOST_TEST(contains(r.out, "interrupted: shard files without a manifest"), r.out);
+    BOOST_TEST(contains(r.out, "no complete checkpoint: a job started with --checkpoint-dir " + d.path + " starts from scratch\n"), r.out);
+}
+
+BOOST_AUTO_TEST_CASE(an_unreadable_directory_fails)
+{
+    temp_dir d;
+    auto r = run_inspect(d.path + "/missing");
+    BOOST_TEST(r.status == 1);
+    BOOST_TEST(r.out.empty());
+}

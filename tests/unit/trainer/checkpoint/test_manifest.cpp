@@ -1,0 +1,189 @@
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE checkpoint_manifest
+#include <boost/test/unit_test.hpp>
+
+#include "tests/unit/trainer/checkpoint/helpers.hpp"
+#include "trainer/checkpoint/manifest.hpp"
+
+#include <regex>
+
+#include <sys/stat.h>
+#include <zlib.h>
+
+using namespace pstrain;
+using namespace pstrain::checkpoint;
+using namespace pstrain::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+manifest sample_manifest()
+{
+    manifest m;
+    m.global_step = 42;
+    m.created = "2024-05-01T12:00:00Z";
+    m.mode = "async";
+    m.model = "784-100-10 mlp";
+    m.num_params = 79510;
+    m.tensors = nlohmann::json::array({{{"name", "w1"}, {"shape", {784, 100}}}});
+    m.optimizer = "adam";
+    m.state_slots = 2;
+    m.seed = 9;
+    m.batch_size = 64;
+    m.worker_batches = {40, 44};
+    m.shards = {{"ckpt-0000000042.shard-0-of-2", {0, 39755}, 477100, 0xdeadbeefu, 42},
+                {"ckpt-0000000042.shard-1-of-2", {39755, 79510}, 477100, 0x12345678u, 43}};
+    return m;
+}
+
+// Replaces `from` by `to` in the manifest file, and its crc32 by that of
+// the changed content, as a tool that knows the format would.
+void rewrite_with_crc(const std::string& path, const std::string& from, const std::string& to)
+{
+    auto j = nlohmann::json::parse(read_text(path));
+    j.erase("crc32");
+    auto text = j.dump();
+    text.replace(text.find(from), from.size(), to);
+    j = nlohmann::json::parse(text);
+    const auto body = j.dump();
+    j["crc32"] = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+    write_text(path, j.dump(2));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(names_sort_by_step)
+{
+    BOOST_TEST(manifest_name(1200) == "ckpt-0000001200.json");
+    BOOST_TEST(shard_name(1200, 1, 2) == "ckpt-0000001200.shard-1-of-2");
+    BOOST_TEST(manifest_name(999) < manifest_name(1000));
+}
+
+BOOST_AUTO_TEST_CASE(names_are_told_apart_with_their_step)
+{
+    auto kind_of = [](const std::string& name) { return classify_name(name).kind; };
+    BOOST_TEST(kind_of("ckpt-0000001200.json") == name_kind::manifest);
+    BOOST_TEST(classify_name("ckpt-0000001200.json").step == 1200u);
+    BOOST_TEST(kind_of("ckpt-0000001200.shard-1-of-2") == name_kind::shard);
+    BOOST_TEST(classify_name("ckpt-0000001200.shard-1-of-2").step == 1200u);
+    BOOST_TEST(kind_of("ckpt-0000000035.shard-0-of-2.tmp.123") == name_kind::temp);
+    BOOST_TEST(classify_name("ckpt-0000000035.shard-0-of-2.tmp.123").step == 35u);
+    BOOST_TEST(kind_of("ckpt-0000000035.json.tmp.77") == name_kind::temp);
+    BOOST_TEST(classify_name("ckpt-9999999999999999999.json").step == 9999999999999999999ull);  // 19 digits, the most
+    // what a user may keep beside the checkpoints is left alone
+    for (const char* other : {"notes.txt", "ckpt-12.json.bak", "ckpt-.json", "ckpt-12.shard-1", ".pstrain-probe-node1-12",
+                              "ckpt-00000000000000000001.json", "xckpt-12.json"})
+        BOOST_TEST((kind_of(other) == name_kind::other), other);
+}
+
+BOOST_AUTO_TEST_CASE(manifest_round_trip_and_private_file)
+{
+    temp_dir d;
+    const auto m = sample_manifest();
+    write_manifest(d.path, m);
+    BOOST_TEST(names_in(d.path) == std::vector<std::string>{"ckpt-0000000042.json"}, boost::test_tools::per_element());
+    struct stat st{};
+    ::stat((d.path + "/" + manifest_name(42)).c_str(), &st);
+    BOOST_TEST((st.st_mode & 0777) == 0600u);
+    const auto r = read_manifest(d.path, manifest_name(42));
+    BOOST_TEST(r.global_step == 42u);
+    BOOST_TEST(r.created == "2024-05-01T12:00:00Z");
+    BOOST_TEST(r.mode == "async");
+    BOOST_TEST(r.model == "784-100-10 mlp");
+    BOOST_TEST(r.num_params == 79510u);
+    BOOST_TEST(r.tensors == m.tensors);
+    BOOST_TEST(r.optimizer == "adam");
+    BOOST_TEST(r.state_slots == 2);
+    BOOST_TEST(r.seed == 9u);
+    BOOST_TEST(r.batch_size == 64);
+    BOOST_TEST(r.worker_batches == m.worker_batches, boost::test_tools::per_element());
+    BOOST_TEST_REQUIRE(r.shards.size() == 2u);
+    for (std::size_t i = 0; i < 2; ++i) {
+        BOOST_TEST(r.shards[i].file == m.shards[i].file);
+        BOOST_TEST(r.shards[i].range.begin == m.shards[i].range.begin);
+        BOOST_TEST(r.shards[i].range.end == m.shards[i].range.end);
+        BOOST_TEST(r.shards[i].bytes == m.shards[i].bytes);
+        BOOST_TEST(r.shards[i].crc32 == m.shards[i].crc32);
+        BOOST_TEST(r.shards[i].step == m.shards[i].step);
+    }
+}
+
+// The JSON on disk is the documented format, its crc32 that of the compact
+// dump of everything else.
+BOOST_AUTO_TEST_CASE(a_manifest_has_the_documented_layout)
+{
+    temp_dir d;
+    write_manifest(d.path, sample_manifest());
+    const auto text = read_text(d.path + "/" + manifest_name(42));
+    BOOST_TEST(text.back() == '\n');
+    auto j = nlohmann::json::parse(text);
+    BOOST_TEST(text == j.dump(2) + "\n");
+    BOOST_TEST(j.at("format").get<std::string>() == "pstrain-checkpoint");
+    BOOST_TEST(j.at("version").get<int>() == 1);
+    BOOST_TEST(j.at("global_step").get<int>() == 42);
+    BOOST_TEST(j.at("model").at("description").get<std::string>() == "784-100-10 mlp");
+    BOOST_TEST(j.at("optimizer").at("state_slots").get<int>() == 2);
+    BOOST_TEST(j.at("data").at("worker_batches").dump() == "[40,44]");
+    BOOST_TEST(j.at("shards").at(1).dump() ==
+               R"({"bytes":477100,"crc32":305419896,"file":"ckpt-0000000042.shard-1-of-2","range":[39755,79510],"step":43})");
+    const auto stored = j.at("crc32").get<std::uint32_t>();
+    j.erase("crc32");
+    const auto body = j.dump();
+    BOOST_TEST(stored == static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
+}
+
+BOOST_AUTO_TEST_CASE(write_manifest_stamps_the_time_when_none_is_given)
+{
+    temp_dir d;
+    auto m = sample_manifest();
+    m.created.clear();
+    write_manifest(d.path, m);
+    const auto r = read_manifest(d.path, manifest_name(42));
+    BOOST_TEST(std::regex_match(r.created, std::regex(R"(20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ)")), r.created);
+}
+
+BOOST_AUTO_TEST_CASE(a_changed_manifest_is_refused)
+{
+    temp_dir d;
+    write_checkpoint(d.path, 10, 300, 1);
+    const auto path = d.path + "/" + manifest_name(10);
+    std::string text = read_text(path);
+    text.replace(text.find("\"global_step\": 10"), 17, "\"global_step\": 11");
+    write_text(path, text);
+    BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(10)); }) ==
+               "ckpt-0000000010.json: checksum mismatch (the manifest was changed or is corrupt)");
+}
+
+BOOST_AUTO_TEST_CASE(a_manifest_of_another_kind_or_version_is_refused)
+{
+    temp_dir d;
+    write_manifest(d.path, sample_manifest());
+    const auto file = manifest_name(42), path = d.path + "/" + file;
+    const auto good = read_text(path);
+    rewrite_with_crc(path, "\"version\":1", "\"version\":2");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) == file + ": format version 2, this pstrain reads version 1");
+    write_text(path, good);
+    rewrite_with_crc(path, "\"pstrain-checkpoint\"", "\"something-else\"");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) == file + ": not a pstrain checkpoint manifest");
+    write_text(path, "{\"format\": \"pstrain-checkpoint\", \"ver");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }).find(file + ": unreadable (") == 0u);
+    write_text(path, good);
+    rewrite_with_crc(path, "\"mode\":\"async\",", "");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }).find(file + ": unreadable (") == 0u);
+    fs::remove(path);
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) == path + ": No such file or directory");
+}
+
+// The manifest names files the restore opens: none outside the directory,
+// and at least one.
+BOOST_AUTO_TEST_CASE(a_manifest_naming_no_shard_or_a_path_is_refused)
+{
+    temp_dir d;
+    auto m = sample_manifest();
+    m.shards[1].file = "../elsewhere";
+    write_manifest(d.path, m);
+    BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(42)); }) == "ckpt-0000000042.json: a shard name holds a '/'");
+    m.shards.clear();
+    write_manifest(d.path, m);
+    BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(42)); }) == "ckpt-0000000042.json: it names no shard");
+}

@@ -1,0 +1,104 @@
+#include "trainer/checkpoint/file_io.hpp"
+
+#include "pstrain/error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <fmt/format.h>
+
+namespace pstrain::checkpoint {
+
+std::string path_of(const std::string& dir, const std::string& name) { return dir + "/" + name; }
+
+std::uint32_t crc32_of(std::uint32_t crc, const void* data, std::size_t bytes)
+{
+    if (bytes == 0) return crc;  // zlib answers a null buffer with the initial value
+    return static_cast<std::uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), bytes));
+}
+
+void fsync_directory(const std::string& dir)
+{
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) throw error(fmt::format("cannot open {} to sync it: {}", dir, std::strerror(errno)));
+    int rc = ::fsync(fd);
+    int e = errno;
+    ::close(fd);
+    if (rc != 0) throw error(fmt::format("cannot sync directory {}: {}", dir, std::strerror(e)));
+}
+
+atomic_file::atomic_file(const std::string& dir, const std::string& name)
+    : dir_(dir), final_(path_of(dir, name)), temp_(fmt::format("{}.tmp.{}", final_, ::getpid()))
+{
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd_ < 0) fail("cannot create", errno);
+}
+
+atomic_file::~atomic_file()
+{
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(temp_.c_str());
+}
+
+void atomic_file::write(const void* data, std::size_t bytes)
+{
+    crc_ = crc32_of(crc_, data, bytes);
+    const char* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+        ssize_t n = ::write(fd_, p, std::min<std::size_t>(bytes, 1 << 30));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail("cannot write", errno);
+        p += n;
+        bytes -= static_cast<std::size_t>(n);
+        size_ += static_cast<std::uint64_t>(n);
+    }
+}
+
+void atomic_file::commit()
+{
+    if (::fsync(fd_) != 0) fail("cannot sync", errno);
+    int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) fail("cannot close", errno);
+    if (::rename(temp_.c_str(), final_.c_str()) != 0) fail("cannot rename into place", errno);
+    committed_ = true;
+    fsync_directory(dir_);
+}
+
+void atomic_file::fail(const char* what, int e)
+{
+    throw error(fmt::format("{} {}: {}: free space there or choose another --checkpoint-dir; the previous "
+                            "checkpoint is intact",
+                            what, temp_, std::strerror(e)));
+}
+
+std::vector<char> read_file(const std::string& path, std::size_t max_bytes)
+{
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw error(fmt::format("{}: {}", path, std::strerror(errno)));
+    std::vector<char> out;
+    char buf[1 << 16];
+    for (;;) {
+        std::size_t want = std::min(sizeof buf, max_bytes - out.size());
+        if (want == 0) break;
+        ssize_t n = ::read(fd, buf, want);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int e = errno;
+            ::close(fd);
+            throw error(fmt::format("{}: {}", path, std::strerror(e)));
+        }
+        if (n == 0) break;
+        out.insert(out.end(), buf, buf + n);
+    }
+    ::close(fd);
+    return out;
+}
+
+}  // namespace pstrain::checkpoint

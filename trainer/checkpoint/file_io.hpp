@@ -1,0 +1,59 @@
+// Bytes on the checkpoint directory's filesystem, whatever they mean: a
+// file written whole or not at all, a bounded read, and the crc32 that both
+// kinds of checkpoint file end with.  The shard file and the manifest write
+// through atomic_file; the store lists, waits for and removes what it leaves.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pstrain::checkpoint {
+
+std::string path_of(const std::string& dir, const std::string& name);
+
+// zlib's crc32 of `bytes` bytes, continuing `crc` (0 starts a new one).
+std::uint32_t crc32_of(std::uint32_t crc, const void* data, std::size_t bytes);
+
+// fsync on the directory itself: without it a rename into the directory can
+// be lost in a crash although the file's data was synced.
+void fsync_directory(const std::string& dir);
+
+// A file written under a temporary name, "<name>.tmp.<pid>" (the pid keeps
+// two writers apart; name_kind::temp recognises the pattern), with mode
+// 0600.  commit() fsyncs it, renames it into place and fsyncs the
+// directory; destroyed without commit() it leaves nothing behind, so a
+// reader sees the old file or the whole new one, never part of one.
+// Every failure throws pstrain::error naming the call, the temporary file
+// and strerror (a full disk shows up as ENOSPC from write, fsync or close).
+class atomic_file {
+public:
+    atomic_file(const std::string& dir, const std::string& name);
+    atomic_file(const atomic_file&) = delete;
+    atomic_file& operator=(const atomic_file&) = delete;
+    ~atomic_file();
+
+    void write(const void* data, std::size_t bytes);
+    void commit();
+
+    std::uint32_t crc() const { return crc_; }   // crc32 of every byte written so far
+    std::uint64_t size() const { return size_; }  // bytes written so far
+
+private:
+    [[noreturn]] void fail(const char* what, int e);
+
+    std::string dir_, final_, temp_;
+    int fd_ = -1;
+    bool committed_ = false;
+    std::uint32_t crc_ = 0;
+    std::uint64_t size_ = 0;
+};
+
+// The first `max_bytes` bytes of the file at `path` (fewer when it is
+// shorter).  The caller bounds `max_bytes` by what it may hold, so a size
+// read from a file never decides an allocation.  Throws pstrain::error
+// "<path>: <strerror>".
+std::vector<char> read_file(const std::string& path, std::size_t max_bytes);
+
+}  // namespace pstrain::checkpoint

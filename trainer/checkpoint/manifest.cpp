@@ -1,0 +1,121 @@
+#include "trainer/checkpoint/manifest.hpp"
+
+#include "pstrain/error.hpp"
+#include "trainer/checkpoint/file_io.hpp"
+
+#include <ctime>
+#include <regex>
+
+#include <fmt/format.h>
+
+namespace pstrain::checkpoint {
+namespace {
+
+std::string now_utc()
+{
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+nlohmann::json manifest_body(const manifest& m)
+{
+    nlohmann::json shards = nlohmann::json::array();
+    for (const auto& s : m.shards)
+        shards.push_back({{"file", s.file}, {"range", {s.range.begin, s.range.end}}, {"bytes", s.bytes}, {"crc32", s.crc32},
+                          {"step", s.step}});
+    return {{"format", "pstrain-checkpoint"},
+            {"version", format_version},
+            {"global_step", m.global_step},
+            {"created", m.created},
+            {"mode", m.mode},
+            {"model", {{"description", m.model}, {"num_params", m.num_params}, {"tensors", m.tensors}}},
+            {"optimizer", {{"name", m.optimizer}, {"state_slots", m.state_slots}}},
+            {"data", {{"seed", m.seed}, {"batch_size", m.batch_size}, {"worker_batches", m.worker_batches}}},
+            {"shards", shards}};
+}
+
+}  // namespace
+
+std::string manifest_name(std::uint64_t step) { return fmt::format("ckpt-{:010}.json", step); }
+
+std::string shard_name(std::uint64_t step, int ps_index, int num_ps)
+{
+    return fmt::format("ckpt-{:010}.shard-{}-of-{}", step, ps_index, num_ps);
+}
+
+name_kind classify_name(const std::string& name)
+{
+    // Up to 19 digits: every such number fits a uint64_t, so stoull cannot throw.
+    static const std::regex manifest_re(R"(ckpt-(\d{1,19})\.json)");
+    static const std::regex shard_re(R"(ckpt-(\d{1,19})\.shard-\d+-of-\d+)");
+    static const std::regex temp_re(R"(ckpt-(\d{1,19})\..*\.tmp\.\d+)");
+    std::smatch m;
+    name_kind info;
+    if (std::regex_match(name, m, manifest_re)) info.kind = name_kind::manifest;
+    else if (std::regex_match(name, m, shard_re)) info.kind = name_kind::shard;
+    else if (std::regex_match(name, m, temp_re)) info.kind = name_kind::temp;
+    else return info;
+    info.step = std::stoull(m[1].str());
+    return info;
+}
+
+void write_manifest(const std::string& dir, const manifest& m)
+{
+    auto body = manifest_body(m);
+    if (m.created.empty()) body["created"] = now_utc();
+    body["crc32"] = crc32_of(0, body.dump().data(), body.dump().size());
+    const std::string text = body.dump(2) + "\n";
+    atomic_file f(dir, manifest_name(m.global_step));
+    f.write(text.data(), text.size());
+    f.commit();
+}
+
+manifest read_manifest(const std::string& dir, const std::string& file)
+{
+    auto bytes = read_file(path_of(dir, file), std::size_t(64) << 20);
+    manifest m;
+    try {
+        auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
+        if (j.value("format", "") != "pstrain-checkpoint") throw error("not a pstrain checkpoint manifest");
+        if (j.at("version").get<int>() != format_version)
+            throw error(fmt::format("format version {}, this pstrain reads version {}", j.at("version").get<int>(), format_version));
+        const auto stored = j.at("crc32").get<std::uint32_t>();
+        j.erase("crc32");
+        const auto text = j.dump();
+        if (crc32_of(0, text.data(), text.size()) != stored) throw error("checksum mismatch (the manifest was changed or is corrupt)");
+        m.global_step = j.at("global_step").get<std::uint64_t>();
+        m.created = j.at("created").get<std::string>();
+        m.mode = j.at("mode").get<std::string>();
+        m.model = j.at("model").at("description").get<std::string>();
+        m.num_params = j.at("model").at("num_params").get<std::uint64_t>();
+        m.tensors = j.at("model").at("tensors");
+        m.optimizer = j.at("optimizer").at("name").get<std::string>();
+        m.state_slots = j.at("optimizer").at("state_slots").get<int>();
+        m.seed = j.at("data").at("seed").get<std::uint64_t>();
+        m.batch_size = j.at("data").at("batch_size").get<int>();
+        m.worker_batches = j.at("data").at("worker_batches").get<std::vector<std::uint64_t>>();
+        for (const auto& s : j.at("shards")) {
+            shard_entry e;
+            e.file = s.at("file").get<std::string>();
+            if (e.file.find('/') != std::string::npos) throw error("a shard name holds a '/'");
+            e.range.begin = s.at("range").at(0).get<std::size_t>();
+            e.range.end = s.at("range").at(1).get<std::size_t>();
+            e.bytes = s.at("bytes").get<std::uint64_t>();
+            e.crc32 = s.at("crc32").get<std::uint32_t>();
+            e.step = s.at("step").get<std::uint64_t>();
+            m.shards.push_back(e);
+        }
+        if (m.shards.empty()) throw error("it names no shard");
+    } catch (const error& e) {
+        throw error(fmt::format("{}: {}", file, e.what()));
+    } catch (const std::exception& e) {
+        throw error(fmt::format("{}: unreadable ({})", file, e.what()));
+    }
+    return m;
+}
+
+}  // namespace pstrain::checkpoint

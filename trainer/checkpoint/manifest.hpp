@@ -1,0 +1,79 @@
+// The manifest, DIR/ckpt-<step>.json: the file that makes a checkpoint
+// exist.  The chief (or the standalone trainer) writes it after every shard
+// file is in place; it names each shard with its range, size and crc32, so
+// a reader can tell a whole checkpoint from a broken one.  Also the names
+// of every file of a checkpoint, and the parser the store lists them with.
+//
+// The manifest is JSON, written with 2-space indentation:
+//   {"format": "pstrain-checkpoint", "version": 1, "global_step",
+//    "created" (UTC, ISO 8601), "mode",
+//    "model": {"description", "num_params", "tensors"},
+//    "optimizer": {"name", "state_slots"},
+//    "data": {"seed", "batch_size", "worker_batches"},
+//    "shards": [{"file", "range": [begin, end], "bytes", "crc32", "step"}],
+//    "crc32"}
+// where "crc32" is zlib's crc32 of the compact dump (nlohmann::json's
+// dump(), keys sorted) of everything else.
+#pragma once
+
+// The one include of ps::shard_range in trainer/checkpoint: every other
+// checkpoint header takes it from here (it is to move to a public header).
+#include "pstrain/partition.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pstrain::checkpoint {
+
+// The format version of both the manifest and the shard files.
+inline constexpr int format_version = 1;
+
+// What the manifest records of one shard file.
+struct shard_entry {
+    std::string file;                   // name inside the directory
+    ps::shard_range range;
+    std::uint64_t bytes = 0;            // the file's size
+    std::uint32_t crc32 = 0;            // of the whole file but its last 4 bytes (which hold it)
+    std::uint64_t step = 0;             // the writing PS's own global step (async: may be past the checkpoint's)
+};
+
+struct manifest {
+    std::uint64_t global_step = 0;
+    std::string created;                // UTC, ISO 8601; write_manifest fills it when empty
+    std::string mode;                   // sync, async or standalone
+    std::string model;                  // "784-100-10 mlp": the shape key
+    std::uint64_t num_params = 0;
+    nlohmann::json tensors = nlohmann::json::array();  // [{"name", "shape"}]
+    std::string optimizer;
+    int state_slots = 0;
+    std::uint64_t seed = 0;
+    int batch_size = 0;
+    std::vector<std::uint64_t> worker_batches;
+    std::vector<shard_entry> shards;    // complete: in range order, together covering [0, num_params)
+};
+
+// <step> is zero-padded to 10 digits so that `ls` sorts by step:
+// "ckpt-0000001200.json", "ckpt-0000001200.shard-1-of-2" (p counts from 0).
+std::string manifest_name(std::uint64_t step);
+std::string shard_name(std::uint64_t step, int ps_index, int num_ps);
+
+// What a name in the checkpoint directory is: a manifest, a shard file, an
+// atomic_file's temporary file of one (all three with their step), or
+// something else, which the store leaves alone.
+struct name_kind {
+    enum { manifest, shard, temp, other } kind = other;
+    std::uint64_t step = 0;
+};
+name_kind classify_name(const std::string& name);
+
+// Writes the manifest atomically (see atomic_file), as ckpt-<global_step>.json.
+void write_manifest(const std::string& dir, const manifest& m);
+// Reads and checks a manifest: format, version, crc32, every field, shard
+// names without '/', at least one shard.  Throws pstrain::error naming
+// the file and what is wrong with it.
+manifest read_manifest(const std::string& dir, const std::string& file);
+
+}  // namespace pstrain::checkpoint

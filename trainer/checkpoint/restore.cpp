@@ -1,0 +1,66 @@
+#include "trainer/checkpoint/restore.hpp"
+
+#include "pstrain/error.hpp"
+#include "common/log.hpp"
+#include "trainer/checkpoint/shard_file.hpp"
+#include "trainer/checkpoint/store.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace pstrain::checkpoint {
+
+std::optional<manifest> find_latest(const std::string& dir)
+{
+    auto entries = list(dir, false);
+    std::vector<std::string> skipped;
+    for (auto& e : entries) {
+        if (e.manifest_file.empty()) {
+            log::debug("ignoring shard files of global step {} without a manifest (an interrupted checkpoint)", e.step);
+            continue;
+        }
+        // list() without verify checked sizes only: read the newest
+        // candidates fully, stopping at the first good one.
+        if (e.problem.empty()) e.problem = check_complete(dir, *e.m, true);
+        if (e.problem.empty()) {
+            for (const auto& s : skipped) log::warn("{}", s);
+            return e.m;
+        }
+        skipped.push_back(fmt::format("skipping the checkpoint at global step {} in {}: {}; using an older one", e.step, dir, e.problem));
+    }
+    if (!skipped.empty())
+        throw error(fmt::format("no usable checkpoint in {}: {}: move the directory away to start from scratch", dir,
+                                skipped.front().substr(std::string("skipping ").size())));
+    return std::nullopt;
+}
+
+range_data load_range(const std::string& dir, const manifest& m, ps::shard_range range)
+{
+    const std::size_t n = range.size(), slots = static_cast<std::size_t>(m.state_slots);
+    if (range.end > m.num_params) throw error("internal error: range beyond the checkpoint's parameters");
+    range_data out;
+    out.values.resize(n);
+    out.state.resize(n * slots);
+    for (const auto& s : m.shards) {
+        // [b, e): the part of `range` this shard holds.
+        const std::size_t b = std::max(range.begin, s.range.begin), e = std::min(range.end, s.range.end);
+        if (b >= e) continue;
+        auto d = read_shard(dir, s.file);
+        if (d.meta.range.begin != s.range.begin || d.meta.range.end != s.range.end || d.meta.state_slots != m.state_slots)
+            throw error(fmt::format("{} does not hold what its manifest names", s.file));
+        if (s.range.begin <= range.begin && range.begin < s.range.end) out.updates = d.meta.updates;
+        // Slot k of the shard starts at k * sn, slot k of the result at k * n.
+        const std::size_t sn = s.range.size();
+        std::copy(d.values.begin() + static_cast<std::ptrdiff_t>(b - s.range.begin),
+                  d.values.begin() + static_cast<std::ptrdiff_t>(e - s.range.begin),
+                  out.values.begin() + static_cast<std::ptrdiff_t>(b - range.begin));
+        for (std::size_t k = 0; k < slots; ++k)
+            std::copy(d.state.begin() + static_cast<std::ptrdiff_t>(k * sn + (b - s.range.begin)),
+                      d.state.begin() + static_cast<std::ptrdiff_t>(k * sn + (e - s.range.begin)),
+                      out.state.begin() + static_cast<std::ptrdiff_t>(k * n + (b - range.begin)));
+    }
+    return out;
+}
+
+}  // namespace pstrain::checkpoint

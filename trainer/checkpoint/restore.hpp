@@ -1,0 +1,35 @@
+// Going back to a checkpoint: which one (the newest whole one) and the
+// part of it one task needs, whatever number of PS tasks wrote it.
+#pragma once
+
+#include "trainer/checkpoint/manifest.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pstrain::checkpoint {
+
+// The newest complete checkpoint, every shard verified.  Newer ones with a
+// manifest but a problem are skipped and, when an older one is used, each
+// is named in a warning; shards without a manifest (an interrupted write)
+// are skipped quietly.  nullopt when there is no manifest at all; throws
+// pstrain::error when manifests exist but none is usable (nothing is
+// thrown away silently).
+std::optional<manifest> find_latest(const std::string& dir);
+
+// The values, optimizer state (slot after slot, for `range` only) and
+// update count of `range` of the flat vector, from the checkpoint's shards,
+// whatever number of PS tasks wrote them: each shard overlapping `range`
+// is read (and its checksum checked) and its part of the values and of
+// every state slot copied into place.  `updates` is that of the shard that
+// held range.begin.  The manifest is trusted to cover `range` (find_latest
+// checked it).
+struct range_data {
+    std::vector<float> values, state;
+    std::uint64_t updates = 0;
+};
+range_data load_range(const std::string& dir, const manifest& m, ps::shard_range range);
+
+}  // namespace pstrain::checkpoint

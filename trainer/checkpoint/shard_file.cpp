@@ -1,0 +1,114 @@
+#include "trainer/checkpoint/shard_file.hpp"
+
+#include "trainer/checkpoint/file_io.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+namespace pstrain::checkpoint {
+namespace {
+
+constexpr char shard_magic[8] = {'P', 'S', 'T', 'R', 'C', 'K', 'P', 'T'};
+constexpr std::size_t fixed_header = 16;  // magic, version, metadata length
+
+nlohmann::json meta_to_json(const shard_meta& m)
+{
+    return {{"global_step", m.global_step}, {"ps_index", m.ps_index},   {"num_ps", m.num_ps},
+            {"range", {m.range.begin, m.range.end}},                  {"total_params", m.total_params},
+            {"optimizer", m.optimizer},       {"state_slots", m.state_slots}, {"updates", m.updates},
+            {"worker_batches", m.worker_batches}};
+}
+
+shard_meta meta_from_json(const nlohmann::json& j)
+{
+    shard_meta m;
+    m.global_step = j.at("global_step").get<std::uint64_t>();
+    m.ps_index = j.at("ps_index").get<int>();
+    m.num_ps = j.at("num_ps").get<int>();
+    m.range.begin = j.at("range").at(0).get<std::size_t>();
+    m.range.end = j.at("range").at(1).get<std::size_t>();
+    m.total_params = j.at("total_params").get<std::uint64_t>();
+    m.optimizer = j.at("optimizer").get<std::string>();
+    m.state_slots = j.at("state_slots").get<int>();
+    m.updates = j.at("updates").get<std::uint64_t>();
+    m.worker_batches = j.at("worker_batches").get<std::vector<std::uint64_t>>();
+    if (m.range.end < m.range.begin || m.range.end > m.total_params || m.state_slots < 0 || m.state_slots > 2)
+        throw error("metadata out of range");
+    return m;
+}
+
+}  // namespace
+
+shard_entry write_shard(const std::string& dir, const shard_meta& meta, std::span<const float> values,
+                        std::span<const float> state)
+{
+    if (values.size() != meta.range.size() || state.size() != values.size() * static_cast<std::size_t>(meta.state_slots))
+        throw error("internal error: shard sizes do not match their metadata");
+    const std::string name = shard_name(meta.global_step, meta.ps_index, meta.num_ps);
+    const std::string json = meta_to_json(meta).dump();
+    const std::uint32_t version = format_version, json_bytes = static_cast<std::uint32_t>(json.size());
+    atomic_file f(dir, name);
+    f.write(shard_magic, sizeof shard_magic);
+    f.write(&version, sizeof version);
+    f.write(&json_bytes, sizeof json_bytes);
+    f.write(json.data(), json.size());
+    f.write(values.data(), values.size_bytes());
+    f.write(state.data(), state.size_bytes());
+    const std::uint32_t crc = f.crc();
+    f.write(&crc, sizeof crc);
+    f.commit();
+    return {name, meta.range, f.size(), crc, meta.global_step};
+}
+
+shard_data read_shard(const std::string& dir, const std::string& file, bool header_only)
+{
+    const std::string path = path_of(dir, file);
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) throw missing_file(fmt::format("{} is missing ({})", file, std::strerror(errno)));
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    auto head = read_file(path, fixed_header);
+    if (head.size() < fixed_header || std::memcmp(head.data(), shard_magic, sizeof shard_magic) != 0)
+        throw error(fmt::format("{} is not a pstrain checkpoint shard (bad magic number)", file));
+    std::uint32_t version = 0, json_bytes = 0;
+    std::memcpy(&version, head.data() + 8, 4);
+    std::memcpy(&json_bytes, head.data() + 12, 4);
+    if (version != format_version)
+        throw error(fmt::format("{} has format version {}, this pstrain reads version {}", file, version, format_version));
+    if (fixed_header + json_bytes + 4 > size)
+        throw error(fmt::format("{} is truncated ({} bytes, shorter than its own header)", file, size));
+    auto bytes = read_file(path, header_only ? fixed_header + json_bytes : size);
+    shard_data d;
+    try {
+        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header, bytes.begin() + fixed_header + json_bytes));
+    } catch (const std::exception& e) {
+        throw error(fmt::format("{} has unreadable metadata ({})", file, e.what()));
+    }
+    const std::uint64_t n = d.meta.range.size();
+    const std::uint64_t per_value = 4 * (1 + static_cast<std::uint64_t>(d.meta.state_slots));
+    // A range from the metadata so large that its byte count would wrap
+    // around 2^64 could otherwise match the file's size and reach resize().
+    if (n > (std::numeric_limits<std::uint64_t>::max() - fixed_header - json_bytes - 4) / per_value)
+        throw error(fmt::format("{} is truncated ({} bytes, its metadata names {} values)", file, size, n));
+    const std::uint64_t expected = fixed_header + json_bytes + per_value * n + 4;
+    if (size != expected)
+        throw error(fmt::format("{} is {} ({} of {} bytes)", file, size < expected ? "truncated" : "too long", size, expected));
+    if (header_only) return d;
+    if (bytes.size() != size) throw error(fmt::format("{} changed while it was read", file));
+    std::uint32_t stored = 0;
+    std::memcpy(&stored, bytes.data() + size - 4, 4);
+    if (crc32_of(0, bytes.data(), size - 4) != stored) throw error(fmt::format("{} is corrupt (checksum mismatch)", file));
+    d.crc32 = stored;
+    const char* p = bytes.data() + fixed_header + json_bytes;
+    d.values.resize(n);
+    std::memcpy(d.values.data(), p, n * 4);
+    d.state.resize(n * static_cast<std::size_t>(d.meta.state_slots));
+    std::memcpy(d.state.data(), p + n * 4, d.state.size() * 4);
+    return d;
+}
+
+}  // namespace pstrain::checkpoint

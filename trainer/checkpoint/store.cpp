@@ -1,0 +1,168 @@
+#include "trainer/checkpoint/store.hpp"
+
+#include "pstrain/error.hpp"
+#include "common/log.hpp"
+#include "trainer/checkpoint/file_io.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace pstrain::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+}  // namespace
+
+void prepare_directory(const std::string& dir)
+{
+    const std::string fix = "choose a --checkpoint-dir on a shared filesystem this job can write";
+    if (dir.empty()) throw error("--checkpoint-dir is empty: " + fix);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        int e = errno;
+        if (e == ENOENT)
+            throw error(fmt::format("cannot create checkpoint directory {}: its parent does not exist: create it or {}", dir, fix));
+        throw error(fmt::format("cannot create checkpoint directory {}: {}: {}", dir, std::strerror(e), fix));
+    }
+    struct stat st{};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw error(fmt::format("checkpoint directory {} is not a directory: {}", dir, fix));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::string probe = path_of(dir, fmt::format(".pstrain-probe-{}-{}", host, ::getpid()));
+    int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw error(fmt::format("checkpoint directory {} is not writable: {}: {}", dir, std::strerror(errno), fix));
+    const bool ok = ::write(fd, "pstrain\n", 8) == 8 && ::fsync(fd) == 0;
+    int e = errno;
+    ::close(fd);
+    ::unlink(probe.c_str());
+    if (!ok) throw error(fmt::format("checkpoint directory {} is not writable: {}: {}", dir, std::strerror(e), fix));
+}
+
+shard_data read_new_shard(const std::string& dir, const std::string& file, std::chrono::milliseconds patience)
+{
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    auto pause = std::chrono::milliseconds(20);
+    for (;;) {
+        try {
+            return read_shard(dir, file, true);
+        } catch (const missing_file&) {
+            if (std::chrono::steady_clock::now() + pause > deadline) throw;
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+        // Reading the directory refreshes an NFS client's cached view of it.
+        std::error_code ec;
+        for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        }
+    }
+}
+
+std::string check_complete(const std::string& dir, const manifest& m, bool verify)
+{
+    std::size_t covered = 0;
+    for (const auto& s : m.shards) {
+        if (s.range.begin != covered) return fmt::format("{} does not continue at parameter {}", s.file, covered);
+        covered = s.range.end;
+        struct stat st{};
+        if (::stat(path_of(dir, s.file).c_str(), &st) != 0) return fmt::format("{} is missing ({})", s.file, std::strerror(errno));
+        if (static_cast<std::uint64_t>(st.st_size) != s.bytes)
+            return fmt::format("{} is {} ({} of {} bytes)", s.file, static_cast<std::uint64_t>(st.st_size) < s.bytes ? "truncated" : "too long",
+                               st.st_size, s.bytes);
+        if (!verify) continue;
+        try {
+            auto d = read_shard(dir, s.file);
+            if (d.meta.range.begin != s.range.begin || d.meta.range.end != s.range.end)
+                return fmt::format("{} holds another range than its manifest names", s.file);
+            if (d.crc32 != s.crc32) return fmt::format("{} is not the file its manifest names (another checksum)", s.file);
+        } catch (const error& e) {
+            return e.what();
+        }
+    }
+    if (covered != m.num_params) return fmt::format("the shards cover {} of {} parameters", covered, m.num_params);
+    return {};
+}
+
+std::vector<listing_entry> list(const std::string& dir, bool verify)
+{
+    std::map<std::uint64_t, listing_entry, std::greater<>> found;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec);
+    if (ec) throw error(fmt::format("cannot read checkpoint directory {}: {}", dir, ec.message()));
+    for (const auto& entry : it) {
+        const auto name = entry.path().filename().string();
+        const auto info = classify_name(name);
+        if (info.kind == name_kind::manifest) {
+            auto& e = found[info.step];
+            e.step = info.step;
+            e.manifest_file = name;
+        } else if (info.kind == name_kind::shard) {
+            found[info.step].step = info.step;
+        }
+    }
+    std::vector<listing_entry> out;
+    for (auto& [step, e] : found) {
+        if (e.manifest_file.empty()) {
+            e.problem = "interrupted: shard files without a manifest";
+        } else {
+            try {
+                e.m = read_manifest(dir, e.manifest_file);
+                if (e.m->global_step != step) e.problem = fmt::format("{} records global step {}", e.manifest_file, e.m->global_step);
+                else e.problem = check_complete(dir, *e.m, verify);
+            } catch (const error& err) {
+                e.problem = err.what();
+            }
+        }
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+void prune(const std::string& dir, int keep)
+{
+    std::vector<listing_entry> entries;
+    try {
+        entries = list(dir, false);
+    } catch (const error& e) {
+        log::warn("not removing old checkpoints: {}", e.what());
+        return;
+    }
+    int kept = 0;
+    std::uint64_t oldest_kept = 0;
+    bool any_kept = false;
+    for (const auto& e : entries) {
+        if (e.problem.empty() && kept < keep) {
+            ++kept;
+            oldest_kept = e.step;
+            any_kept = true;
+        }
+    }
+    if (!any_kept) return;
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) names.push_back(entry.path().filename().string());
+    // Manifests first: a crash halfway leaves shards without a manifest,
+    // never a manifest without its shards.
+    for (int pass = 0; pass < 2; ++pass) {
+        for (const auto& name : names) {
+            const auto info = classify_name(name);
+            if (info.kind == name_kind::other || info.step >= oldest_kept) continue;
+            if ((pass == 0) != (info.kind == name_kind::manifest)) continue;
+            if (::unlink(path_of(dir, name).c_str()) != 0 && errno != ENOENT)
+                log::warn("cannot remove old checkpoint file {}: {}", path_of(dir, name), std::strerror(errno));
+        }
+    }
+}
+
+}  // namespace pstrain::checkpoint
