@@ -134,15 +134,16 @@ int run_standalone(const train_options& o)
     who.mode = "standalone";
     who.reported_ps = 0;
     who.standalone = true;
+    who.after_shutdown = [&] { ps_thread.join(); };
     int code = 1;
     try {
         code = run_training_loop(o, who, net.worker(0));
     } catch (...) {
         net.kill_worker(0);  // the PS sees its chief gone and ends
-        ps_thread.join();
+        if (ps_thread.joinable()) ps_thread.join();
         throw;
     }
-    ps_thread.join();
+    if (ps_thread.joinable()) ps_thread.join();
     if (server_error) std::rethrow_exception(server_error);
     return code;
 }

@@ -84,6 +84,7 @@ public:
         auto done = done_line(evaluate_on_test(s_, client_.params(), step(), *report_), seconds, *report_, who_.reported_ps,
                               who_.num_workers, who_.mode);
         client_.shutdown();
+        if (who_.after_shutdown) who_.after_shutdown();
         if (who_.standalone && !s_.net->is_classifier())
             log::info("linear model: weight {:.4f} (true 2), bias {:.4f} (true 10)", client_.params()[0], client_.params()[1]);
         print_done(done);

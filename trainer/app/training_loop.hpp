@@ -8,6 +8,7 @@
 #include "pstrain/transport.hpp"
 #include "trainer/app/options.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct loop_role {
     const char* mode = "async";     // in the final line and the manifest: sync, async or standalone
     int reported_ps = 1;            // the final line's "ps" (0 for standalone)
     bool standalone = false;
+    // Called after the chief has ended training and before the final line
+    // (standalone: waits for its PS thread, whose last log line then comes first).
+    std::function<void()> after_shutdown;
 };
 
 // Runs the loop over `net` (whose peers are the PS tasks); returns the

@@ -142,7 +142,7 @@ private:
         log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range_.begin, range_.end,
                   num_params_, range_.size() * 4 / 1000.0, cfg_.sync ? "sync" : "async",
                   cfg_.sync ? fmt::format(" aggregating {} of {} workers", replicas_, workers_.size()) : "",
-                  restoring ? "restored from the snapshot at" : "starting at", step_);
+                  restoring ? "restored from the checkpoint at" : "starting at", step_);
         done_ = hooks_.step_completed && hooks_.step_completed(step_);
         for (std::size_t i = 1; i < workers_.size(); ++i) post(i);
         reply_values(0, range_, false, values_status::ok);
