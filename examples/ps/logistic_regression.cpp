@@ -4,7 +4,7 @@
 // The model is binary logistic regression, p(y=1|x) = sigmoid(w.x + b), on a
 // synthetic data set the program generates itself from --seed: FEATURES
 // standard-normal features, labels from known true weights plus a little
-// label noise (linearly separable-ish; the true weights classify about 97%
+// label noise (linearly separable-ish; the true weights classify about 96%
 // of examples right).  The parameters are one flat vector of FEATURES+1
 // floats, two keys to the library: the weights, then the bias.
 //
