@@ -4,6 +4,10 @@
 //   c++ -std=c++20 my_program.cpp $(pkg-config --cflags --libs pstrain-ps)
 #pragma once
 
+#if __cplusplus < 202002L
+#error "pstrain-ps needs C++20: compile with -std=c++20 (or later)"
+#endif
+
 #include <pstrain/bootstrap.hpp>
 #include <pstrain/client.hpp>
 #include <pstrain/error.hpp>

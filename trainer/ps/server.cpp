@@ -186,7 +186,10 @@ private:
             if (!ready) continue;
             const std::size_t i = *ready;
             auto& p = workers_[i];
-            if (net_.failed(i) || !p.recv.ok()) {
+            // A whole message that came before the peer went (the chief's
+            // shutdown, then its exit) is handled first: the loss is seen
+            // on the next round.
+            if (!p.ready() || !p.recv.ok()) {
                 on_worker_lost(i);
                 continue;
             }
