@@ -37,7 +37,8 @@ nlohmann::json evaluation_fields(const session& s, const model::eval_result& r, 
 // metrics file; returns the event.
 nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, reporter& prog);
 
-// The final line of DESIGN from the last evaluation.
+// The final JSON line (event "done": global step, test metrics, samples/s,
+// ps, workers, mode) from the last evaluation.
 nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const reporter& prog, int ps, int workers,
                          const char* mode);
 
