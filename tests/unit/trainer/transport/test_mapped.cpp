@@ -21,12 +21,12 @@ struct pair {
         if (tls) ::setenv("UCX_TLS", tls, 1);
         ctx = std::make_unique<context>();
         if (tls) ::unsetenv("UCX_TLS");
-        a = std::make_unique<worker>(*ctx, progress_mode::spin);
-        b = std::make_unique<worker>(*ctx, progress_mode::spin);
+        a = std::make_unique<engine>(*ctx, progress_mode::spin);
+        b = std::make_unique<engine>(*ctx, progress_mode::spin);
         ep = endpoint::to_address(*a, b->address(), "worker b", false);
     }
     std::unique_ptr<context> ctx;
-    std::unique_ptr<worker> a, b;
+    std::unique_ptr<engine> a, b;
     std::unique_ptr<endpoint> ep;
 };
 
