@@ -67,19 +67,24 @@ public:
 
     ~impl()
     {
-        // Receives still posted go back to the transport before the buffers go.
-        for (auto& [id, t] : tickets_)
-            for (auto& op : t.ops) {
-                op.recv.cancel();
-                op.payload_recv.cancel();
-            }
+        // Receives still posted go back to the transport before the buffers
+        // (and the frames of the operations) go.
+        const auto each_op = [&](auto&& f) {
+            for (auto& [id, t] : tickets_)
+                for (auto& op : t.ops) f(op);
+            for (auto& node : failed_)
+                for (auto& op : node.mapped().ops) f(op);
+        };
+        each_op([](operation& op) {
+            op.recv.cancel();
+            op.payload_recv.cancel();
+        });
         try {
             net_.wait_until(
                 [&] {
-                    for (auto& [id, t] : tickets_)
-                        for (auto& op : t.ops)
-                            if (!op.recv.done() || !op.payload_recv.done()) return false;
-                    return true;
+                    bool all = true;
+                    each_op([&](operation& op) { all = all && op.recv.done() && op.payload_recv.done(); });
+                    return all;
                 },
                 clock::now() + std::chrono::seconds(1));
         } catch (...) {
@@ -116,8 +121,7 @@ public:
         try {
             complete(it->second);
         } catch (...) {
-            broken_ = true;
-            tickets_.erase(it);
+            retire(it);
             throw;
         }
         recycle(it);
@@ -146,8 +150,7 @@ public:
         try {
             wait_ops(ops);
         } catch (...) {
-            broken_ = true;
-            tickets_.erase(t);
+            retire(tickets_.find(t));
             throw;
         }
         std::vector<snapshot_result> out;
@@ -321,8 +324,7 @@ private:
         try {
             wait_ops(t.ops);
         } catch (...) {
-            broken_ = true;
-            tickets_.erase(id);
+            retire(tickets_.find(id));
             throw;
         }
         for (auto& op : t.ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
@@ -358,6 +360,15 @@ private:
 
     // A finished ticket's storage is kept for the next one (no allocation per step).
     void recycle(std::map<ticket, pending_ticket>::iterator it) { spare_.push_back(tickets_.extract(it)); }
+
+    // A ticket whose wait failed: the client is broken, and the ticket's
+    // receives from other PS tasks may still be posted, into its frames and
+    // params(): it is kept until the destructor takes them back.
+    void retire(std::map<ticket, pending_ticket>::iterator it)
+    {
+        broken_ = true;
+        failed_.push_back(tickets_.extract(it));
+    }
 
     void complete(pending_ticket& t)
     {
@@ -465,7 +476,7 @@ private:
     }
 
     std::map<ticket, pending_ticket> tickets_;
-    std::vector<std::map<ticket, pending_ticket>::node_type> spare_;
+    std::vector<std::map<ticket, pending_ticket>::node_type> spare_, failed_;
     ticket next_ = 1;
 };
 

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -95,9 +97,17 @@ private:
         range_ = make_partition(num_params_, cfg_.num_ps)[static_cast<std::size_t>(cfg_.index)];
         if (wire::float_bytes(range_.size()) == 0 && range_.size() > 0)
             throw peer_error(who, fmt::format("{} announced {} parameters: more than this machine can address", who, num_params_));
-        shard_.emplace(range_, cfg_.optimizer);
-        sum_.resize(range_.size());
-        for (auto& p : workers_) p.slot.resize(std::max<std::size_t>(range_.size(), wire::max_key_bytes / sizeof(float)));
+        try {
+            shard_.emplace(range_, cfg_.optimizer);
+            sum_.resize(range_.size());
+            for (auto& p : workers_) p.slot.resize(std::max<std::size_t>(range_.size(), wire::max_key_bytes / sizeof(float)));
+        } catch (const std::bad_alloc&) {
+            throw peer_error(who, fmt::format("{} announced {} parameters: this PS cannot allocate its shard of {} ({:.1f} GB "
+                                              "for each copy): use more PS tasks, or check that every task builds the same model",
+                                              who, num_params_, range_.size(), range_.size() * 4 / 1e9));
+        } catch (const std::length_error&) {
+            throw peer_error(who, fmt::format("{} announced {} parameters: more than this machine can address", who, num_params_));
+        }
         // The hello's key, then the rest goes through the usual receives.
         if (chief.in.payload_bytes > 0) {
             if (chief.in.payload_bytes > wire::max_key_bytes)
@@ -574,11 +584,13 @@ private:
         workers_[0].told_done = true;
         if (stop && !done_) {
             stopped_ = true;
-            done_ = true;
             log::info("the chief stopped the job at global step {} (SIGTERM): it resumes from the checkpoint", step_);
         } else {
             log::info("the chief ended the job at global step {}", step_);
         }
+        // From now on every reply says done (or stopped): that is how the
+        // other workers learn that training ended, and leave.
+        done_ = true;
         // Sync: gradients waiting for a step that will not come are answered.
         answer_contributors();
     }

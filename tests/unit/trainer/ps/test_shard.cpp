@@ -91,10 +91,10 @@ BOOST_AUTO_TEST_CASE(apply_into_matches_apply_and_leaves_the_old_values_in_the_s
         b.assign(init);
         a.apply(g1);
         a.apply(g2);
-        b.apply_into(spare, g1);
+        b.apply_into(spare, g1, b.range());
         BOOST_TEST(spare == init, boost::test_tools::per_element());  // a reply sending the old values still sees them
         const std::vector<float> after_first(b.values().begin(), b.values().end());
-        b.apply_into(spare, g2);
+        b.apply_into(spare, g2, b.range());
         BOOST_TEST(spare == after_first, boost::test_tools::per_element());
         BOOST_TEST(std::vector<float>(a.values().begin(), a.values().end()) ==
                        std::vector<float>(b.values().begin(), b.values().end()),

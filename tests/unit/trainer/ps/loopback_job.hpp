@@ -1,0 +1,133 @@
+// A parameter-server job in one process for the PS tests: a loopback
+// network, one server per PS task running in its own thread, and one client
+// per worker that the test drives from its own thread, in the order it
+// chooses.
+#pragma once
+
+#include "pstrain/client.hpp"
+#include "pstrain/error.hpp"
+#include "pstrain/loopback.hpp"
+#include "pstrain/server.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pstrain::testing {
+
+// How a server's run() ended.
+struct run_end {
+    bool returned = false;                  // within the time finish() gave it
+    std::optional<ps::server_outcome> outcome;
+    bool threw = false;
+    bool pstrain_error = false;             // the exception is a pstrain::error
+    bool peer_error = false;                // ... and a pstrain::peer_error
+    std::string who, what;                  // its peer() and what()
+};
+
+struct job_options {
+    std::uint64_t num_params = 6;
+    bool share_memory = true;               // servers and clients
+    std::vector<std::uint64_t> key_sizes;
+    std::chrono::seconds client_timeout{3};
+};
+
+class ps_job {
+public:
+    ps_job(int num_ps, int num_workers, ps::server_config config, ps::server_hooks hooks = {}, job_options o = {})
+        : net_(num_ps, num_workers)
+    {
+        for (int w = 0; w < num_workers; ++w) {
+            ps::client_config c;
+            c.index = w;
+            c.num_workers = num_workers;
+            c.num_params = o.num_params;
+            c.key_sizes = o.key_sizes;
+            c.timeout = o.client_timeout;
+            c.share_memory = o.share_memory;
+            clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
+        }
+        config.num_ps = num_ps;
+        config.share_memory = o.share_memory;
+        for (int p = 0; p < num_ps; ++p) {
+            config.index = p;
+            servers_.push_back(std::make_unique<ps::server>(net_.ps(p), config, hooks));
+        }
+        for (int p = 0; p < num_ps; ++p) {
+            std::promise<run_end> promise;
+            ends_.push_back(promise.get_future());
+            threads_.emplace_back([this, p, promise = std::move(promise)]() mutable { promise.set_value(serve(p)); });
+        }
+    }
+
+    // A server still running (a test failed half-way) ends when its
+    // workers are gone; the clients go after the servers, which may write
+    // into their buffers until then.
+    ~ps_job()
+    {
+        bool running = false;
+        for (auto& e : ends_)
+            if (e.valid() && e.wait_for(std::chrono::seconds(0)) != std::future_status::ready) running = true;
+        if (running)
+            for (std::size_t w = 0; w < clients_.size(); ++w) net_.kill_worker(static_cast<int>(w));
+        for (auto& t : threads_) t.join();
+    }
+
+    ps::loopback_network& net() { return net_; }
+    ps::client& worker(int w) { return *clients_.at(static_cast<std::size_t>(w)); }
+    // Only after finish(p) returned with `returned`.
+    ps::server& server(int p) { return *servers_.at(static_cast<std::size_t>(p)); }
+
+    // Waits (at most `limit`) for PS p's run() to end.
+    run_end finish(int p = 0, std::chrono::milliseconds limit = std::chrono::seconds(5))
+    {
+        auto& f = ends_.at(static_cast<std::size_t>(p));
+        if (!f.valid()) return ended_.at(static_cast<std::size_t>(p));
+        if (f.wait_for(limit) != std::future_status::ready) return {};
+        ended_.resize(ends_.size());
+        return ended_[static_cast<std::size_t>(p)] = f.get();
+    }
+
+private:
+    run_end serve(int p)
+    {
+        run_end e;
+        e.returned = true;
+        try {
+            e.outcome = servers_[static_cast<std::size_t>(p)]->run();
+        } catch (const pstrain::peer_error& x) {
+            e.threw = e.pstrain_error = e.peer_error = true;
+            e.who = x.peer();
+            e.what = x.what();
+        } catch (const pstrain::error& x) {
+            e.threw = e.pstrain_error = true;
+            e.what = x.what();
+        } catch (const std::exception& x) {
+            e.threw = true;
+            e.what = x.what();
+        }
+        return e;
+    }
+
+    ps::loopback_network net_;
+    std::vector<std::unique_ptr<ps::client>> clients_;
+    std::vector<std::unique_ptr<ps::server>> servers_;
+    std::vector<std::future<run_end>> ends_;
+    std::vector<run_end> ended_;
+    std::vector<std::thread> threads_;
+};
+
+inline std::vector<float> to_vector(std::span<const float> s) { return {s.begin(), s.end()}; }
+
+inline void fill(std::span<float> to, const std::vector<float>& from)
+{
+    std::copy(from.begin(), from.end(), to.begin());
+}
+
+}  // namespace pstrain::testing
