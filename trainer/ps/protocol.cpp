@@ -65,6 +65,11 @@ std::string describe(const refusal& r)
                            r.detail_begin, r.detail_end);
     case refusal_code::needs_whole_shard:
         return "sync training aggregates whole-shard gradients: push every key of the shard together";
+    case refusal_code::wrong_peer:
+        return fmt::format("a hello from worker {} of {} on the connection of worker {}: is a task of another job step "
+                           "talking to this PS?", r.detail_begin, r.detail_end, r.peer_index);
+    case refusal_code::no_hello:
+        return "a request before hello: the first message on a connection says who sends it";
     case refusal_code::not_chief:
         return "only the chief (worker 0) initialises, restores, snapshots and ends training";
     }

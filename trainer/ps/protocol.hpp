@@ -140,14 +140,17 @@ struct abort {
 
 enum class refusal_code : std::uint32_t {
     bad_frame = 1, bad_version, bad_kind, bad_range, bad_length, not_mapped, model_mismatch, needs_whole_shard, not_chief,
+    wrong_peer, no_hello,
 };
 
 struct refusal {
     static constexpr wire::kind type = kind::refusal;
     std::uint32_t code = 0;             // refusal_code
     std::uint32_t frame_version = 0;    // bad_version: what came
-    std::uint64_t detail_begin = 0;     // bad_range: the range asked for; bad_length: claimed, received
+    std::uint64_t detail_begin = 0;     // bad_range: the range asked for; bad_length: claimed, received;
+                                        // wrong_peer: the worker index and worker count the hello claimed
     std::uint64_t detail_end = 0;
+    std::uint32_t peer_index = 0;       // wrong_peer: the worker the PS knows the connection as
 };
 
 // What a refusal says, in words (for the worker's exception and the PS's log).

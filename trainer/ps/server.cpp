@@ -25,7 +25,7 @@ struct peer_state {
     request recv, payload_recv;       // the posted receives
     bool posted = false, payload_posted = false;
     bool lost = false;
-    bool greeted = false;             // its hello came
+    bool greeted = false;             // its hello was welcomed: it may ask for more
     bool told_done = false;           // a reply said done or stopped: it leaves now
     std::uint64_t position = 0;       // its data position at its last push
     wire::frame out;                  // the reply in flight
@@ -244,6 +244,10 @@ private:
             refuse(i, wire::refusal_code::bad_length, bytes, p.in.payload_bytes);
             return false;
         };
+        if (!p.greeted && p.in.kind != static_cast<std::uint16_t>(wire::kind::hello)) {
+            refuse(i, wire::refusal_code::no_hello, 0, 0);
+            return;
+        }
         switch (static_cast<wire::kind>(p.in.kind)) {
         case wire::kind::hello:
             greet(i);
@@ -330,11 +334,19 @@ private:
         auto& p = workers_[i];
         const auto h = wire::body<wire::hello>(p.in);
         begin_reply(i);
+        wire::refusal r;
         if (h.num_params != num_params_) {
-            wire::refusal r;
             r.code = static_cast<std::uint32_t>(wire::refusal_code::model_mismatch);
             r.detail_begin = h.num_params;
             r.detail_end = num_params_;
+        } else if (h.worker_index != i || h.num_workers != workers_.size()) {
+            // Another task's place, or another job's size: its gradients would count as someone else's.
+            r.code = static_cast<std::uint32_t>(wire::refusal_code::wrong_peer);
+            r.detail_begin = h.worker_index;
+            r.detail_end = h.num_workers;
+            r.peer_index = static_cast<std::uint32_t>(i);
+        }
+        if (r.code != 0) {
             log::error("refused the hello of {}: {}", net_.peer_name(i), wire::describe(r));
             p.out = wire::encode(r);
             return;

@@ -282,6 +282,39 @@ BOOST_FIXTURE_TEST_CASE(a_hello_with_another_model_size_is_refused_without_alloc
     still_serving_then_end();
 }
 
+BOOST_FIXTURE_TEST_CASE(a_hello_that_claims_another_place_in_the_job_is_refused, rogue_worker)
+{
+    auto r = refusal_in(ask(rogue, hello_frame(8, 0)));  // worker 1's connection claims to be the chief
+    BOOST_TEST(r.code == code(wire::refusal_code::wrong_peer));
+    BOOST_TEST(r.detail_begin == 0u);
+    BOOST_TEST(r.peer_index == 1u);
+    wire::hello h;
+    h.num_params = 8;
+    h.worker_index = 1;
+    h.num_workers = 3;  // a job of another size
+    r = refusal_in(ask(rogue, wire::encode(h)));
+    BOOST_TEST(r.code == code(wire::refusal_code::wrong_peer));
+    BOOST_TEST(r.detail_end == 3u);
+    still_serving_then_end();
+}
+
+BOOST_AUTO_TEST_CASE(a_request_before_hello_is_refused_and_hello_still_opens_the_connection)
+{
+    ps_job job(1, 2, async_config(), {}, rogue_worker::options());
+    auto& rogue = job.net().worker(1);
+    fill(job.worker(0).params(), std::vector<float>(8, 3.0f));
+    job.worker(0).wait(job.worker(0).init());
+    BOOST_TEST(refusal_in(ask(rogue, pull_frame(0, 8))).code == code(wire::refusal_code::no_hello));
+    BOOST_TEST(refusal_in(ask(rogue, push_frame(0, 8, 32), std::vector<float>(8, 1.0f).data(), 32)).code ==
+               code(wire::refusal_code::no_hello));
+    BOOST_TEST(ask(rogue, hello_frame(8, 1)).frame.kind == static_cast<std::uint16_t>(wire::kind::welcome));
+    const auto a = ask(rogue, pull_frame(0, 8));
+    BOOST_TEST_REQUIRE(a.came);
+    BOOST_TEST(a.frame.kind == static_cast<std::uint16_t>(wire::kind::values));
+    BOOST_TEST(a.payload == std::vector<float>(8, 3.0f), boost::test_tools::per_element());  // the refused push was not applied
+    job.worker(0).shutdown();
+}
+
 BOOST_FIXTURE_TEST_CASE(only_the_chief_initialises_snapshots_and_ends_training, rogue_worker)
 {
     const std::vector<float> v(8, 0.0f);
