@@ -278,7 +278,7 @@ private:
     }
 
     // Receives first, so that replies land in place.
-    void post_and_send(operation& op, const float* payload)
+    void post_and_send(operation& op, const void* payload)
     {
         op.recv = net_.recv(op.ps, channel::control, &op.in, sizeof op.in);
         if (op.expected == wire::kind::values && !op.shared)
@@ -317,9 +317,7 @@ private:
                 h.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
             }
             op.out = wire::encode(h, key.size());
-            op.recv = net_.recv(p, channel::control, &op.in, sizeof op.in);
-            if (!key.empty()) op.payload_send = net_.send(p, channel::payload, key.data(), key.size());
-            op.send = net_.send(p, channel::control, &op.out, sizeof op.out);
+            post_and_send(op, key.empty() ? nullptr : key.data());
         }
         try {
             wait_ops(t.ops);
