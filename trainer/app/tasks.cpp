@@ -71,15 +71,14 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
     return s.run() == ps::server_outcome::stopped ? preempted_exit_status : 0;
 }
 
-loop_role role_of(const bootstrap::job& j, const train_options& o)
+loop_role role_of(const bootstrap::job& j)
 {
     loop_role r;
     r.index = j.me.index;
-    r.num_ps = r.reported_ps = j.num_ps;
+    r.num_ps = j.num_ps;
     r.num_workers = j.num_workers;
     for (int i = 0; i < j.num_workers; ++i) r.worker_names.push_back(j.peer_name(role::worker, i));
     r.name = j.peer_name(role::worker, j.me.index);
-    r.mode = o.sync_replicas ? "sync" : "async";
     return r;
 }
 
@@ -100,7 +99,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
                                   std::chrono::seconds(o.bootstrap_timeout));
     int code = 1;
     try {
-        code = j.me.role == role::ps ? run_ps_task(o, j, *net) : run_training_loop(o, role_of(j, o), *net);
+        code = j.me.role == role::ps ? run_ps_task(o, j, *net) : run_training_loop(o, role_of(j), *net);
     } catch (...) {
         net->close(true);  // drops what is still queued for lost peers
         throw;
@@ -131,8 +130,6 @@ int run_standalone(const train_options& o)
     });
     loop_role who;
     who.name = "the standalone worker";
-    who.mode = "standalone";
-    who.reported_ps = 0;
     who.standalone = true;
     who.after_shutdown = [&] { ps_thread.join(); };
     int code = 1;

@@ -37,7 +37,8 @@ public:
         : o_(o), who_(who), s_(open_session(o)), n_(s_.net->num_params()), client_(net, client_config_for(o, who, s_)),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           sampler_(s_.data.train.rows, who.num_workers, who.index, o.seed, o.sample_with_replacement),
-          replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o)
+          replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o),
+          mode_(who.standalone ? "standalone" : o.sync_replicas ? "sync" : "async")
     {
     }
 
@@ -81,8 +82,8 @@ public:
         }
         if (!report_) return 0;
         const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == step() || save_checkpoint();
-        auto done = done_line(evaluate_on_test(s_, client_.params(), step(), *report_), seconds, *report_, who_.reported_ps,
-                              who_.num_workers, who_.mode);
+        auto done = done_line(evaluate_on_test(s_, client_.params(), step(), *report_), seconds, *report_,
+                              who_.standalone ? 0 : who_.num_ps, who_.num_workers, mode_);
         client_.shutdown();
         if (who_.after_shutdown) who_.after_shutdown();
         if (who_.standalone && !s_.net->is_classifier())
@@ -111,13 +112,13 @@ private:
                 schedule_.saved(static_cast<std::int64_t>(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
                           s_.net->describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
-                          m->created, m->shards.size(), who_.mode, o_.train_steps);
+                          m->created, m->shards.size(), mode_, o_.train_steps);
             } else {
                 s_.net->initialize(client_.params(), o_.seed);
                 log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.net->describe(), n_,
                           who_.num_ps,
                           o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, who_.num_workers)
-                                           : std::string(who_.mode),
+                                           : std::string(mode_),
                           o_.train_steps);
                 client_.wait(client_.init());
             }
@@ -166,7 +167,7 @@ private:
                 step = newest;
                 continue;
             }
-            auto m = manifest_for(s_, o_, step, who_.mode);
+            auto m = manifest_for(s_, o_, step, mode_);
             std::uint64_t bytes = 0;
             for (std::size_t p = 0; p < replies.size(); ++p) {
                 checkpoint::shard_entry e;
@@ -233,6 +234,7 @@ private:
     std::uint64_t batches_ = 0;         // batches drawn, across restarts
     checkpoint_schedule schedule_;      // the chief's: when to checkpoint, the newest one's step
     std::optional<reporter> report_;    // the chief's progress lines and metrics file
+    const char* mode_;                  // in the final line and the manifest: sync, async or standalone
 };
 
 }  // namespace

@@ -19,9 +19,7 @@ struct loop_role {
     int num_ps = 1, num_workers = 1;
     std::vector<std::string> worker_names;  // how errors name the workers
     std::string name;               // "worker 1 (n2)", for messages
-    const char* mode = "async";     // in the final line and the manifest: sync, async or standalone
-    int reported_ps = 1;            // the final line's "ps" (0 for standalone)
-    bool standalone = false;
+    bool standalone = false;        // --standalone: the final line says "ps":0 and mode "standalone"
     // Called after the chief has ended training and before the final line
     // (standalone: waits for its PS thread, whose last log line then comes first).
     std::function<void()> after_shutdown;
