@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,20 @@ inline void write_text(const std::string& path, const std::string& text)
 }
 
 // The message of the pstrain::error `f` throws; "no error" when it returns.
+// Changes the step a checkpoint's manifest names without fixing its crc32,
+// as a bad disk or a hand edit would; returns the manifest's path.
+inline std::string change_manifest_step(const std::string& dir, std::uint64_t step)
+{
+    const auto path = dir + "/" + checkpoint::manifest_name(step);
+    std::string text = read_text(path);
+    const auto from = "\"global_step\": " + std::to_string(step);
+    const auto at = text.find(from);
+    if (at == std::string::npos) throw std::runtime_error("test helper: no global_step in " + path);
+    text.replace(at, from.size(), "\"global_step\": " + std::to_string(step + 1));
+    write_text(path, text);
+    return path;
+}
+
 inline std::string error_of(const std::function<void()>& f)
 {
     try {

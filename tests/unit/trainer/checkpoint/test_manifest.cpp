@@ -146,10 +146,7 @@ BOOST_AUTO_TEST_CASE(a_changed_manifest_is_refused)
 {
     temp_dir d;
     write_checkpoint(d.path, 10, 300, 1);
-    const auto path = d.path + "/" + manifest_name(10);
-    std::string text = read_text(path);
-    text.replace(text.find("\"global_step\": 10"), 17, "\"global_step\": 11");
-    write_text(path, text);
+    change_manifest_step(d.path, 10);
     BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(10)); }) ==
                "ckpt-0000000010.json: checksum mismatch (the manifest was changed or is corrupt)");
 }

@@ -122,10 +122,7 @@ BOOST_AUTO_TEST_CASE(find_latest_refuses_when_no_checkpoint_is_usable)
 {
     temp_dir d;
     write_checkpoint(d.path, 10, 300, 1);
-    const auto path = d.path + "/" + manifest_name(10);
-    std::string text = read_text(path);
-    text.replace(text.find("\"global_step\": 10"), 17, "\"global_step\": 11");
-    write_text(path, text);
+    change_manifest_step(d.path, 10);
     const auto e = error_of([&] { find_latest(d.path); });
     BOOST_TEST(e.find("no usable checkpoint in " + d.path + ": the checkpoint at global step 10 in " + d.path +
                       ": ckpt-0000000010.json: checksum mismatch (the manifest was changed or is corrupt)") == 0u, e);
