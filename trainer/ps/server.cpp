@@ -21,7 +21,7 @@ constexpr auto far_future = std::chrono::hours(24 * 365);
 
 struct peer_state {
     wire::frame in;                   // the message being handled
-    std::vector<float> slot;          // its payload (a gradient, values, or a memory key)
+    float_buffer slot;                // its payload (a gradient, values, or a memory key)
     request recv, payload_recv;       // the posted receives
     bool posted = false, payload_posted = false;
     bool lost = false;
@@ -100,7 +100,9 @@ private:
         try {
             shard_.emplace(range_, cfg_.optimizer);
             sum_.resize(range_.size());
-            for (auto& p : workers_) p.slot.resize(std::max<std::size_t>(range_.size(), wire::max_key_bytes / sizeof(float)));
+            for (auto& p : workers_)  // a whole-shard gradient lands where the worker sends it from (aligned_buffer.hpp)
+                p.slot = float_buffer(std::max<std::size_t>(range_.size(), wire::max_key_bytes / sizeof(float)),
+                                      page_offset_of(range_.begin));
         } catch (const std::bad_alloc&) {
             throw peer_error(who, fmt::format("{} announced {} parameters: this PS cannot allocate its shard of {} ({:.1f} GB "
                                               "for each copy): use more PS tasks, or check that every task builds the same model",
@@ -441,7 +443,7 @@ private:
     // A values buffer that no reply in flight reads: the old values stay
     // where the replies being sent read them, without a copy.  At most one
     // more buffer than workers.
-    std::vector<float>& free_spare()
+    float_buffer& free_spare()
     {
         for (auto& b : spares_)
             if (b.empty() || !read_by_a_reply(b.data())) return b;
@@ -690,7 +692,7 @@ private:
     std::uint64_t restored_ = 0;  // 1 + the restored snapshot's step
     int count_ = 0;
     std::vector<float> sum_;
-    std::vector<std::vector<float>> spares_;  // async: buffers for the next values
+    std::vector<float_buffer> spares_;  // async: buffers for the next values
 };
 
 server::server(transport& net, server_config config, server_hooks hooks)

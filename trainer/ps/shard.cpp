@@ -21,7 +21,7 @@ std::vector<shard_range> make_partition(std::uint64_t n, int num_shards)
 }
 
 parameter_shard::parameter_shard(shard_range range, optimizer_config cfg)
-    : range_(range), cfg_(cfg), values_(range.size()), state_(range.size() * static_cast<std::size_t>(state_slots(cfg.kind)))
+    : range_(range), cfg_(cfg), values_(range.size(), page_offset_of(range.begin)), state_(range.size() * static_cast<std::size_t>(state_slots(cfg.kind)))
 {
     initialize_state(cfg_, state_);
 }
@@ -50,9 +50,10 @@ void parameter_shard::apply(std::span<const float> grads, shard_range part)
     apply_update_to(cfg_, values, values, grads, state_at(at), values_.size(), updates_);
 }
 
-void parameter_shard::apply_into(std::vector<float>& spare, std::span<const float> grads, shard_range part)
+void parameter_shard::apply_into(float_buffer& spare, std::span<const float> grads, shard_range part)
 {
-    spare.resize(values_.size());
+    if (spare.size() != values_.size() || spare.page_offset() != values_.page_offset())
+        spare = float_buffer(values_.size(), values_.page_offset());
     const std::size_t at = part.begin - range_.begin;
     // Outside `part` the new values are the old ones.
     if (part.size() != values_.size()) std::copy(values_.begin(), values_.end(), spare.begin());

@@ -4,6 +4,7 @@
 
 #include "pstrain/optimizer.hpp"
 #include "pstrain/partition.hpp"
+#include "trainer/ps/aligned_buffer.hpp"
 
 #include <cstdint>
 #include <span>
@@ -33,8 +34,8 @@ public:
     // The same, writing the new values into `spare` and swapping it with
     // the shard's values: afterwards `spare` holds the old values, untouched
     // (a reply may still be sending them).
-    void apply_into(std::vector<float>& spare, std::span<const float> grads, shard_range part);
-    void apply_into(std::vector<float>& spare, std::span<const float> grads) { apply_into(spare, grads, range_); }
+    void apply_into(float_buffer& spare, std::span<const float> grads, shard_range part);
+    void apply_into(float_buffer& spare, std::span<const float> grads) { apply_into(spare, grads, range_); }
 
 private:
     // The first state slot's value for element `at` of the shard (none for sgd).
@@ -42,7 +43,7 @@ private:
 
     shard_range range_;
     optimizer_config cfg_;
-    std::vector<float> values_;
+    float_buffer values_;
     std::vector<float> state_;
     std::uint64_t updates_ = 0;
 };
