@@ -40,6 +40,12 @@ int checkpoint_command(int argc, char** argv)
 int main(int argc, char** argv)
 {
     using namespace pstrain;
+    try {
+        log::format_from_environment();
+    } catch (const error& e) {
+        log::error("{}", e.what());
+        return 2;
+    }
     if (argc >= 2 && std::strcmp(argv[1], "checkpoint") == 0) return checkpoint_command(argc, argv);
     int exit_code = 0;
     auto options = trainer::parse_command_line(argc, argv, exit_code);

@@ -6,6 +6,8 @@
 #include "trainer/model/model.hpp"
 #include "pstrain/optimizer.hpp"
 
+#include <string_view>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -89,11 +91,23 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_option("--log-every", o.log_every, "one progress line every N steps (0: none)")
         ->check(CLI::NonNegativeNumber)->group(output)->capture_default_str();
     app.add_option("--metrics-file", o.metrics_file, "append JSON lines of progress and evaluation here")->group(output);
+    app.add_option("--job-comment", o.job_comment,
+                   "on: under Slurm the chief keeps its progress in the job's comment (squeue -o %k), at most every 30 s")
+        ->check(CLI::IsMember({"on", "off"}))->group(output)->capture_default_str();
     app.add_option("--log-level", o.log_level, "error, warn, info or debug")
         ->check(CLI::IsMember({"error", "warn", "info", "debug"}))->group(output)->capture_default_str();
+    app.add_option("--log-format", o.log_format, "text, or json: one JSON object a line (also PSTRAIN_LOG_FORMAT)")
+        ->check(CLI::IsMember({"text", "json"}))->group(output);
 
+    // The format applies to the errors of this very parse too.
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a == "--log-format" && i + 1 < argc && std::string_view(argv[i + 1]) == "json") log::set_format(log::format::json);
+        if (a == "--log-format=json") log::set_format(log::format::json);
+    }
     try {
         app.parse(argc, argv);
+        if (!o.log_format.empty()) log::set_format(log::parse_format(o.log_format));
         if (o.model == "mlp") o.hidden = model::parse_hidden_units(o.hidden_units);
     } catch (const CLI::CallForHelp&) {
         fmt::print("{}", app.help());

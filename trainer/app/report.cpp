@@ -18,6 +18,13 @@ std::string format_duration(double s)
     return fmt::format("{}s", total);
 }
 
+std::string short_count(double n)
+{
+    if (n >= 1e6) return fmt::format("{:.1f}M", n / 1e6);
+    if (n >= 1e4) return fmt::format("{:.1f}k", n / 1e3);
+    return fmt::format("{:.0f}", n);
+}
+
 reporter::reporter(std::int64_t train_steps, std::int64_t log_every, const std::string& metrics_file)
     : train_steps_(train_steps), log_every_(log_every)
 {
@@ -33,6 +40,8 @@ double reporter::seconds() const { return std::chrono::duration<double>(clock::n
 
 void reporter::record(const nlohmann::json& event)
 {
+    if (event.value("event", "") == "eval" && event.contains("test_accuracy") && event["test_accuracy"].is_number())
+        accuracy_ = event["test_accuracy"].get<double>();
     if (!metrics_) return;
     auto line = event.dump() + "\n";
     if (std::fwrite(line.data(), 1, line.size(), metrics_.get()) != line.size() || std::fflush(metrics_.get()) != 0)
@@ -59,10 +68,28 @@ void reporter::step(std::int64_t global_step, double loss, std::int64_t samples)
               format_duration(eta));
     record({{"event", "progress"}, {"global_step", global_step}, {"loss", mean_loss}, {"samples_per_sec", rate},
             {"eta_seconds", eta}});
+    if (status_) {
+        auto status = fmt::format("step {}/{} loss {:.4f}", global_step, train_steps_, mean_loss);
+        if (accuracy_) status += fmt::format(" acc {:.4f}", *accuracy_);
+        status += fmt::format(" {} samples/s ETA {}", short_count(rate), format_duration(eta));
+        status_(status, false);
+    }
     last_ = now;
     last_samples_ = samples_;
     loss_sum_ = 0;
     loss_count_ = 0;
+}
+
+void reporter::finish(const nlohmann::json& done)
+{
+    if (!status_) return;
+    auto status = fmt::format("done: step {}", done.value("global_step", std::int64_t{0}));
+    if (done.contains("test_accuracy") && done["test_accuracy"].is_number())
+        status += fmt::format(" acc {:.4f}", done["test_accuracy"].get<double>());
+    else if (done.contains("test_mse") && done["test_mse"].is_number())
+        status += fmt::format(" mse {:.5f}", done["test_mse"].get<double>());
+    status += fmt::format(" in {}", format_duration(done.value("train_seconds", 0.0)));
+    status_(status, true);
 }
 
 void print_done(const nlohmann::json& done)

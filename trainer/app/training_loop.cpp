@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "pstrain/client.hpp"
 #include "pstrain/error.hpp"
+#include "trainer/app/job_comment.hpp"
 #include "trainer/app/report.hpp"
 #include "trainer/app/session.hpp"
 #include "trainer/app/signals.hpp"
@@ -44,7 +45,13 @@ public:
 
     int run()
     {
-        if (chief()) report_.emplace(o_.train_steps, o_.log_every, o_.metrics_file);
+        if (chief()) {
+            report_.emplace(o_.train_steps, o_.log_every, o_.metrics_file);
+            if (auto id = job_comment::job_id(); id && o_.job_comment == "on") {
+                comment_.emplace(*id);
+                report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
+            }
+        }
         start();
         const auto step = [&] { return static_cast<std::int64_t>(client_.global_step()); };
         std::int64_t next_eval = o_.eval_every > 0 ? (step() / o_.eval_every + 1) * o_.eval_every : 0;
@@ -89,6 +96,7 @@ public:
         if (who_.standalone && !s_.net->is_classifier())
             log::info("linear model: weight {:.4f} (true 2), bias {:.4f} (true 10)", client_.params()[0], client_.params()[1]);
         print_done(done);
+        report_->finish(done);
         if (!saved) {
             log::error("the final checkpoint was not written (see the error above): the result of this run is only in the "
                        "line above");
@@ -234,6 +242,7 @@ private:
     std::uint64_t batches_ = 0;         // batches drawn, across restarts
     checkpoint_schedule schedule_;      // the chief's: when to checkpoint, the newest one's step
     std::optional<reporter> report_;    // the chief's progress lines and metrics file
+    std::optional<job_comment> comment_;  // the chief's status in the Slurm job's comment
     const char* mode_;                  // in the final line and the manifest: sync, async or standalone
 };
 
