@@ -63,3 +63,30 @@ PY
   expect_rc 2
   expect_contains "PSTRAIN_LOG_FORMAT: log format 'yaml' is not one of text, json: set it to text or json, or unset it"
 }
+
+test_status_tells_where_a_run_stands() {
+  run srun -N3 --ps=2 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 400 --log-every 100 \
+    --eval-every 200 --save-checkpoint-steps 100 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  local acc
+  acc=$(field "$(last_json <<<"$out")" test_accuracy)
+  run "$pstrain" status ckpt
+  expect_rc 0
+  expect_contains "last checkpoint: global step 400, written "
+  expect_contains "run: sync mode, 2 PS tasks, model 784-100-10 mlp (79510 parameters), optimizer sgd"
+  expect_contains "accuracy: $(printf '%.4f' "$acc") on the test set at global step 400"
+  expect_contains "metrics (ckpt/metrics.jsonl), last 5:"
+  run "$pstrain" status ckpt --json --tail 3
+  expect_rc 0
+  python3 - "$out" "$acc" <<'PY' || fail "pstrain status --json: $out"
+import json, sys
+s = json.loads(sys.argv[1])
+assert s["checkpoint"]["global_step"] == 400 and s["checkpoint"]["ps"] == 2, s
+assert s["checkpoint"]["mode"] == "sync" and s["checkpoint"]["num_params"] == 79510, s
+assert s["accuracy"] == {"test_accuracy": float(sys.argv[2]), "global_step": 400}, s
+assert len(s["metrics_tail"]) == 3 and s["metrics_tail"][-1]["event"] == "eval", s
+PY
+  run "$pstrain" status "$PWD/none"
+  expect_rc 1
+  expect_contains "pstrain status: error: $PWD/none is not a directory: give the --checkpoint-dir of a job"
+}
