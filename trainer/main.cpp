@@ -4,6 +4,7 @@
 #include "trainer/bootstrap/job.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/app/options.hpp"
+#include "trainer/app/plot.hpp"
 #include "trainer/app/status.hpp"
 #include "trainer/app/tasks.hpp"
 
@@ -47,6 +48,7 @@ int main(int argc, char** argv)
         log::error("{}", e.what());
         return 2;
     }
+    if (argc >= 2 && std::strcmp(argv[1], "plot") == 0) return trainer::plot_command(argc, argv);
     if (argc >= 2 && std::strcmp(argv[1], "status") == 0) return trainer::status_command(argc, argv);
     if (argc >= 2 && std::strcmp(argv[1], "checkpoint") == 0) return checkpoint_command(argc, argv);
     int exit_code = 0;

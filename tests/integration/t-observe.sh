@@ -90,3 +90,70 @@ PY
   expect_rc 1
   expect_contains "pstrain status: error: $PWD/none is not a directory: give the --checkpoint-dir of a job"
 }
+
+# png_facts FILE: "WIDTH HEIGHT COLOURS INKED_PERCENT" of a PNG, decoded here
+# (zlib and the PNG filters, no imaging library), or a failure.
+png_facts() {
+  python3 - "$1" <<'PY'
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+pos, idat, ihdr = 8, b"", None
+while pos < len(data):
+    n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    assert zlib.crc32(kind + body) == struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])[0], "bad chunk crc"
+    if kind == b"IHDR": ihdr = struct.unpack(">IIBBBBB", body)
+    if kind == b"IDAT": idat += body
+    pos += 12 + n
+w, h, depth, colour, _, _, interlace = ihdr
+assert depth == 8 and interlace == 0, ihdr
+bpp = {2: 3, 6: 4, 0: 1, 4: 2}[colour]
+raw, stride, prev, pixels = zlib.decompress(idat), w * bpp, bytearray(w * bpp), set()
+inked, i = 0, 0
+for y in range(h):
+    f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride]); i += 1 + stride
+    for x in range(stride):
+        a = line[x - bpp] if x >= bpp else 0; b = prev[x]; c = prev[x - bpp] if x >= bpp else 0
+        if f == 1: line[x] = (line[x] + a) & 255
+        elif f == 2: line[x] = (line[x] + b) & 255
+        elif f == 3: line[x] = (line[x] + (a + b) // 2) & 255
+        elif f == 4:
+            p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    for x in range(0, stride, bpp):
+        px = bytes(line[x:x + min(bpp, 3)]); pixels.add(px)
+        inked += px != b"\xff" * len(px)
+    prev = line
+print(w, h, len(pixels), round(100 * inked / (w * h), 2))
+PY
+}
+
+test_plot_draws_the_curves_of_several_runs() {
+  run "$pstrain" --standalone --train-steps 600 --eval-every 200 --metrics-file "$PWD/sgd.jsonl"
+  expect_rc 0
+  run "$pstrain" --standalone --train-steps 600 --eval-every 200 --optimizer adam --learning-rate 0.001 --metrics-file "$PWD/adam.jsonl"
+  expect_rc 0
+  run "$pstrain" plot sgd.jsonl adam.jsonl -o curves.png --size 900x600 --title "sgd against adam"
+  expect_rc 0
+  expect_contains "pstrain plot: wrote curves.png (900x600, 2 runs)"
+  local facts w h colours inked
+  facts=$(png_facts curves.png) || fail "curves.png does not decode"
+  echo "curves.png: $facts" >>"$TEST_LOG"
+  read -r w h colours inked <<<"$facts"
+  expect_eq "$w x $h" "900 x 600" "the PNG's size"
+  expect_at_least "$colours" 3 "colours in the PNG (background, axes, two runs)"
+  expect_at_least "$inked" 2 "per cent of pixels drawn"
+  # A file that is not metrics, one that is missing, and a bad size.
+  echo "hello" >notes.txt
+  run "$pstrain" plot notes.txt -o bad.png
+  expect_rc 1
+  expect_contains "pstrain plot: error: notes.txt: no progress or evaluation events: is it a pstrain --metrics-file?"
+  [ ! -e bad.png ] || fail "a failed plot left bad.png behind"
+  run "$pstrain" plot missing.jsonl -o bad.png
+  expect_rc 1
+  expect_contains "missing.jsonl: cannot read: No such file or directory"
+  run "$pstrain" plot sgd.jsonl -o bad.png --size 12
+  expect_rc 2
+  expect_contains "'12' is not WIDTHxHEIGHT"
+}

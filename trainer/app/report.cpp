@@ -43,7 +43,9 @@ void reporter::record(const nlohmann::json& event)
     if (event.value("event", "") == "eval" && event.contains("test_accuracy") && event["test_accuracy"].is_number())
         accuracy_ = event["test_accuracy"].get<double>();
     if (!metrics_) return;
-    auto line = event.dump() + "\n";
+    auto stamped = event;
+    if (!stamped.contains("elapsed_seconds")) stamped["elapsed_seconds"] = seconds();
+    auto line = stamped.dump() + "\n";
     if (std::fwrite(line.data(), 1, line.size(), metrics_.get()) != line.size() || std::fflush(metrics_.get()) != 0)
         log::warn("cannot write the metrics file: {}", std::strerror(errno));
 }

@@ -1,0 +1,186 @@
+#include "trainer/app/plot.hpp"
+
+#include "common/log.hpp"
+#include "pstrain/error.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace pstrain::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// gnuplot's string quoting: single quotes, a quote doubled.
+std::string quoted(const std::string& s)
+{
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("''") : std::string(1, c);
+    return q + "'";
+}
+
+struct run_series {
+    std::string name;
+    std::string loss_file, accuracy_file;  // "step seconds value" rows
+    std::size_t losses = 0, accuracies = 0;
+};
+
+// Reads one metrics file into two data files in `dir`.
+run_series read_run(const std::string& path, const fs::path& dir, std::size_t index)
+{
+    std::ifstream in(path);
+    if (!in) throw error(fmt::format("{}: cannot read: {}: give a --metrics-file a run wrote", path, std::strerror(errno)));
+    run_series r;
+    r.name = fs::path(path).parent_path().filename().string();
+    if (r.name.empty() || r.name == ".") r.name = fs::path(path).filename().string();
+    else r.name += "/" + fs::path(path).filename().string();
+    r.loss_file = (dir / fmt::format("loss-{}.dat", index)).string();
+    r.accuracy_file = (dir / fmt::format("accuracy-{}.dat", index)).string();
+    std::ofstream loss(r.loss_file), accuracy(r.accuracy_file);
+    std::string line;
+    while (std::getline(in, line)) {
+        auto e = nlohmann::json::parse(line, nullptr, false);
+        if (e.is_discarded() || !e.is_object() || !e.contains("global_step")) continue;
+        const double t = e.value("elapsed_seconds", -1.0);
+        const auto kind = e.value("event", "");
+        if (kind == "progress" && e.contains("loss") && e["loss"].is_number()) {
+            loss << e["global_step"].get<long long>() << ' ' << t << ' ' << e["loss"].get<double>() << '\n';
+            ++r.losses;
+        } else if (kind == "eval" && e.contains("test_accuracy") && e["test_accuracy"].is_number()) {
+            accuracy << e["global_step"].get<long long>() << ' ' << t << ' ' << e["test_accuracy"].get<double>() << '\n';
+            ++r.accuracies;
+        }
+    }
+    if (r.losses == 0 && r.accuracies == 0)
+        throw error(fmt::format("{}: no progress or evaluation events: is it a pstrain --metrics-file?", path));
+    return r;
+}
+
+// One panel: `column` (1 step, 2 seconds) against the value, a line per run.
+std::string panel(const std::vector<run_series>& runs, bool accuracy, int column, const std::string& xlabel)
+{
+    std::string s = fmt::format("set key {} right\nset xlabel {}\nset ylabel {}\nset title {}\n", accuracy ? "bottom" : "top", quoted(xlabel),
+                                quoted(accuracy ? "test accuracy" : "loss (mean over the logged steps)"),
+                                quoted(fmt::format("{} against {}", accuracy ? "test accuracy" : "loss", xlabel)));
+    std::vector<std::string> lines;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto& r = runs[i];
+        if ((accuracy ? r.accuracies : r.losses) == 0) continue;
+        lines.push_back(fmt::format("{} using {}:3 with linespoints linestyle {} title {}",
+                                    quoted(accuracy ? r.accuracy_file : r.loss_file), column, i + 1, quoted(r.name)));
+    }
+    if (lines.empty()) return s + "set label 1 'no evaluations in these runs' at graph 0.5, 0.5 center\nplot NaN notitle\nunset label 1\n";
+    s += "plot ";
+    for (std::size_t i = 0; i < lines.size(); ++i) s += (i ? ", \\\n     " : "") + lines[i];
+    return s + "\n";
+}
+
+}  // namespace
+
+void plot(const plot_request& r)
+{
+    if (r.metrics.empty()) throw error("pstrain plot: give at least one metrics file");
+    char templ[] = "/tmp/pstrain-plot-XXXXXX";
+    if (!::mkdtemp(templ)) throw error(fmt::format("cannot make a temporary directory: {}", std::strerror(errno)));
+    const fs::path dir = templ;
+    struct cleanup {
+        fs::path d;
+        ~cleanup() { std::error_code ec; fs::remove_all(d, ec); }
+    } gone{dir};
+
+    std::vector<run_series> runs;
+    for (std::size_t i = 0; i < r.metrics.size(); ++i) runs.push_back(read_run(r.metrics[i], dir, i));
+
+    const fs::path out = fs::absolute(r.output);
+    const auto tmp_png = out.string() + ".tmp";
+    std::string script = fmt::format("set terminal pngcairo size {},{} enhanced font 'DejaVu Sans,10'\nset output {}\n",
+                                     r.width, r.height, quoted(tmp_png));
+    script += "set grid\nset datafile missing NaN\n";
+    script += fmt::format("set multiplot layout 2,2 title {} font ',14'\n", quoted(r.title));
+    script += panel(runs, false, 1, "global step") + panel(runs, true, 1, "global step");
+    script += panel(runs, false, 2, "seconds") + panel(runs, true, 2, "seconds");
+    script += "unset multiplot\nset output\n";
+    const auto script_file = (dir / "curves.gp").string();
+    std::ofstream(script_file) << script;
+
+    const auto log_file = (dir / "gnuplot.log").string();
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    std::vector<char*> argv{const_cast<char*>("gnuplot"), const_cast<char*>(script_file.c_str()), nullptr};
+    pid_t pid = -1;
+    const int err = ::posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (err != 0)
+        throw error(fmt::format("cannot run gnuplot: {}: pstrain plot draws with it (apt-get install gnuplot-nox)", std::strerror(err)));
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::error_code ec;
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) || !fs::exists(tmp_png, ec) || fs::file_size(tmp_png, ec) == 0) {
+        std::ifstream l(log_file);
+        std::string first, line;
+        while (std::getline(l, line))
+            if (!line.empty()) first = line;
+        fs::remove(tmp_png, ec);
+        throw error(fmt::format("gnuplot failed{}{}", first.empty() ? "" : ": ", first));
+    }
+    fs::rename(tmp_png, out, ec);
+    if (ec) {
+        fs::remove(tmp_png, ec);
+        throw error(fmt::format("-o {}: cannot write: {}: give a writable path", r.output, ec.message()));
+    }
+}
+
+int plot_command(int argc, char** argv)
+{
+    CLI::App app{"pstrain plot: loss and accuracy of one or more runs against step and time, as a PNG", "pstrain plot"};
+    plot_request r;
+    std::string size = "1200x800";
+    app.add_option("metrics", r.metrics, "metrics files (--metrics-file, or DIR/metrics.jsonl), one run each")->required();
+    app.add_option("-o,--output", r.output, "the PNG to write")->required();
+    app.add_option("--size", size, "WIDTHxHEIGHT in pixels")->capture_default_str();
+    app.add_option("--title", r.title, "the figure's title")->capture_default_str();
+    try {
+        app.parse(argc - 1, argv + 1);
+        int w = 0, h = 0;
+        char x = 0, extra = 0;
+        if (std::sscanf(size.c_str(), "%d%c%d%c", &w, &x, &h, &extra) != 3 || x != 'x' || w < 200 || h < 150 || w > 10000 || h > 10000)
+            throw CLI::ValidationError("--size", fmt::format("'{}' is not WIDTHxHEIGHT from 200x150 to 10000x10000, e.g. 1200x800", size));
+        r.width = w;
+        r.height = h;
+    } catch (const CLI::CallForHelp&) {
+        fmt::print("{}", app.help());
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        log::error("{}: see pstrain plot --help", e.what());
+        return 2;
+    }
+    log::set_prefix("pstrain plot");
+    try {
+        plot(r);
+        log::info("wrote {} ({}x{}, {} run{})", r.output, r.width, r.height, r.metrics.size(), r.metrics.size() == 1 ? "" : "s");
+        return 0;
+    } catch (const error& e) {
+        log::error("{}", e.what());
+        return 1;
+    }
+}
+
+}  // namespace pstrain::trainer
