@@ -24,15 +24,7 @@ int checkpoint_command(int argc, char** argv)
     std::string dir;
     auto* inspect = app.add_subcommand("inspect", "list the checkpoints: global step, shards, completeness, checksums");
     inspect->add_option("dir", dir, "the --checkpoint-dir of a job")->required();
-    try {
-        app.parse(argc - 1, argv + 1);
-    } catch (const CLI::CallForHelp&) {
-        fmt::print("{}", app.help());
-        return 0;
-    } catch (const CLI::ParseError& e) {
-        log::error("{}: see pstrain checkpoint --help", e.what());
-        return 2;
-    }
+    if (auto exit_status = trainer::parse_tool_command(app, argc, argv, "pstrain checkpoint")) return *exit_status;
     log::set_prefix("pstrain checkpoint");
     return checkpoint::inspect(dir);
 }

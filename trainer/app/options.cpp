@@ -132,4 +132,18 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     return o;
 }
 
+std::optional<int> parse_tool_command(CLI::App& app, int argc, char** argv, const char* name)
+{
+    try {
+        app.parse(argc - 1, argv + 1);
+    } catch (const CLI::CallForHelp&) {
+        fmt::print("{}", app.help());
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        log::error("{}: see {} --help", e.what(), name);
+        return 2;
+    }
+    return std::nullopt;
+}
+
 }  // namespace pstrain::trainer

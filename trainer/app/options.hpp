@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace pstrain::trainer {
 
 struct train_options {
@@ -55,5 +59,11 @@ struct train_options {
 // `exit_code` (after --help or --version, or a usage error already printed
 // as one line).
 std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code);
+
+// A tool's command line (`pstrain NAME ...`, argv[1] being NAME): parses
+// argv[2...] into `app`.  Returns the exit status when the program should
+// exit (0 after --help; 2 after a usage error, printed as one line naming
+// `NAME --help`), std::nullopt to go on.
+std::optional<int> parse_tool_command(CLI::App& app, int argc, char** argv, const char* name);
 
 }  // namespace pstrain::trainer

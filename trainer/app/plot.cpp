@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
+#include "trainer/app/options.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -155,22 +156,22 @@ int plot_command(int argc, char** argv)
     std::string size = "1200x800";
     app.add_option("metrics", r.metrics, "metrics files (--metrics-file, or DIR/metrics.jsonl), one run each")->required();
     app.add_option("-o,--output", r.output, "the PNG to write")->required();
-    app.add_option("--size", size, "WIDTHxHEIGHT in pixels")->capture_default_str();
+    int width = 0, height = 0;
+    app.add_option("--size", size, "WIDTHxHEIGHT in pixels")
+        ->check(CLI::Validator(
+            [&](std::string& text) -> std::string {
+            char x = 0, extra = 0;
+            if (std::sscanf(text.c_str(), "%d%c%d%c", &width, &x, &height, &extra) != 3 || x != 'x' || width < 200 ||
+                height < 150 || width > 10000 || height > 10000)
+                return fmt::format("'{}' is not WIDTHxHEIGHT from 200x150 to 10000x10000, e.g. 1200x800", text);
+            return "";
+        }, "WIDTHxHEIGHT"))
+        ->capture_default_str();
     app.add_option("--title", r.title, "the figure's title")->capture_default_str();
-    try {
-        app.parse(argc - 1, argv + 1);
-        int w = 0, h = 0;
-        char x = 0, extra = 0;
-        if (std::sscanf(size.c_str(), "%d%c%d%c", &w, &x, &h, &extra) != 3 || x != 'x' || w < 200 || h < 150 || w > 10000 || h > 10000)
-            throw CLI::ValidationError("--size", fmt::format("'{}' is not WIDTHxHEIGHT from 200x150 to 10000x10000, e.g. 1200x800", size));
-        r.width = w;
-        r.height = h;
-    } catch (const CLI::CallForHelp&) {
-        fmt::print("{}", app.help());
-        return 0;
-    } catch (const CLI::ParseError& e) {
-        log::error("{}: see pstrain plot --help", e.what());
-        return 2;
+    if (auto exit_status = parse_tool_command(app, argc, argv, "pstrain plot")) return *exit_status;
+    if (width > 0) {  // --size was given (and checked)
+        r.width = width;
+        r.height = height;
     }
     log::set_prefix("pstrain plot");
     try {

@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
+#include "trainer/app/options.hpp"
 #include "trainer/app/report.hpp"
 #include "trainer/checkpoint/store.hpp"
 
@@ -137,15 +138,7 @@ int status_command(int argc, char** argv)
     app.add_flag("--json", json, "one JSON object instead of lines");
     app.add_option("--metrics", metrics, "the job's --metrics-file, if it was not DIR/metrics.jsonl");
     app.add_option("--tail", tail, "how many of the last metrics events to show")->check(CLI::Range(0, 10000))->capture_default_str();
-    try {
-        app.parse(argc - 1, argv + 1);
-    } catch (const CLI::CallForHelp&) {
-        fmt::print("{}", app.help());
-        return 0;
-    } catch (const CLI::ParseError& e) {
-        log::error("{}: see pstrain status --help", e.what());
-        return 2;
-    }
+    if (auto exit_status = parse_tool_command(app, argc, argv, "pstrain status")) return *exit_status;
     log::set_prefix("pstrain status");
     try {
         if (!std::filesystem::is_directory(dir))
