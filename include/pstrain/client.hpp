@@ -50,6 +50,20 @@ struct snapshot_result {
     std::uint64_t checksum = 0;
 };
 
+// What one PS has counted since it started: for watching a run.
+struct ps_stats {
+    std::uint64_t step = 0;            // its global step
+    std::uint64_t bytes_received = 0;  // messages, and gradients it read from mapped buffers
+    std::uint64_t bytes_sent = 0;      // messages, and values it wrote into mapped buffers
+    struct worker {
+        std::uint64_t gradients = 0;      // applied (async) or aggregated into a step (sync)
+        std::uint64_t stale = 0;          // dropped as stale (sync)
+        std::uint64_t staleness_sum = 0;  // over the applied gradients: PS step minus the gradient's step
+        std::uint64_t staleness_max = 0;
+    };
+    std::vector<worker> workers;       // in worker order
+};
+
 class client {
 public:
     // The transport's peers are the PS tasks.
@@ -94,6 +108,9 @@ public:
 
     // The chief asks every PS for a snapshot at `step`; one result per PS.
     std::vector<snapshot_result> snapshot(std::uint64_t step);
+    // Every PS's counters, one per PS (any worker may ask; waits for the
+    // answers, so call it between steps).
+    std::vector<ps_stats> stats();
     // The chief's last word: every PS ends training (with `stop`: the
     // workers are told it stopped for preemption) and exits.
     void shutdown(bool stop = false);

@@ -1,5 +1,6 @@
 # Watching a run: the chief's progress in the Slurm job's comment (squeue
-# -o %k, scontrol show job) and JSON log lines.
+# -o %k, scontrol show job), JSON log lines, pstrain status and plot, and
+# TensorBoard event files read by TensorBoard's own reader.
 
 train_sh=$PSTRAIN_SRCDIR/scripts/train.sh
 export OMP_NUM_THREADS=1
@@ -156,4 +157,45 @@ test_plot_draws_the_curves_of_several_runs() {
   run "$pstrain" plot sgd.jsonl -o bad.png --size 12
   expect_rc 2
   expect_contains "'12' is not WIDTHxHEIGHT"
+}
+
+test_tensorboard_reads_every_scalar_of_the_metrics() {
+  local venv
+  venv=$("$PSTRAIN_SRCDIR/scripts/pstrain-venv" tensorboard 2>>"$TEST_LOG") || fail "scripts/pstrain-venv tensorboard failed"
+  # Async over 2 PS tasks: every worker's rate, its staleness, each PS's bytes.
+  run srun -N3 --ps=2 --workers=2 --mpi=pmix "$pstrain" --device cpu --train-steps 800 --log-every 100 \
+    --eval-every 200 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  expect_contains "TensorBoard events go to $PWD/ckpt/events/events.out.tfevents."
+  run "$venv/bin/python" "$PSTRAIN_SRCDIR/tests/integration/check_tensorboard.py" ckpt/events ckpt/metrics.jsonl \
+    loss/train accuracy/train accuracy/test cross_entropy/test samples_per_sec learning_rate \
+    worker/0/steps_per_sec worker/1/steps_per_sec worker/0/staleness worker/1/staleness stale_gradients \
+    ps/0/received_bytes_per_sec ps/1/received_bytes_per_sec ps/0/sent_bytes_per_sec ps/1/sent_bytes_per_sec
+  expect_rc 0
+  expect_contains "tensorboard: "
+  # What the figures say: both workers step, async gradients are a little
+  # stale, both PS tasks move bytes, the learning rate is the flag's.
+  python3 - ckpt/metrics.jsonl <<'PY' || fail "the cluster figures are not what an async run of 2 workers shows"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+cluster = [e for e in events if e["event"] == "cluster"]
+assert len(cluster) >= 5, len(cluster)
+for e in cluster[1:]:
+    assert all(w["steps_per_sec"] > 0 for w in e["workers"]), e
+    assert all(p["received_bytes_per_sec"] > 0 and p["sent_bytes_per_sec"] > 0 for p in e["ps"]), e
+assert sum(e["staleness"] for e in cluster) > 0, cluster
+progress = [e for e in events if e["event"] == "progress"]
+assert all(e["learning_rate"] == 0.01 and 0 < e["train_accuracy"] <= 1 for e in progress), progress
+PY
+  # A directory that cannot be made: one line naming the flag, before any training.
+  : >afile
+  run "$pstrain" --standalone --train-steps 100 --tensorboard-dir "$PWD/afile/events"
+  expect_rc 1
+  expect_contains "--tensorboard-dir $PWD/afile/events: cannot create it: "
+  expect_contains ": give --tensorboard-dir a directory this job can write"
+  expect_not_contains "step 100/100"
+  # none: no events beside the checkpoints.
+  run "$pstrain" --standalone --train-steps 100 --checkpoint-dir "$PWD/quiet" --tensorboard-dir none
+  expect_rc 0
+  [ ! -e quiet/events ] || fail "--tensorboard-dir none wrote quiet/events"
 }

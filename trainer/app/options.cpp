@@ -91,6 +91,9 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_option("--log-every", o.log_every, "one progress line every N steps (0: none)")
         ->check(CLI::NonNegativeNumber)->group(output)->capture_default_str();
     app.add_option("--metrics-file", o.metrics_file, "append JSON lines of progress and evaluation here (default with --checkpoint-dir: DIR/metrics.jsonl)")->group(output);
+    app.add_option("--tensorboard-dir", o.tensorboard_dir,
+                   "the chief writes TensorBoard event files here (default with --checkpoint-dir: DIR/events; none: no files)")
+        ->group(output);
     app.add_option("--job-comment", o.job_comment,
                    "on: under Slurm the chief keeps its progress in the job's comment (squeue -o %k), at most every 30 s")
         ->check(CLI::IsMember({"on", "off"}))->group(output)->capture_default_str();
@@ -111,6 +114,9 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         // With checkpoints and no --metrics-file, the metrics go beside the
         // checkpoints, where `pstrain status` finds them.
         if (o.metrics_file.empty() && !o.checkpoint_dir.empty()) o.metrics_file = o.checkpoint_dir + "/metrics.jsonl";
+        // And the TensorBoard events, for `tensorboard --logdir DIR/events`.
+        if (o.tensorboard_dir.empty() && !o.checkpoint_dir.empty()) o.tensorboard_dir = o.checkpoint_dir + "/events";
+        if (o.tensorboard_dir == "none") o.tensorboard_dir.clear();
         if (o.model == "mlp") o.hidden = model::parse_hidden_units(o.hidden_units);
     } catch (const CLI::CallForHelp&) {
         fmt::print("{}", app.help());

@@ -50,6 +50,7 @@ struct train_options {
     // output
     std::int64_t log_every = 100;
     std::string metrics_file;
+    std::string tensorboard_dir;    // empty: none; default with --checkpoint-dir: DIR/events
     std::string job_comment = "on";  // the chief's status in the Slurm job's comment (squeue -o %k)
     std::string log_level = "info";
     std::string log_format;         // text or json; empty: PSTRAIN_LOG_FORMAT, else text

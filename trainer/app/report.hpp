@@ -1,6 +1,7 @@
 // What a run reports: a line per --log-every steps (global step, loss,
-// samples/s, ETA), JSON lines in --metrics-file, and the final JSON line
-// on stdout.
+// samples/s, ETA), JSON lines in --metrics-file, the same figures as
+// scalars in TensorBoard event files (--tensorboard-dir), and the final
+// JSON line on stdout.
 #pragma once
 
 #include <chrono>
@@ -13,12 +14,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pstrain/client.hpp"
+#include "trainer/app/tensorboard.hpp"
+
 namespace pstrain::trainer {
+
+struct report_config {
+    std::int64_t train_steps = 0, log_every = 0;
+    std::string metrics_file;       // empty: none
+    std::string tensorboard_dir;    // empty: none
+    double learning_rate = 0;       // reported with the progress
+    bool classifier = true;         // progress has a training accuracy
+};
+
+// The TensorBoard scalars of a metrics event (tag and value), none for an
+// event that has none.  The tags: loss/train, accuracy/train,
+// samples_per_sec, learning_rate (progress); accuracy/test,
+// cross_entropy/test, mse/test (eval); worker/I/steps_per_sec,
+// worker/I/staleness, stale_gradients, ps/P/received_bytes_per_sec,
+// ps/P/sent_bytes_per_sec (cluster).
+std::vector<tensorboard::scalar> tensorboard_scalars(const nlohmann::json& event);
+
+// A cluster event in words: "workers 50.1, 49.8 steps/s, staleness 0.42,
+// stale 0; ps 0 in 1.2 MB/s out 1.1 MB/s".
+std::string describe_cluster(const nlohmann::json& event);
 
 class reporter {
 public:
-    // Opens the metrics file (append) now, so a bad path fails before training.
-    reporter(std::int64_t train_steps, std::int64_t log_every, const std::string& metrics_file);
+    // Opens the metrics file (append) and the events file now, so a bad
+    // path fails before training.
+    explicit reporter(const report_config& c);
 
     // A one-line status ("step 1200/6000 loss 0.412 acc 0.871 12.3k
     // samples/s ETA 4m00s") at every progress line, and "done: ..." at the end
@@ -26,9 +51,15 @@ public:
     using status_hook = std::function<void(const std::string& status, bool final)>;
     void on_status(status_hook hook) { status_ = std::move(hook); }
 
-    // After each applied update: `samples` examples went into it.
-    void step(std::int64_t global_step, double loss, std::int64_t samples);
-    void record(const nlohmann::json& event);  // to the metrics file only (and an eval's accuracy to the status)
+    // After each applied update: `samples` examples went into it, with
+    // this batch's loss and accuracy.  True when it wrote a progress line
+    // (every --log-every global steps): the time for cluster().
+    bool step(std::int64_t global_step, double loss, double accuracy, std::int64_t samples);
+    // The PS tasks' counters: each worker's step rate and staleness, each
+    // PS's bytes per second since the last call, as a "cluster" event.
+    void cluster(std::int64_t global_step, const std::vector<ps::ps_stats>& stats);
+    // To the metrics file and the events file (and an eval's accuracy to the status).
+    void record(const nlohmann::json& event);
     // The run's end, with the final line's fields.
     void finish(const nlohmann::json& done);
     double seconds() const;
@@ -38,11 +69,14 @@ private:
     struct file_closer { void operator()(std::FILE* f) const { std::fclose(f); } };
     using clock = std::chrono::steady_clock;
 
-    std::int64_t train_steps_, log_every_;
+    report_config cfg_;
     std::unique_ptr<std::FILE, file_closer> metrics_;
+    std::optional<tensorboard::event_writer> events_;
     clock::time_point start_ = clock::now(), last_ = start_;
     std::int64_t samples_ = 0, last_samples_ = 0, first_step_ = -1, last_logged_ = 0;
-    double loss_sum_ = 0;
+    double loss_sum_ = 0, accuracy_sum_ = 0;
+    std::vector<ps::ps_stats> last_stats_;  // at the last cluster()
+    clock::time_point last_stats_time_ = start_;
     std::optional<double> accuracy_;  // the last evaluation's
     status_hook status_;
     std::int64_t loss_count_ = 0;

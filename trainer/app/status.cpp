@@ -116,8 +116,13 @@ std::string format_status(const nlohmann::json& s)
         const auto kind = e.value("event", "?");
         const auto step = e.value("global_step", std::int64_t{0});
         if (kind == "progress")
-            out += fmt::format("  step {:>8}  loss {:.4f}  {} samples/s  ETA {}\n", step, e.value("loss", 0.0),
+            out += fmt::format("  step {:>8}  loss {:.4f}{}  {} samples/s  ETA {}\n", step, e.value("loss", 0.0),
+                               e.contains("train_accuracy") && e["train_accuracy"].is_number()
+                                   ? fmt::format("  train accuracy {:.4f}", e["train_accuracy"].get<double>())
+                                   : "",
                                short_count(e.value("samples_per_sec", 0.0)), format_duration(e.value("eta_seconds", -1.0)));
+        else if (kind == "cluster")
+            out += fmt::format("  step {:>8}  {}\n", step, describe_cluster(e));
         else if (kind == "eval" && e.contains("test_accuracy") && e["test_accuracy"].is_number())
             out += fmt::format("  step {:>8}  test accuracy {:.4f}\n", step, e["test_accuracy"].get<double>());
         else if (kind == "checkpoint")

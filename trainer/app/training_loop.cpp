@@ -11,6 +11,7 @@
 #include "trainer/data/sampler.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -46,7 +47,15 @@ public:
     int run()
     {
         if (chief()) {
-            report_.emplace(o_.train_steps, o_.log_every, o_.metrics_file);
+            report_config rc;
+            rc.train_steps = o_.train_steps;
+            rc.log_every = o_.log_every;
+            rc.metrics_file = o_.metrics_file;
+            rc.tensorboard_dir = o_.tensorboard_dir;
+            // The flag's value as typed (0.01, not the float's 0.0099999998).
+            rc.learning_rate = std::strtod(fmt::format("{}", o_.learning_rate).c_str(), nullptr);
+            rc.classifier = s_.net->is_classifier();
+            report_.emplace(rc);
             if (auto id = job_comment::job_id(); id && o_.job_comment == "on") {
                 comment_.emplace(*id);
                 report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
@@ -62,14 +71,16 @@ public:
         while (!client_.done()) {
             sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
             ++batches_;
-            double loss = s_.net->compute_gradients(client_.params(), s_.data.train, rows, client_.grads());
-            check_loss(loss, step());
+            const auto batch = s_.net->compute_gradients(client_.params(), s_.data.train, rows, client_.grads());
+            check_loss(batch.loss, step());
             client_.step(batches_);
             ++local_steps;
             if (report_) {
                 const std::int64_t per_step = o_.sync_replicas ? replicas_ : 1;
-                report_->step(step(), loss, (step() - last_step) * per_step * o_.batch_size);
+                const bool logged = report_->step(step(), batch.loss, batch.accuracy,
+                                                  (step() - last_step) * per_step * o_.batch_size);
                 last_step = step();
+                if (logged && !client_.done()) report_->cluster(step(), client_.stats());
                 if (next_eval > 0 && step() >= next_eval && !client_.done()) {
                     evaluate_on_test(s_, client_.params(), step(), *report_);
                     next_eval = (step() / o_.eval_every + 1) * o_.eval_every;

@@ -62,8 +62,8 @@ public:
         }
     }
 
-    double compute_gradients(std::span<const float> params, const data::dataset& d, std::span<const std::uint32_t> rows,
-                             std::span<float> grads) override
+    batch_result compute_gradients(std::span<const float> params, const data::dataset& d, std::span<const std::uint32_t> rows,
+                                   std::span<float> grads) override
     {
         const int n = static_cast<int>(rows.size());
         check_rows(d, rows.size());
@@ -74,7 +74,7 @@ public:
         float* g = be_.host_memory() ? grads.data() : grads_.get();
         backward(p, g, n);
         if (!be_.host_memory()) be_.copy_to_host(grads.data(), grads_.get(), grads.size_bytes());
-        return sums.loss / n;
+        return {sums.loss / n, static_cast<double>(sums.correct) / n};
     }
 
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override
@@ -189,8 +189,8 @@ public:
     bool is_classifier() const override { return false; }
     void initialize(std::span<float> params, std::uint64_t seed) const override { truncated_normal(params, 1.0f, seed); }
 
-    double compute_gradients(std::span<const float> params, const data::dataset& d, std::span<const std::uint32_t> rows,
-                             std::span<float> grads) override
+    batch_result compute_gradients(std::span<const float> params, const data::dataset& d, std::span<const std::uint32_t> rows,
+                                   std::span<float> grads) override
     {
         const int n = static_cast<int>(rows.size());
         stage(d, rows);
@@ -199,7 +199,7 @@ public:
         auto sums = be_.squared_error(y_.get(), t_.get(), dy_.get(), n);
         be_.linear_backward(x_.get(), params_.get(), dy_.get(), nullptr, grads_.get(), grads_.get() + 1, n, 1, 1);
         be_.copy_to_host(grads.data(), grads_.get(), 2 * sizeof(float));
-        return sums.loss / n;
+        return {sums.loss / n, 0.0};
     }
 
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override

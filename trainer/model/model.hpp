@@ -21,6 +21,12 @@ struct tensor_spec {
     std::size_t size = 0;       // elements
 };
 
+// One training batch's outcome.
+struct batch_result {
+    double loss = 0;           // mean over the batch
+    double accuracy = 0;       // fraction classified right; 0 for regression
+};
+
 struct eval_result {
     double accuracy = 0;       // classification; 0 for regression
     double loss = 0;           // mean cross-entropy, or mean squared error
@@ -40,9 +46,10 @@ public:
     // Initial values, from the seed only.
     virtual void initialize(std::span<float> params, std::uint64_t seed) const = 0;
 
-    // Mean loss over the batch rows of `d`; writes the gradient of the mean
-    // loss into `grads` (host, num_params()).  Allocates nothing.
-    virtual double compute_gradients(std::span<const float> params, const data::dataset& d,
+    // Mean loss (and accuracy) over the batch rows of `d`; writes the
+    // gradient of the mean loss into `grads` (host, num_params()).
+    // Allocates nothing.
+    virtual batch_result compute_gradients(std::span<const float> params, const data::dataset& d,
                                      std::span<const std::uint32_t> rows, std::span<float> grads) = 0;
 
     virtual eval_result evaluate(std::span<const float> params, const data::dataset& d) = 0;

@@ -23,6 +23,7 @@ struct operation {
     bool shared = false;                       // through the mapped buffers
     wire::frame out, in;
     request send, payload_send, recv, payload_recv;
+    std::vector<wire::worker_counters> counters;  // a stats reply's payload
 
     bool is_abort() { return recv.done() && recv.ok() && in.kind == static_cast<std::uint16_t>(wire::kind::abort); }
     bool pending()
@@ -169,6 +170,29 @@ public:
         return out;
     }
 
+    std::vector<ps_stats> stats()
+    {
+        const auto t = issue(wire::kind::stats, everything(), 0, 0);
+        auto& ops = tickets_.at(t).ops;
+        try {
+            wait_ops(ops);
+        } catch (...) {
+            retire(tickets_.find(t));
+            throw;
+        }
+        std::vector<ps_stats> out;
+        for (auto& op : ops) {
+            const auto r = wire::body<wire::stats_reply>(op.in);
+            auto& s = out.emplace_back();
+            s.step = r.step;
+            s.bytes_received = r.bytes_received;
+            s.bytes_sent = r.bytes_sent;
+            for (const auto& c : op.counters) s.workers.push_back({c.gradients, c.stale, c.staleness_sum, c.staleness_max});
+        }
+        tickets_.erase(t);
+        return out;
+    }
+
     void shutdown(bool stop)
     {
         chief_only("shutdown");
@@ -220,13 +244,16 @@ private:
         auto& t = take(id);
         for (std::size_t p = 0; p < partition_.size(); ++p) {
             shard_range part{std::max(range.begin, partition_[p].begin), std::min(range.end, partition_[p].end)};
-            const bool whole_model = kind == wire::kind::init || kind == wire::kind::restore || kind == wire::kind::snapshot;
+            const bool whole_model = kind == wire::kind::init || kind == wire::kind::restore || kind == wire::kind::snapshot ||
+                                     kind == wire::kind::stats;
             if (whole_model) part = partition_[p];
             else if (part.begin >= part.end) continue;
             auto& op = t.ops.emplace_back();
             op.ps = p;
             op.part = part;
-            op.expected = kind == wire::kind::snapshot ? wire::kind::snapshot_done : wire::kind::values;
+            op.expected = kind == wire::kind::snapshot ? wire::kind::snapshot_done
+                          : kind == wire::kind::stats  ? wire::kind::stats_reply
+                                                       : wire::kind::values;
             op.shared = mapped_[p] && (kind == wire::kind::pull || kind == wire::kind::push);
             const float* payload = nullptr;
             switch (kind) {
@@ -269,6 +296,10 @@ private:
                 op.out = wire::encode(m);
                 break;
             }
+            case wire::kind::stats:
+                op.counters.assign(static_cast<std::size_t>(cfg_.num_workers), {});
+                op.out = wire::encode(wire::stats{});
+                break;
             default:
                 throw error("internal error: the client cannot issue this request");
             }
@@ -283,6 +314,9 @@ private:
         op.recv = net_.recv(op.ps, channel::control, &op.in, sizeof op.in);
         if (op.expected == wire::kind::values && !op.shared)
             op.payload_recv = net_.recv(op.ps, channel::payload, params_ + op.part.begin, wire::float_bytes(op.part.size()));
+        if (op.expected == wire::kind::stats_reply)
+            op.payload_recv = net_.recv(op.ps, channel::payload, op.counters.data(),
+                                        op.counters.size() * sizeof(wire::worker_counters));
         if (payload) op.payload_send = net_.send(op.ps, channel::payload, payload, op.out.payload_bytes);
         op.send = net_.send(op.ps, channel::control, &op.out, sizeof op.out);
     }
@@ -454,6 +488,15 @@ private:
                                                   op.part.end));
             return;
         }
+        if (op.expected == wire::kind::stats_reply) {
+            const auto r = wire::body<wire::stats_reply>(op.in);
+            const auto bytes = op.counters.size() * sizeof(wire::worker_counters);
+            if (r.num_workers != op.counters.size() || op.in.payload_bytes != bytes || op.payload_recv.length() != bytes)
+                throw peer_error(who, fmt::format("{} sent counters of {} workers in {} bytes where this job has {} workers: "
+                                                  "are all tasks running the same pstrain?", who, r.num_workers,
+                                                  op.in.payload_bytes, op.counters.size()));
+            return;
+        }
         if (op.expected != wire::kind::values) return;
         const auto v = wire::body<wire::values>(op.in);
         if (v.range_begin != op.part.begin || v.range_end != op.part.end)
@@ -494,6 +537,7 @@ ticket client::push(shard_range range, std::uint64_t position) { return impl_->p
 void client::wait(ticket t) { impl_->wait(t); }
 bool client::test(ticket t) { return impl_->test(t); }
 std::vector<snapshot_result> client::snapshot(std::uint64_t step) { return impl_->snapshot(step); }
+std::vector<ps_stats> client::stats() { return impl_->stats(); }
 void client::shutdown(bool stop) { impl_->shutdown(stop); }
 std::uint64_t client::global_step() const { return impl_->global_step_; }
 bool client::done() const { return impl_->done_; }

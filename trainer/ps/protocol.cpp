@@ -19,6 +19,8 @@ const char* kind_name(std::uint16_t k)
     case kind::shutdown: return "shutdown";
     case kind::abort: return "abort";
     case kind::refusal: return "refusal";
+    case kind::stats: return "stats";
+    case kind::stats_reply: return "stats_reply";
     }
     return "unknown";
 }
@@ -35,7 +37,7 @@ std::optional<refusal> check_envelope(const frame& f)
         r.frame_version = f.version;
         return r;
     }
-    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::refusal)) {
+    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::stats_reply)) {
         r.code = static_cast<std::uint32_t>(refusal_code::bad_kind);
         r.detail_begin = f.kind;
         return r;

@@ -24,6 +24,9 @@
 //   ps -> worker   abort          training cannot go on: it lost a task
 //   ps -> worker   refusal        the message broke the protocol; the PS names
 //                                 it in its log and the worker throws
+//   worker -> ps   stats          this PS's counters, please
+//   ps -> worker   stats_reply    its step and bytes moved (payload: one
+//                                 worker_counters per worker)
 //
 // A server answers each worker's messages one at a time and in order, so a
 // worker may have several requests in flight to one PS.  Every field is
@@ -43,10 +46,11 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 2;
+inline constexpr std::uint16_t version = 3;
 
 enum class kind : std::uint16_t {
-    hello = 1, welcome, init, restore, pull, push, values, snapshot, snapshot_done, shutdown, abort, refusal,
+    hello = 1, welcome, init, restore, pull, push, values, snapshot, snapshot_done, shutdown, abort, refusal, stats,
+    stats_reply,
 };
 const char* kind_name(std::uint16_t k);
 
@@ -152,6 +156,26 @@ struct refusal {
     std::uint64_t detail_end = 0;
     std::uint32_t peer_index = 0;       // wrong_peer: the worker the PS knows the connection as
 };
+
+struct stats {
+    static constexpr wire::kind type = kind::stats;
+};
+
+struct stats_reply {
+    static constexpr wire::kind type = kind::stats_reply;
+    std::uint64_t step = 0;             // the PS's global step
+    std::uint64_t bytes_received = 0;   // frames, payloads and gradients read from mapped buffers
+    std::uint64_t bytes_sent = 0;       // frames, payloads and values written into mapped buffers
+    std::uint32_t num_workers = 0;      // the payload's records
+};  // payload: num_workers worker_counters, in worker order
+
+struct worker_counters {
+    std::uint64_t gradients = 0;        // applied (async) or aggregated into a step (sync)
+    std::uint64_t stale = 0;            // dropped as stale (sync)
+    std::uint64_t staleness_sum = 0;    // over the applied gradients: the PS's step minus the gradient's step
+    std::uint64_t staleness_max = 0;
+};
+static_assert(sizeof(worker_counters) == 32);
 
 // What a refusal says, in words (for the worker's exception and the PS's log).
 std::string describe(const refusal& r);

@@ -38,6 +38,8 @@ struct peer_state {
     // Sync: its gradient waits in the step being aggregated.
     bool contributed = false;
     bool contributed_shared = false;
+    wire::worker_counters counters;   // its gradients, for stats
+    std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is done
 
     // A whole message is here: its frame, and its payload if it has one.
     bool ready() { return posted && recv.done() && (!recv.ok() || in.payload_bytes == 0 || payload_recv.done()); }
@@ -93,6 +95,7 @@ private:
             throw peer_error(who, fmt::format("{} began with a {} message instead of hello: run the same pstrain in every task",
                                               who, wire::kind_name(chief.in.kind)));
         const auto h = wire::body<wire::hello>(chief.in);
+        received(chief.in);
         num_params_ = h.num_params;
         range_ = make_partition(num_params_, cfg_.num_ps)[static_cast<std::size_t>(cfg_.index)];
         if (wire::float_bytes(range_.size()) == 0 && range_.size() > 0)
@@ -128,6 +131,7 @@ private:
         if (!chief.recv.ok() || (chief.in.payload_bytes > 0 && !chief.payload_recv.ok()))
             throw peer_error(who, fmt::format("lost {} before it initialised the model: {}", who, chief.recv.failure()));
         if (chief.in.payload_bytes > 0) chief.payload_posted = false;
+        received(chief.in);
         const bool restoring = chief.in.kind == static_cast<std::uint16_t>(wire::kind::restore);
         if (wire::check_envelope(chief.in) || (!restoring && chief.in.kind != static_cast<std::uint16_t>(wire::kind::init)))
             throw peer_error(who, fmt::format("{} did not initialise or restore the model after hello: run the same pstrain in "
@@ -218,9 +222,12 @@ private:
                     continue;
                 }
             }
+            received(p.in);
             handle(i);
         }
     }
+
+    void received(const wire::frame& f) { bytes_in_ += sizeof f + f.payload_bytes; }
 
     // Posts worker i's next frame receive, and a payload receive if none is posted.
     void post(std::size_t i)
@@ -272,6 +279,10 @@ private:
         case wire::kind::snapshot:
             if (!from_chief(i) || !payload_is(0)) return;
             on_snapshot(i, wire::body<wire::snapshot>(p.in));
+            return;
+        case wire::kind::stats:
+            if (!payload_is(0)) return;
+            reply_stats(i);
             return;
         case wire::kind::shutdown:
             if (!from_chief(i) || !payload_is(0)) return;
@@ -403,6 +414,7 @@ private:
     void send_reply(std::size_t i)
     {
         auto& p = workers_[i];
+        bytes_out_ += sizeof p.out + p.out.payload_bytes;
         p.send = net_.send(i, channel::control, &p.out, sizeof p.out);
         if (!p.lost && !p.posted) post(i);
     }
@@ -430,6 +442,7 @@ private:
         if (shared) {
             // The worker waits for this reply: its buffer is ours until the frame leaves.
             std::copy(values.begin(), values.end(), p.mapped_params + part.begin);
+            bytes_out_ += values.size_bytes();
             p.sending = nullptr;
             p.out = wire::encode(v);
         } else {
@@ -437,6 +450,26 @@ private:
             p.out = wire::encode(v, values.size_bytes());
             p.payload_send = net_.send(i, channel::payload, values.data(), values.size_bytes());
         }
+        send_reply(i);
+    }
+
+    // This PS's step and bytes, and every worker's gradients.
+    void reply_stats(std::size_t i)
+    {
+        auto& p = workers_[i];
+        net_.wait_until([&] { return p.payload_send.done() || net_.failed(i); }, clock::now() + far_future);
+        begin_reply(i);
+        p.stats_out.clear();
+        for (const auto& w : workers_) p.stats_out.push_back(w.counters);
+        wire::stats_reply r;
+        r.step = step_;
+        r.bytes_received = bytes_in_;
+        r.bytes_sent = bytes_out_;
+        r.num_workers = static_cast<std::uint32_t>(workers_.size());
+        const auto bytes = p.stats_out.size() * sizeof(wire::worker_counters);
+        p.sending = nullptr;
+        p.out = wire::encode(r, bytes);
+        p.payload_send = net_.send(i, channel::payload, p.stats_out.data(), bytes);
         send_reply(i);
     }
 
@@ -484,11 +517,16 @@ private:
         p.position = m.position;
         const shard_range part{m.range_begin, m.range_end};
         const bool shared = m.in_shared_memory != 0;
+        if (shared) bytes_in_ += wire::float_bytes(part.size());
         if (done_) {
             reply_values(i, part, shared, values_status::done);
             return;
         }
         if (!cfg_.sync) {
+            const std::uint64_t staleness = step_ > m.step ? step_ - m.step : 0;
+            ++p.counters.gradients;
+            p.counters.staleness_sum += staleness;
+            p.counters.staleness_max = std::max(p.counters.staleness_max, staleness);
             // In place unless a reply in flight still reads the values.
             if (read_by_a_reply(shard_->values().data()))
                 shard_->apply_into(free_spare(), gradient(i, part, shared), part);
@@ -504,11 +542,13 @@ private:
         }
         if (m.step != step_) {  // computed on older values: dropped
             ++stale_;
+            ++p.counters.stale;
             reply_values(i, part, shared, values_status::stale);
             return;
         }
         p.contributed = true;
         p.contributed_shared = shared;
+        ++p.counters.gradients;
         if (++count_ < replicas_) return;
         // Sum in worker order, so a run is the same whatever the arrival order.
         std::fill(sum_.begin(), sum_.end(), 0.0f);
@@ -691,6 +731,7 @@ private:
     clock::time_point shutdown_deadline_;
     std::uint64_t restored_ = 0;  // 1 + the restored snapshot's step
     int count_ = 0;
+    std::uint64_t bytes_in_ = 0, bytes_out_ = 0;  // for stats
     std::vector<float> sum_;
     std::vector<float_buffer> spares_;  // async: buffers for the next values
 };

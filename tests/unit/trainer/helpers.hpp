@@ -41,7 +41,7 @@ inline std::vector<double> adam_loss_curve(model::model& m, const data::dataset&
     std::vector<double> losses;
     for (int step = 0; step < steps; ++step) {
         s.next_batch(batch, rows);
-        losses.push_back(m.compute_gradients(shard.values(), d, rows, g));
+        losses.push_back(m.compute_gradients(shard.values(), d, rows, g).loss);
         shard.apply(g);
     }
     return losses;

@@ -34,9 +34,9 @@ void check_gradients(model::model& m, const data::dataset& d, std::vector<std::u
     for (std::size_t i = 0; i < p.size(); ++i) {
         const float saved = p[i];
         p[i] = saved + eps;
-        double up = m.compute_gradients(p, d, rows, scratch);
+        double up = m.compute_gradients(p, d, rows, scratch).loss;
         p[i] = saved - eps;
-        double down = m.compute_gradients(p, d, rows, scratch);
+        double down = m.compute_gradients(p, d, rows, scratch).loss;
         p[i] = saved;
         double numeric = (up - down) / (2.0 * eps);
         double err = std::fabs(g[i] - numeric);
@@ -84,6 +84,25 @@ BOOST_AUTO_TEST_CASE(linear_model_gradient)
     auto d = data::make_linear(20, 5, 3).train;
     auto m = model::make_linear(be, 20);
     check_gradients(*m, d, {0, 1, 2, 3, 4, 5}, 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_batchs_accuracy_and_loss_are_the_evaluations_on_the_same_rows)
+{
+    compute::cpu_backend be(1);
+    auto d = make_random_data(40, 6, 3, 7);
+    auto m = model::make_mlp(be, 6, {8}, 3, 40);
+    std::vector<float> p(m->num_params()), g(m->num_params());
+    std::vector<std::uint32_t> rows(40);
+    for (std::uint32_t i = 0; i < rows.size(); ++i) rows[i] = i;
+    for (std::uint64_t seed : {1, 2, 3}) {
+        m->initialize(p, seed);
+        const auto batch = m->compute_gradients(p, d, rows, g);
+        const auto eval = m->evaluate(p, d);
+        BOOST_TEST(batch.accuracy == eval.accuracy);
+        BOOST_TEST(batch.loss == eval.loss, boost::test_tools::tolerance(1e-9));
+        BOOST_TEST(batch.accuracy > 0.0);  // random labels of 3 classes: some right
+        BOOST_TEST(batch.accuracy < 1.0);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(initialisation_is_truncated_normal_with_fan_in_scale)

@@ -212,8 +212,9 @@ BOOST_FIXTURE_TEST_CASE(a_frame_of_another_version_is_refused_naming_it, rogue_w
 
 BOOST_FIXTURE_TEST_CASE(a_frame_of_unknown_kind_is_refused_naming_it, rogue_worker)
 {
-    // 0 and 99 are no kind; welcome and values are a PS's, not a worker's.
-    for (std::uint16_t k : {0, 99, static_cast<int>(wire::kind::welcome), static_cast<int>(wire::kind::values)}) {
+    // 0 and 99 are no kind; welcome, values and stats_reply are a PS's, not a worker's.
+    for (std::uint16_t k : {0, 99, static_cast<int>(wire::kind::welcome), static_cast<int>(wire::kind::values),
+                            static_cast<int>(wire::kind::stats_reply)}) {
         auto f = pull_frame(0, 8);
         f.kind = k;
         const auto r = refusal_in(ask(rogue, f));
@@ -444,11 +445,13 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
     f.version = 7;
     BOOST_TEST(wire::check_envelope(f)->code == code(wire::refusal_code::bad_version));
     BOOST_TEST(wire::check_envelope(f)->frame_version == 7u);
-    for (std::uint16_t k : {0, 13, 0xffff}) {
+    for (std::uint16_t k : {0, 15, 0xffff}) {
         f = wire::encode(wire::pull{});
         f.kind = k;
         BOOST_TEST(wire::check_envelope(f)->code == code(wire::refusal_code::bad_kind), "kind " << k);
     }
     f.kind = static_cast<std::uint16_t>(wire::kind::refusal);
+    BOOST_TEST(!wire::check_envelope(f).has_value());
+    f.kind = static_cast<std::uint16_t>(wire::kind::stats_reply);
     BOOST_TEST(!wire::check_envelope(f).has_value());
 }

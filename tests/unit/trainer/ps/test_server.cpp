@@ -365,6 +365,82 @@ BOOST_AUTO_TEST_CASE(two_ps_tasks_split_the_vector_as_make_partition_says)
     BOOST_TEST(job.server(1).global_step() == 1u);
 }
 
+// ------------------------------------------------------------------ stats
+
+BOOST_DATA_TEST_CASE(async_stats_count_each_workers_gradients_and_their_staleness, bdata::make({false, true}), share)
+{
+    ps_job job(1, 2, async_config(), {}, sharing(share));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);  // both hold the values of step 0
+    w0.wait(w0.push());  // on step 0 at step 0: staleness 0, now step 1
+    w1.wait(w1.push());  // on step 0 at step 1: 1, now step 2
+    w1.wait(w1.push());  // on step 2 at step 2: 0, now step 3
+    w0.wait(w0.push());  // on step 1 at step 3: 2, now step 4
+
+    const auto stats = w1.stats();  // any worker may ask
+    BOOST_TEST_REQUIRE(stats.size() == 1u);
+    const auto& s = stats[0];
+    BOOST_TEST(s.step == 4u);
+    BOOST_TEST_REQUIRE(s.workers.size() == 2u);
+    BOOST_TEST(s.workers[0].gradients == 2u);
+    BOOST_TEST(s.workers[0].staleness_sum == 2u);
+    BOOST_TEST(s.workers[0].staleness_max == 2u);
+    BOOST_TEST(s.workers[1].gradients == 2u);
+    BOOST_TEST(s.workers[1].staleness_sum == 1u);
+    BOOST_TEST(s.workers[1].staleness_max == 1u);
+    BOOST_TEST(s.workers[0].stale == 0u);
+    if (!share) {
+        // 64-byte frames; the model is 6 floats (24 bytes).  In: 2 hellos,
+        // init + 24, a pull, 4 pushes + 24, this stats request.  Out: 2
+        // welcomes, 6 values replies + 24 (this reply is not counted yet).
+        BOOST_TEST(s.bytes_received == 2 * 64u + 88u + 64u + 4 * 88u + 64u);
+        BOOST_TEST(s.bytes_sent == 2 * 64u + 6 * 88u);
+    } else {
+        // Gradients are read from and values written into the mapped buffers: counted too.
+        BOOST_TEST(s.bytes_received >= 2 * 64u + 88u + 64u + 4 * 88u + 64u);
+        BOOST_TEST(s.bytes_sent >= 2 * 64u + 6 * 88u);
+    }
+    // The counters move on with training.
+    w0.wait(w0.push());
+    const auto later = w0.stats();
+    BOOST_TEST(later[0].workers[0].gradients == 3u);
+    BOOST_TEST(later[0].bytes_received > s.bytes_received);
+    BOOST_TEST(later[0].bytes_sent > s.bytes_sent);
+
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(sync_stats_count_aggregated_and_stale_gradients_on_every_ps)
+{
+    // 3 workers, 2 gradients a step: worker 2's late gradient is stale.
+    ps_job job(2, 3, sync_config(2), {}, sharing(false));
+    auto &w0 = job.worker(0), &w1 = job.worker(1), &w2 = job.worker(2);
+    start(job, 3);
+    auto t0 = w0.push();
+    auto t1 = w1.push();
+    w0.wait(t0);
+    w1.wait(t1);
+    w2.wait(w2.push());  // computed on step 0, the PS tasks are at 1
+
+    const auto stats = w0.stats();
+    BOOST_TEST_REQUIRE(stats.size() == 2u);
+    for (const auto& s : stats) {
+        BOOST_TEST(s.step == 1u);
+        BOOST_TEST_REQUIRE(s.workers.size() == 3u);
+        BOOST_TEST(s.workers[0].gradients == 1u);
+        BOOST_TEST(s.workers[1].gradients == 1u);
+        BOOST_TEST(s.workers[2].gradients == 0u);
+        BOOST_TEST(s.workers[2].stale == 1u);
+        BOOST_TEST(s.workers[0].staleness_max == 0u);
+    }
+    w0.shutdown();
+    leave(w1);
+    leave(w2);
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
 // ------------------------------------------------------------------ hooks
 
 BOOST_AUTO_TEST_CASE(the_step_completed_hook_ends_training_at_the_step_it_decides)
