@@ -146,14 +146,8 @@ public:
     std::vector<snapshot_result> snapshot(std::uint64_t step)
     {
         chief_only("snapshot");
-        const auto t = issue(wire::kind::snapshot, everything(), step, 0);
+        const auto t = ask_every_ps(wire::kind::snapshot, step);
         auto& ops = tickets_.at(t).ops;
-        try {
-            wait_ops(ops);
-        } catch (...) {
-            retire(tickets_.find(t));
-            throw;
-        }
         std::vector<snapshot_result> out;
         for (auto& op : ops) {
             const auto d = wire::body<wire::snapshot_done>(op.in);
@@ -172,14 +166,8 @@ public:
 
     std::vector<ps_stats> stats()
     {
-        const auto t = issue(wire::kind::stats, everything(), 0, 0);
+        const auto t = ask_every_ps(wire::kind::stats, 0);
         auto& ops = tickets_.at(t).ops;
-        try {
-            wait_ops(ops);
-        } catch (...) {
-            retire(tickets_.find(t));
-            throw;
-        }
         std::vector<ps_stats> out;
         for (auto& op : ops) {
             const auto r = wire::body<wire::stats_reply>(op.in);
@@ -231,6 +219,20 @@ private:
     void chief_only(const char* what) const
     {
         if (cfg_.index != 0) throw error(fmt::format("only the chief (worker 0) may {}; this is worker {}", what, cfg_.index));
+    }
+
+    // Sends `kind` to every PS and waits for every answer; the caller reads
+    // them from the ticket's operations, then erases it.
+    ticket ask_every_ps(wire::kind kind, std::uint64_t step)
+    {
+        const auto t = issue(kind, everything(), step, 0);
+        try {
+            wait_ops(tickets_.at(t).ops);
+        } catch (...) {
+            retire(tickets_.find(t));
+            throw;
+        }
+        return t;
     }
 
     // Sends `kind` to every PS whose shard meets `range`; returns its ticket.
