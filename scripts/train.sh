@@ -36,8 +36,7 @@ if [ -z "$pstrain" ] || [ ! -x "$pstrain" ]; then
   exit 2
 fi
 data_dir=${PSTRAIN_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-# One BLAS thread per task unless the job asked for more CPUs per task.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}
+# Threads: each task uses the CPUs Slurm gave it (pstrain(1), --threads).
 
 checkpoint_args=()
 case " $* " in

@@ -204,3 +204,31 @@ test_bad_tf_config() {
   expect_rc 1
   expect_contains "TF_CONFIG: \"worker\" must be a non-empty list of \"host:port\" strings"
 }
+
+# Threads: with no setting of the user's, each task uses what Slurm gave it.
+test_threads_fit_the_cpus_slurm_gave_each_task() {
+  # One task a node, one CPU each (-N3 allocates a core a task): 1 thread.
+  run env -u OMP_NUM_THREADS srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --train-steps 100
+  expect_rc 0
+  expect_eq "$(grep -c 'compute thread (SLURM_CPUS_ON_NODE=1 shared by 1 task on this node)' <<<"$out")" 2 \
+    "workers that fitted 1 thread to their node's CPU"
+  expect_not_contains "compute threads"
+  # PS and worker on one node (-n2 -c2): SLURM_CPUS_PER_TASK.
+  run env -u OMP_NUM_THREADS srun -N1 -n2 -c2 --ps=1 --workers=1 --mpi=pmix "$pstrain" --device cpu --train-steps 100
+  expect_rc 0
+  expect_contains "2 compute threads (SLURM_CPUS_PER_TASK=2)"
+  # The two share the node's 2 CPUs: one thread each, the PS counted.
+  run env -u OMP_NUM_THREADS srun -N1 -n2 --ps=1 --workers=1 --mpi=pmix "$pstrain" --device cpu --train-steps 100
+  expect_rc 0
+  expect_contains "1 compute thread (SLURM_CPUS_ON_NODE=2 shared by 2 tasks on this node)"
+  # The user's word wins: --threads, then OMP_NUM_THREADS; a bad one is named.
+  run env OMP_NUM_THREADS=2 srun -N1 -n2 --ps=1 --workers=1 --mpi=pmix "$pstrain" --device cpu --train-steps 100 --threads 3
+  expect_rc 0
+  expect_contains "3 compute threads (--threads)"
+  run env OMP_NUM_THREADS=2 srun -N1 -n2 --ps=1 --workers=1 --mpi=pmix "$pstrain" --device cpu --train-steps 100
+  expect_rc 0
+  expect_contains "2 compute threads (OMP_NUM_THREADS=2)"
+  run env OMP_NUM_THREADS=lots "$pstrain" --standalone --train-steps 10
+  expect_rc 1
+  expect_contains "OMP_NUM_THREADS=lots is not a positive number: set it to the threads a task should run, or unset it"
+}

@@ -2,8 +2,10 @@
 
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
+#include "trainer/app/threads.hpp"
 
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -15,7 +17,10 @@ session open_session(const train_options& o)
     compute::device_kind kind = o.device == "cpu"    ? compute::device_kind::cpu
                                 : o.device == "cuda" ? compute::device_kind::cuda
                                                      : compute::device_kind::automatic;
-    s.backend = compute::make_backend(kind, o.threads);
+    // The CPUs Slurm gave this task, unless told otherwise (threads.hpp).
+    const auto fit = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus());
+    s.backend = compute::make_backend(kind, fit.threads);
+    if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
     if (o.model == "linear") {
         s.data = data::make_linear(1000, 200, o.seed);
         s.net = model::make_linear(*s.backend, static_cast<std::size_t>(o.batch_size));
