@@ -1,7 +1,7 @@
 --[[
-pstrain cli_filter: a job or step given --ps=N --workers=M and no task count
-gets --ntasks=N+M; a task count that is not N+M is refused before the job is
-queued.  Needs CliFilterPlugins=cli_filter/lua in slurm.conf, and this file as
+pstrain cli_filter: a job or step given --ps=N --workers=M (and --chief,
+--evaluator: one task each) and no task count gets --ntasks=N+M(+1+1); a
+task count that is not that is refused before the job is queued.  Needs CliFilterPlugins=cli_filter/lua in slurm.conf, and this file as
 cli_filter.lua beside slurm.conf.
 
 Sites with a cli_filter.lua of their own load this file from it and call
@@ -37,22 +37,30 @@ local function whole(text)
     return tonumber(text)
 end
 
+-- A flag without a value (--chief, --evaluator): Slurm 22.05 reads it as
+-- "set" when given and "unset" when not.
+local function flag_set(options, name)
+    return spank_value(options, name) == "set"
+end
+
 function pstrain_cli.pre_submit(options, offset)
     local ps, workers = whole(spank_value(options, "ps")), whole(spank_value(options, "workers"))
     -- Missing or invalid values are for the SPANK plugin to report.
     if ps == nil or workers == nil or ps < 1 or workers < 1 then return slurm.SUCCESS end
-    local want = ps + workers
+    local want, flags = ps + workers, string.format("--ps=%d --workers=%d", ps, workers)
+    if flag_set(options, "chief") then want = want + 1; flags = flags .. " --chief" end
+    if flag_set(options, "evaluator") then want = want + 1; flags = flags .. " --evaluator" end
     if ntasks_given(options) then
         local have = whole(options["ntasks"])
         if have ~= nil and have ~= want then
-            slurm.log_error("pstrain: --ps=%d --workers=%d needs %d tasks, the job asks for %d: use -n %d (or leave -n out)",
-                ps, workers, want, have, want)
+            slurm.log_error("pstrain: %s needs %d tasks, the job asks for %d: use -n %d (or leave -n out)",
+                flags, want, have, want)
             return slurm.ERROR
         end
         return slurm.SUCCESS
     end
     options["ntasks"] = tostring(want)
-    slurm.log_verbose("pstrain: --ps=%d --workers=%d: set --ntasks=%d", ps, workers, want)
+    slurm.log_verbose("pstrain: %s: set --ntasks=%d", flags, want)
     return slurm.SUCCESS
 end
 

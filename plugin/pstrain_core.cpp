@@ -12,7 +12,7 @@
 namespace pstrain::plugin {
 namespace {
 
-constexpr const char* known_keys = "tf_config, gpu_bind, ps_placement, port_range, max_tasks";
+constexpr const char* known_keys = "tf_config, gpu_bind, ps_placement, port_range, port_scope, max_tasks";
 
 bool parse_bool(const std::string& key, const std::string& value)
 {
@@ -64,7 +64,7 @@ std::vector<int> parse_port_list(const std::string& text)
 std::vector<int> step_ports(const config& cfg, const step_info& step, const task_layout& layout,
                             std::vector<std::string>& warnings)
 {
-    const int per_node = layout.max_tasks_per_node();
+    const int per_node = cfg.unique_ports ? static_cast<int>(layout.node_of_rank.size()) : layout.max_tasks_per_node();
     if (step.resv_ports) {
         auto reserved = parse_port_list(*step.resv_ports);
         if (static_cast<int>(reserved.size()) >= per_node) return reserved;
@@ -126,6 +126,10 @@ config parse_plugstack_args(const std::vector<std::string>& args)
             if (dash == std::string::npos) throw error(fmt::format("plugstack.conf argument port_range={}: use MIN-MAX, e.g. 30000-39999", value));
             cfg.port_min = parse_one(key, value.substr(0, dash), 1024, 65535);
             cfg.port_max = parse_one(key, value.substr(dash + 1), cfg.port_min, 65535);
+        } else if (key == "port_scope") {
+            if (value == "node") cfg.unique_ports = false;
+            else if (value == "step") cfg.unique_ports = true;
+            else throw error(fmt::format("plugstack.conf argument port_scope={}: use node or step", value));
         } else if (key == "max_tasks") {
             cfg.max_tasks = parse_one(key, value, 2, 1 << 20);
         } else {
@@ -136,39 +140,52 @@ config parse_plugstack_args(const std::vector<std::string>& args)
     return cfg;
 }
 
+std::string job_shape::flags() const
+{
+    return fmt::format("--ps={} --workers={}{}{}", num_ps, num_workers, chief ? " --chief" : "", evaluator ? " --evaluator" : "");
+}
+
 std::optional<job_shape> validate_options(const option_values& given, const config& cfg)
 {
-    if (!given.ps && !given.workers) return std::nullopt;
+    if (!given.ps && !given.workers) {
+        if (given.chief || given.evaluator)
+            throw error(fmt::format("{} was given without --ps and --workers: give them too, e.g. --ps=2 --workers=2 {}",
+                                    given.chief ? "--chief" : "--evaluator", given.chief ? "--chief" : "--evaluator"));
+        return std::nullopt;
+    }
     if (!given.workers)
         throw error(fmt::format("--ps={} was given without --workers: give both, e.g. --ps=1 --workers=2", *given.ps));
     if (!given.ps)
         throw error(fmt::format("--workers={} was given without --ps: give both, e.g. --ps=1 --workers={}", *given.workers,
                                 given.workers->empty() ? "2" : *given.workers));
-    job_shape shape{parse_task_option("--ps", given.ps, cfg), parse_task_option("--workers", given.workers, cfg)};
+    job_shape shape{parse_task_option("--ps", given.ps, cfg), parse_task_option("--workers", given.workers, cfg),
+                    given.chief, given.evaluator};
     if (shape.total() > cfg.max_tasks)
-        throw error(fmt::format("--ps={} --workers={} makes {} tasks, more than {} (plugstack.conf max_tasks)", shape.num_ps,
-                                shape.num_workers, shape.total(), cfg.max_tasks));
+        throw error(fmt::format("{} makes {} tasks, more than {} (plugstack.conf max_tasks)", shape.flags(), shape.total(),
+                                cfg.max_tasks));
     return shape;
 }
 
 std::string task_count_error(const job_shape& shape, std::uint32_t step_tasks)
 {
-    return fmt::format("--ps={} --workers={} needs {} tasks, the step has {}: use -n {} (or leave -n out)", shape.num_ps,
-                       shape.num_workers, shape.total(), step_tasks, shape.total());
+    return fmt::format("{} needs {} tasks, the step has {}: use -n {} (or leave -n out)", shape.flags(), shape.total(),
+                       step_tasks, shape.total());
 }
 
 std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& layout, ps_placement placement)
 {
     const int total = static_cast<int>(layout.node_of_rank.size());
+    const int first = shape.chief + shape.evaluator;  // ranks before the ps tasks
     std::vector<bool> is_ps(static_cast<std::size_t>(total), false);
     if (placement == ps_placement::rank) {
-        for (int r = 0; r < shape.num_ps; ++r) is_ps[static_cast<std::size_t>(r)] = true;
+        for (int r = first; r < first + shape.num_ps; ++r) is_ps[static_cast<std::size_t>(r)] = true;
     } else {
         // Round-robin over nodes, taking each node's lowest unassigned rank.
         std::vector<std::size_t> next(layout.ranks_of_node.size(), 0);
         int chosen = 0;
         while (chosen < shape.num_ps) {
             for (std::size_t n = 0; n < layout.ranks_of_node.size() && chosen < shape.num_ps; ++n) {
+                while (next[n] < layout.ranks_of_node[n].size() && layout.ranks_of_node[n][next[n]] < first) ++next[n];
                 if (next[n] < layout.ranks_of_node[n].size()) {
                     is_ps[static_cast<std::size_t>(layout.ranks_of_node[n][next[n]++])] = true;
                     ++chosen;
@@ -177,8 +194,10 @@ std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& lay
         }
     }
     std::vector<task_id> roles;
+    if (shape.chief) roles.push_back({role::chief, 0});
+    if (shape.evaluator) roles.push_back({role::evaluator, 0});
     int ps = 0, worker = 0;
-    for (int r = 0; r < total; ++r)
+    for (int r = first; r < total; ++r)
         roles.push_back(is_ps[static_cast<std::size_t>(r)] ? task_id{role::ps, ps++} : task_id{role::worker, worker++});
     return roles;
 }
@@ -200,8 +219,9 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
     cluster_spec spec;
     for (int r = 0; r < step.total_tasks; ++r) {
         const auto& host = layout.nodes[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(r)])];
-        auto address = fmt::format("{}:{}", host, ports[static_cast<std::size_t>(layout.local_index(r))]);
-        (roles[static_cast<std::size_t>(r)].role == role::ps ? spec.ps : spec.worker).push_back(std::move(address));
+        const int slot = cfg.unique_ports ? r : layout.local_index(r);
+        auto address = fmt::format("{}:{}", host, ports[static_cast<std::size_t>(slot)]);
+        spec.tasks(roles[static_cast<std::size_t>(r)].role).push_back(std::move(address));
     }
 
     const task_id me = roles[static_cast<std::size_t>(step.rank)];
@@ -212,10 +232,15 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
         {"PSTRAIN_NUM_WORKERS", std::to_string(shape.num_workers)},
         {"PSTRAIN_CLUSTER", to_json(spec)},
     };
+    // Who decides when the step ends (pstrain-run): the chief, else worker 0.
+    if (shape.chief) env.emplace_back("PSTRAIN_CHIEF", "1");
+    if (shape.evaluator) env.emplace_back("PSTRAIN_EVALUATOR", "1");
     if (cfg.tf_config) env.emplace_back("TF_CONFIG", tf_config_json(spec, me));
 
     if (cfg.gpu_bind == gpu_policy::none) return env;
-    if (me.role == role::ps) {
+    // The ps tasks and the chief (a coordinator) compute nothing on a GPU;
+    // the workers and the evaluator share the node's GPUs.
+    if (me.role == role::ps || me.role == role::chief) {
         env.emplace_back("CUDA_VISIBLE_DEVICES", "");
         return env;
     }
@@ -225,7 +250,8 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
     const auto& on_node = layout.ranks_of_node[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])];
     int local_workers = 0, k = 0;
     for (int r : on_node) {
-        if (roles[static_cast<std::size_t>(r)].role != role::worker) continue;
+        const auto rr = roles[static_cast<std::size_t>(r)].role;
+        if (rr != role::worker && rr != role::evaluator) continue;
         if (r == step.rank) k = local_workers;
         ++local_workers;
     }
@@ -233,8 +259,8 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
     const auto w = static_cast<std::size_t>(local_workers), kk = static_cast<std::size_t>(k);
     std::string mine;
     if (g == 0) {
-        warnings.push_back(fmt::format("worker {} has no GPU: Slurm allocated none on {}; it runs on the CPU (ask for --gres=gpu:N)",
-                                       me.index, layout.nodes[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])]));
+        warnings.push_back(fmt::format("{} {} has no GPU: Slurm allocated none on {}; it runs on the CPU (ask for --gres=gpu:N)",
+                                       role_name(me.role), me.index, layout.nodes[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])]));
     } else if (g >= w) {
         mine = join(devices, kk * g / w, (kk + 1) * g / w);  // an even split, the remainder to the last workers
     } else if (cfg.gpu_bind == gpu_policy::share) {
@@ -242,9 +268,9 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
     } else if (kk < g) {
         mine = devices[kk];
     } else {
-        warnings.push_back(fmt::format("worker {} has no GPU left: {} workers share the {} GPU(s) on this node; it runs on the CPU "
+        warnings.push_back(fmt::format("{} {} has no GPU left: {} tasks share the {} GPU(s) on this node; it runs on the CPU "
                                        "(ask for --gres=gpu:{} or set gpu_bind=share)",
-                                       me.index, w, g, w));
+                                       role_name(me.role), me.index, w, g, w));
     }
     env.emplace_back("CUDA_VISIBLE_DEVICES", mine);
     return env;
@@ -271,9 +297,14 @@ int spank_plugin::init(const std::vector<std::string>& args, spank_host& host)
     return 0;
 }
 
-int spank_plugin::set_option(bool is_ps, const char* optarg)
+int spank_plugin::set_option(option which, const char* optarg)
 {
-    (is_ps ? given_.ps : given_.workers) = std::string(optarg ? optarg : "");
+    switch (which) {
+    case option::ps: given_.ps = std::string(optarg ? optarg : ""); break;
+    case option::workers: given_.workers = std::string(optarg ? optarg : ""); break;
+    case option::chief: given_.chief = true; break;
+    case option::evaluator: given_.evaluator = true; break;
+    }
     return 0;
 }
 
@@ -311,7 +342,7 @@ int spank_plugin::local_user_init(spank_host& host)
 
 int spank_plugin::task_init(spank_host& host)
 {
-    if (!deferred_error_.empty() && (shape_ || given_.ps || given_.workers)) {
+    if (!deferred_error_.empty() && (shape_ || given_.ps || given_.workers || given_.chief || given_.evaluator)) {
         report(host, deferred_error_);
         return -1;
     }

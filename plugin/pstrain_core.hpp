@@ -45,6 +45,10 @@ struct config {
     ps_placement placement = ps_placement::rank;
     int port_min = 30000;
     int port_max = 39999;
+    // node: tasks on different nodes may share a port number (the usual
+    // cluster); step: every task of a step gets its own (nodes that share
+    // one address, like pstrain-cluster's virtual nodes on one machine).
+    bool unique_ports = false;
     int max_tasks = 4096;
 };
 config parse_plugstack_args(const std::vector<std::string>& args);
@@ -52,14 +56,22 @@ config parse_plugstack_args(const std::vector<std::string>& args);
 struct job_shape {
     int num_ps;
     int num_workers;
-    int total() const { return num_ps + num_workers; }
+    bool chief = false;      // --chief: one separate chief task (TensorFlow's coordinator)
+    bool evaluator = false;  // --evaluator: one task outside the training cluster
+    int total() const { return num_ps + num_workers + chief + evaluator; }
+    std::string flags() const;  // "--ps=2 --workers=2 --chief"
 };
 
-// The raw values of --ps and --workers, as the option callbacks saw them.
+// The raw values of --ps and --workers, and whether --chief and
+// --evaluator were given, as the option callbacks saw them.
 struct option_values {
     std::optional<std::string> ps;
     std::optional<std::string> workers;
+    bool chief = false;
+    bool evaluator = false;
 };
+
+enum class option { ps, workers, chief, evaluator };
 
 // std::nullopt when neither option is given (the plugin is then inert).
 std::optional<job_shape> validate_options(const option_values& given, const config& cfg);
@@ -80,7 +92,9 @@ struct step_info {
     std::optional<std::string> cuda_visible_devices;  // as Slurm's gres/gpu set it
 };
 
-// Which role each rank gets, in rank order.
+// Which role each rank gets, in rank order: the chief, the evaluator, the
+// ps tasks, the workers (TensorFlow's SlurmClusterResolver's order; with
+// ps_placement=spread the ps tasks are spread over the nodes instead).
 std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& layout, ps_placement placement);
 
 using environment = std::vector<std::pair<std::string, std::string>>;
@@ -94,7 +108,7 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
 class spank_plugin {
 public:
     int init(const std::vector<std::string>& args, spank_host& host);
-    int set_option(bool is_ps, const char* optarg);
+    int set_option(option which, const char* optarg);
     int init_post_opt(spank_host& host);
     int local_user_init(spank_host& host);
     int task_init(spank_host& host);

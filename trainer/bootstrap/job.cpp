@@ -60,6 +60,17 @@ std::vector<std::string> peer_names(const job& j)
     return names;
 }
 
+namespace {
+
+std::string separate_chief_error(const std::string& role, const char* from)
+{
+    return fmt::format("this task is the job's {} ({}): pstrain's trainer has ps and worker tasks only, worker 0 being its "
+                       "chief; a separate chief and an evaluator are for TensorFlow programs run with pstrain-run: drop "
+                       "--chief and --evaluator for pstrain", role, from);
+}
+
+}  // namespace
+
 std::optional<job> detect_job(const classic_flags& o)
 {
     job j;
@@ -70,6 +81,7 @@ std::optional<job> detect_job(const classic_flags& o)
     if (role_env && under_pmix && !have_flags) {
         j.how = mode::pmix;
         j.source = "PMIx and the SPANK plugin";
+        if (*role_env == "chief" || *role_env == "evaluator") throw error(separate_chief_error(*role_env, "--chief/--evaluator"));
         if (*role_env != "ps" && *role_env != "worker") throw error(fmt::format("PSTRAIN_ROLE={} is not ps or worker", *role_env));
         j.num_ps = env_count("PSTRAIN_NUM_PS", 1, 1 << 16);
         j.num_workers = env_count("PSTRAIN_NUM_WORKERS", 1, 1 << 16);
@@ -95,6 +107,8 @@ std::optional<job> detect_job(const classic_flags& o)
         j.how = mode::static_spec;
         j.source = "TF_CONFIG";
         auto parsed = parse_tf_config(*tf);
+        if (parsed.task.role == role::chief || parsed.task.role == role::evaluator)
+            throw error(separate_chief_error(std::string(role_name(parsed.task.role)), "TF_CONFIG"));
         j.spec = parsed.cluster;
         j.me = parsed.task;
     } else {

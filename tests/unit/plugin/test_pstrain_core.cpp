@@ -8,6 +8,7 @@
 #include "plugin/pstrain_core.hpp"
 
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -64,8 +65,8 @@ int run_remote(fake_host& h, const char* ps, const char* workers, std::vector<st
 {
     spank_plugin p;
     BOOST_REQUIRE_EQUAL(p.init(args, h), 0);
-    if (ps) p.set_option(true, ps);
-    if (workers) p.set_option(false, workers);
+    if (ps) p.set_option(option::ps, ps);
+    if (workers) p.set_option(option::workers, workers);
     BOOST_REQUIRE_EQUAL(p.init_post_opt(h), 0);  // never fails on a compute node
     return p.task_init(h);
 }
@@ -77,8 +78,8 @@ std::string submit_error(context where, const char* ps, const char* workers, std
     if (tasks) h.items[item::total_tasks] = *tasks;
     spank_plugin p;
     if (p.init(args, h) != 0) return h.errors.at(0);
-    if (ps) p.set_option(true, ps);
-    if (workers) p.set_option(false, workers);
+    if (ps) p.set_option(option::ps, ps);
+    if (workers) p.set_option(option::workers, workers);
     if (p.init_post_opt(h) != 0) return h.errors.at(0);
     if (where == context::local && p.local_user_init(h) != 0) return h.errors.at(0);
     BOOST_TEST(h.errors.empty());
@@ -118,6 +119,28 @@ BOOST_AUTO_TEST_CASE(values_over_the_bound)
     BOOST_TEST(contains(submit_error(context::local, "99999999999999999999", "2"), "is too large"));
     BOOST_TEST(contains(submit_error(context::local, "3000", "3000"), "makes 6000 tasks, more than 4096"));
     BOOST_TEST(contains(submit_error(context::local, "9", "2", {"max_tasks=8"}), "--ps=9 is too large: at most 8"));
+}
+
+BOOST_AUTO_TEST_CASE(chief_or_evaluator_alone_and_their_task_count)
+{
+    fake_host h(context::allocator);
+    spank_plugin p;
+    BOOST_REQUIRE_EQUAL(p.init({}, h), 0);
+    p.set_option(option::chief, nullptr);
+    BOOST_TEST(p.init_post_opt(h) == -1);
+    BOOST_TEST(h.errors.at(0) == "pstrain: --chief was given without --ps and --workers: give them too, e.g. --ps=2 --workers=2 --chief");
+    fake_host l(context::local);
+    l.items[item::total_tasks] = 4;
+    spank_plugin q;
+    BOOST_REQUIRE_EQUAL(q.init({}, l), 0);
+    q.set_option(option::ps, "2");
+    q.set_option(option::workers, "2");
+    q.set_option(option::chief, nullptr);
+    q.set_option(option::evaluator, nullptr);
+    BOOST_REQUIRE_EQUAL(q.init_post_opt(l), 0);
+    BOOST_TEST(q.local_user_init(l) == -1);
+    BOOST_TEST(l.errors.at(0) ==
+               "pstrain: --ps=2 --workers=2 --chief --evaluator needs 6 tasks, the step has 4: use -n 6 (or leave -n out)");
 }
 
 BOOST_AUTO_TEST_CASE(task_count_must_match)
@@ -175,8 +198,8 @@ BOOST_AUTO_TEST_CASE(submit_side_exports_the_sizes)
     fake_host h(context::allocator);
     spank_plugin p;
     p.init({}, h);
-    p.set_option(true, "2");
-    p.set_option(false, "3");
+    p.set_option(option::ps, "2");
+    p.set_option(option::workers, "3");
     BOOST_TEST(p.init_post_opt(h) == 0);
     BOOST_TEST(h.env["PSTRAIN_NUM_PS"] == "2");
     BOOST_TEST(h.env["PSTRAIN_NUM_WORKERS"] == "3");
@@ -265,6 +288,67 @@ BOOST_AUTO_TEST_CASE(spread_placement_puts_ps_on_different_nodes)
     BOOST_TEST(hosts_of(h) == (std::vector<std::string>{"n1", "n2", "n3", "n1", "n2", "n3"}));
 }
 
+int run_remote_tf(fake_host& h, const char* ps, const char* workers, bool chief, bool evaluator)
+{
+    spank_plugin p;
+    BOOST_REQUIRE_EQUAL(p.init({}, h), 0);
+    p.set_option(option::ps, ps);
+    p.set_option(option::workers, workers);
+    if (chief) p.set_option(option::chief, nullptr);
+    if (evaluator) p.set_option(option::evaluator, nullptr);
+    BOOST_REQUIRE_EQUAL(p.init_post_opt(h), 0);
+    return p.task_init(h);
+}
+
+BOOST_AUTO_TEST_CASE(chief_and_evaluator_come_first_as_slurmclusterresolver_orders_jobs)
+{
+    // 6 tasks on n1 n1 n2 n2 n3 n3: chief, evaluator, ps 0, ps 1, worker 0, worker 1.
+    const std::vector<std::pair<std::string, int>> expected{{"chief", 0}, {"evaluator", 0}, {"ps", 0},
+                                                            {"ps", 1},    {"worker", 0},    {"worker", 1}};
+    for (int rank = 0; rank < 6; ++rank) {
+        auto h = remote_task(rank, 6, "n[1-3]", "2(x3)");
+        BOOST_REQUIRE(run_remote_tf(h, "2", "2", true, true) == 0);
+        BOOST_TEST(h.env["PSTRAIN_ROLE"] == expected[static_cast<std::size_t>(rank)].first);
+        BOOST_TEST(h.env["PSTRAIN_TASK_INDEX"] == std::to_string(expected[static_cast<std::size_t>(rank)].second));
+        BOOST_TEST(h.env["PSTRAIN_CHIEF"] == "1");
+        auto spec = json::parse(h.env["PSTRAIN_CLUSTER"]);
+        BOOST_TEST(spec["chief"].size() == 1u);
+        BOOST_TEST(spec["chief"][0].get<std::string>().rfind("n1:", 0) == 0u);
+        BOOST_TEST(spec["evaluator"][0].get<std::string>().rfind("n1:", 0) == 0u);
+        BOOST_TEST(spec["worker"][1].get<std::string>().rfind("n3:", 0) == 0u);
+        auto tf = json::parse(h.env["TF_CONFIG"]);
+        BOOST_TEST(tf["task"]["type"] == h.env["PSTRAIN_ROLE"]);
+        BOOST_TEST(!tf["cluster"].contains("evaluator"));  // ParameterServerStrategy refuses it there
+        BOOST_TEST(tf["cluster"]["chief"] == spec["chief"]);
+        BOOST_TEST(tf["rpc_layer"] == "grpc");
+        BOOST_TEST(tf["environment"] == "cloud");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_chief_gets_no_gpu_the_evaluator_shares_with_workers)
+{
+    // One node, 2 GPUs: chief, evaluator, ps, worker.
+    auto gpus_of = [](int rank) {
+        auto h = remote_task(rank, 4, "n1", "4");
+        h.env["CUDA_VISIBLE_DEVICES"] = "0,1";
+        BOOST_REQUIRE(run_remote_tf(h, "1", "1", true, true) == 0);
+        return h.env["CUDA_VISIBLE_DEVICES"];
+    };
+    BOOST_TEST(gpus_of(0) == "");   // chief
+    BOOST_TEST(gpus_of(1) == "0");  // evaluator
+    BOOST_TEST(gpus_of(2) == "");   // ps
+    BOOST_TEST(gpus_of(3) == "1");  // worker 0
+}
+
+BOOST_AUTO_TEST_CASE(without_chief_nothing_changes_and_worker_0_decides)
+{
+    auto h = remote_task(1, 3, "n[1-3]", "1(x3)");
+    BOOST_REQUIRE(run_remote_tf(h, "1", "2", false, false) == 0);
+    BOOST_TEST(h.env["PSTRAIN_ROLE"] == "worker");
+    BOOST_TEST(h.env.count("PSTRAIN_CHIEF") == 0u);
+    BOOST_TEST(!json::parse(h.env["TF_CONFIG"])["cluster"].contains("chief"));
+}
+
 BOOST_AUTO_TEST_CASE(arbitrary_distribution_is_refused)
 {
     auto h = remote_task(0, 3, "n[1-3]", "1(x3)", "arbitrary");
@@ -282,6 +366,27 @@ std::string ps_address(std::uint32_t job, std::uint32_t step, std::optional<std:
     if (resv) h.env["SLURM_STEP_RESV_PORTS"] = *resv;
     BOOST_REQUIRE(run_remote(h, "1", "2") == 0);
     return json::parse(h.env["PSTRAIN_CLUSTER"])["ps"][0];
+}
+
+BOOST_AUTO_TEST_CASE(port_scope_step_gives_every_task_its_own_port)
+{
+    // 2 nodes x 2 tasks: by node, n1 and n2 reuse the same two numbers.
+    auto ports_of = [](std::vector<std::string> args) {
+        auto h = remote_task(0, 4, "n[1-2]", "2(x2)");
+        BOOST_REQUIRE(run_remote(h, "2", "2", args) == 0);
+        std::set<std::string> ports;
+        const auto spec = json::parse(h.env["PSTRAIN_CLUSTER"]);
+        for (auto* key : {"ps", "worker"})
+            for (auto& a : spec[key]) {
+                auto s = a.get<std::string>();
+                ports.insert(s.substr(s.find(':') + 1));
+            }
+        return ports.size();
+    };
+    BOOST_TEST(ports_of({}) == 2u);
+    BOOST_TEST(ports_of({"port_scope=node"}) == 2u);
+    BOOST_TEST(ports_of({"port_scope=step"}) == 4u);
+    BOOST_CHECK_THROW(parse_plugstack_args({"port_scope=job"}), error);
 }
 
 BOOST_AUTO_TEST_CASE(steps_and_jobs_get_different_ports)

@@ -1,0 +1,266 @@
+// pstrain-run: runs a user's program (a TensorFlow parameter-server
+// program) in every task of a `srun --ps=N --workers=M [--chief]` step,
+// with the TF_CONFIG the SPANK plugin gave the task, and ends the step the
+// way a TFJob would: when the deciding task's program (the chief, else
+// worker 0) ends, every other task's program (ps and workers that
+// server.join() forever) is stopped and the step's status is the chief's;
+// a ps task whose program dies ends the step at once, naming it.
+//
+// The step is ended with `scancel --signal=USR2 JOB.STEP`: every
+// pstrain-run of the step then stops its program (SIGTERM, SIGKILL after
+// --grace seconds) and exits 0, so the status of the task that ended it is
+// the step's (srun reports the highest).
+#include "config.h"
+#include "launcher/run_core.hpp"
+
+#include "common/cluster_spec.hpp"
+#include "common/parse.hpp"
+#include "pstrain/error.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace {
+
+using namespace pstrain;
+using clock_type = std::chrono::steady_clock;
+
+const char* usage = R"(usage: pstrain-run [OPTIONS] [--] PROGRAM [ARGS...]
+
+Runs PROGRAM in every task of a srun --ps=N --workers=M [--chief] [--evaluator]
+step with its TF_CONFIG (and PSTRAIN_*); when the chief's program (else
+worker 0's) ends, the other tasks' programs are stopped and the step's
+status is the chief's; a ps task whose program dies ends the step.
+
+  srun --mpi=pmix pstrain-run -- python3 my_model.py
+
+Options:
+  --classic-flags          also pass --ps_hosts --worker_hosts --job_name
+                           --task_index (and --chief_hosts) to PROGRAM
+  --worker-failures MODE   auto (default: tolerated with --chief, as
+                           ParameterServerStrategy does; fatal without),
+                           tolerate or fail
+  --grace SECONDS          how long a stopped program gets after SIGTERM
+                           before SIGKILL (default 10)
+  -h, --help               this text
+  --version                pstrain's version
+
+See pstrain-run(1).
+)";
+
+std::string prefix = "pstrain-run";
+
+void say(const std::string& line) { std::fprintf(stderr, "%s: %s\n", prefix.c_str(), line.c_str()); }
+void fail_line(const std::string& line) { std::fprintf(stderr, "%s: error: %s\n", prefix.c_str(), line.c_str()); }
+
+struct arguments {
+    bool classic_flags = false;
+    run::worker_failures failures = run::worker_failures::automatic;
+    int grace = 10;
+    std::vector<std::string> program;
+};
+
+// Options until "--" or the program's name; the rest is the program's.
+std::optional<arguments> parse(int argc, char** argv, int& status)
+{
+    arguments a;
+    int i = 1;
+    const auto value = [&](const std::string& flag, const std::string& arg) -> std::string {
+        const auto eq = arg.find('=');
+        if (eq != std::string::npos) return arg.substr(eq + 1);
+        if (i + 1 >= argc) throw error(fmt::format("{} needs a value: see pstrain-run --help", flag));
+        return argv[++i];
+    };
+    for (; i < argc; ++i) {
+        const std::string arg = argv[i];
+        const std::string name = arg.substr(0, arg.find('='));
+        if (arg == "--") {
+            ++i;
+            break;
+        }
+        if (arg == "-h" || arg == "--help") {
+            std::fputs(usage, stdout);
+            status = 0;
+            return std::nullopt;
+        }
+        if (arg == "--version") {
+            std::printf("pstrain-run %s\n", PACKAGE_VERSION);
+            status = 0;
+            return std::nullopt;
+        }
+        if (arg == "--classic-flags") {
+            a.classic_flags = true;
+        } else if (name == "--worker-failures") {
+            a.failures = run::parse_worker_failures(value(name, arg));
+        } else if (name == "--grace") {
+            const auto text = value(name, arg);
+            const auto n = parse_count(text, 0, 3600);
+            if (!n) throw error(fmt::format("--grace {}: give whole seconds from 0 to 3600", text));
+            a.grace = static_cast<int>(*n);
+        } else if (!arg.empty() && arg[0] == '-') {
+            throw error(fmt::format("unknown option '{}': see pstrain-run --help (the program's own flags go after --)", arg));
+        } else {
+            break;
+        }
+    }
+    for (; i < argc; ++i) a.program.emplace_back(argv[i]);
+    if (a.program.empty()) throw error("no program to run: pstrain-run [OPTIONS] -- PROGRAM [ARGS...]");
+    return a;
+}
+
+std::string need_env(const char* name, const char* fix)
+{
+    const char* v = std::getenv(name);
+    if (!v || !*v) throw error(fmt::format("{} is not set: {}", name, fix));
+    return v;
+}
+
+// This task, from what the SPANK plugin set.
+run::task this_task(cluster_spec& spec)
+{
+    const char* under = "run pstrain-run under srun --ps=N --workers=M (spank_pstrain.so in plugstack.conf)";
+    const auto role_text = need_env("PSTRAIN_ROLE", under);
+    spec = parse_cluster_spec(need_env("PSTRAIN_CLUSTER", under));
+    need_env("TF_CONFIG", "the plugin's tf_config=no is set in plugstack.conf: pstrain-run needs TF_CONFIG (tf_config=yes)");
+    run::task t;
+    if (role_text == "chief") t.id.role = role::chief;
+    else if (role_text == "evaluator") t.id.role = role::evaluator;
+    else if (role_text == "ps") t.id.role = role::ps;
+    else if (role_text == "worker") t.id.role = role::worker;
+    else throw error(fmt::format("PSTRAIN_ROLE={} is not chief, evaluator, ps or worker", role_text));
+    const auto index = parse_count(need_env("PSTRAIN_TASK_INDEX", under), 0, 1 << 20);
+    const auto& list = spec.tasks(t.id.role);
+    if (!index || static_cast<std::size_t>(*index) >= list.size())
+        throw error(fmt::format("PSTRAIN_TASK_INDEX is outside the {} tasks of PSTRAIN_CLUSTER", role_text));
+    t.id.index = static_cast<int>(*index);
+    t.host = split_host_port(list[static_cast<std::size_t>(t.id.index)]).first;
+    t.has_chief = !spec.chief.empty();
+    return t;
+}
+
+// Runs `argv` and waits for it; its exit status, or -1 when it cannot run.
+int run_and_wait(const std::vector<std::string>& argv)
+{
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid;
+    if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Every pstrain-run of this step stops its program (SIGUSR2).
+void end_step()
+{
+    const char* job = std::getenv("SLURM_JOB_ID");
+    const char* step = std::getenv("SLURM_STEP_ID");
+    if (!job || !step) {
+        fail_line("not in a Slurm step (no SLURM_JOB_ID/SLURM_STEP_ID): the other tasks cannot be ended from here");
+        return;
+    }
+    const auto id = fmt::format("{}.{}", job, step);
+    const int rc = run_and_wait({"scancel", "--quiet", "--signal=USR2", id});
+    if (rc != 0)  // e.g. srun --kill-on-bad-exit ended it first
+        fail_line(fmt::format("could not signal step {} (scancel {}): if its tasks do not stop, end it with scancel {}", id,
+                              rc < 0 ? "not found" : fmt::format("status {}", rc), id));
+}
+
+int supervise(const arguments& a)
+{
+    cluster_spec spec;
+    const auto me = this_task(spec);
+    prefix = fmt::format("pstrain-run[{} {}]", role_name(me.id.role), me.id.index);
+    auto argv = a.program;
+    if (a.classic_flags)
+        for (auto& f : run::classic_flags(spec, me.id)) argv.push_back(std::move(f));
+
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&handled, s);
+    sigprocmask(SIG_BLOCK, &handled, nullptr);
+
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &handled);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    std::vector<char*> args;
+    for (const auto& s : argv) args.push_back(const_cast<char*>(s.c_str()));
+    args.push_back(nullptr);
+    pid_t child;
+    const int spawn_error = posix_spawnp(&child, args[0], nullptr, &attr, args.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (spawn_error != 0) {
+        fail_line(fmt::format("cannot run '{}': {}: give a program on PATH or its path", argv[0], std::strerror(spawn_error)));
+        const auto o = run::on_program_exit(me, {false, 127}, a.failures);
+        if (o.end_step) end_step();
+        return 127;
+    }
+
+    bool ending = false;  // another task ended the step (SIGUSR2)
+    std::optional<clock_type::time_point> kill_at;
+    run::exit_info how;
+    for (;;) {
+        timespec tick{1, 0};
+        siginfo_t info;
+        const int sig = sigtimedwait(&handled, &info, &tick);
+        if (sig == SIGUSR2 && !ending) {
+            ending = true;
+            kill(child, SIGTERM);
+            kill_at = clock_type::now() + std::chrono::seconds(a.grace);
+        } else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1) {
+            kill(child, sig);  // preemption, scancel, Ctrl-C: the program decides
+        }
+        if (kill_at && clock_type::now() >= *kill_at) {
+            kill(child, SIGKILL);
+            kill_at.reset();
+        }
+        int status = 0;
+        const pid_t done = waitpid(child, &status, WNOHANG);
+        if (done == child) {
+            how = WIFSIGNALED(status) ? run::exit_info{true, WTERMSIG(status)} : run::exit_info{false, WEXITSTATUS(status)};
+            break;
+        }
+    }
+    // A program killed by the step's SIGUSR2 itself (Slurm signals every
+    // process of the step) ended with the step too.
+    if (how.signalled && how.value == SIGUSR2) ending = true;
+    const auto o = ending ? run::on_step_ending(me, how) : run::on_program_exit(me, how, a.failures);
+    if (!o.line.empty()) (o.is_error ? fail_line : say)(o.line);
+    if (o.end_step) end_step();
+    return o.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    int status = 0;
+    try {
+        auto a = parse(argc, argv, status);
+        if (!a) return status;
+        return supervise(*a);
+    } catch (const pstrain::error& e) {
+        fail_line(e.what());
+        return 2;
+    }
+}

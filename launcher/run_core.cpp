@@ -1,0 +1,94 @@
+#include "launcher/run_core.hpp"
+
+#include "pstrain/error.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace pstrain::run {
+
+worker_failures parse_worker_failures(const std::string& text)
+{
+    if (text == "auto") return worker_failures::automatic;
+    if (text == "tolerate") return worker_failures::tolerate;
+    if (text == "fail") return worker_failures::fail;
+    throw error(fmt::format("--worker-failures {}: use auto, tolerate or fail", text));
+}
+
+std::string task::name() const
+{
+    const bool chief = (id.role == role::chief) || (!has_chief && id.role == role::worker && id.index == 0);
+    return fmt::format("{} {} ({}{})", role_name(id.role), id.index, host.empty() ? "?" : host,
+                       chief && id.role != role::chief ? ", the chief" : "");
+}
+
+bool task::decides() const
+{
+    return has_chief ? id.role == role::chief : id.role == role::worker && id.index == 0;
+}
+
+std::string exit_info::describe() const
+{
+    if (!signalled) return fmt::format("exit status {}", value);
+    const char* what = strsignal(value);
+    return fmt::format("signal {} ({})", value, what ? what : "?");
+}
+
+int exit_info::shell_status() const { return signalled ? 128 + value : value; }
+
+outcome on_program_exit(const task& me, exit_info how, worker_failures policy)
+{
+    outcome o;
+    const bool clean = !how.signalled && how.value == 0;
+    if (me.decides()) {
+        // Its end is the step's end, whatever the status.
+        o.end_step = true;
+        o.exit_code = how.shell_status();
+        o.line = fmt::format("{} ended with {}: ending the step's other tasks", me.name(), how.describe());
+        o.is_error = !clean;
+        return o;
+    }
+    if (clean) return o;  // a between-graph worker that finished: nothing to do
+    const auto r = me.id.role;
+    const bool tolerated = r == role::evaluator ||
+                           (r == role::worker && (policy == worker_failures::tolerate ||
+                                                  (policy == worker_failures::automatic && me.has_chief)));
+    if (tolerated) {
+        o.line = fmt::format("{} ended with {}; the job goes on without it{}", me.name(), how.describe(),
+                             r == role::worker ? " (ParameterServerStrategy's coordinator tolerates a lost worker)" : "");
+        return o;  // exit 0: the step must not be ended for it
+    }
+    o.end_step = true;
+    o.exit_code = how.shell_status() == 0 ? 1 : how.shell_status();
+    o.is_error = true;
+    o.line = r == role::ps
+                 ? fmt::format("{} ended with {}: the job cannot go on without its ps tasks (TensorFlow would wait "
+                               "for it forever): ending the step", me.name(), how.describe())
+                 : fmt::format("{} ended with {}: without a separate chief its loss ends the job (give --worker-failures "
+                               "tolerate to go on without it): ending the step", me.name(), how.describe());
+    return o;
+}
+
+outcome on_step_ending(const task& me, exit_info how)
+{
+    outcome o;
+    o.line = fmt::format("{}: the step is ending: its program stopped ({})", me.name(), how.describe());
+    return o;
+}
+
+std::vector<std::string> classic_flags(const cluster_spec& spec, task_id me)
+{
+    const auto joined = [](const std::vector<std::string>& v) {
+        std::string out;
+        for (const auto& a : v) out += (out.empty() ? "" : ",") + a;
+        return out;
+    };
+    std::vector<std::string> flags{"--ps_hosts=" + joined(spec.ps), "--worker_hosts=" + joined(spec.worker)};
+    if (!spec.chief.empty()) flags.push_back("--chief_hosts=" + joined(spec.chief));
+    flags.push_back(fmt::format("--job_name={}", role_name(me.role)));
+    flags.push_back(fmt::format("--task_index={}", me.index));
+    return flags;
+}
+
+}  // namespace pstrain::run

@@ -1,0 +1,108 @@
+// pstrain-run's decisions: who ends the step, what a program's end means
+// for it, the classic flags.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE run_core
+#include <boost/test/unit_test.hpp>
+
+#include "launcher/run_core.hpp"
+#include "pstrain/error.hpp"
+
+#include <csignal>
+
+using namespace pstrain;
+using namespace pstrain::run;
+
+namespace {
+
+task make(role r, int index, bool has_chief, const std::string& host = "n2")
+{
+    task t;
+    t.id = {r, index};
+    t.host = host;
+    t.has_chief = has_chief;
+    return t;
+}
+
+const exit_info ok{false, 0};
+const exit_info failed{false, 3};
+const exit_info killed{true, SIGKILL};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_chief_decides_else_worker_0)
+{
+    BOOST_TEST(make(role::chief, 0, true).decides());
+    BOOST_TEST(!make(role::worker, 0, true).decides());
+    BOOST_TEST(make(role::worker, 0, false).decides());
+    BOOST_TEST(!make(role::worker, 1, false).decides());
+    BOOST_TEST(!make(role::ps, 0, false).decides());
+    BOOST_TEST(make(role::worker, 0, false, "n1").name() == "worker 0 (n1, the chief)");
+    BOOST_TEST(make(role::worker, 0, true, "n1").name() == "worker 0 (n1)");
+    BOOST_TEST(make(role::chief, 0, true, "n1").name() == "chief 0 (n1)");
+}
+
+BOOST_AUTO_TEST_CASE(the_deciders_end_is_the_steps_with_its_status)
+{
+    auto o = on_program_exit(make(role::chief, 0, true, "n1"), ok, worker_failures::automatic);
+    BOOST_TEST(o.end_step);
+    BOOST_TEST(o.exit_code == 0);
+    BOOST_TEST(!o.is_error);
+    BOOST_TEST(o.line == "chief 0 (n1) ended with exit status 0: ending the step's other tasks");
+    o = on_program_exit(make(role::worker, 0, false), failed, worker_failures::automatic);
+    BOOST_TEST(o.end_step);
+    BOOST_TEST(o.exit_code == 3);
+    BOOST_TEST(o.is_error);
+    // Stopped by SIGTERM (preemption): 143, which tf-train.sh requeues on.
+    o = on_program_exit(make(role::chief, 0, true), exit_info{true, SIGTERM}, worker_failures::automatic);
+    BOOST_TEST(o.exit_code == 143);
+}
+
+BOOST_AUTO_TEST_CASE(a_dead_ps_ends_the_step_naming_it)
+{
+    const auto o = on_program_exit(make(role::ps, 1, true, "n3"), killed, worker_failures::automatic);
+    BOOST_TEST(o.end_step);
+    BOOST_TEST(o.exit_code == 137);
+    BOOST_TEST(o.is_error);
+    BOOST_TEST(o.line.rfind("ps 1 (n3) ended with signal 9 (Killed): the job cannot go on without its ps tasks", 0) == 0u, o.line);
+    // Even a ps that exits 0 of its own ends nothing: a finished server is not a failure.
+    BOOST_TEST(!on_program_exit(make(role::ps, 0, true), ok, worker_failures::automatic).end_step);
+}
+
+BOOST_AUTO_TEST_CASE(a_dead_worker_is_tolerated_with_a_chief_and_fatal_without)
+{
+    auto o = on_program_exit(make(role::worker, 1, true), killed, worker_failures::automatic);
+    BOOST_TEST(!o.end_step);
+    BOOST_TEST(o.exit_code == 0);  // the step must not be ended for it
+    BOOST_TEST(o.line.find("the job goes on without it") != std::string::npos);
+    o = on_program_exit(make(role::worker, 1, false), killed, worker_failures::automatic);
+    BOOST_TEST(o.end_step);
+    BOOST_TEST(o.exit_code == 137);
+    BOOST_TEST(o.line.find("--worker-failures tolerate") != std::string::npos);
+    BOOST_TEST(!on_program_exit(make(role::worker, 1, false), killed, worker_failures::tolerate).end_step);
+    BOOST_TEST(on_program_exit(make(role::worker, 1, true), killed, worker_failures::fail).end_step);
+    // A between-graph worker that finished: nothing happens.
+    o = on_program_exit(make(role::worker, 1, false), ok, worker_failures::automatic);
+    BOOST_TEST(!o.end_step);
+    BOOST_TEST(o.line.empty());
+    // The evaluator is a side-car.
+    BOOST_TEST(!on_program_exit(make(role::evaluator, 0, true), failed, worker_failures::fail).end_step);
+}
+
+BOOST_AUTO_TEST_CASE(stopped_because_the_step_ends_exits_0)
+{
+    const auto o = on_step_ending(make(role::ps, 0, true), exit_info{true, SIGTERM});
+    BOOST_TEST(!o.end_step);
+    BOOST_TEST(o.exit_code == 0);
+}
+
+BOOST_AUTO_TEST_CASE(classic_flags_name_every_host_and_this_task)
+{
+    cluster_spec spec{{}, {}, {"n1:5000", "n2:5000"}, {"n2:5001", "n3:5000"}};
+    BOOST_TEST(classic_flags(spec, {role::worker, 1}) ==
+               (std::vector<std::string>{"--ps_hosts=n1:5000,n2:5000", "--worker_hosts=n2:5001,n3:5000", "--job_name=worker",
+                                         "--task_index=1"}));
+    spec.chief = {"n1:5001"};
+    BOOST_TEST(classic_flags(spec, {role::ps, 0}).at(2) == "--chief_hosts=n1:5001");
+    BOOST_TEST((parse_worker_failures("tolerate") == worker_failures::tolerate));
+    BOOST_CHECK_THROW(parse_worker_failures("sometimes"), error);
+}
