@@ -177,9 +177,12 @@ void end_step()
     }
     const auto id = fmt::format("{}.{}", job, step);
     const int rc = run_and_wait({"scancel", "--quiet", "--signal=USR2", id});
-    if (rc != 0)  // e.g. srun --kill-on-bad-exit ended it first
-        fail_line(fmt::format("could not signal step {} (scancel {}): if its tasks do not stop, end it with scancel {}", id,
-                              rc < 0 ? "not found" : fmt::format("status {}", rc), id));
+    if (rc < 0)
+        fail_line(fmt::format("scancel not found: the step's other tasks cannot be ended: end them with scancel {}", id));
+    else if (rc != 0)  // Slurm says "Invalid job id" when some of the step's processes are gone already
+        say(fmt::format("note: scancel --signal=USR2 {} exited with status {} (as it does when some of the step's "
+                        "processes have ended already); if tasks of the step keep running, end it with scancel {}",
+                        id, rc, id));
 }
 
 int supervise(const arguments& a)
@@ -217,6 +220,7 @@ int supervise(const arguments& a)
     }
 
     bool ending = false;  // another task ended the step (SIGUSR2)
+    int step_signal = 0;  // the first SIGTERM/SIGINT/SIGHUP/SIGQUIT the step got
     std::optional<clock_type::time_point> kill_at;
     run::exit_info how;
     for (;;) {
@@ -229,6 +233,7 @@ int supervise(const arguments& a)
             kill_at = clock_type::now() + std::chrono::seconds(a.grace);
         } else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1) {
             kill(child, sig);  // preemption, scancel, Ctrl-C: the program decides
+            if (sig != SIGUSR1 && step_signal == 0) step_signal = sig;
         }
         if (kill_at && clock_type::now() >= *kill_at) {
             kill(child, SIGKILL);
@@ -244,7 +249,9 @@ int supervise(const arguments& a)
     // A program killed by the step's SIGUSR2 itself (Slurm signals every
     // process of the step) ended with the step too.
     if (how.signalled && how.value == SIGUSR2) ending = true;
-    const auto o = ending ? run::on_step_ending(me, how) : run::on_program_exit(me, how, a.failures);
+    const auto o = ending        ? run::on_step_ending(me, how)
+                   : step_signal ? run::on_step_signalled(me, how, step_signal)
+                                 : run::on_program_exit(me, how, a.failures);
     if (!o.line.empty()) (o.is_error ? fail_line : say)(o.line);
     if (o.end_step) end_step();
     return o.exit_code;

@@ -77,6 +77,16 @@ outcome on_step_ending(const task& me, exit_info how)
     return o;
 }
 
+outcome on_step_signalled(const task& me, exit_info how, int signal)
+{
+    outcome o;
+    o.exit_code = how.shell_status();
+    const char* name = strsignal(signal);
+    o.line = fmt::format("{} ended with {} after the step was sent signal {} ({})", me.name(), how.describe(), signal,
+                         name ? name : "?");
+    return o;
+}
+
 std::vector<std::string> classic_flags(const cluster_spec& spec, task_id me)
 {
     const auto joined = [](const std::vector<std::string>& v) {

@@ -52,6 +52,12 @@ outcome on_program_exit(const task& me, exit_info how, worker_failures policy);
 // the step's.
 outcome on_step_ending(const task& me, exit_info how);
 
+// The step was signalled (SIGTERM from preemption, scancel, srun ending it)
+// and the program ended after it: every task got the signal, so nothing
+// is ended from here; the status is the program's (143 after SIGTERM, on
+// which tf-train.sh requeues).
+outcome on_step_signalled(const task& me, exit_info how, int signal);
+
 // --ps_hosts=H:P,... --worker_hosts=H:P,... --job_name=ROLE --task_index=I
 // (and --chief_hosts when the step has a chief).
 std::vector<std::string> classic_flags(const cluster_spec& spec, task_id me);

@@ -280,6 +280,14 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
 
 void spank_plugin::report(spank_host& host, const std::string& line) { host.error("pstrain: " + line); }
 
+void spank_plugin::export_sizes(spank_host& host) const
+{
+    host.setenv("PSTRAIN_NUM_PS", std::to_string(shape_->num_ps));
+    host.setenv("PSTRAIN_NUM_WORKERS", std::to_string(shape_->num_workers));
+    if (shape_->chief) host.setenv("PSTRAIN_CHIEF", "1");
+    if (shape_->evaluator) host.setenv("PSTRAIN_EVALUATOR", "1");
+}
+
 int spank_plugin::init(const std::vector<std::string>& args, spank_host& host)
 {
     try {
@@ -322,10 +330,7 @@ int spank_plugin::init_post_opt(spank_host& host)
     }
     if (!shape_ || host.where() == context::remote) return 0;
     // The batch script and an srun inside it see the sizes.
-    if (host.where() == context::allocator || host.where() == context::local) {
-        host.setenv("PSTRAIN_NUM_PS", std::to_string(shape_->num_ps));
-        host.setenv("PSTRAIN_NUM_WORKERS", std::to_string(shape_->num_workers));
-    }
+    if (host.where() == context::allocator || host.where() == context::local) export_sizes(host);
     return 0;
 }
 
@@ -350,8 +355,7 @@ int spank_plugin::task_init(spank_host& host)
     auto step_id = host.get(item::step_id);
     if (!step_id || *step_id == extern_step_id) return 0;
     if (*step_id == batch_step_id || *step_id == interactive_step_id) {
-        host.setenv("PSTRAIN_NUM_PS", std::to_string(shape_->num_ps));
-        host.setenv("PSTRAIN_NUM_WORKERS", std::to_string(shape_->num_workers));
+        export_sizes(host);
         return 0;
     }
     try {

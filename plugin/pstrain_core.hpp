@@ -117,6 +117,7 @@ public:
 
 private:
     static void report(spank_host& host, const std::string& line);  // one "pstrain: " error line
+    void export_sizes(spank_host& host) const;  // PSTRAIN_NUM_PS, _NUM_WORKERS, _CHIEF, _EVALUATOR
 
     config cfg_;
     option_values given_;

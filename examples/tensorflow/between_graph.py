@@ -60,7 +60,7 @@ def main():
     rng = np.random.default_rng(a.task_index)
     config = v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:%d" % a.task_index])
     with v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, checkpoint_dir=a.checkpoint_dir,
-                                           hooks=hooks, config=config, save_checkpoint_steps=500,
+                                           hooks=hooks, config=config, save_checkpoint_steps=500, stop_grace_period_secs=5,
                                            log_step_count_steps=0) as sess:
         weight = bias = float("nan")
         while not sess.should_stop():

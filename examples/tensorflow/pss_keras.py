@@ -27,7 +27,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default=fashion_mnist.DEFAULT_DIR)
     p.add_argument("--batch-size", type=int, default=100)
-    p.add_argument("--steps", type=int, default=1200, help="training steps in all")
+    p.add_argument("--steps", type=int, default=2400, help="training steps in all")
     p.add_argument("--steps-per-epoch", type=int, default=300)
     p.add_argument("--steps-per-execution", type=int, default=20)
     p.add_argument("--learning-rate", type=float, default=1e-3)

@@ -14,6 +14,21 @@ run() {
   return 0
 }
 
+# python_env NAME...: the virtual environment with python/requirements-NAME.txt
+# installed (scripts/pstrain-venv), on stdout.  Skips the test when PyPI
+# cannot be reached, fails it when the install fails otherwise.
+python_env() {
+  local dir
+  if dir=$("$PSTRAIN_SRCDIR/scripts/pstrain-venv" "$@" 2>>"$TEST_LOG"); then echo "$dir"; return 0; fi
+  if ! python3 -c 'import urllib.request; urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=15)' 2>/dev/null; then
+    skip "PyPI cannot be reached: the Python packages $* cannot be installed"
+  fi
+  fail "scripts/pstrain-venv $* failed (PyPI is reachable): see $TEST_LOG"
+}
+
+# skip REASON: this test cannot run here (and says why); exit 77.
+skip() { echo "SKIP: $*" >&2; exit 77; }
+
 fail() {
   echo "FAILED: $*" >>"$TEST_LOG"
   echo "    $*" >&2

@@ -161,7 +161,7 @@ test_plot_draws_the_curves_of_several_runs() {
 
 test_tensorboard_reads_every_scalar_of_the_metrics() {
   local venv
-  venv=$("$PSTRAIN_SRCDIR/scripts/pstrain-venv" tensorboard 2>>"$TEST_LOG") || fail "scripts/pstrain-venv tensorboard failed"
+  venv=$(python_env tensorboard)
   # Async over 2 PS tasks: every worker's rate, its staleness, each PS's bytes.
   run srun -N3 --ps=2 --workers=2 --mpi=pmix "$pstrain" --device cpu --train-steps 800 --log-every 100 \
     --eval-every 200 --checkpoint-dir "$PWD/ckpt"

@@ -232,3 +232,23 @@ test_threads_fit_the_cpus_slurm_gave_each_task() {
   expect_rc 1
   expect_contains "OMP_NUM_THREADS=lots is not a positive number: set it to the threads a task should run, or unset it"
 }
+
+# train.sh passes its own --data-dir; the user's, given after the script, wins.
+test_train_sh_flags_override_the_scripts_defaults() {
+  export PSTRAIN=$pstrain
+  mkdir -p mydata
+  ln -s /usr/share/datasets/fashion-mnist/* mydata/
+  run sbatch --parsable --ps=1 --workers=1 -o "$PWD/job.out" "$train_sh" --data-dir "$PWD/mydata" --train-steps 100
+  expect_rc 0
+  wait_job "$out" 300
+  cat job.out >>"$TEST_LOG"
+  expect_eq "$job_state" COMPLETED "job state"
+  grep -q "data: IDX files in $PWD/mydata" job.out || fail "the job did not read the user's --data-dir: $(grep 'data:' job.out | head -n 1)"
+  # A bad value is one line naming the flag and what is accepted.
+  run sbatch --parsable --ps=1 --workers=1 -o "$PWD/bad.out" "$train_sh" --optimizer rmsprop
+  expect_rc 0
+  wait_job "$out" 120
+  expect_eq "$job_state" FAILED "job state"
+  grep -q "error: --optimizer: rmsprop not in {sgd,momentum,adagrad,adam}: see pstrain --help" bad.out ||
+    fail "no one-line error for --optimizer rmsprop: $(grep error bad.out | head -n 2)"
+}

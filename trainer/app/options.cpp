@@ -3,6 +3,8 @@
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "config.h"
+
+#include <algorithm>
 #include "trainer/model/model.hpp"
 #include "pstrain/optimizer.hpp"
 
@@ -18,6 +20,9 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     train_options o;
     o.data_dir = PSTRAIN_DEFAULT_DATA_DIR;
     CLI::App app{"pstrain: parameter-server training on Slurm (see pstrain(1))", "pstrain"};
+    // A flag given twice takes its last value: a job script's default
+    // (train.sh's --data-dir) is overridden by the user's, which comes after.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.set_version_flag("--version", std::string("pstrain ") + PACKAGE_VERSION);
     app.get_formatter()->column_width(34);
 
@@ -125,6 +130,13 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     } catch (const CLI::CallForVersion&) {
         fmt::print("pstrain {}\n", PACKAGE_VERSION);
         exit_code = 0;
+        return std::nullopt;
+    } catch (const CLI::ExtrasError&) {
+        // "The following arguments were not expected: 3 --nosuch": name the flag.
+        auto rest = app.remaining();
+        auto flag = std::find_if(rest.begin(), rest.end(), [](const std::string& a) { return a.rfind("-", 0) == 0; });
+        log::error("unknown argument '{}': see pstrain --help", flag != rest.end() ? *flag : rest.empty() ? "?" : rest.front());
+        exit_code = 2;
         return std::nullopt;
     } catch (const CLI::ParseError& e) {
         log::error("{}: see pstrain --help", e.what());

@@ -95,6 +95,18 @@ BOOST_AUTO_TEST_CASE(stopped_because_the_step_ends_exits_0)
     BOOST_TEST(o.exit_code == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_signalled_step_ends_nothing_more_and_keeps_the_status)
+{
+    // Preemption: every task got SIGTERM; a ps that dies of it is no failure of its own.
+    auto o = on_step_signalled(make(role::ps, 0, true, "n1"), exit_info{true, SIGTERM}, SIGTERM);
+    BOOST_TEST(!o.end_step);
+    BOOST_TEST(!o.is_error);
+    BOOST_TEST(o.exit_code == 143);
+    BOOST_TEST(o.line == "ps 0 (n1) ended with signal 15 (Terminated) after the step was sent signal 15 (Terminated)");
+    o = on_step_signalled(make(role::chief, 0, true), exit_info{false, 0}, SIGTERM);  // it saved and exited
+    BOOST_TEST(o.exit_code == 0);
+}
+
 BOOST_AUTO_TEST_CASE(classic_flags_name_every_host_and_this_task)
 {
     cluster_spec spec{{}, {}, {"n1:5000", "n2:5000"}, {"n2:5001", "n3:5000"}};

@@ -182,3 +182,25 @@ BOOST_AUTO_TEST_CASE(keep_no_checkpoint) { expect_error({"--keep-checkpoints", "
 BOOST_AUTO_TEST_CASE(negative_checkpoint_interval) { expect_error({"--save-checkpoint-secs", "-5"}, "--save-checkpoint-secs"); }
 BOOST_AUTO_TEST_CASE(text_checkpoint_steps) { expect_error({"--save-checkpoint-steps", "often"}, "--save-checkpoint-steps"); }
 BOOST_AUTO_TEST_CASE(shared_memory_yes) { expect_error({"--shared-memory", "yes"}, "--shared-memory: yes not in {auto,off}"); }
+
+BOOST_AUTO_TEST_CASE(a_flag_given_twice_takes_the_last_value)
+{
+    // train.sh passes its defaults first, the user's flags after them.
+    std::optional<train_options> o;
+    int code = 0;
+    const auto err = parse({"--data-dir", "/script/default", "--train-steps", "10", "--data-dir", "/users/own",
+                            "--train-steps", "20"}, o, code);
+    BOOST_TEST_REQUIRE(o.has_value(), err);
+    BOOST_TEST(o->data_dir == "/users/own");
+    BOOST_TEST(o->train_steps == 20);
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_flag_is_named_alone)
+{
+    std::optional<train_options> o;
+    int code = 0;
+    const auto err = parse({"--frobnicate", "3"}, o, code);
+    BOOST_TEST(!o.has_value());
+    BOOST_TEST(code == 2);
+    BOOST_TEST(err.find("unknown argument '--frobnicate': see pstrain --help") != std::string::npos, err);
+}

@@ -1,0 +1,130 @@
+# Users' own TensorFlow programs on the local cluster, with real TensorFlow
+# (pinned tensorflow-cpu and tf-keras in .venv): ParameterServerStrategy
+# with Keras and with a custom loop, a TF1 between-graph program with the
+# classic flags, and the failures pstrain-run must turn into a clean end.
+
+tf_train=$PSTRAIN_SRCDIR/scripts/tf-train.sh
+examples=$PSTRAIN_SRCDIR/examples/tensorflow
+export PSTRAIN_RUN=$PSTRAIN_BUILDDIR/launcher/pstrain-run
+
+# Programs of this test's jobs still running anywhere.
+tf_left() { pgrep -f "$examples/" || true; }
+expect_nothing_left() {
+  local i
+  for i in $(seq 1 20); do [ -z "$(tf_left)" ] && return 0; sleep 0.5; done
+  fail "TensorFlow processes of the job are still running: $(tf_left | tr '\n' ' ')"
+}
+# tf_pid ROLE INDEX: the pid of that task's program.
+tf_pid() {
+  local p env
+  # The program (python3 .../examples/...), not pstrain-run, whose command line names it too.
+  for p in $(pgrep -f "^[^ ]*python3 $examples/"); do
+    env=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null) || continue
+    grep -qx "PSTRAIN_ROLE=$1" <<<"$env" && grep -qx "PSTRAIN_TASK_INDEX=$2" <<<"$env" && { echo "$p"; return 0; }
+  done
+  return 1
+}
+# wait_for_line FILE TEXT SECONDS
+wait_for_line() {
+  local i
+  for i in $(seq 1 $(($3 * 2))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.5; done
+  fail "no '$2' in $1 after $3 s: $(tail -n 5 "$1" 2>/dev/null | tr '\n' ' ')"
+}
+
+test_pss_keras_fit_reaches_085_and_leaves_nothing_behind() {
+  local venv id result
+  venv=$(python_env tensorflow)
+  run sbatch --parsable -N3 --ps=2 --workers=2 --chief -o "$PWD/job.out" "$tf_train" "$venv/bin/python3" "$examples/pss_keras.py"
+  expect_rc 0
+  id=$out
+  wait_job "$id" 600
+  cat job.out >>"$TEST_LOG"
+  expect_eq "$job_state" COMPLETED "job state"
+  result=$(grep '^{"event": "done"' job.out | tail -n 1)
+  [ -n "$result" ] || fail "the chief printed no result"
+  python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['test_accuracy'] >= 0.85 else 1)" "$result" ||
+    fail "test accuracy below 0.85: $result"
+  grep -qE "pstrain-run\[chief 0\]: chief 0 \(n[0-9]+\) ended with exit status 0: ending the step's other tasks" job.out ||
+    fail "pstrain-run did not say the chief ended the step"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
+test_pss_custom_loop_survives_a_killed_worker() {
+  local venv id pid result
+  venv=$(python_env tensorflow)
+  run sbatch --parsable -N3 --ps=2 --workers=2 --chief -o "$PWD/job.out" "$tf_train" "$venv/bin/python3" \
+    "$examples/pss_custom_loop.py" --steps 2000
+  expect_rc 0
+  id=$out
+  # Mid-run (training has begun), kill -9 worker 1's program.
+  wait_for_line job.out "pss_custom_loop: step" 300
+  pid=$(tf_pid worker 1) || fail "worker 1's program is not running"
+  kill -9 "$pid"
+  echo "killed worker 1 (pid $pid)" >>"$TEST_LOG"
+  wait_job "$id" 600
+  cat job.out >>"$TEST_LOG"
+  expect_eq "$job_state" COMPLETED "job state"
+  grep -qE "worker 1 \(n[0-9]+\) ended with signal 9 \(Killed\); the job goes on without it" job.out ||
+    fail "pstrain-run did not say that worker 1 was lost and tolerated"
+  result=$(grep '^{"event": "done"' job.out | tail -n 1)
+  python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['global_step'] >= 2000 and r['test_accuracy'] >= 0.8 else 1)" \
+    "$result" || fail "training did not complete its steps: $result"
+  expect_nothing_left
+}
+
+test_between_graph_classic_flags_learns_the_line_and_checkpoints() {
+  local venv id result
+  venv=$(python_env tensorflow)
+  mkdir -p ckpt
+  run sbatch --parsable -N3 --ps=2 --workers=2 -o "$PWD/job.out" "$tf_train" --classic-flags "$venv/bin/python3" \
+    "$examples/between_graph.py" --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  id=$out
+  wait_job "$id" 600
+  cat job.out >>"$TEST_LOG"
+  expect_eq "$job_state" COMPLETED "job state"
+  result=$(grep '^{"event": "done"' job.out | tail -n 1)
+  python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if abs(r['weight'] - 2) < 0.05 and abs(r['bias'] - 10) < 0.05 else 1)" \
+    "$result" || fail "y = 2x + 10 not learnt within 0.05: $result"
+  ls ckpt/model.ckpt-*.index >/dev/null 2>&1 || fail "the chief wrote no checkpoint to the shared path: $(ls ckpt)"
+  expect_nothing_left
+}
+
+test_a_killed_ps_fails_the_job_within_30s_naming_it() {
+  local venv id pid t0
+  venv=$(python_env tensorflow)
+  run sbatch --parsable -N3 --ps=2 --workers=2 --chief -o "$PWD/job.out" "$tf_train" "$venv/bin/python3" \
+    "$examples/pss_keras.py" --steps 100000
+  expect_rc 0
+  id=$out
+  wait_for_line job.out "Epoch 1/" 300
+  pid=$(tf_pid ps 1) || fail "ps 1's program is not running"
+  kill -9 "$pid"
+  t0=$SECONDS
+  wait_job "$id" 60
+  cat job.out >>"$TEST_LOG"
+  [ $((SECONDS - t0)) -le 30 ] || fail "the job took $((SECONDS - t0)) s to end after ps 1 was killed"
+  [ "$job_state" != COMPLETED ] || fail "the job COMPLETED without its ps"
+  grep -qE "pstrain-run\[ps 1\]: error: ps 1 \(n[0-9]+\) ended with signal 9 \(Killed\): the job cannot go on without its ps tasks" job.out ||
+    fail "no line named the killed ps"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
+test_pstrain_run_outside_a_ps_step_says_what_to_do() {
+  run env -u PSTRAIN_ROLE "$PSTRAIN_RUN" -- true
+  expect_rc 2
+  expect_contains "pstrain-run: error: PSTRAIN_ROLE is not set: run pstrain-run under srun --ps=N --workers=M"
+  run "$PSTRAIN_RUN" --bogus -- true
+  expect_rc 2
+  expect_contains "unknown option '--bogus': see pstrain-run --help"
+  run srun -N1 --ps=1 --workers=1 "$PSTRAIN_RUN" -- /nonexistent/program
+  expect_fail
+  expect_contains "cannot run '/nonexistent/program': No such file or directory"
+  # A decider that fails makes the step fail with its status.
+  run srun -N2 --ps=1 --workers=1 "$PSTRAIN_RUN" -- bash -c '[ "$PSTRAIN_ROLE" = ps ] && exec sleep 600; exit 3'
+  expect_rc 3
+  expect_contains ", the chief) ended with exit status 3: ending the step's other tasks"
+  expect_contains "pstrain-run[ps 0]: ps 0 (n"
+}
