@@ -28,8 +28,10 @@ test_checkpoints_are_written_private_and_pruned() {
   expect_contains "checkpoint at global step 100 saved: $PWD/ckpt/ckpt-0000000100.json (1 shards"
   expect_contains "checkpoint at global step 500 saved"
   expect_eq "$(stat -c %a ckpt)" 700 "mode of the checkpoint directory"
-  expect_eq "$(stat -c %a ckpt/* | sort -u | tr '\n' ' ')" "600 " "mode of the checkpoint files"
-  expect_eq "$(cd ckpt && ls | tr '\n' ' ')" "ckpt-0000000400.json ckpt-0000000400.shard-0-of-1 ckpt-0000000500.json ckpt-0000000500.shard-0-of-1 " \
+  expect_eq "$(find ckpt -type f -printf '%m\n' | sort -u | tr '\n' ' ')" "600 " "mode of the checkpoint files (and events)"
+  expect_eq "$(find ckpt -type d -printf '%m\n' | sort -u | tr '\n' ' ')" "700 " "mode of the checkpoint directory and events/"
+  # (events/: the TensorBoard files, beside the checkpoints by default.)
+  expect_eq "$(cd ckpt && ls | tr '\n' ' ')" "ckpt-0000000400.json ckpt-0000000400.shard-0-of-1 ckpt-0000000500.json ckpt-0000000500.shard-0-of-1 events " \
     "files kept with --keep-checkpoints 2"
   run "$pstrain" checkpoint inspect ckpt
   expect_rc 0

@@ -128,3 +128,28 @@ test_pstrain_run_outside_a_ps_step_says_what_to_do() {
   expect_contains ", the chief) ended with exit status 3: ending the step's other tasks"
   expect_contains "pstrain-run[ps 0]: ps 0 (n"
 }
+
+# Preemption as in train.sh: SIGTERM to the steps, the chief's program ends on
+# it (143), tf-train.sh requeues the job.
+test_sigterm_to_the_step_requeues_the_job() {
+  local venv id i
+  venv=$(python_env tensorflow)
+  run sbatch --parsable -N3 --ps=1 --workers=1 --chief -o "$PWD/job.out" "$tf_train" "$venv/bin/python3" \
+    "$examples/pss_keras.py" --steps 100000
+  expect_rc 0
+  id=$out
+  wait_for_line job.out "Epoch 1/" 300
+  scancel --signal=TERM "$id"
+  for i in $(seq 1 120); do
+    scontrol show job "$id" | grep -q 'Restarts=1' && break
+    sleep 0.5
+  done
+  scancel "$id"
+  wait_job "$id" 60
+  cat job.out >>"$TEST_LOG"
+  grep -qE "pstrain-run\[chief 0\]: chief 0 \(n[0-9]+\) ended with signal 15 \(Terminated\) after the step was sent signal 15" job.out ||
+    fail "pstrain-run did not say the chief stopped on the step's SIGTERM"
+  grep -q "tf-train.sh: the chief stopped on SIGTERM: requeueing job $id" job.out || fail "tf-train.sh did not requeue"
+  expect_eq "$(scontrol show job "$id" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')" 1 "restarts"
+  expect_nothing_left
+}

@@ -20,7 +20,6 @@ session open_session(const train_options& o)
     // The CPUs Slurm gave this task, unless told otherwise (threads.hpp).
     const auto fit = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus());
     s.backend = compute::make_backend(kind, fit.threads);
-    if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
     if (o.model == "linear") {
         s.data = data::make_linear(1000, 200, o.seed);
         s.net = model::make_linear(*s.backend, static_cast<std::size_t>(o.batch_size));
@@ -34,6 +33,8 @@ session open_session(const train_options& o)
     log::info("data: {} ({} training, {} test examples); model: {} ({} parameters, {:.1f} KB); device: {}",
               s.data.description, s.data.train.rows, s.data.test.rows, s.net->describe(), s.net->num_params(),
               s.net->num_params() * 4 / 1000.0, s.backend->name());
+    // After the data: a bad --data-dir stays one error line.
+    if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
     return s;
 }
 

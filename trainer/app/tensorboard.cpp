@@ -89,8 +89,10 @@ event_writer::event_writer(const std::string& dir, const std::string& flag)
 {
     const std::string fix = fmt::format("give {} a directory this job can write", flag);
     if (dir.empty()) throw error(fmt::format("{} is empty: {}", flag, fix));
+    // Private, as the checkpoints beside it are (chmod to share).
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    if (std::filesystem::create_directories(dir, ec) && !ec)
+        std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
     if (ec) throw error(fmt::format("{} {}: cannot create it: {}: {}", flag, dir, ec.message(), fix));
     if (!std::filesystem::is_directory(dir, ec)) throw error(fmt::format("{} {}: not a directory: {}", flag, dir, fix));
     char host[256] = {};
@@ -101,7 +103,7 @@ event_writer::event_writer(const std::string& dir, const std::string& flag)
     int fd = -1;
     for (int n = 0; fd < 0; ++n) {
         path_ = n == 0 ? base : fmt::format("{}.{}", base, n);
-        fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && (errno != EEXIST || n >= 1000))
             throw error(fmt::format("{} {}: cannot create {}: {}: {}", flag, dir, path_, std::strerror(errno), fix));
     }

@@ -32,7 +32,8 @@ std::string scalars_event(double wall_time, std::int64_t step, std::span<const s
 
 class event_writer {
 public:
-    // Creates `dir` (and its parents) and a new events file in it, named as
+    // Creates `dir` (and its parents; a directory made here is private,
+    // 0700, its file 0600, as checkpoints are) and a new events file in it, named as
     // TensorFlow names them (events.out.tfevents.TIME.HOST...), so that
     // TensorBoard finds it; several runs into one directory add files.
     // Throws pstrain::error naming `flag`, the problem and the fix.

@@ -117,6 +117,9 @@ BOOST_AUTO_TEST_CASE(the_writer_starts_a_file_with_its_version_then_appends_scal
         BOOST_TEST(read_records(path).size() == 3u);
     }
     BOOST_TEST(fs::path(path).parent_path() == dir);
+    // Private, as the checkpoints beside it.
+    BOOST_TEST((fs::status(dir).permissions() == fs::perms::owner_all));
+    BOOST_TEST((fs::status(path).permissions() == (fs::perms::owner_read | fs::perms::owner_write)));
     BOOST_TEST(fs::path(path).filename().string().rfind("events.out.tfevents.", 0) == 0u);
     const auto records = read_records(path);
     BOOST_TEST_REQUIRE(records.size() == 3u);
