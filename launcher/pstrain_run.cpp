@@ -6,10 +6,13 @@
 // server.join() forever) is stopped and the step's status is the chief's;
 // a ps task whose program dies ends the step at once, naming it.
 //
-// The step is ended with `scancel --signal=USR2 JOB.STEP`: every
+// The step is ended with `scancel --signal=URG JOB.STEP`: every
 // pstrain-run of the step then stops its program (SIGTERM, SIGKILL after
 // --grace seconds) and exits 0, so the status of the task that ended it is
-// the step's (srun reports the highest).
+// the step's (srun reports the highest).  Slurm delivers the signal to every
+// process of the step; SIGURG is ignored unless a program asks for it, so
+// the programs are stopped by their pstrain-run alone, and a user's own
+// --signal=USR1/USR2 means what the user meant.
 #include "config.h"
 #include "launcher/run_core.hpp"
 
@@ -46,7 +49,7 @@ step with its TF_CONFIG (and PSTRAIN_*); when the chief's program (else
 worker 0's) ends, the other tasks' programs are stopped and the step's
 status is the chief's; a ps task whose program dies ends the step.
 
-  srun --mpi=pmix pstrain-run -- python3 my_model.py
+  srun --ps=2 --workers=2 --chief pstrain-run -- python3 my_model.py
 
 Options:
   --classic-flags          also pass --ps_hosts --worker_hosts --job_name
@@ -135,7 +138,6 @@ run::task this_task(cluster_spec& spec)
     const char* under = "run pstrain-run under srun --ps=N --workers=M (spank_pstrain.so in plugstack.conf)";
     const auto role_text = need_env("PSTRAIN_ROLE", under);
     spec = parse_cluster_spec(need_env("PSTRAIN_CLUSTER", under));
-    need_env("TF_CONFIG", "the plugin's tf_config=no is set in plugstack.conf: pstrain-run needs TF_CONFIG (tf_config=yes)");
     run::task t;
     if (role_text == "chief") t.id.role = role::chief;
     else if (role_text == "evaluator") t.id.role = role::evaluator;
@@ -152,21 +154,32 @@ run::task this_task(cluster_spec& spec)
     return t;
 }
 
-// Runs `argv` and waits for it; its exit status, or -1 when it cannot run.
+// Runs `argv` with no signal blocked and waits for it; its exit status,
+// or -1 when it cannot run or its end cannot be known.
 int run_and_wait(const std::vector<std::string>& argv)
 {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
-    if (posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
+    const int rc = posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) return -1;
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    pid_t done;
+    while ((done = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
+    if (done != pid) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// Every pstrain-run of this step stops its program (SIGUSR2).
+// Every pstrain-run of this step stops its program (SIGURG).
 void end_step()
 {
     const char* job = std::getenv("SLURM_JOB_ID");
@@ -176,11 +189,11 @@ void end_step()
         return;
     }
     const auto id = fmt::format("{}.{}", job, step);
-    const int rc = run_and_wait({"scancel", "--quiet", "--signal=USR2", id});
+    const int rc = run_and_wait({"scancel", "--quiet", "--signal=URG", id});
     if (rc < 0)
         fail_line(fmt::format("scancel not found: the step's other tasks cannot be ended: end them with scancel {}", id));
     else if (rc != 0)  // Slurm says "Invalid job id" when some of the step's processes are gone already
-        say(fmt::format("note: scancel --signal=USR2 {} exited with status {} (as it does when some of the step's "
+        say(fmt::format("note: scancel --signal=URG {} exited with status {} (as it does when some of the step's "
                         "processes have ended already); if tasks of the step keep running, end it with scancel {}",
                         id, rc, id));
 }
@@ -189,6 +202,9 @@ int supervise(const arguments& a)
 {
     cluster_spec spec;
     const auto me = this_task(spec);
+    if (!a.classic_flags && !std::getenv("TF_CONFIG"))
+        throw error("TF_CONFIG is not set: the plugin's tf_config=no is set in plugstack.conf: pstrain-run needs TF_CONFIG "
+                    "(tf_config=yes), or give --classic-flags");
     prefix = fmt::format("pstrain-run[{} {}]", role_name(me.id.role), me.id.index);
     auto argv = a.program;
     if (a.classic_flags)
@@ -196,7 +212,7 @@ int supervise(const arguments& a)
 
     sigset_t handled;
     sigemptyset(&handled);
-    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&handled, s);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGURG}) sigaddset(&handled, s);
     sigprocmask(SIG_BLOCK, &handled, nullptr);
 
     posix_spawnattr_t attr;
@@ -219,7 +235,7 @@ int supervise(const arguments& a)
         return 127;
     }
 
-    bool ending = false;  // another task ended the step (SIGUSR2)
+    bool ending = false;  // another task ended the step (SIGURG)
     int step_signal = 0;  // the first SIGTERM/SIGINT/SIGHUP/SIGQUIT the step got
     std::optional<clock_type::time_point> kill_at;
     run::exit_info how;
@@ -227,12 +243,15 @@ int supervise(const arguments& a)
         timespec tick{1, 0};
         siginfo_t info;
         const int sig = sigtimedwait(&handled, &info, &tick);
-        if (sig == SIGUSR2 && !ending) {
+        if (sig == SIGURG && !ending) {
             ending = true;
             kill(child, SIGTERM);
             kill_at = clock_type::now() + std::chrono::seconds(a.grace);
         } else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1) {
-            kill(child, sig);  // preemption, scancel, Ctrl-C: the program decides
+            // Preemption, scancel, Ctrl-C: the program decides.  From
+            // slurmstepd (our parent) it went to the whole step, the
+            // program included: passed on only when sent to us alone.
+            if (info.si_pid != getppid()) kill(child, sig);
             if (sig != SIGUSR1 && step_signal == 0) step_signal = sig;
         }
         if (kill_at && clock_type::now() >= *kill_at) {
@@ -246,9 +265,9 @@ int supervise(const arguments& a)
             break;
         }
     }
-    // A program killed by the step's SIGUSR2 itself (Slurm signals every
-    // process of the step) ended with the step too.
-    if (how.signalled && how.value == SIGUSR2) ending = true;
+    // The step's end may have come with the program's (both pending).
+    sigset_t pending;
+    if (!ending && sigpending(&pending) == 0 && sigismember(&pending, SIGURG)) ending = true;
     const auto o = ending        ? run::on_step_ending(me, how)
                    : step_signal ? run::on_step_signalled(me, how, step_signal)
                                  : run::on_program_exit(me, how, a.failures);

@@ -49,8 +49,8 @@ outcome on_program_exit(const task& me, exit_info how, worker_failures policy)
         o.is_error = !clean;
         return o;
     }
-    if (clean) return o;  // a between-graph worker that finished: nothing to do
     const auto r = me.id.role;
+    if (clean && r != role::ps) return o;  // a between-graph worker that finished: nothing to do
     const bool tolerated = r == role::evaluator ||
                            (r == role::worker && (policy == worker_failures::tolerate ||
                                                   (policy == worker_failures::automatic && me.has_chief)));
@@ -62,9 +62,11 @@ outcome on_program_exit(const task& me, exit_info how, worker_failures policy)
     o.end_step = true;
     o.exit_code = how.shell_status() == 0 ? 1 : how.shell_status();
     o.is_error = true;
+    // A ps serves until the step ends: even a clean exit leaves the chief waiting.
     o.line = r == role::ps
-                 ? fmt::format("{} ended with {}: the job cannot go on without its ps tasks (TensorFlow would wait "
-                               "for it forever): ending the step", me.name(), how.describe())
+                 ? fmt::format("{} ended with {}{}: the job cannot go on without its ps tasks (TensorFlow would wait "
+                               "for it forever): ending the step", me.name(), how.describe(),
+                               clean ? " before the chief (does the program join() its server?)" : "")
                  : fmt::format("{} ended with {}: without a separate chief its loss ends the job (give --worker-failures "
                                "tolerate to go on without it): ending the step", me.name(), how.describe());
     return o;
@@ -80,7 +82,10 @@ outcome on_step_ending(const task& me, exit_info how)
 outcome on_step_signalled(const task& me, exit_info how, int signal)
 {
     outcome o;
-    o.exit_code = how.shell_status();
+    // The decider's status is the step's (143: tf-train.sh requeues); the
+    // others exit 0, so that srun --kill-on-bad-exit leaves the chief time
+    // to finish.
+    o.exit_code = me.decides() ? how.shell_status() : 0;
     const char* name = strsignal(signal);
     o.line = fmt::format("{} ended with {} after the step was sent signal {} ({})", me.name(), how.describe(), signal,
                          name ? name : "?");

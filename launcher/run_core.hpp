@@ -54,8 +54,8 @@ outcome on_step_ending(const task& me, exit_info how);
 
 // The step was signalled (SIGTERM from preemption, scancel, srun ending it)
 // and the program ended after it: every task got the signal, so nothing
-// is ended from here; the status is the program's (143 after SIGTERM, on
-// which tf-train.sh requeues).
+// is ended from here; the deciding task's status is the program's (143
+// after SIGTERM, on which tf-train.sh requeues), the others exit 0.
 outcome on_step_signalled(const task& me, exit_info how, int signal);
 
 // --ps_hosts=H:P,... --worker_hosts=H:P,... --job_name=ROLE --task_index=I

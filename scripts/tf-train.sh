@@ -58,7 +58,7 @@ shell_signalled=0
 trap 'shell_signalled=1; echo "tf-train.sh: SIGTERM: waiting for the tasks to stop" >&2' TERM
 set +e
 # --kill-on-bad-exit: a task whose pstrain-run itself dies ends the step.
-srun --mpi=pmix --kill-on-bad-exit=1 "$run" "${run_opts[@]}" -- "$@" &
+srun --kill-on-bad-exit=1 "$run" "${run_opts[@]}" -- "$@" &
 srun_pid=$!
 while :; do
   wait "$srun_pid"

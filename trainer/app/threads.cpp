@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -54,7 +55,12 @@ thread_fit fit_threads(int flag, const environment& env, int affinity)
     affinity = std::max(1, affinity);
     if (flag > 0) return {flag, "--threads"};
     if (const char* omp = env("OMP_NUM_THREADS"); omp && *omp) {
-        if (auto n = positive(env, "OMP_NUM_THREADS")) return {*n, fmt::format("OMP_NUM_THREADS={}", *n)};
+        // OpenMP's form: a number, or a list per nesting level ("8,1"), spaces around allowed.
+        std::string_view v(omp);
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        v = v.substr(0, v.find(','));
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        if (auto n = parse_count(v, 1, 1 << 20)) return {static_cast<int>(*n), fmt::format("OMP_NUM_THREADS={}", *n)};
         throw error(fmt::format("OMP_NUM_THREADS={} is not a positive number: set it to the threads a task should run, "
                                 "or unset it (each task then uses the CPUs Slurm gave it)", omp));
     }

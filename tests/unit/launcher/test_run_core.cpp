@@ -64,8 +64,11 @@ BOOST_AUTO_TEST_CASE(a_dead_ps_ends_the_step_naming_it)
     BOOST_TEST(o.exit_code == 137);
     BOOST_TEST(o.is_error);
     BOOST_TEST(o.line.rfind("ps 1 (n3) ended with signal 9 (Killed): the job cannot go on without its ps tasks", 0) == 0u, o.line);
-    // Even a ps that exits 0 of its own ends nothing: a finished server is not a failure.
-    BOOST_TEST(!on_program_exit(make(role::ps, 0, true), ok, worker_failures::automatic).end_step);
+    // A ps serves until the step ends: one that exits 0 on its own leaves the chief waiting too.
+    const auto early = on_program_exit(make(role::ps, 0, true, "n2"), ok, worker_failures::automatic);
+    BOOST_TEST(early.end_step);
+    BOOST_TEST(early.exit_code == 1);
+    BOOST_TEST(early.line.find("before the chief (does the program join() its server?)") != std::string::npos, early.line);
 }
 
 BOOST_AUTO_TEST_CASE(a_dead_worker_is_tolerated_with_a_chief_and_fatal_without)
@@ -101,7 +104,8 @@ BOOST_AUTO_TEST_CASE(a_signalled_step_ends_nothing_more_and_keeps_the_status)
     auto o = on_step_signalled(make(role::ps, 0, true, "n1"), exit_info{true, SIGTERM}, SIGTERM);
     BOOST_TEST(!o.end_step);
     BOOST_TEST(!o.is_error);
-    BOOST_TEST(o.exit_code == 143);
+    BOOST_TEST(o.exit_code == 0);  // srun --kill-on-bad-exit must not cut the chief short
+    BOOST_TEST(on_step_signalled(make(role::chief, 0, true), exit_info{true, SIGTERM}, SIGTERM).exit_code == 143);
     BOOST_TEST(o.line == "ps 0 (n1) ended with signal 15 (Terminated) after the step was sent signal 15 (Terminated)");
     o = on_step_signalled(make(role::chief, 0, true), exit_info{false, 0}, SIGTERM);  // it saved and exited
     BOOST_TEST(o.exit_code == 0);

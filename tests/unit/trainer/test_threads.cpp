@@ -86,9 +86,16 @@ BOOST_AUTO_TEST_CASE(outside_slurm_or_with_slurms_variables_garbled_the_affinity
     BOOST_TEST(affinity_cpus() >= 1);
 }
 
+BOOST_AUTO_TEST_CASE(omp_num_threads_as_openmp_reads_it)
+{
+    // A list per nesting level takes its first; spaces around are fine.
+    BOOST_TEST(fit_threads(0, env_of({{"OMP_NUM_THREADS", "8,1"}}), 4).threads == 8);
+    BOOST_TEST(fit_threads(0, env_of({{"OMP_NUM_THREADS", " 4 "}}), 4).threads == 4);
+}
+
 BOOST_AUTO_TEST_CASE(a_malformed_omp_num_threads_is_one_error_naming_it_and_the_fix)
 {
-    for (const char* bad : {"0", "two", "-1", "4 "}) {
+    for (const char* bad : {"0", "two", "-1", ",4", "4x"}) {
         try {
             fit_threads(0, env_of({{"OMP_NUM_THREADS", bad}}), 4);
             BOOST_ERROR("OMP_NUM_THREADS=" << bad << " was accepted");
