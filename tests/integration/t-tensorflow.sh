@@ -31,16 +31,30 @@ wait_for_line() {
   fail "no '$2' in $1 after $3 s: $(tail -n 5 "$1" 2>/dev/null | tr '\n' ' ')"
 }
 
+# submit_tf SBATCH_FLAGS... -- TF_TRAIN_ARGS...: submits tf-train.sh with
+# output in job.out; sets $id.
+submit_tf() {
+  local flags=()
+  while [ "$1" != -- ]; do flags+=("$1"); shift; done
+  shift
+  run sbatch --parsable -N3 "${flags[@]}" -o "$PWD/job.out" "$tf_train" "$@"
+  expect_rc 0
+  id=$out
+}
+# finish_tf [SECONDS]: waits for the job, keeps its output in the log; sets
+# $job_state and $result (the chief's JSON line, or "").
+finish_tf() {
+  wait_job "$id" "${1:-600}"
+  cat job.out >>"$TEST_LOG"
+  result=$(grep '^{"event": "done"' job.out | tail -n 1 || true)
+}
+
 test_pss_keras_fit_reaches_085_and_leaves_nothing_behind() {
   local venv id result
   venv=$(python_env tensorflow)
-  run sbatch --parsable -N3 --ps=2 --workers=2 --chief -o "$PWD/job.out" "$tf_train" "$venv/bin/python3" "$examples/pss_keras.py"
-  expect_rc 0
-  id=$out
-  wait_job "$id" 600
-  cat job.out >>"$TEST_LOG"
+  submit_tf --ps=2 --workers=2 --chief -- "$venv/bin/python3" "$examples/pss_keras.py"
+  finish_tf
   expect_eq "$job_state" COMPLETED "job state"
-  result=$(grep '^{"event": "done"' job.out | tail -n 1)
   [ -n "$result" ] || fail "the chief printed no result"
   python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['test_accuracy'] >= 0.85 else 1)" "$result" ||
     fail "test accuracy below 0.85: $result"
@@ -53,21 +67,16 @@ test_pss_keras_fit_reaches_085_and_leaves_nothing_behind() {
 test_pss_custom_loop_survives_a_killed_worker() {
   local venv id pid result
   venv=$(python_env tensorflow)
-  run sbatch --parsable -N3 --ps=2 --workers=2 --chief -o "$PWD/job.out" "$tf_train" "$venv/bin/python3" \
-    "$examples/pss_custom_loop.py" --steps 2000
-  expect_rc 0
-  id=$out
+  submit_tf --ps=2 --workers=2 --chief -- "$venv/bin/python3" "$examples/pss_custom_loop.py" --steps 2000
   # Mid-run (training has begun), kill -9 worker 1's program.
   wait_for_line job.out "pss_custom_loop: step" 300
   pid=$(tf_pid worker 1) || fail "worker 1's program is not running"
   kill -9 "$pid"
   echo "killed worker 1 (pid $pid)" >>"$TEST_LOG"
-  wait_job "$id" 600
-  cat job.out >>"$TEST_LOG"
+  finish_tf
   expect_eq "$job_state" COMPLETED "job state"
   grep -qE "worker 1 \(n[0-9]+\) ended with signal 9 \(Killed\); the job goes on without it" job.out ||
     fail "pstrain-run did not say that worker 1 was lost and tolerated"
-  result=$(grep '^{"event": "done"' job.out | tail -n 1)
   python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['global_step'] >= 2000 and r['test_accuracy'] >= 0.8 else 1)" \
     "$result" || fail "training did not complete its steps: $result"
   expect_nothing_left
@@ -77,14 +86,9 @@ test_between_graph_classic_flags_learns_the_line_and_checkpoints() {
   local venv id result
   venv=$(python_env tensorflow)
   mkdir -p ckpt
-  run sbatch --parsable -N3 --ps=2 --workers=2 -o "$PWD/job.out" "$tf_train" --classic-flags "$venv/bin/python3" \
-    "$examples/between_graph.py" --checkpoint-dir "$PWD/ckpt"
-  expect_rc 0
-  id=$out
-  wait_job "$id" 600
-  cat job.out >>"$TEST_LOG"
+  submit_tf --ps=2 --workers=2 -- --classic-flags "$venv/bin/python3" "$examples/between_graph.py" --checkpoint-dir "$PWD/ckpt"
+  finish_tf
   expect_eq "$job_state" COMPLETED "job state"
-  result=$(grep '^{"event": "done"' job.out | tail -n 1)
   python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if abs(r['weight'] - 2) < 0.05 and abs(r['bias'] - 10) < 0.05 else 1)" \
     "$result" || fail "y = 2x + 10 not learnt within 0.05: $result"
   ls ckpt/model.ckpt-*.index >/dev/null 2>&1 || fail "the chief wrote no checkpoint to the shared path: $(ls ckpt)"
@@ -94,16 +98,12 @@ test_between_graph_classic_flags_learns_the_line_and_checkpoints() {
 test_a_killed_ps_fails_the_job_within_30s_naming_it() {
   local venv id pid t0
   venv=$(python_env tensorflow)
-  run sbatch --parsable -N3 --ps=2 --workers=2 --chief -o "$PWD/job.out" "$tf_train" "$venv/bin/python3" \
-    "$examples/pss_keras.py" --steps 100000
-  expect_rc 0
-  id=$out
+  submit_tf --ps=2 --workers=2 --chief -- "$venv/bin/python3" "$examples/pss_keras.py" --steps 100000
   wait_for_line job.out "Epoch 1/" 300
   pid=$(tf_pid ps 1) || fail "ps 1's program is not running"
   kill -9 "$pid"
   t0=$SECONDS
-  wait_job "$id" 60
-  cat job.out >>"$TEST_LOG"
+  finish_tf 60
   [ $((SECONDS - t0)) -le 30 ] || fail "the job took $((SECONDS - t0)) s to end after ps 1 was killed"
   [ "$job_state" != COMPLETED ] || fail "the job COMPLETED without its ps"
   grep -qE "pstrain-run\[ps 1\]: error: ps 1 \(n[0-9]+\) ended with signal 9 \(Killed\): the job cannot go on without its ps tasks" job.out ||
@@ -134,10 +134,7 @@ test_pstrain_run_outside_a_ps_step_says_what_to_do() {
 test_sigterm_to_the_step_requeues_the_job() {
   local venv id i
   venv=$(python_env tensorflow)
-  run sbatch --parsable -N3 --ps=1 --workers=1 --chief -o "$PWD/job.out" "$tf_train" "$venv/bin/python3" \
-    "$examples/pss_keras.py" --steps 100000
-  expect_rc 0
-  id=$out
+  submit_tf --ps=1 --workers=1 --chief -- "$venv/bin/python3" "$examples/pss_keras.py" --steps 100000
   wait_for_line job.out "Epoch 1/" 300
   scancel --signal=TERM "$id"
   for i in $(seq 1 120); do
@@ -145,8 +142,7 @@ test_sigterm_to_the_step_requeues_the_job() {
     sleep 0.5
   done
   scancel "$id"
-  wait_job "$id" 60
-  cat job.out >>"$TEST_LOG"
+  finish_tf 60
   grep -qE "pstrain-run\[chief 0\]: chief 0 \(n[0-9]+\) ended with signal 15 \(Terminated\) after the step was sent signal 15" job.out ||
     fail "pstrain-run did not say the chief stopped on the step's SIGTERM"
   grep -q "tf-train.sh: the chief stopped on SIGTERM: requeueing job $id" job.out || fail "tf-train.sh did not requeue"
