@@ -27,7 +27,7 @@ struct peer_state {
     bool lost = false;
     bool greeted = false;             // its hello was welcomed: it may ask for more
     bool told_done = false;           // a reply said done or stopped: it leaves now
-    std::uint64_t position = 0;       // its data position at its last push
+    std::uint64_t position = 0;       // its data position after its last gradient this shard has applied (or dropped)
     wire::frame out;                  // the reply in flight
     request send, payload_send;
     const float* sending = nullptr;   // the values buffer its reply payload reads until payload_send is done
@@ -38,6 +38,7 @@ struct peer_state {
     // Sync: its gradient waits in the step being aggregated.
     bool contributed = false;
     bool contributed_shared = false;
+    std::uint64_t pending_position = 0;  // the waiting gradient's: its position once the step is applied
     wire::worker_counters counters;   // its gradients, for stats
     std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is done
 
@@ -514,7 +515,6 @@ private:
     void on_push(std::size_t i, const wire::push& m)
     {
         auto& p = workers_[i];
-        p.position = m.position;
         const shard_range part{m.range_begin, m.range_end};
         const bool shared = m.in_shared_memory != 0;
         if (shared) bytes_in_ += wire::float_bytes(part.size());
@@ -527,6 +527,7 @@ private:
             ++p.counters.gradients;
             p.counters.staleness_sum += staleness;
             p.counters.staleness_max = std::max(p.counters.staleness_max, staleness);
+            p.position = m.position;
             // In place unless a reply in flight still reads the values.
             if (read_by_a_reply(shard_->values().data()))
                 shard_->apply_into(free_spare(), gradient(i, part, shared), part);
@@ -543,11 +544,16 @@ private:
         if (m.step != step_) {  // computed on older values: dropped
             ++stale_;
             ++p.counters.stale;
+            p.position = m.position;
             reply_values(i, part, shared, values_status::stale);
             return;
         }
+        // Its position counts once the step is applied: a snapshot of the
+        // current step (the chief's request may come in between) must not
+        // skip a batch whose gradient is not in it.
         p.contributed = true;
         p.contributed_shared = shared;
+        p.pending_position = m.position;
         ++p.counters.gradients;
         if (++count_ < replicas_) return;
         // Sum in worker order, so a run is the same whatever the arrival order.
@@ -555,6 +561,7 @@ private:
         for (std::size_t k = 0; k < workers_.size(); ++k) {
             if (!workers_[k].contributed) continue;
             const auto g = gradient(k, range_, workers_[k].contributed_shared);
+            workers_[k].position = workers_[k].pending_position;
             for (std::size_t e = 0; e < sum_.size(); ++e) sum_[e] += g[e];
         }
         const float scale = 1.0f / static_cast<float>(replicas_);

@@ -532,11 +532,28 @@ BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back
         BOOST_TEST(s.positions == (std::vector<std::uint64_t>{11, 22}), boost::test_tools::per_element());
     }
 
+    // Sync: a gradient waiting for step 2 when the chief asks for step 1's
+    // snapshot is not in it, so its position is not either (a resumed
+    // worker would skip that batch).
+    fill(w1.grads(), g1);
+    const auto waiting = w1.push(23);
+    BOOST_TEST(still_pending(w1, waiting));
+    BOOST_TEST_REQUIRE(w0.snapshot(1).size() == 2u);
+    for (const auto& s : rec.take_snapshots())
+        BOOST_TEST(s.positions == (std::vector<std::uint64_t>{11, 22}), boost::test_tools::per_element());
+    fill(w0.grads(), g0);
+    const auto t0b = w0.push(12);
+    w0.wait(t0b);
+    w1.wait(waiting);
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
+    for (const auto& s : rec.take_snapshots())
+        BOOST_TEST(s.positions == (std::vector<std::uint64_t>{12, 23}), boost::test_tools::per_element());
+
     // Sync: a snapshot at a step the shards have left is refused with theirs.
     const auto old = w0.snapshot(0);
     BOOST_TEST_REQUIRE(old.size() == 2u);
     BOOST_TEST((old[0].outcome == snapshot_result::status::moved_on));
-    BOOST_TEST(old[0].step == 1u);
+    BOOST_TEST(old[0].step == 2u);
     BOOST_TEST(rec.take_snapshots().empty());
 
     // A hook that cannot store it: the chief hears it failed.
@@ -544,7 +561,7 @@ BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back
         std::lock_guard lock(rec.mu);
         rec.fail_snapshots = true;
     }
-    const auto failed = w0.snapshot(1);
+    const auto failed = w0.snapshot(2);  // the step the shards are at
     BOOST_TEST_REQUIRE(failed.size() == 2u);
     BOOST_TEST((failed[0].outcome == snapshot_result::status::failed));
     BOOST_TEST((failed[1].outcome == snapshot_result::status::failed));
