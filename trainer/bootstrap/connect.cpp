@@ -4,6 +4,7 @@
 #include "common/log.hpp"
 #include "trainer/bootstrap/job.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -113,20 +114,58 @@ private:
 
 using transport::connections;
 
-// A worker's first words to a PS listening at its static host:port: who it
-// is and its ucp_worker address (the payload, in the same message).
-struct hello_frame {
-    std::uint32_t magic = 0x70737462;  // "pstb"
-    std::uint32_t worker_index = 0;
-    std::uint64_t address_bytes = 0;
-};
-
 // What each rank publishes: its role and index, then its UCX address.
 struct published {
     std::uint8_t role;
     std::uint8_t pad[3];
     std::uint32_t index;
 };
+
+transport::gate::config gate_config(const job& j, const transport::job_key& key)
+{
+    transport::gate::config g;
+    g.key = key;
+    g.ps_index = static_cast<std::uint32_t>(j.me.index);
+    g.num_workers = static_cast<std::size_t>(j.num_workers);
+    g.worker_name = [&j](std::size_t i) { return j.peer_name(role::worker, static_cast<int>(i)); };
+    return g;
+}
+
+// The handshake over the endpoints PMIx's addresses gave: a PS challenges
+// every worker; a worker answers every PS.
+void authenticate_pmix(const job& j, transport::engine& w, const transport::job_key& key, connections& c,
+                       std::chrono::seconds timeout)
+{
+    const auto deadline = clock::now() + timeout;
+    c.sessions.resize(c.peers.size());
+    if (j.me.role == role::ps) {
+        transport::gate gate(w, gate_config(j, key));
+        for (std::size_t i = 0; i < c.peers.size(); ++i) gate.challenge(i, c.peers[i]->get());
+        w.wait_until(
+            [&] {
+                gate.poll();
+                return gate.complete();
+            },
+            deadline);
+        if (!gate.complete()) {
+            std::string names;
+            for (const auto& m : gate.missing()) names += (names.empty() ? "" : ", ") + m;
+            throw error(fmt::format("bootstrap: no handshake within {}s with {}", timeout.count(), names));
+        }
+        c.sessions = gate.sessions();
+        return;
+    }
+    for (std::size_t p = 0; p < c.peers.size(); ++p) {
+        auto name = j.peer_name(role::ps, static_cast<int>(p));
+        auto& ep = *c.peers[p];
+        auto s = transport::answer_challenge(w, ep.get(), key, static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(j.me.index),
+                                             {}, deadline, deadline, name, [&] { return ep.failed(); });
+        if (!s)
+            throw error(fmt::format("bootstrap: {} did not start the handshake within {}s{}", name, timeout.count(),
+                                    ep.failed() ? fmt::format(" (connection lost: {})", ucs_status_string(ep.failure())) : ""));
+        c.sessions[p] = *s;
+    }
+}
 
 connections connect_pmix(const job& j, transport::engine& w, std::chrono::seconds timeout)
 {
@@ -141,6 +180,12 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
     std::memcpy(blob.data(), &me, sizeof me);
     std::memcpy(blob.data() + sizeof me, address.data(), address.size());
     pmix.put("pstrain.peer", blob.data(), blob.size());
+    // The step's key: made by rank 0, read by the step's ranks only (PMIx
+    // serves a namespace's data to its own processes).
+    if (pmix.me().rank == 0) {
+        auto key = transport::random_key();
+        pmix.put("pstrain.key", key.data(), key.size());
+    }
 
     pmix_status_t rc = pmix.fence(timeout);
     // Who is everyone?  A missing rank is named by what the plugin's spec
@@ -161,6 +206,12 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
         throw error(fmt::format("bootstrap: the PMIx fence did not complete within {}s ({}); missing: {}", timeout.count(),
                                 PMIx_Error_string(rc), names.empty() ? "unknown" : names));
     }
+
+    auto key_bytes = pmix.get_bytes(0, "pstrain.key");
+    if (!key_bytes || key_bytes->size() != transport::job_key{}.size())
+        throw error("bootstrap: rank 0 did not publish the step's key through PMIx: are all ranks the same pstrain version?");
+    transport::job_key key;
+    std::copy(key_bytes->begin(), key_bytes->end(), key.begin());
 
     connections c;
     const role peer_role = j.me.role == role::ps ? role::worker : role::ps;
@@ -187,63 +238,45 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
     for (int i = 0; i < peers; ++i)
         if (!c.peers[static_cast<std::size_t>(i)])
             throw error(fmt::format("bootstrap: no rank published {}", j.peer_name(peer_role, i)));
-    log::debug("bootstrap: connected to {} {} tasks through PMIx ({} ranks)", peers, role_name(peer_role), size);
+    authenticate_pmix(j, w, key, c, timeout);
+    log::debug("bootstrap: connected to {} {} tasks through PMIx ({} ranks), each authenticated", peers, role_name(peer_role), size);
     return c;
 }
 
 // ----------------------------------------------------------- static spec
 
-connections connect_static_ps(const job& j, transport::engine& w, std::chrono::seconds timeout)
+// A PS of a static spec listens at its host:port; each worker connects,
+// answers the challenge and gives its address; the gate stays open after.
+connections connect_static_ps(const job& j, transport::engine& w, const transport::job_key& key, std::chrono::seconds timeout)
 {
     connections c;
     auto [host, port] = split_host_port(j.spec.ps[static_cast<std::size_t>(j.me.index)]);
     c.listen = std::make_unique<transport::listener>(w, port);
-    c.peers.resize(static_cast<std::size_t>(j.num_workers));
+    c.door = std::make_unique<transport::gate>(w, gate_config(j, key));
     const auto deadline = clock::now() + timeout;
-    int connected = 0;
-    std::vector<std::uint8_t> buffer(1 << 16);
-    hello_frame hdr;
-    while (connected < j.num_workers) {
-        ucp_dt_iov_t iov[2] = {{&hdr, sizeof hdr}, {buffer.data(), buffer.size()}};  // lives until r is done
-        auto r = w.recv(transport::make_tag(transport::bootstrap_channel, 0), transport::tag_channel_mask, iov);
-        bool got = w.wait_until(
-            [&] {
-                auto& pending = c.listen->pending();
-                for (auto* req : pending) c.accepted.push_back(transport::endpoint::accept(w, req, "a connecting worker"));
-                pending.clear();
-                return r.done();
-            },
-            deadline);
-        if (!got) {
-            r.cancel(w.get());
-            w.wait_until([&] { return r.done(); }, clock::now() + std::chrono::seconds(1));
-            std::string names;
-            for (int i = 0; i < j.num_workers; ++i)
-                if (!c.peers[static_cast<std::size_t>(i)])
-                    names += (names.empty() ? "" : ", ") + j.peer_name(role::worker, i);
-            throw error(fmt::format("bootstrap: {} did not connect to {} within {}s: are they running with the same cluster spec?",
-                                    names, j.spec.ps[static_cast<std::size_t>(j.me.index)], timeout.count()));
-        }
-        if (r.status() != UCS_OK) throw error(fmt::format("bootstrap: receiving a HELLO failed: {}", ucs_status_string(r.status())));
-        if (hdr.magic != hello_frame{}.magic || hdr.worker_index >= static_cast<std::uint32_t>(j.num_workers) ||
-            hdr.address_bytes == 0 || hdr.address_bytes > buffer.size() || r.length() != sizeof hdr + hdr.address_bytes) {
-            log::warn("bootstrap: ignored a malformed hello on port {}: is another job using this port?", port);
-            continue;
-        }
-        auto& slot = c.peers[hdr.worker_index];
-        if (!slot) {
-            slot = transport::endpoint::to_address(w, std::span(buffer.data(), hdr.address_bytes),
-                                                   j.peer_name(role::worker, static_cast<int>(hdr.worker_index)));
-            ++connected;
-        }
+    bool all = w.wait_until(
+        [&] {
+            c.door->accept(*c.listen);
+            c.door->poll();
+            return c.door->complete();
+        },
+        deadline);
+    if (!all) {
+        std::string names;
+        for (const auto& m : c.door->missing()) names += (names.empty() ? "" : ", ") + m;
+        throw error(fmt::format("bootstrap: {} did not connect to {} within {}s: are they running with the same cluster spec?",
+                                names, j.spec.ps[static_cast<std::size_t>(j.me.index)], timeout.count()));
     }
+    c.peers = c.door->take_peers();
+    c.sessions = c.door->sessions();
     return c;
 }
 
-connections connect_static_worker(const job& j, transport::engine& w, std::chrono::seconds timeout)
+connections connect_static_worker(const job& j, transport::engine& w, const transport::job_key& key, std::chrono::seconds timeout)
 {
     connections c;
     c.peers.resize(static_cast<std::size_t>(j.num_ps));
+    c.sessions.resize(static_cast<std::size_t>(j.num_ps));
     auto address = w.address();
     const auto deadline = clock::now() + timeout;
     for (int i = 0; i < j.num_ps; ++i) {
@@ -251,21 +284,16 @@ connections connect_static_worker(const job& j, transport::engine& w, std::chron
         std::string last_error = "no answer";
         for (;;) {
             auto ep = transport::endpoint::to_sockaddr(w, host, port, j.peer_name(role::ps, i));
-            hello_frame hdr;
-            hdr.worker_index = static_cast<std::uint32_t>(j.me.index);
-            hdr.address_bytes = address.size();
-            const ucp_dt_iov_t iov[2] = {{&hdr, sizeof hdr}, {address.data(), address.size()}};
-            auto r = w.send(ep->get(), transport::make_tag(transport::bootstrap_channel, static_cast<std::uint32_t>(j.me.index)), iov);
             auto try_until = std::min(deadline, clock::now() + std::chrono::seconds(5));
-            w.wait_until([&] { return r.done() || ep->failed(); }, try_until);
-            if (r.done() && r.status() == UCS_OK && !ep->failed()) {
+            auto name = fmt::format("{} at {}:{}", j.peer_name(role::ps, i), host, port);
+            auto s = transport::answer_challenge(w, ep->get(), key, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j.me.index),
+                                                 address, try_until, deadline, name, [&] { return ep->failed(); });
+            if (s) {
                 c.peers[static_cast<std::size_t>(i)] = std::move(ep);
+                c.sessions[static_cast<std::size_t>(i)] = *s;
                 break;
             }
-            last_error = ep->failed() ? ucs_status_string(ep->failure())
-                         : r.done()   ? ucs_status_string(r.status())
-                                      : "no answer";
-            r.cancel(w.get());
+            last_error = ep->failed() ? ucs_status_string(ep->failure()) : "no answer";
             ep->close(std::chrono::milliseconds(200));
             if (clock::now() >= deadline)
                 throw error(fmt::format("bootstrap: {} at {}:{} did not answer within {}s ({}): is it running?",
@@ -282,9 +310,17 @@ std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progr
 {
     auto ctx = std::make_unique<transport::context>();
     auto eng = std::make_unique<transport::engine>(*ctx, progress);
+    transport::job_key key{};
+    if (j.how == mode::static_spec) {
+        if (j.key) key = *j.key;
+        else
+            log::warn("peer authentication is off: a static cluster spec ({}) has no key; give every task the same "
+                      "PSTRAIN_AUTH_KEY (`export PSTRAIN_AUTH_KEY=$(openssl rand -hex 32)`) so that only they can connect",
+                      j.source);
+    }
     auto c = j.how == mode::pmix                ? connect_pmix(j, *eng, timeout)
-             : j.me.role == role::ps ? connect_static_ps(j, *eng, timeout)
-                                                : connect_static_worker(j, *eng, timeout);
+             : j.me.role == role::ps ? connect_static_ps(j, *eng, key, timeout)
+                                                : connect_static_worker(j, *eng, key, timeout);
     return std::make_unique<transport::ucx_transport>(std::move(ctx), std::move(eng), std::move(c),
                                                       static_cast<std::uint32_t>(j.me.index), peer_names(j));
 }

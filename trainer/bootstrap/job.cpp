@@ -5,7 +5,12 @@
 #include "common/log.hpp"
 #include "common/parse.hpp"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -71,6 +76,35 @@ std::string separate_chief_error(const std::string& role, const char* from)
 
 }  // namespace
 
+// A static spec's key: PSTRAIN_AUTH_KEY (64 hex digits) or the first line
+// of PSTRAIN_AUTH_KEY_FILE (readable by its owner only).
+static std::optional<transport::job_key> static_key()
+{
+    auto hex = env("PSTRAIN_AUTH_KEY");
+    const char* from = "PSTRAIN_AUTH_KEY";
+    std::string text;
+    if (!hex) {
+        auto file = env("PSTRAIN_AUTH_KEY_FILE");
+        if (!file) return std::nullopt;
+        from = "PSTRAIN_AUTH_KEY_FILE";
+        struct stat st {};
+        if (::stat(file->c_str(), &st) != 0)
+            throw error(fmt::format("PSTRAIN_AUTH_KEY_FILE={}: {}: name a file holding the job's key", *file, std::strerror(errno)));
+        if (st.st_mode & (S_IRWXG | S_IRWXO))
+            throw error(fmt::format("PSTRAIN_AUTH_KEY_FILE={} can be read by others (mode {:o}): chmod 600 it", *file,
+                                    st.st_mode & 0777));
+        std::ifstream in(*file);
+        std::getline(in, text);
+        hex = text;
+    }
+    auto key = transport::parse_key(*hex);
+    if (!key)
+        throw error(fmt::format("{} must hold 64 hex digits (32 bytes), the same in every task: make one with "
+                                "`openssl rand -hex 32`",
+                                from));
+    return key;
+}
+
 std::optional<job> detect_job(const classic_flags& o)
 {
     job j;
@@ -114,6 +148,7 @@ std::optional<job> detect_job(const classic_flags& o)
     } else {
         return std::nullopt;
     }
+    if (j.how == mode::static_spec) j.key = static_key();
     j.num_ps = static_cast<int>(j.spec.ps.size());
     j.num_workers = static_cast<int>(j.spec.worker.size());
     if (j.num_ps > 0xffff || j.num_workers > 0xffff) throw error("more than 65535 ps or worker tasks");

@@ -1,6 +1,7 @@
 #include "trainer/transport/ucx_transport.hpp"
 
 #include "pstrain/error.hpp"
+#include "common/log.hpp"
 
 #include <fmt/format.h>
 
@@ -54,8 +55,10 @@ private:
 
 ucx_transport::ucx_transport(std::unique_ptr<context> ctx, std::unique_ptr<engine> eng, connections conns,
                              std::uint32_t my_index, std::vector<std::string> names)
-    : ctx_(std::move(ctx)), engine_(std::move(eng)), conns_(std::move(conns)), me_(my_index), names_(std::move(names))
+    : ctx_(std::move(ctx)), engine_(std::move(eng)), conns_(std::move(conns)), me_(my_index), names_(std::move(names)),
+      scratch_(4096)
 {
+    conns_.sessions.resize(names_.size());
 }
 
 ucx_transport::~ucx_transport()
@@ -69,19 +72,70 @@ ucx_transport::~ucx_transport()
 ps::request ucx_transport::send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes)
 {
     if (peer >= names_.size() || !conns_.peers[peer]) throw error(fmt::format("send to peer {}: no such peer", peer));
-    return wrap(engine_->send(conns_.data_ep(peer), make_tag(static_cast<std::uint8_t>(ch), me_), data, bytes), nullptr);
+    return wrap(engine_->send(conns_.data_ep(peer), make_tag(static_cast<std::uint8_t>(ch), me_, conns_.sessions[peer].send_token),
+                              data, bytes),
+                nullptr);
 }
 
 ps::request ucx_transport::recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity)
 {
-    return wrap(engine_->recv(make_tag(static_cast<std::uint8_t>(ch), static_cast<std::uint32_t>(peer)), tag_full_mask, buffer,
-                              capacity),
+    if (peer >= names_.size()) throw error(fmt::format("receive from peer {}: no such peer", peer));
+    return wrap(engine_->recv(make_tag(static_cast<std::uint8_t>(ch), static_cast<std::uint32_t>(peer),
+                                       conns_.sessions[peer].recv_token),
+                              tag_full_mask, buffer, capacity),
                 engine_->get());
 }
 
 bool ucx_transport::wait_until(const std::function<bool()>& pred, ps::clock::time_point deadline)
 {
-    return engine_->wait_until(pred, deadline);
+    return engine_->wait_until(
+        [&] {
+            guard();
+            return pred();
+        },
+        deadline);
+}
+
+void ucx_transport::guard()
+{
+    const auto now = ps::clock::now();
+    if (now < next_guard_) return;
+    next_guard_ = now + std::chrono::milliseconds(20);
+    if (conns_.door && conns_.listen) {
+        conns_.door->accept(*conns_.listen);
+        conns_.door->poll();
+    }
+    std::erase_if(drops_, [](request& r) { return r.done(); });
+    drop_foreign_messages();
+}
+
+// A message that reached this process without a session's token (UCX keeps
+// what matches no receive): received into a scratch buffer, truncated, and
+// counted.  The first unexpected message of a peer of the job stops the
+// scan: it waits for its receive, and what queues behind it is seen later.
+void ucx_transport::drop_foreign_messages()
+{
+    for (int n = 0; n < 64; ++n) {
+        ucp_tag_recv_info_t info{};
+        if (!ucp_tag_probe_nb(engine_->get(), 0, 0, 0, &info)) return;
+        const auto t = split_tag(info.sender_tag);
+        const bool ours = t.channel == bootstrap_channel
+                              ? conns_.door != nullptr
+                              : t.channel <= static_cast<std::uint8_t>(ps::channel::payload) && t.sender < names_.size() &&
+                                    t.token == conns_.sessions[t.sender].recv_token;
+        if (ours) return;
+        ucp_tag_message_h m = ucp_tag_probe_nb(engine_->get(), info.sender_tag, tag_full_mask, 1, &info);
+        if (!m) return;
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+        drops_.emplace_back(ucp_tag_msg_recv_nbx(engine_->get(), scratch_.data(), scratch_.size(), m, &param), "drop",
+                            engine_->get());
+        ++dropped_;
+        if (dropped_ == 1 || dropped_ % 1000 == 0)
+            log::warn("dropped {} message{} from a process that did not pass the handshake (the last: {} bytes, tag {:#018x}): "
+                      "only this job step's tasks may send to it",
+                      dropped_, dropped_ == 1 ? "" : "s", info.length, info.sender_tag);
+    }
 }
 
 bool ucx_transport::failed(std::size_t peer) const { return !conns_.peers[peer] || conns_.peers[peer]->failed(); }
@@ -104,6 +158,7 @@ std::unique_ptr<ps::peer_memory> ucx_transport::map(std::size_t peer, std::span<
 
 void ucx_transport::close(bool force)
 {
+    if (conns_.door) conns_.door->close(force);
     for (auto* list : {&conns_.fast, &conns_.peers, &conns_.accepted})
         for (auto& ep : *list)
             if (ep) ep->close(std::chrono::milliseconds(force ? 100 : 500), force);

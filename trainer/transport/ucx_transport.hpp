@@ -5,6 +5,7 @@
 #pragma once
 
 #include "pstrain/transport.hpp"
+#include "trainer/transport/handshake.hpp"
 #include "trainer/transport/ucx.hpp"
 
 #include <memory>
@@ -27,19 +28,25 @@ struct connections {
     // Endpoints accepted by a listener, kept open for the job's lifetime.
     std::vector<std::unique_ptr<endpoint>> accepted;
     std::unique_ptr<listener> listen;
+    // sessions[i]: the tokens the handshake with peer i gave (handshake.hpp).
+    std::vector<session> sessions;
+    // A PS with a listener keeps its gate open: a connection that comes
+    // later is challenged and refused, and named in the log.
+    std::unique_ptr<gate> door;
 
     ucp_ep_h data_ep(std::size_t i) const { return i < fast.size() && fast[i] ? fast[i]->get() : peers[i]->get(); }
 };
 
 // Tags: channel (8 bits) | sender's index among its peers' peers (24 bits)
-// | 32 free bits.  Channel 2 is the static-spec bootstrap's hello.
+// | the session's token for that direction (32 bits, handshake.hpp).
+// Channel 2 carries the handshake (token 0).
 inline constexpr std::uint64_t tag_channel_mask = 0xff00000000000000ull;
 inline constexpr std::uint64_t tag_sender_mask = 0x00ffffff00000000ull;
-inline constexpr std::uint64_t tag_full_mask = tag_channel_mask | tag_sender_mask;
+inline constexpr std::uint64_t tag_full_mask = ~0ull;
 inline constexpr std::uint8_t bootstrap_channel = 2;
-inline std::uint64_t make_tag(std::uint8_t channel, std::uint32_t sender)
+inline std::uint64_t make_tag(std::uint8_t channel, std::uint32_t sender, std::uint32_t token = 0)
 {
-    return (std::uint64_t(channel) << 56) | (std::uint64_t(sender & 0xffffff) << 32);
+    return (std::uint64_t(channel) << 56) | (std::uint64_t(sender & 0xffffff) << 32) | token;
 }
 
 class ucx_transport : public ps::transport {
@@ -62,13 +69,24 @@ public:
     void close(bool force) override;
 
     engine& ucx_engine() { return *engine_; }
+    // Messages dropped because they carried no session's token.
+    std::uint64_t dropped() const { return dropped_; }
 
 private:
+    // Every few milliseconds of waiting: the gate's business, and messages
+    // from processes that did not pass the handshake dropped.
+    void guard();
+    void drop_foreign_messages();
+
     std::unique_ptr<context> ctx_;
     std::unique_ptr<engine> engine_;
     connections conns_;
     std::uint32_t me_;
     std::vector<std::string> names_;
+    ps::clock::time_point next_guard_{};
+    std::uint64_t dropped_ = 0;
+    std::vector<std::uint8_t> scratch_;  // what dropped messages are received into
+    std::vector<request> drops_;
 };
 
 }  // namespace pstrain::transport
