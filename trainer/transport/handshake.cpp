@@ -224,7 +224,8 @@ void gate::refuse(pending& p, std::uint32_t claimed, const std::string& why)
     auto r = w_.send(p.ep, make_tag(bootstrap_channel, cfg_.ps_index), no.get(), sizeof *no);
     w_.wait_until([&] { return r.done(); }, clock::now() + std::chrono::milliseconds(200));
     if (!r.done()) r.cancel(w_.get());
-    if (p.accepted) p.accepted->close(std::chrono::milliseconds(100), true);
+    // Flushed, so that the refusal gets there before the connection ends.
+    if (p.accepted) p.accepted->close(std::chrono::milliseconds(200), false);
 }
 
 void gate::handle(std::size_t length)
@@ -292,7 +293,7 @@ void gate::handle(std::size_t length)
     done_[worker] = true;
     why_[worker].clear();
     if (p->accepted) accepted_.push_back(std::move(p->accepted));
-    log::debug("{} authenticated ({})", cfg_.worker_name(worker), p->from);
+    log::debug("{} authenticated{}", cfg_.worker_name(worker), p->worker ? std::string() : " (from " + p->from + ")");
 }
 
 void gate::poll()
@@ -375,7 +376,9 @@ std::optional<session> answer_challenge(engine& w, ucp_ep_h ep, const job_key& k
     const ucp_dt_iov_t iov[2] = {{&answer, sizeof answer}, {const_cast<std::uint8_t*>(address.data()), address.size()}};
     auto sent = w.send(ep, make_tag(bootstrap_channel, worker_index), std::span(iov, address.empty() ? 1 : 2));
     bool answered = w.wait_until([&] { return (sent.done() && reply.done()) || lost(); }, deadline);
-    if (!answered || lost() || sent.status() != UCS_OK) {
+    // A refusal can come just before the PS ends the connection.
+    const bool refused = reply.done() && reply.status() == UCS_OK && confirm.magic == confirm_frame::refused_value;
+    if (!refused && (!answered || lost() || sent.status() != UCS_OK)) {
         if (!reply.done()) reply.cancel(w.get());
         w.wait_until([&] { return reply.done() && sent.done(); }, clock::now() + std::chrono::seconds(1));
         throw error(fmt::format("bootstrap: {} did not confirm the handshake in time{}", ps_name,

@@ -33,6 +33,12 @@ context::context(std::chrono::milliseconds keepalive)
         auto text = fmt::format("{}ms", keepalive.count());
         ucp_config_modify(config, "KEEPALIVE_INTERVAL", text.c_str());
     }
+    // A static spec's PS listens at a fixed port: the next job must be able
+    // to listen there at once, though connections of the last one the PS
+    // closed first are still in TIME_WAIT (SO_REUSEADDR; a port another
+    // process listens on is still refused).
+    if (!std::getenv("UCX_CM_REUSEADDR") && !std::getenv("UCX_TCP_CM_REUSEADDR"))
+        ucp_config_modify(config, "CM_REUSEADDR", "y");
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
     params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;

@@ -158,6 +158,9 @@ std::unique_ptr<ps::peer_memory> ucx_transport::map(std::size_t peer, std::span<
 
 void ucx_transport::close(bool force)
 {
+    if (dropped_ > 1 && !closed_)
+        log::warn("dropped {} messages in all from processes that did not pass the handshake", dropped_);
+    closed_ = true;
     if (conns_.door) conns_.door->close(force);
     for (auto* list : {&conns_.fast, &conns_.peers, &conns_.accepted})
         for (auto& ep : *list)

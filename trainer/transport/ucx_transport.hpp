@@ -85,6 +85,7 @@ private:
     std::vector<std::string> names_;
     ps::clock::time_point next_guard_{};
     std::uint64_t dropped_ = 0;
+    bool closed_ = false;
     std::vector<std::uint8_t> scratch_;  // what dropped messages are received into
     std::vector<request> drops_;
 };
