@@ -95,6 +95,10 @@ manifest read_manifest(const std::string& dir, const std::string& file)
         m.tensors = j.at("model").at("tensors");
         m.optimizer = j.at("optimizer").at("name").get<std::string>();
         m.state_slots = j.at("optimizer").at("state_slots").get<int>();
+        // A size decides an allocation only once it is what can be true:
+        // a restore allocates state_slots copies of its range.
+        if (m.state_slots < 0 || m.state_slots > 2)
+            throw error(fmt::format("it names {} optimizer state slots, where an optimizer has 0 to 2", m.state_slots));
         m.seed = j.at("data").at("seed").get<std::uint64_t>();
         m.batch_size = j.at("data").at("batch_size").get<int>();
         m.worker_batches = j.at("data").at("worker_batches").get<std::vector<std::uint64_t>>();
@@ -104,6 +108,9 @@ manifest read_manifest(const std::string& dir, const std::string& file)
             if (e.file.find('/') != std::string::npos) throw error("a shard name holds a '/'");
             e.range.begin = s.at("range").at(0).get<std::size_t>();
             e.range.end = s.at("range").at(1).get<std::size_t>();
+            if (e.range.begin > e.range.end || e.range.end > m.num_params)
+                throw error(fmt::format("{} holds the range [{}, {}), which is not inside the model's {} parameters", e.file,
+                                        e.range.begin, e.range.end, m.num_params));
             e.bytes = s.at("bytes").get<std::uint64_t>();
             e.crc32 = s.at("crc32").get<std::uint32_t>();
             e.step = s.at("step").get<std::uint64_t>();

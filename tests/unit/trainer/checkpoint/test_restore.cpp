@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE checkpoint_restore
 #include <boost/test/unit_test.hpp>
 
+#include "tests/unit/allocation_probe.hpp"
 #include "tests/unit/trainer/checkpoint/helpers.hpp"
 #include "trainer/checkpoint/restore.hpp"
 #include "trainer/checkpoint/store.hpp"
@@ -127,4 +128,32 @@ BOOST_AUTO_TEST_CASE(find_latest_refuses_when_no_checkpoint_is_usable)
     BOOST_TEST(e.find("no usable checkpoint in " + d.path + ": the checkpoint at global step 10 in " + d.path +
                       ": ckpt-0000000010.json: checksum mismatch (the manifest was changed or is corrupt)") == 0u, e);
     BOOST_TEST(e.ends_with(": move the directory away to start from scratch"), e);
+}
+
+// A restore allocates the range times its state slots: a manifest (with a
+// good checksum) naming 2^30 slots, or a shard past the model's end, is
+// refused before anything of that size is allocated.
+BOOST_AUTO_TEST_CASE(a_restore_refuses_a_manifest_whose_sizes_cannot_be_true_before_allocating)
+{
+    temp_dir d;
+    auto m = write_checkpoint(d.path, 10, 300, 2);
+    m.state_slots = 1 << 30;
+    write_manifest(d.path, m);
+    allocation_probe probe;
+    auto e = error_of([&] { find_latest(d.path); });
+    BOOST_TEST(e.find("no usable checkpoint in " + d.path + ": the checkpoint at global step 10 in " + d.path +
+                      ": ckpt-0000000010.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2") == 0u, e);
+    // What a PS's restore hook does with the manifest the chief names.
+    e = error_of([&] { load_range(d.path, read_manifest(d.path, manifest_name(10)), {0, 300}); });
+    BOOST_TEST(e == "ckpt-0000000010.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2");
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
+
+    m.state_slots = 2;
+    m.num_params = std::uint64_t(1) << 40;
+    m.shards[1].range.end = m.num_params;
+    write_manifest(d.path, m);
+    allocation_probe again;
+    e = error_of([&] { find_latest(d.path); });
+    BOOST_TEST(e.find(": ckpt-0000000010.shard-1-of-2 holds another range than its manifest names") != std::string::npos, e);
+    BOOST_TEST(again.largest() < std::size_t(1) << 20);
 }
