@@ -446,6 +446,34 @@ BOOST_FIXTURE_TEST_CASE(a_chief_that_initialises_another_range_ends_the_server, 
     server_refuses("initialised [0, 5) with 20 bytes");
 }
 
+// ---------------------------------------------------- a client's own sizes
+
+// A client allocates two buffers of the whole vector: a size whose bytes
+// wrap around 2^64 (2^61 + 1 floats, twice, is 8 bytes modulo 2^64) is an
+// error, not 8 bytes of buffers.
+BOOST_AUTO_TEST_CASE(a_client_of_more_parameters_than_can_be_addressed_allocates_nothing)
+{
+    loopback_network net(1, 1);
+    pstrain::testing::allocation_probe probe;
+    for (std::uint64_t n : {(std::uint64_t{1} << 61) + 1, std::uint64_t{1} << 62, ~std::uint64_t(0)}) {
+        client_config c;
+        c.num_params = n;
+        try {
+            client worker(net.worker(0), c);
+            BOOST_FAIL("no error for " << n << " parameters");
+        } catch (const pstrain::error& e) {
+            BOOST_TEST(e.what() == std::to_string(n) + " parameters are more than this machine can address");
+        }
+    }
+    client_config c;
+    c.num_params = 8;
+    c.key_sizes = {4, ~std::uint64_t(0) - 3, 8};  // wraps to 8
+    BOOST_CHECK_EXCEPTION(client(net.worker(0), c), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) == "the keys' sizes add up to more than the model's 8 parameters";
+    });
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
+}
+
 // ------------------------------------------------------ 64-bit arithmetic
 
 BOOST_AUTO_TEST_CASE(a_partition_of_2_to_33_plus_7_is_exact_and_contiguous)
