@@ -226,3 +226,31 @@ BOOST_AUTO_TEST_CASE(a_gzip_file_with_bytes_after_its_data_is_refused)
     auto msg = error_of(write(t.path / "i.gz", images(3, 2, 2) + "xx", true), write(t.path / "l", labels(3)));
     BOOST_TEST(has(msg, "has bytes after the data its header announces"));
 }
+
+// What --data-dir gives the trainer: the one line names the file whose
+// header lies, and test examples of another shape than the training ones
+// are refused.
+BOOST_AUTO_TEST_CASE(a_data_directory_names_the_file_whose_sizes_cannot_be_true)
+{
+    temp_dir t;
+    write(t.path / "train-images-idx3-ubyte.gz", header_only(most_images, 4096, 4096), true);
+    write(t.path / "train-labels-idx1-ubyte", be32(0x801) + be32(most_images));
+    write(t.path / "t10k-images-idx3-ubyte", images(2, 3, 3));
+    write(t.path / "t10k-labels-idx1-ubyte", labels(2));
+    pstrain::testing::allocation_probe probe;
+    const auto error_of_directory = [&] {
+        try {
+            pstrain::data::load_directory(t.path);
+        } catch (const pstrain::error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    BOOST_TEST(error_of_directory() == (t.path / "train-images-idx3-ubyte.gz").string() +
+                                           ": truncated: the file ends inside the pixel data");
+    BOOST_TEST(probe.largest() <= std::size_t(16) << 20);
+    fs::remove(t.path / "train-images-idx3-ubyte.gz");
+    write(t.path / "train-images-idx3-ubyte", images(3, 2, 2));
+    write(t.path / "train-labels-idx1-ubyte", labels(3));
+    BOOST_TEST(error_of_directory() == t.path.string() + ": training examples have 4 features, test examples 9");
+}
