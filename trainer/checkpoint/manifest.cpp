@@ -4,12 +4,16 @@
 #include "trainer/checkpoint/file_io.hpp"
 
 #include <ctime>
+#include <filesystem>
 #include <regex>
 
 #include <fmt/format.h>
 
 namespace pstrain::checkpoint {
 namespace {
+
+// A manifest of thousands of shards and workers is a few MB.
+constexpr std::size_t max_manifest_bytes = std::size_t(64) << 20;
 
 std::string now_utc()
 {
@@ -76,7 +80,16 @@ void write_manifest(const std::string& dir, const manifest& m)
 
 manifest read_manifest(const std::string& dir, const std::string& file)
 {
-    auto bytes = read_file(path_of(dir, file), std::size_t(64) << 20);
+    const auto too_large = [&] {
+        return error(fmt::format("{}: larger than {} MiB, which no manifest pstrain writes is: not a checkpoint manifest", file,
+                                 max_manifest_bytes >> 20));
+    };
+    // It is read whole: its size first, then at most that much.
+    std::error_code ec;
+    if (const auto size = std::filesystem::file_size(path_of(dir, file), ec); !ec && size > max_manifest_bytes)
+        throw too_large();
+    auto bytes = read_file(path_of(dir, file), max_manifest_bytes + 1);
+    if (bytes.size() > max_manifest_bytes) throw too_large();
     manifest m;
     try {
         auto j = nlohmann::json::parse(bytes.begin(), bytes.end());

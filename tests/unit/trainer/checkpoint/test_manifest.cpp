@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE checkpoint_manifest
 #include <boost/test/unit_test.hpp>
 
+#include "tests/unit/allocation_probe.hpp"
 #include "tests/unit/trainer/checkpoint/helpers.hpp"
 #include "trainer/checkpoint/manifest.hpp"
 
@@ -212,4 +213,18 @@ BOOST_AUTO_TEST_CASE(a_manifest_with_impossible_sizes_is_refused)
                    fmt::format("{}: ckpt-0000000042.shard-1-of-2 holds the range [{}, {}), which is not inside the model's "
                                "79510 parameters", file, b, e));
     }
+}
+
+// The manifest is read whole, up to 64 MiB: a larger file is named by its
+// size, before any of it is read.
+BOOST_AUTO_TEST_CASE(a_manifest_larger_than_64_mib_is_refused_unread)
+{
+    temp_dir d;
+    const auto file = manifest_name(42);
+    write_manifest(d.path, sample_manifest());
+    fs::resize_file(d.path + "/" + file, (std::uintmax_t(64) << 20) + 1);
+    allocation_probe probe;
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) ==
+               file + ": larger than 64 MiB, which no manifest pstrain writes is: not a checkpoint manifest");
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }
