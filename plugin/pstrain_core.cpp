@@ -6,6 +6,7 @@
 #include "common/parse.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -206,11 +207,14 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
                              std::vector<std::string>& warnings)
 {
     if (step.total_tasks != shape.total()) throw error(task_count_error(shape, static_cast<std::uint32_t>(step.total_tasks)));
-    task_layout layout = make_layout(expand_hostlist(step.nodelist), expand_task_counts(step.tasks_per_node),
-                                     parse_distribution(step.distribution), step.plane_size);
-    if (static_cast<int>(layout.node_of_rank.size()) != step.total_tasks)
-        throw error(fmt::format("SLURM_STEP_TASKS_PER_NODE={} counts {} tasks but the step has {}", step.tasks_per_node,
-                                layout.node_of_rank.size(), step.total_tasks));
+    // The counts decide the layout's size: they must add up to the step's
+    // tasks before a layout of that many is made.
+    const auto counts = expand_task_counts(step.tasks_per_node);
+    const auto counted = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+    if (counted != step.total_tasks)
+        throw error(fmt::format("SLURM_STEP_TASKS_PER_NODE={} counts {} tasks but the step has {}", step.tasks_per_node, counted,
+                                step.total_tasks));
+    task_layout layout = make_layout(expand_hostlist(step.nodelist), counts, parse_distribution(step.distribution), step.plane_size);
     if (step.rank < 0 || step.rank >= step.total_tasks)
         throw error(fmt::format("task rank {} is outside the step's {} tasks", step.rank, step.total_tasks));
 

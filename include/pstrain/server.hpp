@@ -34,6 +34,11 @@ struct server_config {
     bool share_memory = true;
     // After the chief ends training, how long workers get to collect their last reply.
     std::chrono::seconds shutdown_wait{60};
+    // The most memory the shard may take (its values, optimizer state, sums
+    // and one receive buffer per worker), checked when the chief's hello
+    // announces the model's size, before anything is allocated.  0: this
+    // machine's physical memory.
+    std::uint64_t max_shard_bytes = 0;
 };
 
 // The shard as it is at a snapshot, for the snapshot hook.

@@ -71,7 +71,8 @@ public:
     virtual ~exchange_memory() = default;
     virtual void* data() const = 0;
     virtual std::size_t size() const = 0;
-    // What a peer needs to map it: send it, with data()'s address.
+    // What a peer needs to map it (its address and size included): send it,
+    // with the addresses of what the peer is to use in it.
     virtual std::vector<std::uint8_t> packed_key() const = 0;
 };
 
@@ -79,9 +80,12 @@ public:
 class peer_memory {
 public:
     virtual ~peer_memory() = default;
-    // This process's address for the peer's `remote_address`; nullptr when
-    // it is not mapped here.
-    virtual void* local_pointer(std::uint64_t remote_address) const = 0;
+    // This process's address for the peer's `bytes` bytes at
+    // `remote_address`; nullptr when the memory is not mapped here.  Throws
+    // pstrain::error when they are not all inside the memory the key
+    // described, or not all of that is mapped here: a peer's key and
+    // addresses are checked, never believed.
+    virtual void* local_pointer(std::uint64_t remote_address, std::size_t bytes) const = 0;
 };
 
 class transport {

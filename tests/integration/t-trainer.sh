@@ -101,6 +101,24 @@ test_corrupt_dataset_is_named() {
   expect_contains "train-images-idx3-ubyte: truncated: the file ends inside the pixel data"
 }
 
+# A 16-byte IDX header announcing 2^28 images of 4096 x 4096 pixels (2^52
+# bytes): the file is named with what it lacks, not taken for the machine
+# being out of memory.
+test_idx_header_announcing_more_than_the_file_holds_is_named() {
+  mkdir data
+  printf '\x00\x00\x08\x03\x10\x00\x00\x00\x00\x00\x10\x00\x00\x00\x10\x00' >data/train-images-idx3-ubyte
+  printf '\x00\x00\x08\x01\x10\x00\x00\x00' >data/train-labels-idx1-ubyte
+  cp data/train-images-idx3-ubyte data/t10k-images-idx3-ubyte
+  cp data/train-labels-idx1-ubyte data/t10k-labels-idx1-ubyte
+  run "$pstrain" --standalone --device cpu --data-dir "$PWD/data" --train-steps 1
+  expect_rc 1
+  expect_eq "$out" "pstrain[standalone]: error: $PWD/data/train-images-idx3-ubyte: truncated: the file ends inside the pixel data (0 of the 4503599627370496 bytes its header announces): download it again, or check --data-dir" "error line"
+  gzip data/train-images-idx3-ubyte
+  run "$pstrain" --standalone --device cpu --data-dir "$PWD/data" --train-steps 1
+  expect_rc 1
+  expect_eq "$out" "pstrain[standalone]: error: $PWD/data/train-images-idx3-ubyte.gz: truncated: the file ends inside the pixel data" "error line"
+}
+
 test_unwritable_metrics_file() {
   run "$pstrain" --standalone --model linear --train-steps 1 --metrics-file /nonexistent/m.jsonl
   expect_rc 1

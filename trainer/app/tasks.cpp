@@ -55,8 +55,12 @@ ps::server_hooks server_hooks_for(const train_options& o)
             throw;
         }
     };
-    h.restore = [dir](std::uint64_t step, ps::shard_range range, std::uint64_t) {
+    h.restore = [dir](std::uint64_t step, ps::shard_range range, std::uint64_t num_params) {
         const auto m = checkpoint::read_manifest(dir, checkpoint::manifest_name(step));
+        if (m.num_params != num_params)
+            throw error(fmt::format("{}/{} holds {} parameters but the chief's model has {}: was the checkpoint replaced "
+                                    "while the job started? Start it again", dir, checkpoint::manifest_name(step), m.num_params,
+                                    num_params));
         auto d = checkpoint::load_range(dir, m, range);
         return ps::shard_state{std::move(d.values), std::move(d.state), d.updates, m.worker_batches};
     };

@@ -4,12 +4,16 @@
 #include "trainer/checkpoint/file_io.hpp"
 
 #include <ctime>
+#include <filesystem>
 #include <regex>
 
 #include <fmt/format.h>
 
 namespace pstrain::checkpoint {
 namespace {
+
+// A manifest of thousands of shards and workers is a few MB.
+constexpr std::size_t max_manifest_bytes = std::size_t(64) << 20;
 
 std::string now_utc()
 {
@@ -76,7 +80,16 @@ void write_manifest(const std::string& dir, const manifest& m)
 
 manifest read_manifest(const std::string& dir, const std::string& file)
 {
-    auto bytes = read_file(path_of(dir, file), std::size_t(64) << 20);
+    const auto too_large = [&] {
+        return error(fmt::format("{}: larger than {} MiB, which no manifest pstrain writes is: not a checkpoint manifest", file,
+                                 max_manifest_bytes >> 20));
+    };
+    // It is read whole: its size first, then at most that much.
+    std::error_code ec;
+    if (const auto size = std::filesystem::file_size(path_of(dir, file), ec); !ec && size > max_manifest_bytes)
+        throw too_large();
+    auto bytes = read_file(path_of(dir, file), max_manifest_bytes + 1);
+    if (bytes.size() > max_manifest_bytes) throw too_large();
     manifest m;
     try {
         auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
@@ -95,6 +108,10 @@ manifest read_manifest(const std::string& dir, const std::string& file)
         m.tensors = j.at("model").at("tensors");
         m.optimizer = j.at("optimizer").at("name").get<std::string>();
         m.state_slots = j.at("optimizer").at("state_slots").get<int>();
+        // A size decides an allocation only once it is what can be true:
+        // a restore allocates state_slots copies of its range.
+        if (m.state_slots < 0 || m.state_slots > 2)
+            throw error(fmt::format("it names {} optimizer state slots, where an optimizer has 0 to 2", m.state_slots));
         m.seed = j.at("data").at("seed").get<std::uint64_t>();
         m.batch_size = j.at("data").at("batch_size").get<int>();
         m.worker_batches = j.at("data").at("worker_batches").get<std::vector<std::uint64_t>>();
@@ -104,6 +121,9 @@ manifest read_manifest(const std::string& dir, const std::string& file)
             if (e.file.find('/') != std::string::npos) throw error("a shard name holds a '/'");
             e.range.begin = s.at("range").at(0).get<std::size_t>();
             e.range.end = s.at("range").at(1).get<std::size_t>();
+            if (e.range.begin > e.range.end || e.range.end > m.num_params)
+                throw error(fmt::format("{} holds the range [{}, {}), which is not inside the model's {} parameters", e.file,
+                                        e.range.begin, e.range.end, m.num_params));
             e.bytes = s.at("bytes").get<std::uint64_t>();
             e.crc32 = s.at("crc32").get<std::uint32_t>();
             e.step = s.at("step").get<std::uint64_t>();

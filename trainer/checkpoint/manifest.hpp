@@ -72,7 +72,9 @@ name_kind classify_name(const std::string& name);
 // Writes the manifest atomically (see atomic_file), as ckpt-<global_step>.json.
 void write_manifest(const std::string& dir, const manifest& m);
 // Reads and checks a manifest: format, version, crc32, every field, shard
-// names without '/', at least one shard.  Throws pstrain::error naming
+// names without '/', at least one shard, 0 to 2 optimizer state slots, and
+// every shard's range inside the model's parameters.  It reads at most
+// 64 MiB (a manifest of thousands of shards and workers is a few MB).  Throws pstrain::error naming
 // the file and what is wrong with it.
 manifest read_manifest(const std::string& dir, const std::string& file);
 

@@ -46,6 +46,7 @@ range_data load_range(const std::string& dir, const manifest& m, ps::shard_range
         // [b, e): the part of `range` this shard holds.
         const std::size_t b = std::max(range.begin, s.range.begin), e = std::min(range.end, s.range.end);
         if (b >= e) continue;
+        if (auto problem = check_size(dir, s); !problem.empty()) throw error(problem);
         auto d = read_shard(dir, s.file);
         if (d.meta.range.begin != s.range.begin || d.meta.range.end != s.range.end || d.meta.state_slots != m.state_slots)
             throw error(fmt::format("{} does not hold what its manifest names", s.file));

@@ -22,8 +22,9 @@ std::optional<manifest> find_latest(const std::string& dir);
 // The values, optimizer state (slot after slot, for `range` only) and
 // update count of `range` of the flat vector, from the checkpoint's shards,
 // whatever number of PS tasks wrote them: each shard overlapping `range`
-// is read (and its checksum checked) and its part of the values and of
-// every state slot copied into place.  `updates` is that of the shard that
+// is read (its size checked against the manifest's first, then its
+// checksum) and its part of the values and of every state slot copied into
+// place.  `updates` is that of the shard that
 // held range.begin.  The manifest is trusted to cover `range` (find_latest
 // checked it).
 struct range_data {

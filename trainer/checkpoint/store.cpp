@@ -69,17 +69,23 @@ shard_data read_new_shard(const std::string& dir, const std::string& file, std::
     }
 }
 
+std::string check_size(const std::string& dir, const shard_entry& s)
+{
+    struct stat st{};
+    if (::stat(path_of(dir, s.file).c_str(), &st) != 0) return fmt::format("{} is missing ({})", s.file, std::strerror(errno));
+    if (static_cast<std::uint64_t>(st.st_size) != s.bytes)
+        return fmt::format("{} is {} ({} of {} bytes)", s.file, static_cast<std::uint64_t>(st.st_size) < s.bytes ? "truncated" : "too long",
+                           st.st_size, s.bytes);
+    return {};
+}
+
 std::string check_complete(const std::string& dir, const manifest& m, bool verify)
 {
     std::size_t covered = 0;
     for (const auto& s : m.shards) {
         if (s.range.begin != covered) return fmt::format("{} does not continue at parameter {}", s.file, covered);
         covered = s.range.end;
-        struct stat st{};
-        if (::stat(path_of(dir, s.file).c_str(), &st) != 0) return fmt::format("{} is missing ({})", s.file, std::strerror(errno));
-        if (static_cast<std::uint64_t>(st.st_size) != s.bytes)
-            return fmt::format("{} is {} ({} of {} bytes)", s.file, static_cast<std::uint64_t>(st.st_size) < s.bytes ? "truncated" : "too long",
-                               st.st_size, s.bytes);
+        if (auto problem = check_size(dir, s); !problem.empty()) return problem;
         if (!verify) continue;
         try {
             auto d = read_shard(dir, s.file);

@@ -26,6 +26,10 @@ void prepare_directory(const std::string& dir);
 // `patience`; then missing_file is thrown.
 shard_data read_new_shard(const std::string& dir, const std::string& file, std::chrono::milliseconds patience);
 
+// Empty when the shard file `s` names has the size the manifest records
+// (checked before it is read: a shard is read whole); else what is wrong.
+std::string check_size(const std::string& dir, const shard_entry& s);
+
 // Empty when the checkpoint `m` names is whole: its shards follow each
 // other from parameter 0 to num_params and each file has the size the
 // manifest records; with `verify`, each is also read fully and its range

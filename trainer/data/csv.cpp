@@ -5,11 +5,17 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 
 #include <fmt/format.h>
 
 namespace pstrain::data {
+
+namespace {
+// The largest class a label may name: the model has one output per class.
+constexpr int max_label_value = 65535;
+}  // namespace
 
 dataset read_csv(const std::filesystem::path& file)
 {
@@ -41,8 +47,10 @@ dataset read_csv(const std::filesystem::path& file)
                 throw error(fmt::format("{}:{}: field {} '{}' is not a number", file.string(), line_no, cols + 1,
                                         std::string(p, comma)));
             if (cols == 0) {
-                if (v < 0 || v != static_cast<float>(static_cast<int>(v)) || v > 65535)
-                    throw error(fmt::format("{}:{}: label '{}' is not a class number", file.string(), line_no, v));
+                // In range first: converting 1e30 or NaN to int is undefined.
+                if (!(v >= 0 && v <= max_label_value) || v != std::floor(v))
+                    throw error(fmt::format("{}:{}: label '{}' is not a class number (0 to {})", file.string(), line_no,
+                                            std::string(p, comma), max_label_value));
                 label = static_cast<int>(v);
             } else {
                 d.features.push_back(v * (1.0f / 255.0f));

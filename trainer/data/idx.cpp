@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -27,9 +28,38 @@ public:
         std::error_code ec;
         if (!std::filesystem::is_regular_file(path, ec))
             throw error(fmt::format("{}: no such file: check --data-dir", path.string()));
+        file_size_ = std::filesystem::file_size(path, ec);
         file_.reset(gzopen(path.c_str(), "rb"));
         if (!file_) throw error(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
         gzbuffer(file_.get(), 1 << 20);
+    }
+
+    // The `bytes` bytes of data its header announced, `what` naming them.
+    // A size from a header decides no allocation: a plain file must hold
+    // them (its size says so before anything is allocated); a gzip file's
+    // uncompressed size is not known in advance, so the buffer grows with
+    // what was actually read, a chunk at a time.
+    std::vector<unsigned char> read_data(std::uint64_t bytes, const char* what)
+    {
+        if (gzdirect(file_.get())) {
+            const auto offset = gztell(file_.get());
+            const std::uint64_t left = offset >= 0 && std::uint64_t(offset) <= file_size_ ? file_size_ - offset : 0;
+            if (bytes > left)
+                throw error(fmt::format("{}: truncated: the file ends inside the {} ({} of the {} bytes its header announces): "
+                                        "download it again, or check --data-dir",
+                                        path_.string(), what, left, bytes));
+        }
+        constexpr std::size_t chunk = std::size_t(16) << 20;
+        std::vector<unsigned char> out;
+        while (out.size() < bytes) {
+            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(bytes - out.size(), chunk));
+            if (out.capacity() < out.size() + n)
+                out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(bytes, std::max(2 * out.capacity(), out.size() + n))));
+            const std::size_t at = out.size();
+            out.resize(at + n);
+            read(out.data() + at, n, what);
+        }
+        return out;
     }
 
     // Reads exactly n bytes; `what` names the part for the error.
@@ -74,6 +104,7 @@ public:
 
 private:
     std::filesystem::path path_;
+    std::uint64_t file_size_ = 0;  // on disk (compressed, for a gzip file)
     gz_file file_;
 };
 
@@ -109,11 +140,10 @@ dataset read_idx_pair(const std::filesystem::path& images_path, const std::files
     dataset d;
     d.rows = n;
     d.cols = std::size_t(h) * w;
-    std::vector<unsigned char> pixels(d.rows * d.cols);
-    images.read(pixels.data(), pixels.size(), "pixel data");
+    // At most 2^28 x 4096 x 4096 = 2^52 bytes: no 64-bit product wraps.
+    const auto pixels = images.read_data(std::uint64_t(n) * h * w, "pixel data");
     images.expect_end();
-    std::vector<unsigned char> raw_labels(n);
-    labels.read(raw_labels.data(), raw_labels.size(), "label data");
+    const auto raw_labels = labels.read_data(n, "label data");
     labels.expect_end();
 
     d.features.resize(pixels.size());

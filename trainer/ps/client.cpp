@@ -5,6 +5,7 @@
 #include "trainer/ps/protocol.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -43,21 +44,31 @@ struct pending_ticket {
     std::vector<operation> ops;
 };
 
+// The exchange buffers' bytes: the values, then the gradients, of the whole
+// vector.  Checked before they are allocated: 2 * 4 * num_params must not wrap.
+std::size_t exchange_bytes(std::uint64_t num_params)
+{
+    const std::uint64_t one = wire::float_bytes(num_params);
+    if ((num_params > 0 && one == 0) || one > std::numeric_limits<std::size_t>::max() / 2)
+        throw error(fmt::format("{} parameters are more than this machine can address", num_params));
+    return std::max<std::size_t>(1, 2 * one);
+}
+
 }  // namespace
 
 class client::impl {
 public:
     impl(transport& net, client_config c)
         : net_(net), cfg_(std::move(c)), partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
-          memory_(net.allocate(std::max<std::size_t>(1, 2 * wire::float_bytes(cfg_.num_params)))),
+          memory_(net.allocate(exchange_bytes(cfg_.num_params))),
           params_(static_cast<float*>(memory_->data())), grads_(params_ + cfg_.num_params), mapped_(net.num_peers(), 0),
           base_step_(net.num_peers(), 0)
     {
         if (net.num_peers() == 0) throw error("a parameter-server client needs at least one PS");
-        if (cfg_.num_params > 0 && wire::float_bytes(cfg_.num_params) == 0)
-            throw error(fmt::format("{} parameters are more than this machine can address", cfg_.num_params));
         std::uint64_t at = 0;
         for (auto size : cfg_.key_sizes) {
+            if (size > cfg_.num_params - at)
+                throw error(fmt::format("the keys' sizes add up to more than the model's {} parameters", cfg_.num_params));
             keys_.push_back({at, at + size});
             at += size;
         }

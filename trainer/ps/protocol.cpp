@@ -70,6 +70,9 @@ std::string describe(const refusal& r)
     case refusal_code::wrong_peer:
         return fmt::format("a hello from worker {} of {} on the connection of worker {}: is a task of another job step "
                            "talking to this PS?", r.detail_begin, r.detail_end, r.peer_index);
+    case refusal_code::bad_buffers:
+        return fmt::format("exchange buffers at {:#x} and {:#x} that are not inside the memory its key maps (the PS's log "
+                           "says which bytes): is another program talking to this PS?", r.detail_begin, r.detail_end);
     case refusal_code::no_hello:
         return "a request before hello: the first message on a connection says who sends it";
     case refusal_code::not_chief:

@@ -144,7 +144,7 @@ struct abort {
 
 enum class refusal_code : std::uint32_t {
     bad_frame = 1, bad_version, bad_kind, bad_range, bad_length, not_mapped, model_mismatch, needs_whole_shard, not_chief,
-    wrong_peer, no_hello,
+    wrong_peer, no_hello, bad_buffers,
 };
 
 struct refusal {
@@ -152,7 +152,8 @@ struct refusal {
     std::uint32_t code = 0;             // refusal_code
     std::uint32_t frame_version = 0;    // bad_version: what came
     std::uint64_t detail_begin = 0;     // bad_range: the range asked for; bad_length: claimed, received;
-                                        // wrong_peer: the worker index and worker count the hello claimed
+                                        // wrong_peer: the worker index and worker count the hello claimed;
+                                        // bad_buffers: the addresses of the buffers the hello offered
     std::uint64_t detail_end = 0;
     std::uint32_t peer_index = 0;       // wrong_peer: the worker the PS knows the connection as
 };
@@ -213,6 +214,20 @@ inline bool range_inside(std::uint64_t begin, std::uint64_t end, const shard_ran
 
 // Bytes of `count` floats, or 0 when that does not fit in 64 bits.
 inline std::uint64_t float_bytes(std::uint64_t count) { return count > (~std::uint64_t(0)) / 4 ? 0 : count * 4; }
+
+// Where `range` of a flat float vector whose element 0 is at `address`
+// lies in the sender's address space: `bytes` bytes from `begin`; nullopt
+// when that does not fit in 64 bits.
+struct byte_span {
+    std::uint64_t begin = 0, bytes = 0;
+};
+inline std::optional<byte_span> bytes_of(std::uint64_t address, const shard_range& range)
+{
+    const std::uint64_t offset = float_bytes(range.begin), bytes = float_bytes(range.size());
+    if ((range.begin > 0 && offset == 0) || (range.size() > 0 && bytes == 0)) return std::nullopt;
+    if (offset > ~std::uint64_t(0) - address || bytes > ~std::uint64_t(0) - address - offset) return std::nullopt;
+    return byte_span{address + offset, bytes};
+}
 
 // The largest packed memory key a hello may carry.
 inline constexpr std::size_t max_key_bytes = 4096;

@@ -11,6 +11,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 namespace pstrain::ps {
@@ -31,7 +33,8 @@ struct peer_state {
     wire::frame out;                  // the reply in flight
     request send, payload_send;
     const float* sending = nullptr;   // the values buffer its reply payload reads until payload_send is done
-    // Its exchange buffers, mapped here: element 0 of the flat vector.
+    // Its exchange buffers, mapped here: element range_.begin of each (the
+    // part of them this PS reads and writes, and all it checked is mapped).
     std::unique_ptr<peer_memory> mapping;
     float* mapped_params = nullptr;
     const float* mapped_grads = nullptr;
@@ -101,6 +104,7 @@ private:
         range_ = make_partition(num_params_, cfg_.num_ps)[static_cast<std::size_t>(cfg_.index)];
         if (wire::float_bytes(range_.size()) == 0 && range_.size() > 0)
             throw peer_error(who, fmt::format("{} announced {} parameters: more than this machine can address", who, num_params_));
+        check_shard_fits(who);
         try {
             shard_.emplace(range_, cfg_.optimizer);
             sum_.resize(range_.size());
@@ -163,6 +167,37 @@ private:
         done_ = hooks_.step_completed && hooks_.step_completed(step_);
         for (std::size_t i = 1; i < workers_.size(); ++i) post(i);
         reply_values(0, range_, false, values_status::ok);
+    }
+
+    // The chief's hello decides the shard's size: before anything of that
+    // size is allocated, what start() allocates (the values, the optimizer
+    // state, the sum of a sync step and one receive buffer per worker) must
+    // fit in this machine's memory, or in max_shard_bytes.
+    void check_shard_fits(const std::string& who) const
+    {
+        const std::uint64_t copies = 2 + static_cast<std::uint64_t>(state_slots(cfg_.optimizer.kind)) + workers_.size();
+        const std::uint64_t per_copy = wire::float_bytes(range_.size());
+        const std::uint64_t limit = cfg_.max_shard_bytes > 0 ? cfg_.max_shard_bytes : physical_memory();
+        if (limit == 0 || per_copy <= limit / copies) return;
+        throw peer_error(who, fmt::format("{} announced {} parameters: this PS's shard of {} needs {} ({} copies: values, "
+                                          "optimizer state, sums, one receive buffer per worker), more than {}: use more PS "
+                                          "tasks, or check that every task builds the same model",
+                                          who, num_params_, range_.size(), size_text(static_cast<double>(per_copy) * copies),
+                                          copies, cfg_.max_shard_bytes > 0 ? fmt::format("the {} max_shard_bytes allows", size_text(limit))
+                                                                           : fmt::format("this machine's {} of memory", size_text(limit))));
+    }
+
+    static std::string size_text(double bytes)
+    {
+        if (bytes >= 1e9) return fmt::format("{:.1f} GB", bytes / 1e9);
+        if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
+        return fmt::format("{} bytes", static_cast<std::uint64_t>(bytes));
+    }
+
+    static std::uint64_t physical_memory()
+    {
+        const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+        return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
     }
 
     void wait_for_chief(request& r, const char* what)
@@ -365,37 +400,64 @@ private:
             p.out = wire::encode(r);
             return;
         }
+        std::string why;
+        const bool mapped = map_buffers(i, h, why);
+        if (!why.empty()) {
+            r.code = static_cast<std::uint32_t>(wire::refusal_code::bad_buffers);
+            r.detail_begin = h.params_address;
+            r.detail_end = h.grads_address;
+            log::error("refused the hello of {}: its exchange buffers at {:#x} and {:#x} are not inside the memory its key "
+                       "maps ({}): is another program talking to this PS?", net_.peer_name(i), h.params_address,
+                       h.grads_address, why);
+            p.out = wire::encode(r);
+            return;
+        }
         p.greeted = true;
         wire::welcome w;
         w.range_begin = range_.begin;
         w.range_end = range_.end;
         w.num_params = num_params_;
-        w.mapped = map_buffers(i, h) ? 1 : 0;
+        w.mapped = mapped ? 1 : 0;
         p.out = wire::encode(w);
     }
 
     // True when the worker's buffers are mapped here (same host, a
-    // transport that can, share_memory on).
-    bool map_buffers(std::size_t i, const wire::hello& h)
+    // transport that can, share_memory on).  The whole of what this PS will
+    // read and write, its range of both buffers, must lie in the memory the
+    // worker's key maps (UCX's ucp_rkey_ptr checks no bounds: it adds an
+    // offset to any address): when it does not, `why` says so and the hello
+    // is refused.
+    bool map_buffers(std::size_t i, const wire::hello& h, std::string& why)
     {
         auto& p = workers_[i];
         const auto key_bytes = p.in.payload_bytes;
         if (!cfg_.share_memory || key_bytes == 0 || key_bytes > wire::max_key_bytes || h.params_address == 0 ||
-            h.grads_address == 0)
+            h.grads_address == 0 || range_.size() == 0)
             return false;
+        std::unique_ptr<peer_memory> mapping;
         try {
-            auto key = std::span(reinterpret_cast<const std::uint8_t*>(p.slot.data()), key_bytes);
-            auto mapping = net_.map(i, key);
-            if (!mapping) return false;
-            auto* params = static_cast<float*>(mapping->local_pointer(h.params_address));
-            auto* grads = static_cast<const float*>(mapping->local_pointer(h.grads_address));
-            if (!params || !grads) return false;
-            p.mapping = std::move(mapping);
-            p.mapped_params = params;
-            p.mapped_grads = grads;
-            return true;
+            mapping = net_.map(i, std::span(reinterpret_cast<const std::uint8_t*>(p.slot.data()), key_bytes));
         } catch (const error& e) {
             log::debug("cannot map the buffers of {} ({}): messages it is", net_.peer_name(i), e.what());
+            return false;
+        }
+        if (!mapping) return false;
+        const auto params = wire::bytes_of(h.params_address, range_), grads = wire::bytes_of(h.grads_address, range_);
+        if (!params || !grads) {
+            why = fmt::format("elements [{}, {}) of them would lie past the end of a 64-bit address space", range_.begin,
+                              range_.end);
+            return false;
+        }
+        try {
+            auto* params_here = static_cast<float*>(mapping->local_pointer(params->begin, params->bytes));
+            auto* grads_here = static_cast<const float*>(mapping->local_pointer(grads->begin, grads->bytes));
+            if (!params_here || !grads_here) return false;
+            p.mapping = std::move(mapping);
+            p.mapped_params = params_here;
+            p.mapped_grads = grads_here;
+            return true;
+        } catch (const error& e) {
+            why = e.what();
             return false;
         }
     }
@@ -442,7 +504,7 @@ private:
         const auto values = shard_->values().subspan(part.begin - range_.begin, part.size());
         if (shared) {
             // The worker waits for this reply: its buffer is ours until the frame leaves.
-            std::copy(values.begin(), values.end(), p.mapped_params + part.begin);
+            std::copy(values.begin(), values.end(), p.mapped_params + (part.begin - range_.begin));
             bytes_out_ += values.size_bytes();
             p.sending = nullptr;
             p.out = wire::encode(v);
@@ -507,7 +569,7 @@ private:
     std::span<const float> gradient(std::size_t i, shard_range part, bool shared) const
     {
         const auto& p = workers_[i];
-        return {shared ? p.mapped_grads + part.begin : p.slot.data(), part.size()};
+        return {shared ? p.mapped_grads + (part.begin - range_.begin) : p.slot.data(), part.size()};
     }
 
     // ----------------------------------------------------------- training

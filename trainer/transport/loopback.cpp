@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -48,6 +49,7 @@ struct loopback_network::state {
     std::atomic<std::uint64_t> generation{0};
     std::vector<mailbox> boxes;  // [receiver][sender][channel]
     std::vector<char> dead;
+    std::map<std::uintptr_t, std::size_t> memories;  // allocate()'s, by address: their sizes
 
     mailbox& box(int receiver, int sender, channel ch)
     {
@@ -125,28 +127,57 @@ private:
     mailbox* box_;  // a receive's mailbox, to cancel it
 };
 
+// A memory key: the network, the memory's address and its size.
+struct loopback_key {
+    std::uint64_t network = 0, address = 0, bytes = 0;
+};
+
+// Memory the network knows by its address, until it goes.
 class plain_memory : public exchange_memory {
 public:
-    plain_memory(std::size_t bytes, std::uint64_t network) : bytes_(bytes), data_(new float[(bytes + 3) / 4]()), network_(network) {}
+    plain_memory(std::size_t bytes, std::shared_ptr<net_state> s)
+        : bytes_(bytes), data_(new float[(bytes + 3) / 4]()), s_(std::move(s))
+    {
+        std::lock_guard lock(s_->mu);
+        s_->memories[address()] = bytes_;
+    }
+    ~plain_memory() override
+    {
+        std::lock_guard lock(s_->mu);
+        s_->memories.erase(address());
+    }
     void* data() const override { return data_.get(); }
     std::size_t size() const override { return bytes_; }
     std::vector<std::uint8_t> packed_key() const override
     {
-        std::vector<std::uint8_t> key(sizeof network_);
-        std::memcpy(key.data(), &network_, sizeof network_);
+        const loopback_key k{reinterpret_cast<std::uintptr_t>(s_.get()), address(), bytes_};
+        std::vector<std::uint8_t> key(sizeof k);
+        std::memcpy(key.data(), &k, sizeof k);
         return key;
     }
 
 private:
+    std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(data_.get()); }
     std::size_t bytes_;
     std::unique_ptr<float[]> data_;
-    std::uint64_t network_;
+    std::shared_ptr<net_state> s_;
 };
 
-// One address space: a peer's address is this process's.
+// One address space: a peer's address is this process's, inside the
+// memory the key named.
 class same_process_memory : public peer_memory {
 public:
-    void* local_pointer(std::uint64_t remote_address) const override { return reinterpret_cast<void*>(remote_address); }
+    same_process_memory(std::uint64_t address, std::uint64_t bytes) : address_(address), bytes_(bytes) {}
+    void* local_pointer(std::uint64_t remote_address, std::size_t bytes) const override
+    {
+        if (remote_address < address_ || remote_address - address_ > bytes_ || bytes > bytes_ - (remote_address - address_))
+            throw error(fmt::format("{} bytes at {:#x} are not inside the {} bytes at {:#x} its memory key names", bytes,
+                                    remote_address, bytes_, address_));
+        return reinterpret_cast<void*>(remote_address);
+    }
+
+private:
+    std::uint64_t address_, bytes_;
 };
 
 class loopback_transport : public transport {
@@ -224,16 +255,24 @@ public:
 
     std::unique_ptr<exchange_memory> allocate(std::size_t bytes) override
     {
-        return std::make_unique<plain_memory>(bytes, network_id());
+        return std::make_unique<plain_memory>(bytes, s_);
     }
 
     std::unique_ptr<peer_memory> map(std::size_t, std::span<const std::uint8_t> key) override
     {
-        std::uint64_t id = 0;
-        if (key.size() != sizeof id) return nullptr;
-        std::memcpy(&id, key.data(), sizeof id);
-        if (id != network_id()) return nullptr;
-        return std::make_unique<same_process_memory>();
+        loopback_key k;
+        if (key.size() != sizeof k) return nullptr;
+        std::memcpy(&k, key.data(), sizeof k);
+        if (k.network != network_id()) return nullptr;
+        {
+            // Only memory this network handed out, as large as it is.
+            std::lock_guard lock(s_->mu);
+            auto it = s_->memories.find(k.address);
+            if (it == s_->memories.end() || it->second != k.bytes)
+                throw error(fmt::format("a memory key names {} bytes at {:#x}, which this network did not hand out", k.bytes,
+                                        k.address));
+        }
+        return std::make_unique<same_process_memory>(k.address, k.bytes);
     }
 
     void close(bool) override {}

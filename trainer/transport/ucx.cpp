@@ -4,7 +4,9 @@
 #include "common/log.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -397,7 +399,7 @@ std::vector<std::uint8_t> mapped_memory::packed_key() const
     return out;
 }
 
-remote_key::remote_key(ucp_ep_h ep, std::span<const std::uint8_t> packed)
+remote_key::remote_key(ucp_ep_h ep, std::span<const std::uint8_t> packed) : before_(shared_mappings())
 {
     check(ucp_ep_rkey_unpack(ep, packed.data(), &h_), "ucp_ep_rkey_unpack");
 }
@@ -411,6 +413,38 @@ void* remote_key::local_pointer(std::uint64_t remote_address) const
 {
     void* local = nullptr;
     return ucp_rkey_ptr(h_, remote_address, &local) == UCS_OK ? local : nullptr;
+}
+
+void* remote_key::local_range(std::uint64_t remote_address, std::size_t bytes) const
+{
+    void* here = local_pointer(remote_address);
+    if (!here) return nullptr;
+    // What the key mapped: shared mappings that were not there before the
+    // unpack (ucp maps a peer's segment when it unpacks its key, or at the
+    // first ucp_rkey_ptr).
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> mapped;
+    for (const auto& m : shared_mappings())
+        if (std::find(before_.begin(), before_.end(), m) == before_.end()) mapped.push_back(m);
+    if (mapped.empty()) return nullptr;
+    const auto at = reinterpret_cast<std::uintptr_t>(here);
+    for (const auto& [begin, end] : mapped)
+        if (at >= begin && at <= end && bytes <= end - at) return here;
+    throw error(fmt::format("{} bytes at {:#x} are not inside the memory its key maps here", bytes, remote_address));
+}
+
+std::vector<std::pair<std::uintptr_t, std::uintptr_t>> shared_mappings()
+{
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> out;
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        // "begin-end perms offset dev inode path": perms end in 's' for a shared mapping.
+        unsigned long long begin = 0, end = 0;
+        char perms[5] = {};
+        if (std::sscanf(line.c_str(), "%llx-%llx %4s", &begin, &end, perms) == 3 && perms[3] == 's')
+            out.emplace_back(static_cast<std::uintptr_t>(begin), static_cast<std::uintptr_t>(end));
+    }
+    return out;
 }
 
 }  // namespace pstrain::transport

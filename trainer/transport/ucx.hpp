@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ucp/api/ucp.h>
@@ -175,12 +176,23 @@ public:
     remote_key& operator=(const remote_key&) = delete;
     // This process's address for the peer's `remote_address`, when UCX can
     // map the peer's memory here (shared memory on one host); nullptr when
-    // it cannot (another host, UCX_TLS without sm).
+    // it cannot (another host, UCX_TLS without sm).  No bounds are checked:
+    // ucp_rkey_ptr adds an offset to any address (UCX 1.13's uct_mm_rkey_ptr).
     void* local_pointer(std::uint64_t remote_address) const;
+    // The same for `bytes` bytes at `remote_address`, all of which must lie
+    // in the memory this key mapped here: the shared mapping that appeared
+    // in this process when it was unpacked (/proc/self/maps).  Throws
+    // pstrain::error when they do not; nullptr when UCX cannot map the
+    // memory here, or mapped nothing new whose bounds could be checked.
+    void* local_range(std::uint64_t remote_address, std::size_t bytes) const;
 
 private:
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> before_;  // shared mappings before the unpack
     ucp_rkey_h h_ = nullptr;
 };
+
+// This process's shared mappings, [begin, end) each (/proc/self/maps).
+std::vector<std::pair<std::uintptr_t, std::uintptr_t>> shared_mappings();
 
 // A listener on a TCP port (all interfaces); connection requests queue up.
 class listener {

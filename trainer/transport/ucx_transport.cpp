@@ -45,7 +45,10 @@ private:
 class ucx_peer_memory : public ps::peer_memory {
 public:
     ucx_peer_memory(ucp_ep_h ep, std::span<const std::uint8_t> key) : key_(ep, key) {}
-    void* local_pointer(std::uint64_t remote_address) const override { return key_.local_pointer(remote_address); }
+    void* local_pointer(std::uint64_t remote_address, std::size_t bytes) const override
+    {
+        return key_.local_range(remote_address, bytes);
+    }
 
 private:
     remote_key key_;

@@ -6,6 +6,7 @@
 
 #include "pstrain/error.hpp"
 #include "plugin/pstrain_core.hpp"
+#include "tests/unit/allocation_probe.hpp"
 
 #include <map>
 #include <set>
@@ -279,6 +280,24 @@ BOOST_AUTO_TEST_CASE(numeric_node_order_n9_n10)
     auto h = remote_task(0, 3, "n[9-11]", "1(x3)");
     BOOST_REQUIRE(run_remote(h, "1", "2") == 0);
     BOOST_TEST(hosts_of(h) == (std::vector<std::string>{"n9", "n10", "n11"}));
+}
+
+// The task counts Slurm's environment gives decide the size of the layout:
+// counts that add up to more than the step's tasks (here 2^20 nodes of 2^20
+// tasks, 2^40 in all) fail the task with one line before a layout of that
+// size is made.
+BOOST_AUTO_TEST_CASE(task_counts_that_do_not_add_up_fail_the_task_before_allocating)
+{
+    auto h = remote_task(0, 3, "n[1-1048576]", "1048576(x1048576)");
+    pstrain::testing::allocation_probe probe;
+    BOOST_TEST(run_remote(h, "1", "2") != 0);
+    BOOST_TEST_REQUIRE(h.errors.size() == 1u);
+    BOOST_TEST(h.errors[0] == "pstrain: SLURM_STEP_TASKS_PER_NODE=1048576(x1048576) counts 1099511627776 tasks but the step has 3");
+    BOOST_TEST(probe.largest() < std::size_t(64) << 20);  // the counts, not a layout of 2^40 tasks
+
+    auto few = remote_task(0, 3, "n[1-3]", "1,1");
+    BOOST_TEST(run_remote(few, "1", "2") != 0);
+    BOOST_TEST(few.errors.at(0) == "pstrain: SLURM_STEP_TASKS_PER_NODE=1,1 counts 2 tasks but the step has 3");
 }
 
 BOOST_AUTO_TEST_CASE(spread_placement_puts_ps_on_different_nodes)

@@ -2,10 +2,12 @@
 #define BOOST_TEST_MODULE checkpoint_inspect
 #include <boost/test/unit_test.hpp>
 
+#include "tests/unit/allocation_probe.hpp"
 #include "tests/unit/trainer/checkpoint/helpers.hpp"
 #include "trainer/checkpoint/inspect.hpp"
 
 #include <cstdio>
+#include <cstring>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -96,4 +98,31 @@ BOOST_AUTO_TEST_CASE(an_unreadable_directory_fails)
     auto r = run_inspect(d.path + "/missing");
     BOOST_TEST(r.status == 1);
     BOOST_TEST(r.out.empty());
+}
+
+// Inspecting reads every manifest and shard: sizes in them that cannot be
+// true are named in the table, and nothing of their size is allocated.
+BOOST_AUTO_TEST_CASE(hostile_sizes_are_named_without_allocating_them)
+{
+    temp_dir d;
+    auto slots = write_checkpoint(d.path, 300, 300, 1);  // a manifest naming 2^30 state slots
+    slots.state_slots = 1 << 30;
+    write_manifest(d.path, slots);
+    auto header = write_checkpoint(d.path, 200, 300, 1);  // a shard whose metadata length is past its end
+    auto bytes = read_text(d.path + "/" + header.shards[0].file);
+    const std::uint32_t huge = 0xfffffff0u;
+    std::memcpy(bytes.data() + 12, &huge, 4);
+    write_text(d.path + "/" + header.shards[0].file, bytes);
+    auto range = write_checkpoint(d.path, 100, 300, 1);  // a manifest naming 2^40 parameters in that shard
+    range.num_params = range.shards[0].range.end = std::uint64_t(1) << 40;
+    write_manifest(d.path, range);
+
+    allocation_probe probe;
+    auto r = run_inspect(d.path);
+    BOOST_TEST(r.status == 1);
+    BOOST_TEST(contains(r.out, "ckpt-0000000300.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2\n"), r.out);
+    BOOST_TEST(contains(r.out, "ckpt-0000000200.shard-0-of-1 is truncated (" + std::to_string(bytes.size()) +
+                                   " bytes, shorter than its own header)\n"), r.out);
+    BOOST_TEST(contains(r.out, "ckpt-0000000100.shard-0-of-1 holds another range than its manifest names\n"), r.out);
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }

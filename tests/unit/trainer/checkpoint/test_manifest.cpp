@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE checkpoint_manifest
 #include <boost/test/unit_test.hpp>
 
+#include "tests/unit/allocation_probe.hpp"
 #include "tests/unit/trainer/checkpoint/helpers.hpp"
 #include "trainer/checkpoint/manifest.hpp"
 
@@ -183,4 +184,47 @@ BOOST_AUTO_TEST_CASE(a_manifest_naming_no_shard_or_a_path_is_refused)
     m.shards.clear();
     write_manifest(d.path, m);
     BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(42)); }) == "ckpt-0000000042.json: it names no shard");
+}
+
+// Sizes a restore would allocate by are checked when the manifest is read:
+// the number of optimizer state slots, and every shard's range against the
+// model's parameters (a tool that knows the format can write any of them
+// with a good checksum).
+BOOST_AUTO_TEST_CASE(a_manifest_with_impossible_sizes_is_refused)
+{
+    temp_dir d;
+    const auto file = manifest_name(42);
+    for (int slots : {-1, 3, 1 << 30}) {
+        auto m = sample_manifest();
+        m.state_slots = slots;
+        write_manifest(d.path, m);
+        BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) ==
+                   fmt::format("{}: it names {} optimizer state slots, where an optimizer has 0 to 2", file, slots));
+    }
+    struct range {
+        std::uint64_t begin, end;
+    };
+    for (auto [b, e] : {range{39755, 79511}, range{39755, 39754}, range{0, ~std::uint64_t(0)},
+                        range{std::uint64_t(1) << 62, 79510}}) {
+        auto m = sample_manifest();
+        m.shards[1].range = {b, e};
+        write_manifest(d.path, m);
+        BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) ==
+                   fmt::format("{}: ckpt-0000000042.shard-1-of-2 holds the range [{}, {}), which is not inside the model's "
+                               "79510 parameters", file, b, e));
+    }
+}
+
+// The manifest is read whole, up to 64 MiB: a larger file is named by its
+// size, before any of it is read.
+BOOST_AUTO_TEST_CASE(a_manifest_larger_than_64_mib_is_refused_unread)
+{
+    temp_dir d;
+    const auto file = manifest_name(42);
+    write_manifest(d.path, sample_manifest());
+    fs::resize_file(d.path + "/" + file, (std::uintmax_t(64) << 20) + 1);
+    allocation_probe probe;
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) ==
+               file + ": larger than 64 MiB, which no manifest pstrain writes is: not a checkpoint manifest");
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }

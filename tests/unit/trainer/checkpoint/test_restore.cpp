@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE checkpoint_restore
 #include <boost/test/unit_test.hpp>
 
+#include "tests/unit/allocation_probe.hpp"
 #include "tests/unit/trainer/checkpoint/helpers.hpp"
 #include "trainer/checkpoint/restore.hpp"
 #include "trainer/checkpoint/store.hpp"
@@ -80,8 +81,11 @@ BOOST_AUTO_TEST_CASE(load_range_refuses_what_the_manifest_does_not_hold)
     other.state_slots = 1;
     BOOST_TEST(error_of([&] { load_range(d.path, other, {0, 10}); }) == "ckpt-0000000020.shard-0-of-2 does not hold what its manifest names");
     other = m;
-    std::swap(other.shards[0].file, other.shards[1].file);
+    std::swap(other.shards[0].file, other.shards[1].file);  // with their sizes: a swap the size check cannot see
+    std::swap(other.shards[0].bytes, other.shards[1].bytes);
     BOOST_TEST(error_of([&] { load_range(d.path, other, {0, 10}); }) == "ckpt-0000000020.shard-1-of-2 does not hold what its manifest names");
+    std::swap(other.shards[0].bytes, other.shards[1].bytes);  // without: the size check refuses it before reading
+    BOOST_TEST(error_of([&] { load_range(d.path, other, {0, 10}); }).starts_with("ckpt-0000000020.shard-1-of-2 is "));
 }
 
 BOOST_AUTO_TEST_CASE(find_latest_skips_a_broken_newer_checkpoint)
@@ -127,4 +131,52 @@ BOOST_AUTO_TEST_CASE(find_latest_refuses_when_no_checkpoint_is_usable)
     BOOST_TEST(e.find("no usable checkpoint in " + d.path + ": the checkpoint at global step 10 in " + d.path +
                       ": ckpt-0000000010.json: checksum mismatch (the manifest was changed or is corrupt)") == 0u, e);
     BOOST_TEST(e.ends_with(": move the directory away to start from scratch"), e);
+}
+
+// A restore allocates the range times its state slots: a manifest (with a
+// good checksum) naming 2^30 slots, or a shard past the model's end, is
+// refused before anything of that size is allocated.
+BOOST_AUTO_TEST_CASE(a_restore_refuses_a_manifest_whose_sizes_cannot_be_true_before_allocating)
+{
+    temp_dir d;
+    auto m = write_checkpoint(d.path, 10, 300, 2);
+    m.state_slots = 1 << 30;
+    write_manifest(d.path, m);
+    allocation_probe probe;
+    auto e = error_of([&] { find_latest(d.path); });
+    BOOST_TEST(e.find("no usable checkpoint in " + d.path + ": the checkpoint at global step 10 in " + d.path +
+                      ": ckpt-0000000010.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2") == 0u, e);
+    // What a PS's restore hook does with the manifest the chief names.
+    e = error_of([&] { load_range(d.path, read_manifest(d.path, manifest_name(10)), {0, 300}); });
+    BOOST_TEST(e == "ckpt-0000000010.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2");
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
+
+    m.state_slots = 2;
+    m.num_params = std::uint64_t(1) << 40;
+    m.shards[1].range.end = m.num_params;
+    write_manifest(d.path, m);
+    allocation_probe again;
+    e = error_of([&] { find_latest(d.path); });
+    BOOST_TEST(e.find(": ckpt-0000000010.shard-1-of-2 holds another range than its manifest names") != std::string::npos, e);
+    BOOST_TEST(again.largest() < std::size_t(1) << 20);
+}
+
+// A shard is read whole: its size is checked against the manifest's before
+// it is read, so a file that grew (or was replaced by a larger one) is
+// refused without reading it into memory.
+BOOST_AUTO_TEST_CASE(load_range_checks_a_shards_size_against_the_manifest_before_reading_it)
+{
+    temp_dir d;
+    auto m = write_checkpoint(d.path, 20, 300, 2);
+    const auto path = d.path + "/" + m.shards[0].file;
+    const auto bytes = fs::file_size(path);
+    {
+        std::ofstream grow(path, std::ios::app | std::ios::binary);
+        grow << std::string(std::size_t(4) << 20, 'x');
+    }
+    allocation_probe probe;
+    BOOST_TEST(error_of([&] { load_range(d.path, m, {0, 10}); }) ==
+               fmt::format("{} is too long ({} of {} bytes)", m.shards[0].file, bytes + (std::size_t(4) << 20), bytes));
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
+    BOOST_TEST(load_range(d.path, m, {200, 300}).values[0] == 220.0f);  // the other shard is whole
 }

@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE checkpoint_shard_file
 #include <boost/test/unit_test.hpp>
 
+#include "tests/unit/allocation_probe.hpp"
 #include "tests/unit/trainer/checkpoint/helpers.hpp"
 #include "trainer/checkpoint/shard_file.hpp"
 
@@ -18,25 +19,6 @@ using namespace pstrain;
 using namespace pstrain::checkpoint;
 using namespace pstrain::testing;
 namespace fs = std::filesystem;
-
-// Every allocation of this program goes through here, so a test can tell
-// how large a block reading a damaged file asked for.
-namespace {
-std::size_t largest_allocation = 0;
-}
-void* operator new(std::size_t bytes)
-{
-    largest_allocation = std::max(largest_allocation, bytes);
-    if (void* p = std::malloc(bytes ? bytes : 1)) return p;
-    throw std::bad_alloc();
-}
-// GCC, inlining these, sees free() of what operator new returned; here
-// that is exactly right.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 namespace {
 
@@ -78,9 +60,9 @@ std::string meta_json(std::uint64_t begin, std::uint64_t end, int slots)
 // The error reading `file` gives, and the largest allocation it made.
 std::pair<std::string, std::size_t> read_with_allocations(const std::string& dir, const std::string& file, bool header_only)
 {
-    largest_allocation = 0;
+    allocation_probe probe;
     auto e = error_of([&] { read_shard(dir, file, header_only); });
-    return {e, largest_allocation};
+    return {e, probe.largest()};
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "pstrain/error.hpp"
+#include "tests/unit/allocation_probe.hpp"
 #include "trainer/data/dataset.hpp"
 
 #include <filesystem>
@@ -54,4 +55,28 @@ BOOST_AUTO_TEST_CASE(bad_rows_name_the_line)
     BOOST_TEST(error_of(r).find("label '-1' is not a class number") != std::string::npos);
     BOOST_TEST(error_of("/nonexistent/x.csv").find("cannot open") != std::string::npos);
     for (auto& f : {p, q, r}) fs::remove(f);
+}
+
+// A label decides the number of classes, hence the model's output layer:
+// one past 65535, a huge one, NaN or infinity is refused by its text (and
+// never converted to an int first, which is undefined out of range); a
+// file of no examples is an error.  Nothing is allocated beyond what the
+// file holds.
+BOOST_AUTO_TEST_CASE(labels_that_are_no_class_number_and_empty_files_are_refused)
+{
+    pstrain::testing::allocation_probe probe;
+    for (const std::string label : {"65536", "4294967296", "1e30", "nan", "inf", "2.5"}) {
+        auto p = write("l.csv", "1,2\n" + label + ",3\n");
+        BOOST_TEST(error_of(p) == p.string() + ":2: label '" + label + "' is not a class number (0 to 65535)");
+        fs::remove(p);
+    }
+    auto top = write("t.csv", "65535,1\n");
+    BOOST_TEST(pstrain::data::read_csv(top).num_classes == 65536);
+    for (const std::string text : {"", "label,pixel0\n", "\n\n"}) {
+        auto p = write("e.csv", text);
+        BOOST_TEST(error_of(p) == p.string() + ": no examples");
+        fs::remove(p);
+    }
+    fs::remove(top);
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }

@@ -6,6 +6,7 @@
 #define BOOST_TEST_MODULE protocol
 #include <boost/test/unit_test.hpp>
 
+#include "tests/unit/allocation_probe.hpp"
 #include "tests/unit/trainer/ps/loopback_job.hpp"
 #include "trainer/ps/protocol.hpp"
 
@@ -328,6 +329,58 @@ BOOST_FIXTURE_TEST_CASE(only_the_chief_initialises_snapshots_and_ends_training, 
     still_serving_then_end();
 }
 
+// The exchange buffers a hello offers: the PS reads and writes its range of
+// both, so all of that must lie in the memory the key maps.
+namespace {
+
+wire::frame offer(std::uint64_t params, std::uint64_t grads, std::size_t key_bytes)
+{
+    wire::hello h;
+    h.num_params = 8;
+    h.worker_index = 1;
+    h.num_workers = 2;
+    h.params_address = params;
+    h.grads_address = grads;
+    return wire::encode(h, key_bytes);
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(buffers_inside_the_offered_memory_are_mapped_and_used_in_place, rogue_worker)
+{
+    auto memory = rogue.allocate(64);  // 8 values, then 8 gradients
+    const auto key = memory->packed_key();
+    const auto base = reinterpret_cast<std::uintptr_t>(memory->data());
+    const auto a = ask(rogue, offer(base, base + 32, key.size()), key.data(), key.size());
+    BOOST_TEST_REQUIRE(a.frame.kind == static_cast<std::uint16_t>(wire::kind::welcome));
+    BOOST_TEST(wire::body<wire::welcome>(a.frame).mapped == 1u);
+    const auto v = ask(rogue, pull_frame(0, 8, 1));
+    BOOST_TEST_REQUIRE(v.frame.kind == static_cast<std::uint16_t>(wire::kind::values));
+    const auto* values = static_cast<const float*>(memory->data());
+    BOOST_TEST(std::vector<float>(values, values + 8) == expected, boost::test_tools::per_element());
+    job.worker(0).shutdown();
+    BOOST_TEST(job.finish().returned);
+}
+
+BOOST_FIXTURE_TEST_CASE(buffers_past_the_offered_memory_are_refused_naming_them, rogue_worker)
+{
+    auto memory = rogue.allocate(48);  // 16 bytes short of two buffers of 8
+    const auto key = memory->packed_key();
+    const auto base = reinterpret_cast<std::uintptr_t>(memory->data());
+    struct buffers {
+        std::uint64_t params, grads;
+    };
+    for (auto [params, grads] : {buffers{base, base + 32}, buffers{base + 32, base}, buffers{base - 64, base},
+                                 buffers{base, ~std::uint64_t(0) - 8}, buffers{base, std::uint64_t(1) << 63}}) {
+        const auto r = refusal_in(ask(rogue, offer(params, grads, key.size()), key.data(), key.size()));
+        BOOST_TEST(r.code == code(wire::refusal_code::bad_buffers), params << " " << grads);
+        BOOST_TEST(r.detail_begin == params);
+        BOOST_TEST(r.detail_end == grads);
+        BOOST_TEST(wire::describe(r).find("not inside the memory its key maps") != std::string::npos);
+    }
+    still_serving_then_end();  // its first hello stands: it is served by messages
+}
+
 // -------------------------------------------------- a rogue chief's frames
 
 BOOST_FIXTURE_TEST_CASE(a_chief_announcing_2_to_62_parameters_ends_the_server_without_allocating, rogue_chief)
@@ -341,6 +394,32 @@ BOOST_FIXTURE_TEST_CASE(a_chief_announcing_more_parameters_than_memory_ends_the_
     // 2^50 floats are 4 PiB: no allocation of that succeeds.
     send(hello_frame(std::uint64_t{1} << 50, 0));
     server_refuses("1125899906842624 parameters");
+}
+
+// The chief's model size decides the shard's: checked against this
+// machine's memory before anything of that size is allocated.
+BOOST_FIXTURE_TEST_CASE(a_chief_announcing_2_to_40_parameters_ends_the_server_before_allocating, rogue_chief)
+{
+    pstrain::testing::allocation_probe probe;
+    send(hello_frame(std::uint64_t{1} << 40, 0));
+    server_refuses("worker 0 announced 1099511627776 parameters: this PS's shard of 1099511627776 needs 13194.1 GB (3 copies: "
+                   "values, optimizer state, sums, one receive buffer per worker), more than this machine's ");
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_larger_than_max_shard_bytes_ends_the_server_before_allocating)
+{
+    auto config = async_config();
+    config.max_shard_bytes = 1000;
+    ps_job job(1, 1, config);
+    auto& chief = job.net().worker(0);
+    const auto hello = hello_frame(100, 0);
+    const auto sent = chief.send(0, channel::control, &hello, sizeof hello);
+    const auto end = job.finish(0, 5s);
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.what == "worker 0 announced 100 parameters: this PS's shard of 100 needs 1200 bytes (3 copies: values, "
+                           "optimizer state, sums, one receive buffer per worker), more than the 1000 bytes max_shard_bytes "
+                           "allows: use more PS tasks, or check that every task builds the same model");
 }
 
 BOOST_FIXTURE_TEST_CASE(a_chief_that_does_not_begin_with_hello_ends_the_server, rogue_chief)
@@ -365,6 +444,34 @@ BOOST_FIXTURE_TEST_CASE(a_chief_that_initialises_another_range_ends_the_server, 
     i.range_end = 5;
     send(wire::encode(i, 20), v.data(), 20);
     server_refuses("initialised [0, 5) with 20 bytes");
+}
+
+// ---------------------------------------------------- a client's own sizes
+
+// A client allocates two buffers of the whole vector: a size whose bytes
+// wrap around 2^64 (2^61 + 1 floats, twice, is 8 bytes modulo 2^64) is an
+// error, not 8 bytes of buffers.
+BOOST_AUTO_TEST_CASE(a_client_of_more_parameters_than_can_be_addressed_allocates_nothing)
+{
+    loopback_network net(1, 1);
+    pstrain::testing::allocation_probe probe;
+    for (std::uint64_t n : {(std::uint64_t{1} << 61) + 1, std::uint64_t{1} << 62, ~std::uint64_t(0)}) {
+        client_config c;
+        c.num_params = n;
+        try {
+            client worker(net.worker(0), c);
+            BOOST_FAIL("no error for " << n << " parameters");
+        } catch (const pstrain::error& e) {
+            BOOST_TEST(e.what() == std::to_string(n) + " parameters are more than this machine can address");
+        }
+    }
+    client_config c;
+    c.num_params = 8;
+    c.key_sizes = {4, ~std::uint64_t(0) - 3, 8};  // wraps to 8
+    BOOST_CHECK_EXCEPTION(client(net.worker(0), c), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) == "the keys' sizes add up to more than the model's 8 parameters";
+    });
+    BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }
 
 // ------------------------------------------------------ 64-bit arithmetic
@@ -411,6 +518,19 @@ BOOST_AUTO_TEST_CASE(float_bytes_is_exact_or_zero_when_it_does_not_fit)
     BOOST_TEST(wire::float_bytes((std::uint64_t{1} << 62) - 1) == ~std::uint64_t(0) - 3);
     BOOST_TEST(wire::float_bytes(std::uint64_t{1} << 62) == 0u);
     BOOST_TEST(wire::float_bytes(~std::uint64_t(0)) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(bytes_of_a_range_are_exact_or_none_when_they_wrap)
+{
+    const auto s = wire::bytes_of(0x1000, {4, 12});
+    BOOST_TEST_REQUIRE(s.has_value());
+    BOOST_TEST(s->begin == 0x1010u);
+    BOOST_TEST(s->bytes == 32u);
+    BOOST_TEST(wire::bytes_of(~std::uint64_t(0) - 32, {0, 8}).has_value());    // its end is the last address
+    BOOST_TEST(!wire::bytes_of(~std::uint64_t(0) - 31, {0, 8}).has_value());   // its end, 2^64, is none
+    BOOST_TEST(!wire::bytes_of(~std::uint64_t(0) - 8, {4, 4}).has_value());    // the offset alone wraps
+    BOOST_TEST(!wire::bytes_of(0x1000, {0, std::uint64_t(1) << 62}).has_value());
+    BOOST_TEST(!wire::bytes_of(0x1000, {std::uint64_t(1) << 62, (std::uint64_t(1) << 62) + 1}).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(frames_carry_64_bit_fields_intact)

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 using namespace pstrain::ps;
 using namespace std::chrono_literals;
 
@@ -213,10 +215,28 @@ BOOST_AUTO_TEST_CASE(mapping_the_networks_memory_key_gives_the_same_address)
     auto mapped = net.ps(0).map(0, key);
     BOOST_TEST_REQUIRE((mapped != nullptr));
     const auto address = reinterpret_cast<std::uintptr_t>(memory->data());
-    BOOST_TEST(mapped->local_pointer(address) == memory->data());
-    BOOST_TEST(mapped->local_pointer(address + 16) == static_cast<void*>(bytes + 16));
-    static_cast<float*>(mapped->local_pointer(address))[1] = 2.5f;
+    BOOST_TEST(mapped->local_pointer(address, 64) == memory->data());
+    BOOST_TEST(mapped->local_pointer(address + 16, 48) == static_cast<void*>(bytes + 16));
+    static_cast<float*>(mapped->local_pointer(address, 8))[1] = 2.5f;
     BOOST_TEST(static_cast<float*>(memory->data())[1] == 2.5f);
+    // Bytes past the memory the key names are refused, and so is a key
+    // naming memory the network did not hand out.
+    const auto refused = [](auto&& f) {
+        try {
+            f();
+        } catch (const pstrain::error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    BOOST_TEST(refused([&] { mapped->local_pointer(address + 16, 49); }) ==
+               fmt::format("49 bytes at {:#x} are not inside the 64 bytes at {:#x} its memory key names", address + 16, address));
+    BOOST_TEST(!refused([&] { mapped->local_pointer(address - 4, 4); }).empty());
+    BOOST_TEST(!refused([&] { mapped->local_pointer(address + 8, ~std::size_t(0)); }).empty());
+    auto forged = key;
+    forged[16] = 65;  // the size: 65 bytes
+    BOOST_TEST(refused([&] { net.ps(0).map(0, forged); }) ==
+               fmt::format("a memory key names 65 bytes at {:#x}, which this network did not hand out", address));
     // Another network's key, or a malformed one, does not map.
     BOOST_TEST((elsewhere.ps(0).map(0, key) == nullptr));
     std::vector<std::uint8_t> longer = key;

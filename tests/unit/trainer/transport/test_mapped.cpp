@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE mapped
 #include <boost/test/unit_test.hpp>
 
+#include "pstrain/error.hpp"
 #include "trainer/transport/ucx.hpp"
 
 #include <cstdint>
@@ -55,4 +56,37 @@ BOOST_AUTO_TEST_CASE(no_mapping_over_tcp)
     mapped_memory m(*p.ctx, 4096);
     remote_key key(p.ep->get(), m.packed_key());
     BOOST_TEST(key.local_pointer(reinterpret_cast<std::uintptr_t>(m.data())) == nullptr);
+}
+
+// ucp_rkey_ptr adds an offset to any address: local_range checks that the
+// bytes asked for lie in what the key mapped here.
+BOOST_AUTO_TEST_CASE(a_range_past_the_mapped_memory_is_refused)
+{
+    pair p("sm,self");
+    mapped_memory m(*p.ctx, 1000 * sizeof(float));
+    remote_key key(p.ep->get(), m.packed_key());
+    const auto base = reinterpret_cast<std::uintptr_t>(m.data());
+    auto* whole = key.local_range(base, 1000 * sizeof(float));
+    BOOST_REQUIRE(whole != nullptr);
+    BOOST_TEST(whole == key.local_pointer(base));
+    BOOST_TEST(key.local_range(base + 40, 960 * sizeof(float)) == key.local_pointer(base + 40));
+    const auto refused = [&](std::uint64_t address, std::size_t bytes) {
+        try {
+            key.local_range(address, bytes);
+        } catch (const pstrain::error& e) {
+            return std::string(e.what()).find("are not inside the memory its key maps here") != std::string::npos;
+        }
+        return false;
+    };
+    BOOST_TEST(refused(base, std::size_t(1) << 30));                // far past its end
+    BOOST_TEST(refused(base + (std::size_t(1) << 30), 4));           // an address far past it
+    BOOST_TEST(refused(base - (std::size_t(1) << 30), 4));           // and before it
+}
+
+BOOST_AUTO_TEST_CASE(no_range_is_mapped_over_tcp)
+{
+    pair p("tcp");
+    mapped_memory m(*p.ctx, 4096);
+    remote_key key(p.ep->get(), m.packed_key());
+    BOOST_TEST(key.local_range(reinterpret_cast<std::uintptr_t>(m.data()), 4096) == nullptr);
 }
