@@ -20,7 +20,7 @@ stall_detector::stall_detector(std::chrono::milliseconds timeout, watch_clock::t
 
 std::optional<std::chrono::milliseconds> stall_detector::observe(const watch_sample& s, watch_clock::time_point now)
 {
-    const bool was_not_running = now - seen_ > max_gap_;
+    const bool was_not_running = std::chrono::duration_cast<std::chrono::milliseconds>(now - seen_) > max_gap_;
     seen_ = now;
     if (s.paused || s.progress != last_ || was_not_running) {
         last_ = s.progress;
