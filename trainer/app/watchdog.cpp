@@ -117,7 +117,9 @@ void watchdog::run()
 void report_stall_and_exit(const std::string& line)
 {
     log::error("{}", line);
-    log::write(log::level::error, all_thread_stacks());
+    auto stacks = all_thread_stacks();
+    if (!stacks.empty() && stacks.back() == '\n') stacks.pop_back();
+    log::write(log::level::error, stacks);
     ::_exit(stalled_exit_status);
 }
 
