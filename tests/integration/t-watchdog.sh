@@ -9,31 +9,33 @@ export OMP_NUM_THREADS=1
 
 wd_task_pid() { job_tasks | awk -v r="$1" -v i="$2" '$2 == r && $3 == i {print $1; found = 1} END {exit !found}'; }
 
-# stop_ps_during pstrain-args...: starts a sync job (1 PS, 2 workers), stops
-# the PS with SIGSTOP once it trains, waits (at most 90 s) until no worker is
-# left, resumes the PS and waits for srun.  Sets $out (every task's output),
-# $rc (srun's), $srun_err, $elapsed (from the stop to the last worker's exit).
-stop_ps_during() {
+# stop_during ROLE INDEX pstrain-args...: starts a sync job (1 PS, 2
+# workers), stops that task with SIGSTOP once the job trains, waits (at most
+# 90 s) until it is the only task of the job left, resumes it and waits for
+# srun.  Sets $out (every task's output), $rc (srun's), $srun_err and
+# $elapsed (from the stop until the other tasks had exited).
+stop_during() {
+  local role=$1 index=$2; shift 2
   export TEST_TAG=$RANDOM$RANDOM
   PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 --ps=1 --workers=2 --mpi=pmix -o "$PWD/task-%t.out" \
     env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --sync-replicas --train-steps 1000000 --log-every 100 "$@" \
     2>"$PWD/srun.err" &
-  local job=$! ps_pid="" i
+  local job=$! victim="" i
   for i in $(seq 1 120); do
-    grep -q 'step [0-9]*/1000000' task-*.out 2>/dev/null && ps_pid=$(wd_task_pid ps 0) && break
+    grep -q 'step [0-9]*/1000000' task-*.out 2>/dev/null && victim=$(wd_task_pid "$role" "$index") && break
     sleep 0.5
   done
-  [ -n "$ps_pid" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
-  echo "stopping ps 0 (pid $ps_pid) with SIGSTOP" >>"$TEST_LOG"
-  kill -STOP "$ps_pid"
+  [ -n "$victim" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
+  echo "stopping $role $index (pid $victim) with SIGSTOP" >>"$TEST_LOG"
+  kill -STOP "$victim"
   local t0=$SECONDS
   for i in $(seq 1 90); do
-    [ -z "$(job_tasks | awk '$2 == "worker"')" ] && break
+    [ -z "$(job_tasks | awk -v v="$victim" '$1 != v && $2 != ""')" ] && break
     sleep 1
   done
   elapsed=$((SECONDS - t0))
-  echo "workers gone ${elapsed}s after the stop; SIGCONT to ps 0" >>"$TEST_LOG"
-  kill -CONT "$ps_pid" 2>/dev/null || true
+  echo "the other tasks gone ${elapsed}s after the stop; SIGCONT to $role $index" >>"$TEST_LOG"
+  kill -CONT "$victim" 2>/dev/null || true
   wait $job && rc=0 || rc=$?
   out=$(cat task-*.out)
   srun_err=$(cat srun.err)
@@ -44,7 +46,7 @@ stop_ps_during() {
 }
 
 test_stopped_ps_fails_each_worker_naming_it_with_stacks() {
-  stop_ps_during --stall-timeout 10
+  stop_during ps 0 --stall-timeout 10
   expect_fail
   [ "$elapsed" -le 30 ] || fail "the workers took ${elapsed}s to exit after ps 0 was stopped (--stall-timeout 10)"
   local w
@@ -66,8 +68,22 @@ test_stopped_ps_fails_each_worker_naming_it_with_stacks() {
   expect_nodes_idle
 }
 
+# A stopped worker: the PS names it as the one whose gradient the sync step
+# lacks (the chief, waiting for the PS, may report first or see the PS go).
+test_stopped_worker_is_named_by_the_ps() {
+  stop_during worker 1 --stall-timeout 10
+  expect_fail
+  [ "$elapsed" -le 30 ] || fail "the other tasks took ${elapsed}s to exit after worker 1 was stopped (--stall-timeout 10)"
+  out=$(cat task-0.out)
+  expect_contains "pstrain[ps 0]: error: ps 0 (n1) made no progress for 10 s, waiting for worker 1 (n3): the missing gradients of a sync step (global step "
+  expect_contains "pstrain::ps::server::impl::serve"
+  out=$srun_err
+  expect_contains "task 0: Exited with exit code 124"
+  expect_nodes_idle
+}
+
 test_stall_timeout_0_leaves_it_to_the_peer_timeout() {
-  stop_ps_during --stall-timeout 0 --peer-timeout 15
+  stop_during ps 0 --stall-timeout 0 --peer-timeout 15
   expect_fail
   expect_not_contains "made no progress"
   expect_contains "no answer from ps 0 (n1) in 15s (--peer-timeout)"
