@@ -81,6 +81,7 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
 std::unique_ptr<watchdog> watchdog_for(const train_options& o, progress_meter& meter, std::string task)
 {
     if (o.stall_timeout <= 0) return nullptr;
+    meter.warn_busy_after(std::chrono::seconds(o.stall_timeout) / 2, o.stall_timeout);
     watchdog_config c;
     c.timeout = std::chrono::seconds(o.stall_timeout);
     c.task = std::move(task);

@@ -12,6 +12,21 @@
 
 namespace pstrain::trainer {
 
+progress_meter::busy::~busy()
+{
+    m_.depth_.fetch_sub(1);
+    m_.tick();
+    const auto limit = m_.warn_after_ms_.load();
+    if (limit <= 0) return;
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(watch_clock::now() - start_);
+    if (took.count() <= limit) return;
+    try {
+        log::warn("{} took {:.1f} s, more than half of --stall-timeout {}: tasks that wait for this one meanwhile count "
+                  "that as a stall; raise --stall-timeout", what_, took.count() / 1000.0, m_.stall_timeout_.load());
+    } catch (...) {
+    }
+}
+
 stall_detector::stall_detector(std::chrono::milliseconds timeout, watch_clock::time_point start,
                                std::chrono::milliseconds max_gap)
     : timeout_(timeout), max_gap_(max_gap), since_(start), seen_(start)

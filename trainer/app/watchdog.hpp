@@ -38,28 +38,36 @@ public:
     // What the task is busy with (a busy scope is open), else nullptr.
     const char* busy_with() const { return depth_.load() > 0 ? what_.load() : nullptr; }
 
+    // A busy stretch longer than this logs a warning: peers that wait for
+    // this task meanwhile count it as a stall.  0 (the default): never.
+    void warn_busy_after(std::chrono::milliseconds t, int stall_timeout_seconds)
+    {
+        warn_after_ms_.store(t.count());
+        stall_timeout_ = stall_timeout_seconds;
+    }
+
     // The task's own long work: the watchdog's clock stands still while it
     // lasts, and its end counts as progress.
     class busy {
     public:
-        busy(progress_meter& m, const char* what) : m_(m)
+        busy(progress_meter& m, const char* what) : m_(m), what_(what), start_(watch_clock::now())
         {
             m_.what_.store(what);
             m_.depth_.fetch_add(1);
         }
-        ~busy()
-        {
-            m_.depth_.fetch_sub(1);
-            m_.tick();
-        }
+        ~busy();
         busy(const busy&) = delete;
         busy& operator=(const busy&) = delete;
 
     private:
         progress_meter& m_;
+        const char* what_;
+        watch_clock::time_point start_;
     };
 
 private:
+    std::atomic<std::int64_t> warn_after_ms_{0};
+    std::atomic<int> stall_timeout_{0};
     std::atomic<std::uint64_t> ticks_{0};
     std::atomic<int> depth_{0};
     std::atomic<const char*> what_{nullptr};

@@ -11,9 +11,14 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
+
+#include <unistd.h>
 
 using namespace pstrain::trainer;
 using namespace std::chrono_literals;
@@ -181,6 +186,50 @@ BOOST_AUTO_TEST_CASE(progress_of_the_library_counts_as_progress)
     }
     BOOST_TEST(!w.fired());
     BOOST_TEST(r.wait(5s));  // then it stops
+}
+
+namespace {
+
+// What a block writes to stderr.
+template <typename F>
+std::string stderr_of(F f)
+{
+    char path[] = "/tmp/pstrain-test-watchdog-XXXXXX";
+    const int fd = ::mkstemp(path);
+    BOOST_TEST_REQUIRE(fd >= 0);
+    const int saved = ::dup(STDERR_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    f();
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    ::close(fd);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    ::unlink(path);
+    return text.str();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_busy_stretch_longer_than_half_the_timeout_warns_that_peers_count_it_as_a_stall)
+{
+    progress_meter meter;
+    const auto quiet = stderr_of([&] {
+        progress_meter::busy b(meter, "evaluating");  // no threshold set: never warns
+        std::this_thread::sleep_for(30ms);
+    });
+    BOOST_TEST(quiet.empty(), quiet);
+    meter.warn_busy_after(20ms, 7);
+    const auto fast = stderr_of([&] { progress_meter::busy b(meter, "evaluating"); });
+    BOOST_TEST(fast.empty(), fast);
+    const auto slow = stderr_of([&] {
+        progress_meter::busy b(meter, "writing its checkpoint shard");
+        std::this_thread::sleep_for(60ms);
+    });
+    BOOST_TEST(slow.find("warning: writing its checkpoint shard took 0.") != std::string::npos, slow);
+    BOOST_TEST(slow.find(" s, more than half of --stall-timeout 7: tasks that wait for this one meanwhile count that as a "
+                         "stall; raise --stall-timeout") != std::string::npos, slow);
 }
 
 namespace stack_test {
