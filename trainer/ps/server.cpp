@@ -204,20 +204,22 @@ private:
                 return stopped_ ? server_outcome::stopped : server_outcome::done;
             }
             std::optional<std::size_t> ready;
-            describe_wait();
-            activity_recorder::ender end_of_wait(activity_);
-            net_.wait_until(
-                [&] {
-                    for (std::size_t i = 0; i < workers_.size(); ++i) {
-                        auto& p = workers_[i];
-                        if (!p.lost && (net_.failed(i) || p.ready())) {
-                            ready = i;
-                            return true;
+            {
+                describe_wait();
+                activity_recorder::ender end_of_wait(activity_);
+                net_.wait_until(
+                    [&] {
+                        for (std::size_t i = 0; i < workers_.size(); ++i) {
+                            auto& p = workers_[i];
+                            if (!p.lost && (net_.failed(i) || p.ready())) {
+                                ready = i;
+                                return true;
+                            }
                         }
-                    }
-                    return false;
-                },
-                shutdown_ ? shutdown_deadline_ : clock::now() + far_future);
+                        return false;
+                    },
+                    shutdown_ ? shutdown_deadline_ : clock::now() + far_future);
+            }
             if (!ready) continue;
             const std::size_t i = *ready;
             auto& p = workers_[i];
