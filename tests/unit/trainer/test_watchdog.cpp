@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(the_watchdog_fires_once_within_a_bounded_time_naming_what_i
     progress_meter meter;
     recorded r;
     const auto start = watch_clock::now();
-    watchdog w(meter, config(200ms, r));
+    watchdog w(meter, config(300ms, r));
     pstrain::ps::activity a;
     a.waiting = true;
     a.peer_names = {"ps 0 (n1)"};
@@ -135,9 +135,9 @@ BOOST_AUTO_TEST_CASE(the_watchdog_fires_once_within_a_bounded_time_naming_what_i
     watchdog::source s(&w, [&] { return a; });
     BOOST_REQUIRE(r.wait(5s));
     const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(r.at - start);
-    BOOST_TEST(after.count() >= 200);
-    BOOST_TEST(after.count() < 2000);
-    BOOST_TEST(r.line.find("worker 1 (n2) made no progress for 0.2 s, waiting for ps 0 (n1): the reply to push") == 0u, r.line);
+    BOOST_TEST(after.count() >= 300);
+    BOOST_TEST(after.count() < 3000);  // a poll every 10 ms; slack for a loaded machine
+    BOOST_TEST(r.line.find("worker 1 (n2) made no progress for 0.3 s, waiting for ps 0 (n1): the reply to push") == 0u, r.line);
     BOOST_TEST(w.fired());
 }
 
@@ -146,21 +146,21 @@ BOOST_AUTO_TEST_CASE(steady_progress_and_busy_stretches_keep_the_watchdog_quiet)
     progress_meter meter;
     recorded r;
     {
-        watchdog w(meter, config(200ms, r));
+        watchdog w(meter, config(500ms, r));
         std::atomic<bool> stop{false};
         std::thread steps([&] {
             while (!stop) {
                 meter.tick();
-                std::this_thread::sleep_for(20ms);
+                std::this_thread::sleep_for(10ms);
             }
         });
-        std::this_thread::sleep_for(800ms);
+        std::this_thread::sleep_for(1200ms);
         stop = true;
         steps.join();
         {
             progress_meter::busy b(meter, "evaluating");
             BOOST_TEST(meter.busy_with() == std::string("evaluating"));
-            std::this_thread::sleep_for(800ms);
+            std::this_thread::sleep_for(1200ms);
         }
         BOOST_TEST(meter.busy_with() == nullptr);
         BOOST_TEST(!w.fired());
@@ -172,7 +172,7 @@ BOOST_AUTO_TEST_CASE(progress_of_the_library_counts_as_progress)
 {
     progress_meter meter;
     recorded r;
-    watchdog w(meter, config(200ms, r));
+    watchdog w(meter, config(500ms, r));
     std::atomic<std::uint64_t> replies{0};
     watchdog::source s(&w, [&] {
         pstrain::ps::activity a;
@@ -180,9 +180,9 @@ BOOST_AUTO_TEST_CASE(progress_of_the_library_counts_as_progress)
         a.waiting = true;
         return a;
     });
-    for (int i = 0; i < 40; ++i) {
+    for (int i = 0; i < 120; ++i) {
         ++replies;
-        std::this_thread::sleep_for(20ms);
+        std::this_thread::sleep_for(10ms);
     }
     BOOST_TEST(!w.fired());
     BOOST_TEST(r.wait(5s));  // then it stops
