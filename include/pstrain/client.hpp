@@ -13,6 +13,7 @@
 // after one, the client is unusable.
 #pragma once
 
+#include <pstrain/activity.hpp>
 #include <pstrain/partition.hpp>
 #include <pstrain/transport.hpp>
 
@@ -124,6 +125,9 @@ public:
     std::optional<std::uint64_t> restored_step() const;
     // PS p reads and writes this worker's buffers in place.
     bool mapped(std::size_t p) const;
+    // Replies received so far and, while a call waits, which PS tasks have
+    // not answered and what it asked them.  Any thread may call it.
+    ps::activity activity() const;
 
     class impl;
 

@@ -8,6 +8,7 @@
 #error "pstrain-ps needs C++20: compile with -std=c++20 (or later)"
 #endif
 
+#include <pstrain/activity.hpp>
 #include <pstrain/bootstrap.hpp>
 #include <pstrain/client.hpp>
 #include <pstrain/error.hpp>

@@ -8,6 +8,7 @@
 // shard is stored and restored.
 #pragma once
 
+#include <pstrain/activity.hpp>
 #include <pstrain/optimizer.hpp>
 #include <pstrain/partition.hpp>
 #include <pstrain/transport.hpp>
@@ -102,6 +103,10 @@ public:
     std::uint64_t global_step() const;
     // Gradients dropped as stale (sync).
     std::uint64_t stale_gradients() const;
+    // Requests handled and steps applied so far and, while it waits, for
+    // which workers and what (their gradients for a sync step, any request,
+    // the sends of its replies).  Any thread may call it.
+    ps::activity activity() const;
 
     class impl;
 

@@ -44,6 +44,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
     app.add_option("--peer-timeout", o.peer_timeout, "seconds a worker waits for a PS reply before giving up")
         ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
+    app.add_option("--stall-timeout", o.stall_timeout,
+                   "seconds without progress after which a task names what it waits for, writes its threads' stacks "
+                   "and exits with status 124 (0: never)")
+        ->check(CLI::Range(0, 7 * 86400))->group(dist)->capture_default_str();
     app.add_option("--progress", o.progress, "event (block on UCX's event fd) or spin (busy-poll)")
         ->check(CLI::IsMember({"event", "spin"}))->group(dist)->capture_default_str();
     app.add_option("--shared-memory", o.shared_memory,

@@ -25,6 +25,7 @@ struct train_options {
     int peer_timeout = 600;         // seconds without an answer from a peer
     std::string progress = "event";
     std::string shared_memory = "auto";  // auto: a PS maps the buffers of workers on its host; off: messages only
+    int stall_timeout = 300;        // seconds without progress before a task reports its stacks and exits; 0: never
     // data
     std::string data_dir;
     bool sample_with_replacement = false;

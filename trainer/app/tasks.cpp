@@ -9,6 +9,7 @@
 #include "trainer/checkpoint/checkpoint.hpp"
 
 #include <exception>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -27,13 +28,16 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     return c;
 }
 
-ps::server_hooks server_hooks_for(const train_options& o)
+ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
 {
+    static progress_meter unwatched;
+    progress_meter* busy_meter = meter ? meter : &unwatched;
     ps::server_hooks h;
     const auto train_steps = static_cast<std::uint64_t>(o.train_steps);
     const std::string dir = o.checkpoint_dir;
     h.step_completed = [train_steps](std::uint64_t step) { return step >= train_steps; };
-    h.snapshot = [dir](const ps::shard_snapshot& s) {
+    h.snapshot = [dir, busy_meter](const ps::shard_snapshot& s) {
+        progress_meter::busy busy(*busy_meter, "writing its checkpoint shard");
         checkpoint::shard_meta m;
         m.global_step = s.step;  // the chief's step names the checkpoint (async: this shard may be a few updates on)
         m.ps_index = s.index;
@@ -55,7 +59,8 @@ ps::server_hooks server_hooks_for(const train_options& o)
             throw;
         }
     };
-    h.restore = [dir](std::uint64_t step, ps::shard_range range, std::uint64_t num_params) {
+    h.restore = [dir, busy_meter](std::uint64_t step, ps::shard_range range, std::uint64_t num_params) {
+        progress_meter::busy busy(*busy_meter, "reading its checkpoint shard");
         const auto m = checkpoint::read_manifest(dir, checkpoint::manifest_name(step));
         if (m.num_params != num_params)
             throw error(fmt::format("{}/{} holds {} parameters but the chief's model has {}: was the checkpoint replaced "
@@ -69,10 +74,22 @@ ps::server_hooks server_hooks_for(const train_options& o)
 
 namespace {
 
-int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& net)
+int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& net, progress_meter& meter, watchdog* dog)
 {
-    ps::server s(net, server_config_for(o, j.me.index, j.num_ps), server_hooks_for(o));
+    ps::server s(net, server_config_for(o, j.me.index, j.num_ps), server_hooks_for(o, &meter));
+    watchdog::source watched(dog, [&s] { return s.activity(); });
     return s.run() == ps::server_outcome::stopped ? preempted_exit_status : 0;
+}
+
+// The stall watchdog of --stall-timeout, none with 0.
+std::unique_ptr<watchdog> watchdog_for(const train_options& o, progress_meter& meter, std::string task)
+{
+    if (o.stall_timeout <= 0) return nullptr;
+    meter.warn_busy_after(std::chrono::seconds(o.stall_timeout) / 2, o.stall_timeout);
+    watchdog_config c;
+    c.timeout = std::chrono::seconds(o.stall_timeout);
+    c.task = std::move(task);
+    return std::make_unique<watchdog>(meter, std::move(c));
 }
 
 loop_role role_of(const bootstrap::job& j)
@@ -101,14 +118,29 @@ int run_distributed(const train_options& o, bootstrap::job j)
     log::debug("role from {}: {} of {} ps + {} workers", j.source, j.name(), j.num_ps, j.num_workers);
     auto net = bootstrap::connect(j, o.progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event,
                                   std::chrono::seconds(o.bootstrap_timeout));
+    // From here on (the bootstrap has its own --bootstrap-timeout) a task
+    // that makes no progress for --stall-timeout reports and exits.
+    progress_meter meter;
+    auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index));
     int code = 1;
     try {
-        code = j.me.role == role::ps ? run_ps_task(o, j, *net) : run_training_loop(o, role_of(j), *net);
+        if (j.me.role == role::ps) {
+            code = run_ps_task(o, j, *net, meter, dog.get());
+        } else {
+            auto who = role_of(j);
+            who.meter = &meter;
+            who.dog = dog.get();
+            code = run_training_loop(o, who, *net);
+        }
     } catch (...) {
+        progress_meter::busy closing(meter, "closing its connections");
         net->close(true);  // drops what is still queued for lost peers
         throw;
     }
-    net->close(code != 0);
+    {
+        progress_meter::busy closing(meter, "closing its connections");  // bounded by the transport
+        net->close(code != 0);
+    }
     log::debug("progress: {} spins, {} sleeps on the event fd", net->ucx_engine().spins(), net->ucx_engine().sleeps());
     return code;
 }
@@ -123,7 +155,9 @@ int run_standalone(const train_options& o)
     // One process: its PS in a thread, the worker's loop here, the loopback
     // between them (the PS works in the loop's buffers in place).
     ps::loopback_network net(1, 1);
-    ps::server server(net.ps(0), server_config_for(o, 0, 1), server_hooks_for(o));
+    progress_meter meter;
+    auto dog = watchdog_for(o, meter, "the standalone trainer");
+    ps::server server(net.ps(0), server_config_for(o, 0, 1), server_hooks_for(o, &meter));
     std::exception_ptr server_error;
     std::thread ps_thread([&] {
         try {
@@ -136,6 +170,8 @@ int run_standalone(const train_options& o)
     who.name = "the standalone worker";
     who.standalone = true;
     who.after_shutdown = [&] { ps_thread.join(); };
+    who.meter = &meter;
+    who.dog = dog.get();
     int code = 1;
     try {
         code = run_training_loop(o, who, net.worker(0));

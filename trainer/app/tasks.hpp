@@ -6,6 +6,7 @@
 
 #include "pstrain/server.hpp"
 #include "trainer/app/options.hpp"
+#include "trainer/app/watchdog.hpp"
 #include "trainer/bootstrap/job.hpp"
 
 namespace pstrain::trainer {
@@ -19,6 +20,7 @@ int run_standalone(const train_options& o);
 // The PS's configuration and hooks for these options: training ends at
 // --train-steps; snapshots are shards in --checkpoint-dir.
 ps::server_config server_config_for(const train_options& o, int index, int num_ps);
-ps::server_hooks server_hooks_for(const train_options& o);
+// With a meter, writing and reading a shard are busy stretches (not stalls).
+ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter = nullptr);
 
 }  // namespace pstrain::trainer

@@ -33,10 +33,24 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
     return c;
 }
 
+progress_meter& meter_of(const loop_role& who)
+{
+    static progress_meter unwatched;
+    return who.meter ? *who.meter : unwatched;
+}
+
+// Loading the data is the task's own work, not a stall.
+session open_watched_session(const train_options& o, progress_meter& meter)
+{
+    progress_meter::busy busy(meter, "loading the data");
+    return open_session(o);
+}
+
 class training_loop {
 public:
     training_loop(const train_options& o, const loop_role& who, ps::transport& net)
-        : o_(o), who_(who), s_(open_session(o)), n_(s_.net->num_params()), client_(net, client_config_for(o, who, s_)),
+        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, meter_)), n_(s_.net->num_params()),
+          client_(net, client_config_for(o, who, s_)), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           sampler_(s_.data.train.rows, who.num_workers, who.index, o.seed, o.sample_with_replacement),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o),
@@ -74,6 +88,7 @@ public:
             const auto batch = s_.net->compute_gradients(client_.params(), s_.data.train, rows, client_.grads());
             check_loss(batch.loss, step());
             client_.step(batches_);
+            meter_.tick();
             ++local_steps;
             if (report_) {
                 const std::int64_t per_step = o_.sync_replicas ? replicas_ : 1;
@@ -82,6 +97,7 @@ public:
                 last_step = step();
                 if (logged && !client_.done()) report_->cluster(step(), client_.stats());
                 if (next_eval > 0 && step() >= next_eval && !client_.done()) {
+                    progress_meter::busy busy(meter_, "evaluating");
                     evaluate_on_test(s_, client_.params(), step(), *report_);
                     next_eval = (step() / o_.eval_every + 1) * o_.eval_every;
                 }
@@ -100,8 +116,11 @@ public:
         }
         if (!report_) return 0;
         const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == step() || save_checkpoint();
-        auto done = done_line(evaluate_on_test(s_, client_.params(), step(), *report_), seconds, *report_,
-                              who_.standalone ? 0 : who_.num_ps, who_.num_workers, mode_);
+        auto done = [&] {
+            progress_meter::busy busy(meter_, "evaluating");
+            return done_line(evaluate_on_test(s_, client_.params(), step(), *report_), seconds, *report_,
+                             who_.standalone ? 0 : who_.num_ps, who_.num_workers, mode_);
+        }();
         client_.shutdown();
         if (who_.after_shutdown) who_.after_shutdown();
         if (who_.standalone && !s_.net->is_classifier())
@@ -124,7 +143,10 @@ private:
     void start()
     {
         if (chief()) {
-            auto m = o_.checkpoint_dir.empty() ? std::nullopt : checkpoint::find_latest(o_.checkpoint_dir);
+            auto m = [&] {
+                progress_meter::busy busy(meter_, "looking for a checkpoint to resume from");
+                return o_.checkpoint_dir.empty() ? std::nullopt : checkpoint::find_latest(o_.checkpoint_dir);
+            }();
             if (m) {
                 check_compatible(*m, s_, o_);
                 client_.wait(client_.restore(m->global_step));
@@ -151,6 +173,7 @@ private:
     // data order goes on where it stopped.
     void resume_data_position(std::uint64_t step)
     {
+        progress_meter::busy busy(meter_, "reading the checkpoint's manifest");
         const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
         batches_ = resumed_batches(m, o_, who_.num_workers, who_.index);
         sampler_.skip_batches(batches_, static_cast<std::size_t>(o_.batch_size));
@@ -198,6 +221,7 @@ private:
                 bytes += e.bytes;
                 m.shards.push_back(e);
             }
+            progress_meter::busy busy(meter_, "checking the checkpoint's shards and writing its manifest");
             try {
                 // The chief must see every shard: proof that the path is shared.
                 for (std::size_t p = 0; p < m.shards.size(); ++p) {
@@ -242,9 +266,11 @@ private:
 
     const train_options& o_;
     const loop_role& who_;
+    progress_meter& meter_;
     session s_;
     std::size_t n_;
     ps::client client_;
+    watchdog::source watched_;          // the watchdog reads client_'s activity (goes before client_)
     // The model reads the parameters and writes the gradients in the
     // client's exchange buffers; page-locked on a GPU.
     compute::host_pin pin_;

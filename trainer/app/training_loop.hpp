@@ -7,6 +7,7 @@
 
 #include "pstrain/transport.hpp"
 #include "trainer/app/options.hpp"
+#include "trainer/app/watchdog.hpp"
 
 #include <functional>
 #include <string>
@@ -23,6 +24,11 @@ struct loop_role {
     // Called after the chief has ended training and before the final line
     // (standalone: waits for its PS thread, whose last log line then comes first).
     std::function<void()> after_shutdown;
+    // The stall watchdog's meter (ticked every step; busy while loading the
+    // data, evaluating and checkpointing) and the watchdog, which also reads
+    // the client's activity; null: none.
+    progress_meter* meter = nullptr;
+    watchdog* dog = nullptr;
 };
 
 // Runs the loop over `net` (whose peers are the PS tasks); returns the

@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
+#include "trainer/ps/activity_recorder.hpp"
 #include "trainer/ps/protocol.hpp"
 
 #include <algorithm>
@@ -54,6 +55,28 @@ std::size_t exchange_bytes(std::uint64_t num_params)
     return std::max<std::size_t>(1, 2 * one);
 }
 
+// What a wait for replies to `k` waits for, for activity().
+const char* reply_to(std::uint16_t k)
+{
+    switch (static_cast<wire::kind>(k)) {
+    case wire::kind::hello: return "the reply to hello (the first exchange)";
+    case wire::kind::init: return "the reply to init";
+    case wire::kind::restore: return "the reply to restore";
+    case wire::kind::pull: return "the reply to pull";
+    case wire::kind::push: return "the reply to push";
+    case wire::kind::snapshot: return "the reply to snapshot";
+    case wire::kind::stats: return "the reply to stats";
+    default: return "a reply";
+    }
+}
+
+std::vector<std::string> names_of(const transport& net)
+{
+    std::vector<std::string> names;
+    for (std::size_t p = 0; p < net.num_peers(); ++p) names.push_back(net.peer_name(p));
+    return names;
+}
+
 }  // namespace
 
 class client::impl {
@@ -62,7 +85,7 @@ public:
         : net_(net), cfg_(std::move(c)), partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
           memory_(net.allocate(exchange_bytes(cfg_.num_params))),
           params_(static_cast<float*>(memory_->data())), grads_(params_ + cfg_.num_params), mapped_(net.num_peers(), 0),
-          base_step_(net.num_peers(), 0)
+          base_step_(net.num_peers(), 0), activity_(names_of(net))
     {
         if (net.num_peers() == 0) throw error("a parameter-server client needs at least one PS");
         std::uint64_t at = 0;
@@ -204,6 +227,8 @@ public:
             sends.push_back(net_.send(p, channel::control, &frames[p], sizeof frames[p]));
         }
         for (std::size_t p = 0; p < sends.size(); ++p) {
+            activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
+            activity_.pending(p, true);
             net_.wait_until([&] { return sends[p].done() || net_.failed(p); }, clock::now() + std::chrono::seconds(30));
             if (!sends[p].done() || !sends[p].ok())
                 throw peer_error(net_.peer_name(p), fmt::format("telling {} that training ends failed: {}", net_.peer_name(p),
@@ -225,6 +250,7 @@ public:
     std::uint64_t global_step_ = 0;
     bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
     std::optional<std::uint64_t> restored_;
+    activity_recorder activity_;
 
 private:
     void chief_only(const char* what) const
@@ -440,18 +466,30 @@ private:
     void wait_ops(std::vector<operation>& ops)
     {
         const auto deadline = clock::now() + cfg_.timeout;
-        const bool in_time = net_.wait_until(
-            [&] {
-                bool all = true;
-                for (auto& op : ops) {
-                    if (op.is_abort()) return true;
-                    if (!op.pending()) continue;
-                    if (net_.failed(op.ps)) return true;
-                    all = false;
-                }
-                return all;
-            },
-            deadline);
+        bool in_time = false;
+        {
+            const auto k = ops.empty() ? std::uint16_t(0) : ops.front().out.kind;
+            const bool has_step = k == static_cast<std::uint16_t>(wire::kind::push) ||
+                                  k == static_cast<std::uint16_t>(wire::kind::snapshot) ||
+                                  k == static_cast<std::uint16_t>(wire::kind::restore);
+            activity_recorder::scope waiting(activity_, reply_to(k), ops.empty() ? 0 : step_of(ops.front()), has_step);
+            for (auto& op : ops) activity_.pending(op.ps, true);
+            in_time = net_.wait_until(
+                [&] {
+                    bool all = true;
+                    for (auto& op : ops) {
+                        if (op.is_abort()) return true;
+                        if (!op.pending()) {
+                            activity_.pending(op.ps, false);
+                            continue;
+                        }
+                        if (net_.failed(op.ps)) return true;
+                        all = false;
+                    }
+                    return all;
+                },
+                deadline);
+        }
         // A PS that ends training sends ABORT and then exits, so the failure
         // of its connection may be seen before the message: give a failed
         // peer's last message a moment, and let an ABORT (which names the
@@ -489,6 +527,16 @@ private:
                                                   wire::kind_name(static_cast<std::uint16_t>(op.expected))));
             check_reply(op, who);
         }
+        activity_.progressed();
+    }
+
+    // The step a push (its gradient's), snapshot or restore request names.
+    static std::uint64_t step_of(const operation& op)
+    {
+        if (op.out.kind == static_cast<std::uint16_t>(wire::kind::push)) return wire::body<wire::push>(op.out).step;
+        if (op.out.kind == static_cast<std::uint16_t>(wire::kind::snapshot)) return wire::body<wire::snapshot>(op.out).step;
+        if (op.out.kind == static_cast<std::uint16_t>(wire::kind::restore)) return wire::body<wire::restore>(op.out).step;
+        return 0;
     }
 
     void check_reply(operation& op, const std::string& who)
@@ -557,5 +605,6 @@ bool client::done() const { return impl_->done_; }
 bool client::stopped() const { return impl_->stopped_; }
 std::optional<std::uint64_t> client::restored_step() const { return impl_->restored_; }
 bool client::mapped(std::size_t p) const { return impl_->mapped_.at(p) != 0; }
+ps::activity client::activity() const { return impl_->activity_.snapshot(); }
 
 }  // namespace pstrain::ps

@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
+#include "trainer/ps/activity_recorder.hpp"
 #include "trainer/ps/protocol.hpp"
 #include "trainer/ps/shard.hpp"
 
@@ -19,7 +20,14 @@ namespace pstrain::ps {
 
 namespace {
 constexpr auto far_future = std::chrono::hours(24 * 365);
+
+std::vector<std::string> names_of(const transport& net)
+{
+    std::vector<std::string> names;
+    for (std::size_t p = 0; p < net.num_peers(); ++p) names.push_back(net.peer_name(p));
+    return names;
 }
+}  // namespace
 
 struct peer_state {
     wire::frame in;                   // the message being handled
@@ -52,7 +60,7 @@ struct peer_state {
 class server::impl {
 public:
     impl(transport& net, server_config c, server_hooks h)
-        : net_(net), cfg_(std::move(c)), hooks_(std::move(h)), workers_(net.num_peers()),
+        : activity_(names_of(net)), net_(net), cfg_(std::move(c)), hooks_(std::move(h)), workers_(net.num_peers()),
           replicas_(cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(net.num_peers()))
     {
         if (workers_.empty()) throw error("a parameter server needs at least one worker");
@@ -76,6 +84,7 @@ public:
     }
 
     std::uint64_t step_ = 0, stale_ = 0;
+    activity_recorder activity_;
 
 private:
     using values_status = wire::values_status;
@@ -129,6 +138,8 @@ private:
         greet(0);
         send_reply(0);
         while (!(workers_[0].ready())) {
+            activity_recorder::scope waiting(activity_, "the chief's init or restore (it loads its data first)");
+            activity_.pending(0, true);
             net_.wait_until([&] { return workers_[0].ready() || net_.failed(0); }, clock::now() + far_future);
             if (net_.failed(0)) throw peer_error(who, fmt::format("lost {} before it initialised the model: {}", who, net_.failure(0)));
         }
@@ -165,6 +176,7 @@ private:
                   cfg_.sync ? fmt::format(" aggregating {} of {} workers", replicas_, workers_.size()) : "",
                   restoring ? "restored from the checkpoint at" : "starting at", step_);
         done_ = hooks_.step_completed && hooks_.step_completed(step_);
+        activity_.progressed();
         for (std::size_t i = 1; i < workers_.size(); ++i) post(i);
         reply_values(0, range_, false, values_status::ok);
     }
@@ -203,7 +215,11 @@ private:
     void wait_for_chief(request& r, const char* what)
     {
         const auto who = net_.peer_name(0);
-        net_.wait_until([&] { return r.done() || net_.failed(0); }, clock::now() + far_future);
+        {
+            activity_recorder::scope waiting(activity_, "the chief's hello (it loads its data first)");
+            activity_.pending(0, true);
+            net_.wait_until([&] { return r.done() || net_.failed(0); }, clock::now() + far_future);
+        }
         if (!r.done() || !r.ok())
             throw peer_error(who, fmt::format("lost {} before it {}: {}", who, what,
                                               net_.failed(0) ? net_.failure(0) : r.failure()));
@@ -223,18 +239,22 @@ private:
                 return stopped_ ? server_outcome::stopped : server_outcome::done;
             }
             std::optional<std::size_t> ready;
-            net_.wait_until(
-                [&] {
-                    for (std::size_t i = 0; i < workers_.size(); ++i) {
-                        auto& p = workers_[i];
-                        if (!p.lost && (net_.failed(i) || p.ready())) {
-                            ready = i;
-                            return true;
+            {
+                describe_wait();
+                activity_recorder::ender end_of_wait(activity_);
+                net_.wait_until(
+                    [&] {
+                        for (std::size_t i = 0; i < workers_.size(); ++i) {
+                            auto& p = workers_[i];
+                            if (!p.lost && (net_.failed(i) || p.ready())) {
+                                ready = i;
+                                return true;
+                            }
                         }
-                    }
-                    return false;
-                },
-                shutdown_ ? shutdown_deadline_ : clock::now() + far_future);
+                        return false;
+                    },
+                    shutdown_ ? shutdown_deadline_ : clock::now() + far_future);
+            }
             if (!ready) continue;
             const std::size_t i = *ready;
             auto& p = workers_[i];
@@ -260,6 +280,23 @@ private:
             }
             received(p.in);
             handle(i);
+            activity_.progressed();
+        }
+    }
+
+    // What serve() waits for: the workers and the request it needs next.
+    void describe_wait()
+    {
+        if (shutdown_) {
+            activity_.begin("the workers' last requests after the chief ended the job", 0, false, true);
+            for (std::size_t i = 0; i < workers_.size(); ++i) activity_.pending(i, !workers_[i].lost && !workers_[i].told_done);
+        } else if (cfg_.sync) {
+            // The step waits for the gradients it has not got.
+            activity_.begin(count_ > 0 ? "the missing gradients of a sync step" : "the gradients of a sync step", step_, true);
+            for (std::size_t i = 0; i < workers_.size(); ++i) activity_.pending(i, !workers_[i].lost && !workers_[i].contributed);
+        } else {
+            activity_.begin("a request (async: from any worker)");
+            for (std::size_t i = 0; i < workers_.size(); ++i) activity_.pending(i, !workers_[i].lost);
         }
     }
 
@@ -469,7 +506,11 @@ private:
     void begin_reply(std::size_t i)
     {
         auto& p = workers_[i];
-        if (!p.send.done()) net_.wait_until([&] { return p.send.done() || net_.failed(i); }, clock::now() + far_future);
+        if (!p.send.done()) {
+            activity_recorder::scope waiting(activity_, "the send of its previous reply");
+            activity_.pending(i, true);
+            net_.wait_until([&] { return p.send.done() || net_.failed(i); }, clock::now() + far_future);
+        }
         p.out = wire::frame{};
     }
 
@@ -490,7 +531,7 @@ private:
     void reply_values(std::size_t i, shard_range part, bool shared, values_status status)
     {
         auto& p = workers_[i];
-        net_.wait_until([&] { return p.payload_send.done() || net_.failed(i); }, clock::now() + far_future);
+        wait_for_payload_send(i);
         begin_reply(i);
         const auto sent = done_ ? (stopped_ ? values_status::stopped : values_status::done) : status;
         if (sent == values_status::done || sent == values_status::stopped) p.told_done = true;
@@ -520,7 +561,7 @@ private:
     void reply_stats(std::size_t i)
     {
         auto& p = workers_[i];
-        net_.wait_until([&] { return p.payload_send.done() || net_.failed(i); }, clock::now() + far_future);
+        wait_for_payload_send(i);
         begin_reply(i);
         p.stats_out.clear();
         for (const auto& w : workers_) p.stats_out.push_back(w.counters);
@@ -553,9 +594,22 @@ private:
         return false;
     }
 
+    // Worker i's previous reply payload has left (the transport may read it until then).
+    void wait_for_payload_send(std::size_t i)
+    {
+        auto& p = workers_[i];
+        if (p.payload_send.done()) return;
+        activity_recorder::scope waiting(activity_, "the send of its previous reply's payload");
+        activity_.pending(i, true);
+        net_.wait_until([&] { return p.payload_send.done() || net_.failed(i); }, clock::now() + far_future);
+    }
+
     // Before the values change: every reply in flight has left.
     void drain_sends()
     {
+        activity_recorder::scope waiting(activity_, "the sends of the replies in flight, before the values change");
+        for (std::size_t i = 0; i < workers_.size(); ++i)
+            activity_.pending(i, (!workers_[i].send.done() || !workers_[i].payload_send.done()) && !net_.failed(i));
         net_.wait_until(
             [&] {
                 for (std::size_t i = 0; i < workers_.size(); ++i)
@@ -648,6 +702,7 @@ private:
     void advance()
     {
         ++step_;
+        activity_.progressed();
         if (!done_ && hooks_.step_completed && hooks_.step_completed(step_)) {
             done_ = true;
             log::info("global step {} reached: training done{}", step_,
@@ -815,5 +870,6 @@ server::~server() = default;
 server_outcome server::run() { return impl_->run(); }
 std::uint64_t server::global_step() const { return impl_->step_; }
 std::uint64_t server::stale_gradients() const { return impl_->stale_; }
+ps::activity server::activity() const { return impl_->activity_.snapshot(); }
 
 }  // namespace pstrain::ps

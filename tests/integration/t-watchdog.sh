@@ -1,0 +1,112 @@
+# The stall watchdog (--stall-timeout) on the local cluster: a sync job
+# whose PS is stopped with SIGSTOP mid-run fails each worker within a
+# bounded time, naming ps 0 and showing its threads' stacks, exit status
+# 124; nothing is left running and no node is drained.  A normal job with
+# the default timeout is unaffected; 0 turns the watchdog off; bad values
+# are one line each.
+
+export OMP_NUM_THREADS=1
+
+wd_task_pid() { job_tasks | awk -v r="$1" -v i="$2" '$2 == r && $3 == i {print $1; found = 1} END {exit !found}'; }
+
+# stop_during ROLE INDEX pstrain-args...: starts a sync job (1 PS, 2
+# workers), stops that task with SIGSTOP once the job trains, waits (at most
+# 90 s) until it is the only task of the job left, resumes it and waits for
+# srun.  Sets $out (every task's output), $rc (srun's), $srun_err and
+# $elapsed (from the stop until the other tasks had exited).
+stop_during() {
+  local role=$1 index=$2; shift 2
+  export TEST_TAG=$RANDOM$RANDOM
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 --ps=1 --workers=2 --mpi=pmix -o "$PWD/task-%t.out" \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --sync-replicas --train-steps 1000000 --log-every 100 "$@" \
+    2>"$PWD/srun.err" &
+  local job=$! victim="" i
+  for i in $(seq 1 120); do
+    grep -q 'step [0-9]*/1000000' task-*.out 2>/dev/null && victim=$(wd_task_pid "$role" "$index") && break
+    sleep 0.5
+  done
+  [ -n "$victim" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
+  echo "stopping $role $index (pid $victim) with SIGSTOP" >>"$TEST_LOG"
+  kill -STOP "$victim"
+  local t0=$SECONDS
+  for i in $(seq 1 90); do
+    [ -z "$(job_tasks | awk -v v="$victim" '$1 != v && $2 != ""')" ] && break
+    sleep 1
+  done
+  elapsed=$((SECONDS - t0))
+  echo "the other tasks gone ${elapsed}s after the stop; SIGCONT to $role $index" >>"$TEST_LOG"
+  kill -CONT "$victim" 2>/dev/null || true
+  wait $job && rc=0 || rc=$?
+  out=$(cat task-*.out)
+  srun_err=$(cat srun.err)
+  printf '%s\n[srun exit status %d; stderr:]\n%s\n' "$out" "$rc" "$srun_err" >>"$TEST_LOG"
+  local left
+  left=$(job_tasks)
+  [ -z "$left" ] || fail "tasks of the job are still running: $left"
+}
+
+test_stopped_ps_fails_each_worker_naming_it_with_stacks() {
+  stop_during ps 0 --stall-timeout 10
+  expect_fail
+  [ "$elapsed" -le 30 ] || fail "the workers took ${elapsed}s to exit after ps 0 was stopped (--stall-timeout 10)"
+  local w
+  for w in 1 2; do  # ranks 1 and 2: worker 0 (the chief) and worker 1
+    out=$(cat "task-$w.out")
+    expect_contains "pstrain[worker $((w - 1))]: error: worker $((w - 1)) (n"
+    expect_contains "made no progress for 10 s, waiting for ps 0 (n1): the reply to push (global step "
+    expect_contains "exiting with status 124"
+    expect_contains "raise --stall-timeout from 10"
+    # every thread's stack, the stalled main thread's with its function names
+    expect_contains "stacks of the "
+    expect_contains ", the main thread):"
+    expect_contains "pstrain::ps::client::impl::wait_ops"
+    expect_contains "pstrain::trainer::run_training_loop"
+  done
+  out=$srun_err
+  expect_contains "task 1: Exited with exit code 124"
+  expect_contains "task 2: Exited with exit code 124"
+  expect_nodes_idle
+}
+
+# A stopped worker: the PS names it as the one whose gradient the sync step
+# lacks (the chief, waiting for the PS, may report first or see the PS go).
+test_stopped_worker_is_named_by_the_ps() {
+  stop_during worker 1 --stall-timeout 10
+  expect_fail
+  [ "$elapsed" -le 30 ] || fail "the other tasks took ${elapsed}s to exit after worker 1 was stopped (--stall-timeout 10)"
+  out=$(cat task-0.out)
+  expect_contains "pstrain[ps 0]: error: ps 0 (n1) made no progress for 10 s, waiting for worker 1 (n3): the missing gradients of a sync step (global step "
+  expect_contains "pstrain::ps::server::impl::serve"
+  out=$srun_err
+  expect_contains "task 0: Exited with exit code 124"
+  expect_nodes_idle
+}
+
+test_stall_timeout_0_leaves_it_to_the_peer_timeout() {
+  stop_during ps 0 --stall-timeout 0 --peer-timeout 15
+  expect_fail
+  expect_not_contains "made no progress"
+  expect_contains "no answer from ps 0 (n1) in 15s (--peer-timeout)"
+  expect_nodes_idle
+}
+
+test_a_normal_job_with_the_default_timeout_is_unaffected() {
+  local dir=$PWD/ckpt
+  RUN_TIMEOUT=300 run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 600 \
+    --log-every 100 --eval-every 200 --checkpoint-dir "$dir" --save-checkpoint-steps 200
+  expect_rc 0
+  expect_not_contains "made no progress"
+  expect_not_contains "error"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 600 "global_step"
+  [ -f "$dir/ckpt-0000000600.json" ] || fail "no checkpoint at step 600 in $dir: $(ls "$dir")"
+}
+
+test_bad_stall_timeout_is_one_line() {
+  local bad
+  for bad in -1 abc 1e9; do
+    run "$pstrain" --standalone --stall-timeout "$bad"
+    expect_rc 2
+    expect_contains "--stall-timeout"
+    [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "--stall-timeout $bad: expected one line, got: $out"
+  done
+}

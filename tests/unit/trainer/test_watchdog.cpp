@@ -1,0 +1,272 @@
+// The stall watchdog: the decision on an injected clock, the line it
+// prints, the thread with a short timeout and an injected stall action,
+// and every thread's stack.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE watchdog
+#include <boost/test/unit_test.hpp>
+
+#include "trainer/app/stacks.hpp"
+#include "trainer/app/watchdog.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
+
+using namespace pstrain::trainer;
+using namespace std::chrono_literals;
+
+namespace {
+
+const watch_clock::time_point t0{};
+
+// Records the stall instead of exiting.
+struct recorded {
+    std::mutex m;
+    std::condition_variable cv;
+    std::string line;
+    bool fired = false;
+    watch_clock::time_point at;
+
+    std::function<void(const std::string&)> action()
+    {
+        return [this](const std::string& l) {
+            std::lock_guard lock(m);
+            line = l;
+            fired = true;
+            at = watch_clock::now();
+            cv.notify_all();
+        };
+    }
+    bool wait(std::chrono::milliseconds limit)
+    {
+        std::unique_lock lock(m);
+        return cv.wait_for(lock, limit, [&] { return fired; });
+    }
+};
+
+watchdog_config config(std::chrono::milliseconds timeout, recorded& r)
+{
+    watchdog_config c;
+    c.timeout = timeout;
+    c.task = "worker 1 (n2)";
+    c.on_stall = r.action();
+    c.poll = 10ms;
+    return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(no_progress_for_the_timeout_is_a_stall_and_progress_restarts_the_count)
+{
+    stall_detector d(300s, t0);
+    BOOST_TEST(!d.observe({0, false}, t0 + 299s));
+    const auto stalled = d.observe({0, false}, t0 + 300s);
+    BOOST_REQUIRE(stalled.has_value());
+    BOOST_TEST(stalled->count() == 300000);
+
+    stall_detector e(300s, t0);
+    BOOST_TEST(!e.observe({0, false}, t0 + 200s));
+    BOOST_TEST(!e.observe({1, false}, t0 + 250s));  // a step
+    BOOST_TEST(!e.observe({1, false}, t0 + 549s));
+    BOOST_TEST(e.observe({1, false}, t0 + 550s).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_busy_stretch_is_not_a_stall_and_the_count_restarts_after_it)
+{
+    stall_detector d(10s, t0);
+    BOOST_TEST(!d.observe({5, true}, t0 + 100s));   // evaluating, a long time
+    BOOST_TEST(!d.observe({5, true}, t0 + 1000s));
+    BOOST_TEST(!d.observe({5, false}, t0 + 1009s)); // done: the whole timeout again
+    BOOST_TEST(d.observe({5, false}, t0 + 1010s).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_gap_between_looks_means_the_process_was_stopped_and_restarts_the_count)
+{
+    stall_detector d(10s, t0, 3s);
+    BOOST_TEST(!d.observe({0, false}, t0 + 1s));
+    BOOST_TEST(!d.observe({0, false}, t0 + 61s));   // SIGSTOP for a minute, then SIGCONT
+    BOOST_TEST(!d.observe({0, false}, t0 + 62s));
+    BOOST_TEST(!d.observe({0, false}, t0 + 64s));
+    BOOST_TEST(!d.observe({0, false}, t0 + 66s));
+    BOOST_TEST(!d.observe({0, false}, t0 + 68s));
+    BOOST_TEST(!d.observe({0, false}, t0 + 70s));
+    BOOST_TEST(d.observe({0, false}, t0 + 71s).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(the_line_names_the_task_the_peer_the_request_the_status_and_the_flag)
+{
+    pstrain::ps::activity a;
+    a.waiting = true;
+    a.peers = {0};
+    a.peer_names = {"ps 0 (n1)"};
+    a.request = "the reply to push (global step 42)";
+    BOOST_TEST(stall_line("worker 1 (n2)", 300s, a) ==
+               "worker 1 (n2) made no progress for 300 s, waiting for ps 0 (n1): the reply to push (global step 42); "
+               "exiting with status 124, its threads' stacks follow (if ps 0 (n1) is only slow, not hung or stopped, "
+               "raise --stall-timeout from 300)");
+    a.peer_names = {"worker 0 (n2, the chief)", "worker 1 (n3)"};
+    a.request = "the gradients of a sync step (global step 7)";
+    const auto two = stall_line("ps 0 (n1)", 10s, a);
+    BOOST_TEST(two.find("ps 0 (n1) made no progress for 10 s, waiting for worker 0 (n2, the chief), worker 1 (n3): the "
+                        "gradients of a sync step (global step 7)") == 0u, two);
+    const auto idle = stall_line("worker 0 (n2, the chief)", 60s, pstrain::ps::activity{});
+    BOOST_TEST(idle.find("made no progress for 60 s, not waiting for a peer; exiting with status 124") != std::string::npos, idle);
+    BOOST_TEST(idle.find("if this task is only slow") != std::string::npos, idle);
+}
+
+BOOST_AUTO_TEST_CASE(the_watchdog_fires_once_within_a_bounded_time_naming_what_its_source_waits_for)
+{
+    progress_meter meter;
+    recorded r;
+    const auto start = watch_clock::now();
+    watchdog w(meter, config(300ms, r));
+    pstrain::ps::activity a;
+    a.waiting = true;
+    a.peer_names = {"ps 0 (n1)"};
+    a.request = "the reply to push (global step 3)";
+    watchdog::source s(&w, [&] { return a; });
+    BOOST_REQUIRE(r.wait(5s));
+    const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(r.at - start);
+    BOOST_TEST(after.count() >= 300);
+    BOOST_TEST(after.count() < 3000);  // a poll every 10 ms; slack for a loaded machine
+    BOOST_TEST(r.line.find("worker 1 (n2) made no progress for 0.3 s, waiting for ps 0 (n1): the reply to push") == 0u, r.line);
+    BOOST_TEST(w.fired());
+}
+
+BOOST_AUTO_TEST_CASE(steady_progress_and_busy_stretches_keep_the_watchdog_quiet)
+{
+    progress_meter meter;
+    recorded r;
+    {
+        watchdog w(meter, config(500ms, r));
+        std::atomic<bool> stop{false};
+        std::thread steps([&] {
+            while (!stop) {
+                meter.tick();
+                std::this_thread::sleep_for(10ms);
+            }
+        });
+        std::this_thread::sleep_for(1200ms);
+        stop = true;
+        steps.join();
+        {
+            progress_meter::busy b(meter, "evaluating");
+            BOOST_TEST(meter.busy_with() == std::string("evaluating"));
+            std::this_thread::sleep_for(1200ms);
+        }
+        BOOST_TEST(meter.busy_with() == nullptr);
+        BOOST_TEST(!w.fired());
+    }  // destroyed quickly, not fired
+    BOOST_TEST(!r.fired);
+}
+
+BOOST_AUTO_TEST_CASE(progress_of_the_library_counts_as_progress)
+{
+    progress_meter meter;
+    recorded r;
+    watchdog w(meter, config(500ms, r));
+    std::atomic<std::uint64_t> replies{0};
+    watchdog::source s(&w, [&] {
+        pstrain::ps::activity a;
+        a.progress = replies.load();
+        a.waiting = true;
+        return a;
+    });
+    for (int i = 0; i < 120; ++i) {
+        ++replies;
+        std::this_thread::sleep_for(10ms);
+    }
+    BOOST_TEST(!w.fired());
+    BOOST_TEST(r.wait(5s));  // then it stops
+}
+
+namespace {
+
+// What a block writes to stderr.
+template <typename F>
+std::string stderr_of(F f)
+{
+    char path[] = "/tmp/pstrain-test-watchdog-XXXXXX";
+    const int fd = ::mkstemp(path);
+    BOOST_TEST_REQUIRE(fd >= 0);
+    const int saved = ::dup(STDERR_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    f();
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    ::close(fd);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    ::unlink(path);
+    return text.str();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_busy_stretch_longer_than_half_the_timeout_warns_that_peers_count_it_as_a_stall)
+{
+    progress_meter meter;
+    const auto quiet = stderr_of([&] {
+        progress_meter::busy b(meter, "evaluating");  // no threshold set: never warns
+        std::this_thread::sleep_for(30ms);
+    });
+    BOOST_TEST(quiet.empty(), quiet);
+    meter.warn_busy_after(20ms, 7);
+    const auto fast = stderr_of([&] { progress_meter::busy b(meter, "evaluating"); });
+    BOOST_TEST(fast.empty(), fast);
+    const auto slow = stderr_of([&] {
+        progress_meter::busy b(meter, "writing its checkpoint shard");
+        std::this_thread::sleep_for(60ms);
+    });
+    BOOST_TEST(slow.find("warning: writing its checkpoint shard took 0.") != std::string::npos, slow);
+    BOOST_TEST(slow.find(" s, more than half of --stall-timeout 7: tasks that wait for this one meanwhile count that as a "
+                         "stall; raise --stall-timeout") != std::string::npos, slow);
+}
+
+namespace stack_test {
+
+std::mutex m;
+std::condition_variable cv;
+bool release = false, parked = false;
+
+__attribute__((noinline)) void parked_in_a_named_function()
+{
+    std::unique_lock lock(m);
+    parked = true;
+    cv.notify_all();
+    cv.wait(lock, [] { return release; });
+}
+
+}  // namespace stack_test
+
+BOOST_AUTO_TEST_CASE(every_thread_writes_its_own_stack_with_demangled_function_names)
+{
+    std::thread t([] { stack_test::parked_in_a_named_function(); });
+    {
+        std::unique_lock lock(stack_test::m);
+        stack_test::cv.wait(lock, [] { return stack_test::parked; });
+    }
+    const auto out = all_thread_stacks();
+    {
+        std::lock_guard lock(stack_test::m);
+        stack_test::release = true;
+    }
+    stack_test::cv.notify_all();
+    t.join();
+    BOOST_TEST_MESSAGE(out);
+    BOOST_TEST(out.find("stacks of the ") == 0u, out);
+    BOOST_TEST(out.find("stack_test::parked_in_a_named_function()") != std::string::npos, out);
+    BOOST_TEST(out.find("the main thread") != std::string::npos, out);
+    // Its own frames too (this test runs in the main thread).
+    BOOST_TEST(out.find("every_thread_writes_its_own_stack_with_demangled_function_names") != std::string::npos, out);
+    BOOST_TEST(out.find("no answer") == std::string::npos, out);
+}
