@@ -105,8 +105,9 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     d.crc32 = stored;
     const char* p = bytes.data() + fixed_header + json_bytes;
     d.values.resize(n);
-    std::memcpy(d.values.data(), p, n * 4);
     d.state.resize(n * static_cast<std::size_t>(d.meta.state_slots));
+    if (n == 0) return d;  // an empty range: memcpy from or to the null data() of an empty vector is undefined
+    std::memcpy(d.values.data(), p, n * 4);
     std::memcpy(d.state.data(), p + n * 4, d.state.size() * 4);
     return d;
 }

@@ -41,7 +41,8 @@ dataset read_csv(const std::filesystem::path& file)
                 throw error(fmt::format("{}:{}: field {} '{}' is not a number", file.string(), line_no, cols + 1,
                                         std::string(p, comma)));
             if (cols == 0) {
-                if (v < 0 || v != static_cast<float>(static_cast<int>(v)) || v > 65535)
+                // In range before the cast: a float beyond int (1e30, inf, nan) is undefined behaviour to cast.
+                if (!(v >= 0 && v <= 65535) || v != static_cast<float>(static_cast<int>(v)))
                     throw error(fmt::format("{}:{}: label '{}' is not a class number", file.string(), line_no, v));
                 label = static_cast<int>(v);
             } else {
