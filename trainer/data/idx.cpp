@@ -87,6 +87,20 @@ void check_magic(idx_file& f, std::uint32_t want_rank)
                                 want_rank == 1 ? "label" : "image"));
 }
 
+// Reads n bytes into `out`, growing it as they arrive: a header that claims
+// more than the file holds fails as truncated having allocated only what
+// the file held (plus a chunk), never what the header claims.
+void read_growing(idx_file& f, std::vector<unsigned char>& out, std::size_t n, const char* what)
+{
+    constexpr std::size_t chunk = std::size_t(64) << 20;
+    out.clear();
+    while (out.size() < n) {
+        const std::size_t at = out.size(), part = std::min(n - at, chunk);
+        out.resize(at + part);
+        f.read(out.data() + at, part, what);
+    }
+}
+
 }  // namespace
 
 dataset read_idx_pair(const std::filesystem::path& images_path, const std::filesystem::path& labels_path)
@@ -109,11 +123,11 @@ dataset read_idx_pair(const std::filesystem::path& images_path, const std::files
     dataset d;
     d.rows = n;
     d.cols = std::size_t(h) * w;
-    std::vector<unsigned char> pixels(d.rows * d.cols);
-    images.read(pixels.data(), pixels.size(), "pixel data");
+    std::vector<unsigned char> pixels;
+    read_growing(images, pixels, d.rows * d.cols, "pixel data");
     images.expect_end();
-    std::vector<unsigned char> raw_labels(n);
-    labels.read(raw_labels.data(), raw_labels.size(), "label data");
+    std::vector<unsigned char> raw_labels;
+    read_growing(labels, raw_labels, n, "label data");
     labels.expect_end();
 
     d.features.resize(pixels.size());
