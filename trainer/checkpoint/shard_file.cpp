@@ -84,7 +84,8 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     auto bytes = read_file(path, header_only ? fixed_header + json_bytes : size);
     shard_data d;
     try {
-        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header, bytes.begin() + fixed_header + json_bytes));
+        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header, bytes.begin() + fixed_header + json_bytes,
+                                                      integers_only));
     } catch (const std::exception& e) {
         throw error(fmt::format("{} has unreadable metadata ({})", file, e.what()));
     }
