@@ -82,9 +82,15 @@ std::vector<std::string> expand_hostlist(std::string_view expr)
     std::vector<std::string> hosts;
     for (auto item : split_top_level(expr, expr)) {
         if (item.empty()) throw error(fmt::format("hostlist '{}': empty host name", expr));
-        for (char c : item)
+        for (char c : item) {
             if (c == ' ' || c == '\t' || c == '\n')
                 throw error(fmt::format("hostlist '{}': white space in a host name", expr));
+            // Host names go into JSON (PSTRAIN_CLUSTER, TF_CONFIG), which
+            // refuses bytes that are not UTF-8: only printable ASCII.
+            if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e)
+                throw error(fmt::format("hostlist: byte 0x{:02x} in a host name: host names are printable ASCII",
+                                        static_cast<unsigned char>(c)));
+        }
         expand_item(item, expr, std::string(), hosts);
     }
     return hosts;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace pstrain::checkpoint {
 
 std::string path_of(const std::string& dir, const std::string& name);
@@ -55,5 +57,16 @@ private:
 // read from a file never decides an allocation.  Throws pstrain::error
 // "<path>: <strerror>".
 std::vector<char> read_file(const std::string& path, std::size_t max_bytes);
+
+// A parser callback for nlohmann::json::parse: every number of the manifest
+// and of a shard's metadata is an integer, and get<int>() of a float out of
+// int's range (1e300) is undefined behaviour, so a float is refused at once
+// (nlohmann::json::out_of_range, which the readers turn into their error).
+inline bool integers_only(int, nlohmann::json::parse_event_t event, nlohmann::json& value)
+{
+    if (event == nlohmann::json::parse_event_t::value && value.is_number_float())
+        throw nlohmann::json::out_of_range::create(406, "a number that is not an integer", &value);
+    return true;
+}
 
 }  // namespace pstrain::checkpoint

@@ -92,7 +92,7 @@ manifest read_manifest(const std::string& dir, const std::string& file)
     if (bytes.size() > max_manifest_bytes) throw too_large();
     manifest m;
     try {
-        auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
+        auto j = nlohmann::json::parse(bytes.begin(), bytes.end(), integers_only);
         if (j.value("format", "") != "pstrain-checkpoint") throw error("not a pstrain checkpoint manifest");
         if (j.at("version").get<int>() != format_version)
             throw error(fmt::format("format version {}, this pstrain reads version {}", j.at("version").get<int>(), format_version));

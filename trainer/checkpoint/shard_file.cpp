@@ -84,7 +84,8 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     auto bytes = read_file(path, header_only ? fixed_header + json_bytes : size);
     shard_data d;
     try {
-        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header, bytes.begin() + fixed_header + json_bytes));
+        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header, bytes.begin() + fixed_header + json_bytes,
+                                                      integers_only));
     } catch (const std::exception& e) {
         throw error(fmt::format("{} has unreadable metadata ({})", file, e.what()));
     }
@@ -105,8 +106,9 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     d.crc32 = stored;
     const char* p = bytes.data() + fixed_header + json_bytes;
     d.values.resize(n);
-    std::memcpy(d.values.data(), p, n * 4);
     d.state.resize(n * static_cast<std::size_t>(d.meta.state_slots));
+    if (n == 0) return d;  // an empty range: memcpy from or to the null data() of an empty vector is undefined
+    std::memcpy(d.values.data(), p, n * 4);
     std::memcpy(d.state.data(), p + n * 4, d.state.size() * 4);
     return d;
 }

@@ -38,6 +38,22 @@ BOOST_AUTO_TEST_CASE(malformed_lists_are_errors)
         BOOST_CHECK_THROW(expand_hostlist(bad), pstrain::error);
 }
 
+// Found by tests/fuzz/fuzz_plugin_options: a node list with a byte that is
+// not UTF-8 expanded to a host name that nlohmann::json's dump() refused
+// with its own exception, which escaped the plugin's task_init.
+BOOST_AUTO_TEST_CASE(bytes_that_are_not_printable_ascii_are_errors)
+{
+    for (const char* bad : {"n[1-2]\xff", "n\x01", "caf\xc3\xa9", "n1,\x7f"}) {
+        try {
+            expand_hostlist(bad);
+            BOOST_ERROR("no error for a host name with a byte outside printable ASCII");
+        } catch (const pstrain::error& e) {
+            BOOST_TEST(std::string(e.what()).find("host names are printable ASCII") != std::string::npos, e.what());
+        }
+    }
+    BOOST_TEST(expand_hostlist("n-1_a.b") == strings{"n-1_a.b"});
+}
+
 BOOST_AUTO_TEST_CASE(task_counts_with_repeats)
 {
     BOOST_TEST(expand_task_counts("2(x2),1") == (std::vector<int>{2, 2, 1}));

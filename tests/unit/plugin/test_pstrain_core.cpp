@@ -160,6 +160,19 @@ BOOST_AUTO_TEST_CASE(unknown_plugstack_argument)
     BOOST_TEST(contains(submit_error(context::local, "1", "1", {"port_range=9-5"}), "port_range"));
 }
 
+// Found by tests/fuzz/fuzz_plugin_options: a node name with a byte that is
+// not UTF-8 made the cluster spec's JSON dump() throw nlohmann's own
+// exception out of task_init; the task now fails with one pstrain line.
+BOOST_AUTO_TEST_CASE(a_node_name_that_is_not_ascii_fails_the_task_with_one_line)
+{
+    auto h = remote_task(0, 3, "n[1-2]\xff", "2,1");
+    int rc = 0;
+    BOOST_CHECK_NO_THROW(rc = run_remote(h, "1", "2"));
+    BOOST_TEST(rc == -1);
+    BOOST_TEST_REQUIRE(h.errors.size() == 1u);
+    BOOST_TEST(contains(h.errors[0], "host names are printable ASCII"), h.errors[0]);
+}
+
 BOOST_AUTO_TEST_CASE(remote_errors_fail_the_task_not_the_node)
 {
     auto h = remote_task(0, 3, "n1", "3");

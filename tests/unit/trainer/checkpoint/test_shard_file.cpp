@@ -93,6 +93,29 @@ BOOST_AUTO_TEST_CASE(shard_round_trip_and_private_files)
     for (const auto& e : fs::directory_iterator(d.path)) BOOST_TEST(e.path().string().find(".tmp.") == std::string::npos);
 }
 
+// Found by tests/fuzz/fuzz_shard under UBSan: a shard of an empty range
+// (a PS with no parameters) made read_shard memcpy to the null data() of
+// an empty vector (undefined behaviour: the sanitizer build aborted).
+BOOST_AUTO_TEST_CASE(a_shard_of_an_empty_range_reads_back_empty)
+{
+    temp_dir d;
+    for (int slots : {0, 2}) {
+        shard_meta m;
+        m.global_step = 3;
+        m.range = {5, 5};
+        m.total_params = 10;
+        m.optimizer = slots ? "adam" : "sgd";
+        m.state_slots = slots;
+        const auto entry = write_shard(d.path, m, {}, {});
+        const auto s = read_shard(d.path, entry.file);
+        BOOST_TEST(s.values.empty());
+        BOOST_TEST(s.state.empty());
+        BOOST_TEST(s.meta.range.begin == 5u);
+        BOOST_TEST(s.crc32 == entry.crc32);
+        fs::remove(d.path + "/" + entry.file);
+    }
+}
+
 // The bytes on disk are the documented format: a checkpoint written by
 // this pstrain must be readable by the last and the next one.
 BOOST_AUTO_TEST_CASE(a_shard_file_has_the_documented_layout)

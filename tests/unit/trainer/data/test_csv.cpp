@@ -80,3 +80,15 @@ BOOST_AUTO_TEST_CASE(labels_that_are_no_class_number_and_empty_files_are_refused
     fs::remove(top);
     BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }
+
+// Found by tests/fuzz/fuzz_csv under UBSan: a label beyond int's range was
+// cast to int before the range check (undefined behaviour: the sanitizer
+// build aborted).  It is refused like any other bad label.
+BOOST_AUTO_TEST_CASE(a_label_beyond_int_is_refused_without_a_cast)
+{
+    for (const char* label : {"1e30", "-1e30", "inf", "nan", "3e9"}) {
+        auto p = write("big.csv", std::string(label) + ",1,2\n");
+        BOOST_TEST(error_of(p).find("is not a class number") != std::string::npos, label << ": " << error_of(p));
+        fs::remove(p);
+    }
+}

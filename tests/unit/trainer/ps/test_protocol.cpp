@@ -389,7 +389,23 @@ BOOST_FIXTURE_TEST_CASE(a_chief_announcing_2_to_62_parameters_ends_the_server_wi
     server_refuses("4611686018427387904 parameters");
 }
 
-BOOST_FIXTURE_TEST_CASE(a_chief_announcing_more_parameters_than_memory_ends_the_server_with_a_clear_error, rogue_chief)
+// Under AddressSanitizer (./configure --enable-sanitizers) operator new
+// reports a block it cannot give and aborts, where the server expects
+// std::bad_alloc: this case cannot run there (skipped, not passed).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool under_asan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool under_asan = true;
+#else
+constexpr bool under_asan = false;
+#endif
+#else
+constexpr bool under_asan = false;
+#endif
+
+BOOST_FIXTURE_TEST_CASE(a_chief_announcing_more_parameters_than_memory_ends_the_server_with_a_clear_error, rogue_chief,
+                        *boost::unit_test::enable_if<!under_asan>())
 {
     // 2^50 floats are 4 PiB: no allocation of that succeeds.
     send(hello_frame(std::uint64_t{1} << 50, 0));
