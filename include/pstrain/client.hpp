@@ -14,6 +14,7 @@
 #pragma once
 
 #include <pstrain/activity.hpp>
+#include <pstrain/profile.hpp>
 #include <pstrain/partition.hpp>
 #include <pstrain/transport.hpp>
 
@@ -128,6 +129,10 @@ public:
     // Replies received so far and, while a call waits, which PS tasks have
     // not answered and what it asked them.  Any thread may call it.
     ps::activity activity() const;
+    // Where this client's time has gone: outside its calls (the program's
+    // own work), issuing requests, waiting for replies, checking them.
+    // Any thread may call it.
+    time_profile profile() const;
 
     class impl;
 

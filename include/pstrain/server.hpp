@@ -9,6 +9,7 @@
 #pragma once
 
 #include <pstrain/activity.hpp>
+#include <pstrain/profile.hpp>
 #include <pstrain/optimizer.hpp>
 #include <pstrain/partition.hpp>
 #include <pstrain/transport.hpp>
@@ -107,6 +108,10 @@ public:
     // which workers and what (their gradients for a sync step, any request,
     // the sends of its replies).  Any thread may call it.
     ps::activity activity() const;
+    // Where this server's time has gone: waiting for requests, checking
+    // them, aggregating (sync), the optimizer's update, replying, waiting
+    // for earlier replies to leave.  Any thread may call it.
+    time_profile profile() const;
 
     class impl;
 

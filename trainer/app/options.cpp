@@ -106,6 +106,9 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_option("--job-comment", o.job_comment,
                    "on: under Slurm the chief keeps its progress in the job's comment (squeue -o %k), at most every 30 s")
         ->check(CLI::IsMember({"on", "off"}))->group(output)->capture_default_str();
+    app.add_flag("--profile", o.profile,
+                 "at the end every task logs where its time went: a worker's compute, requests and waits for the PS "
+                 "tasks, a PS's waits, aggregation, optimizer update and replies")->group(output);
     app.add_option("--log-level", o.log_level, "error, warn, info or debug")
         ->check(CLI::IsMember({"error", "warn", "info", "debug"}))->group(output)->capture_default_str();
     app.add_option("--log-format", o.log_format, "text, or json: one JSON object a line (also PSTRAIN_LOG_FORMAT)")

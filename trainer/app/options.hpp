@@ -54,6 +54,7 @@ struct train_options {
     std::string tensorboard_dir;    // empty: none; default with --checkpoint-dir: DIR/events
     std::string job_comment = "on";  // the chief's status in the Slurm job's comment (squeue -o %k)
     std::string log_level = "info";
+    bool profile = false;           // log each task's time_profile at the end
     std::string log_format;         // text or json; empty: PSTRAIN_LOG_FORMAT, else text
 };
 

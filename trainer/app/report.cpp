@@ -18,6 +18,31 @@ std::string format_duration(double s)
     return fmt::format("{}s", total);
 }
 
+std::string profile_line(const std::string& task, const ps::time_profile& p, std::optional<profile_part> split)
+{
+    std::vector<std::pair<std::string, std::chrono::nanoseconds>> parts;
+    for (std::size_t k = 0; k < p.phases.size(); ++k) {
+        auto t = p.phases[k].time;
+        std::string name = p.phases[k].name;
+        if (k == 0 && split) {
+            const auto part = std::min(split->time, t);
+            parts.emplace_back(split->name, part);
+            t -= part;
+            name = "other";
+        }
+        parts.emplace_back(name, t);
+    }
+    const double total = std::chrono::duration<double>(p.total()).count();
+    const double steps = static_cast<double>(std::max<std::uint64_t>(p.steps, 1));
+    std::string line = fmt::format("profile of {}: {} steps in {:.2f} s; per step:", task, p.steps, total);
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        const double s = std::chrono::duration<double>(parts[k].second).count();
+        line += fmt::format("{} {} {:.3f} ms ({:.1f}%)", k ? "," : "", parts[k].first, s / steps * 1e3,
+                            total > 0 ? 100 * s / total : 0.0);
+    }
+    return line;
+}
+
 std::string short_count(double n)
 {
     if (n >= 1e6) return fmt::format("{:.1f}M", n / 1e6);

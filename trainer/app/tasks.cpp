@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "pstrain/loopback.hpp"
+#include "trainer/app/report.hpp"
 #include "trainer/app/session.hpp"
 #include "trainer/app/signals.hpp"
 #include "trainer/app/training_loop.hpp"
@@ -78,7 +79,9 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
 {
     ps::server s(net, server_config_for(o, j.me.index, j.num_ps), server_hooks_for(o, &meter));
     watchdog::source watched(dog, [&s] { return s.activity(); });
-    return s.run() == ps::server_outcome::stopped ? preempted_exit_status : 0;
+    const auto outcome = s.run();
+    if (o.profile) log::info("{}", profile_line(j.peer_name(role::ps, j.me.index), s.profile()));
+    return outcome == ps::server_outcome::stopped ? preempted_exit_status : 0;
 }
 
 // The stall watchdog of --stall-timeout, none with 0.
@@ -182,6 +185,7 @@ int run_standalone(const train_options& o)
     }
     if (ps_thread.joinable()) ps_thread.join();
     if (server_error) std::rethrow_exception(server_error);
+    if (o.profile) log::info("{}", profile_line("the standalone PS", server.profile()));
     return code;
 }
 

@@ -85,7 +85,9 @@ public:
         while (!client_.done()) {
             sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
             ++batches_;
+            const auto c0 = clock::now();
             const auto batch = s_.net->compute_gradients(client_.params(), s_.data.train, rows, client_.grads());
+            compute_time_ += clock::now() - c0;
             check_loss(batch.loss, step());
             client_.step(batches_);
             meter_.tick();
@@ -109,6 +111,7 @@ public:
         }
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
         log::debug("{} local steps, stopped at global step {}", local_steps, step());
+        if (o_.profile) log::info("{}", profile_line(who_.name, client_.profile(), profile_part{"compute", compute_time_}));
         if (client_.stopped()) {
             log::info("the chief stopped the job at global step {} (SIGTERM): exiting with status {} so that a requeued "
                       "job resumes from the checkpoint", step(), preempted_exit_status);
@@ -277,6 +280,7 @@ private:
     data::sampler sampler_;
     int replicas_;
     std::uint64_t batches_ = 0;         // batches drawn, across restarts
+    std::chrono::nanoseconds compute_time_{0};  // in the model's compute_gradients, for --profile
     checkpoint_schedule schedule_;      // the chief's: when to checkpoint, the newest one's step
     std::optional<reporter> report_;    // the chief's progress lines and metrics file
     std::optional<job_comment> comment_;  // the chief's status in the Slurm job's comment

@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "trainer/ps/activity_recorder.hpp"
+#include "trainer/ps/phase_clock.hpp"
 #include "trainer/ps/protocol.hpp"
 
 #include <algorithm>
@@ -249,8 +250,15 @@ public:
     std::vector<std::uint64_t> base_step_;     // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;
     bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
+    bool started_ = false;  // the first request has been answered (the profile's start ends)
     std::optional<std::uint64_t> restored_;
     activity_recorder activity_;
+    enum phase : std::size_t { outside, starting, issuing, waiting, checking };
+    phase_clock<5> profile_{{{{"outside", "outside the client's calls (the program's own work: computing gradients)"},
+                              {"start", "the first words with every PS (waiting for the chief's initialisation)"},
+                              {"issue", "encoding requests and posting their sends and receives"},
+                              {"wait", "waiting for the replies"},
+                              {"check", "checking the replies"}}}};
 
 private:
     void chief_only(const char* what) const
@@ -275,10 +283,14 @@ private:
     // Sends `kind` to every PS whose shard meets `range`; returns its ticket.
     ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position)
     {
+        phase_clock<5>::scope timed(profile_, issuing);
         if (broken_) throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
         if (range.begin > range.end || range.end > cfg_.num_params)
             throw error(fmt::format("range [{}, {}) is outside the model's {} parameters", range.begin, range.end, cfg_.num_params));
-        if (!greeted_) greet();
+        if (!greeted_) {
+            phase_clock<5>::scope timed(profile_, starting);
+            greet();
+        }
         const ticket id = next_++;
         auto& t = take(id);
         for (std::size_t p = 0; p < partition_.size(); ++p) {
@@ -443,7 +455,10 @@ private:
 
     void complete(pending_ticket& t)
     {
+        phase_clock<5>::scope timed(profile_, checking);
         wait_ops(t.ops);
+        started_ = true;
+        if (!t.ops.empty() && t.ops.front().out.kind == static_cast<std::uint16_t>(wire::kind::push)) profile_.step_done();
         for (auto& op : t.ops) {
             if (op.expected != wire::kind::values) continue;
             const auto v = wire::body<wire::values>(op.in);
@@ -473,6 +488,7 @@ private:
                                   k == static_cast<std::uint16_t>(wire::kind::snapshot) ||
                                   k == static_cast<std::uint16_t>(wire::kind::restore);
             activity_recorder::scope waiting(activity_, reply_to(k), ops.empty() ? 0 : step_of(ops.front()), has_step);
+            phase_clock<5>::scope timed(profile_, started_ ? phase::waiting : phase::starting);
             for (auto& op : ops) activity_.pending(op.ps, true);
             in_time = net_.wait_until(
                 [&] {
@@ -606,5 +622,6 @@ bool client::stopped() const { return impl_->stopped_; }
 std::optional<std::uint64_t> client::restored_step() const { return impl_->restored_; }
 bool client::mapped(std::size_t p) const { return impl_->mapped_.at(p) != 0; }
 ps::activity client::activity() const { return impl_->activity_.snapshot(); }
+time_profile client::profile() const { return impl_->profile_.snapshot(); }
 
 }  // namespace pstrain::ps

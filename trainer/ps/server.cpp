@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "trainer/ps/activity_recorder.hpp"
+#include "trainer/ps/phase_clock.hpp"
 #include "trainer/ps/protocol.hpp"
 #include "trainer/ps/shard.hpp"
 
@@ -85,6 +86,15 @@ public:
 
     std::uint64_t step_ = 0, stale_ = 0;
     activity_recorder activity_;
+    enum phase : std::size_t { starting, waiting, requests, aggregating, updating, replying, draining };
+    using profile_clock = phase_clock<7>;
+    profile_clock profile_{{{{"start", "starting: the chief's hello, initialisation or restore"},
+                             {"wait", "waiting for requests"},
+                             {"requests", "checking and dispatching requests (snapshots and stats included)"},
+                             {"aggregate", "summing a sync step's gradients"},
+                             {"update", "the optimizer's update of the shard"},
+                             {"reply", "writing values into mapped buffers and posting replies"},
+                             {"drain", "waiting for earlier replies to leave before the values change"}}}};
 
 private:
     using values_status = wire::values_status;
@@ -242,6 +252,7 @@ private:
             {
                 describe_wait();
                 activity_recorder::ender end_of_wait(activity_);
+                profile_clock::scope timed(profile_, phase::waiting);
                 net_.wait_until(
                     [&] {
                         for (std::size_t i = 0; i < workers_.size(); ++i) {
@@ -256,6 +267,7 @@ private:
                     shutdown_ ? shutdown_deadline_ : clock::now() + far_future);
             }
             if (!ready) continue;
+            profile_clock::scope timed(profile_, requests);
             const std::size_t i = *ready;
             auto& p = workers_[i];
             // A whole message that came before the peer went (the chief's
@@ -507,6 +519,7 @@ private:
     {
         auto& p = workers_[i];
         if (!p.send.done()) {
+            profile_clock::scope timed(profile_, draining);
             activity_recorder::scope waiting(activity_, "the send of its previous reply");
             activity_.pending(i, true);
             net_.wait_until([&] { return p.send.done() || net_.failed(i); }, clock::now() + far_future);
@@ -530,6 +543,7 @@ private:
     // no reply is reading (free_spare).
     void reply_values(std::size_t i, shard_range part, bool shared, values_status status)
     {
+        profile_clock::scope timed(profile_, replying);
         auto& p = workers_[i];
         wait_for_payload_send(i);
         begin_reply(i);
@@ -599,6 +613,7 @@ private:
     {
         auto& p = workers_[i];
         if (p.payload_send.done()) return;
+        profile_clock::scope timed(profile_, draining);
         activity_recorder::scope waiting(activity_, "the send of its previous reply's payload");
         activity_.pending(i, true);
         net_.wait_until([&] { return p.payload_send.done() || net_.failed(i); }, clock::now() + far_future);
@@ -607,6 +622,7 @@ private:
     // Before the values change: every reply in flight has left.
     void drain_sends()
     {
+        profile_clock::scope timed(profile_, draining);
         activity_recorder::scope waiting(activity_, "the sends of the replies in flight, before the values change");
         for (std::size_t i = 0; i < workers_.size(); ++i)
             activity_.pending(i, (!workers_[i].send.done() || !workers_[i].payload_send.done()) && !net_.failed(i));
@@ -645,10 +661,13 @@ private:
             p.counters.staleness_max = std::max(p.counters.staleness_max, staleness);
             p.position = m.position;
             // In place unless a reply in flight still reads the values.
-            if (read_by_a_reply(shard_->values().data()))
-                shard_->apply_into(free_spare(), gradient(i, part, shared), part);
-            else
-                shard_->apply(gradient(i, part, shared), part);
+            {
+                profile_clock::scope timed(profile_, updating);
+                if (read_by_a_reply(shard_->values().data()))
+                    shard_->apply_into(free_spare(), gradient(i, part, shared), part);
+                else
+                    shard_->apply(gradient(i, part, shared), part);
+            }
             advance();
             reply_values(i, part, shared, values_status::ok);
             return;
@@ -672,18 +691,24 @@ private:
         p.pending_position = m.position;
         ++p.counters.gradients;
         if (++count_ < replicas_) return;
-        // Sum in worker order, so a run is the same whatever the arrival order.
-        std::fill(sum_.begin(), sum_.end(), 0.0f);
-        for (std::size_t k = 0; k < workers_.size(); ++k) {
-            if (!workers_[k].contributed) continue;
-            const auto g = gradient(k, range_, workers_[k].contributed_shared);
-            workers_[k].position = workers_[k].pending_position;
-            for (std::size_t e = 0; e < sum_.size(); ++e) sum_[e] += g[e];
+        {
+            // Sum in worker order, so a run is the same whatever the arrival order.
+            profile_clock::scope timed(profile_, aggregating);
+            std::fill(sum_.begin(), sum_.end(), 0.0f);
+            for (std::size_t k = 0; k < workers_.size(); ++k) {
+                if (!workers_[k].contributed) continue;
+                const auto g = gradient(k, range_, workers_[k].contributed_shared);
+                workers_[k].position = workers_[k].pending_position;
+                for (std::size_t e = 0; e < sum_.size(); ++e) sum_[e] += g[e];
+            }
+            const float scale = 1.0f / static_cast<float>(replicas_);
+            for (auto& v : sum_) v *= scale;
         }
-        const float scale = 1.0f / static_cast<float>(replicas_);
-        for (auto& v : sum_) v *= scale;
         drain_sends();
-        shard_->apply(sum_);
+        {
+            profile_clock::scope timed(profile_, updating);
+            shard_->apply(sum_);
+        }
         advance();
         answer_contributors();
     }
@@ -702,6 +727,7 @@ private:
     void advance()
     {
         ++step_;
+        profile_.step_done();
         activity_.progressed();
         if (!done_ && hooks_.step_completed && hooks_.step_completed(step_)) {
             done_ = true;
@@ -871,5 +897,6 @@ server_outcome server::run() { return impl_->run(); }
 std::uint64_t server::global_step() const { return impl_->step_; }
 std::uint64_t server::stale_gradients() const { return impl_->stale_; }
 ps::activity server::activity() const { return impl_->activity_.snapshot(); }
+time_profile server::profile() const { return impl_->profile_.snapshot(); }
 
 }  // namespace pstrain::ps
