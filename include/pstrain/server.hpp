@@ -41,6 +41,10 @@ struct server_config {
     // announces the model's size, before anything is allocated.  0: this
     // machine's physical memory.
     std::uint64_t max_shard_bytes = 0;
+    // Threads that share the optimizer's update of a large shard (256Ki
+    // parameters or more on this PS), the server's own included: the CPUs
+    // the task may use.  1: the server's thread alone.
+    int update_threads = 1;
 };
 
 // The shard as it is at a snapshot, for the snapshot hook.
@@ -108,9 +112,9 @@ public:
     // which workers and what (their gradients for a sync step, any request,
     // the sends of its replies).  Any thread may call it.
     ps::activity activity() const;
-    // Where this server's time has gone: waiting for requests, checking
-    // them, aggregating (sync), the optimizer's update, replying, waiting
-    // for earlier replies to leave.  Any thread may call it.
+    // Where this server's time has gone: starting, waiting for requests,
+    // checking them, the optimizer's update (sync: with the aggregation),
+    // replying, waiting for earlier replies to leave.  Any thread may call it.
     time_profile profile() const;
 
     class impl;

@@ -93,7 +93,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     auto* compute = "Compute";
     app.add_option("--device", o.device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group(compute)->capture_default_str();
-    app.add_option("--threads", o.threads, "compute (BLAS) threads (default: OMP_NUM_THREADS, else the CPUs Slurm gave the task: SLURM_CPUS_PER_TASK, else its share of SLURM_CPUS_ON_NODE, else the affinity mask)")
+    app.add_option("--threads", o.threads, "compute (BLAS) threads, and a PS task's update threads for a large shard (default: OMP_NUM_THREADS, else the CPUs Slurm gave the task: SLURM_CPUS_PER_TASK, else its share of SLURM_CPUS_ON_NODE, else the affinity mask)")
         ->check(CLI::Range(1, 1024))->group(compute);
 
     auto* output = "Output";

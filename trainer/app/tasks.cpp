@@ -6,9 +6,11 @@
 #include "trainer/app/report.hpp"
 #include "trainer/app/session.hpp"
 #include "trainer/app/signals.hpp"
+#include "trainer/app/threads.hpp"
 #include "trainer/app/training_loop.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
 
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <thread>
@@ -26,6 +28,8 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     c.sync = o.sync_replicas;
     c.replicas_to_aggregate = o.replicas_to_aggregate;
     c.share_memory = o.shared_memory == "auto";
+    // A PS's CPUs share its large updates (threads.hpp: --threads, else Slurm's share).
+    c.update_threads = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus()).threads;
     return c;
 }
 

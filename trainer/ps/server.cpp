@@ -6,6 +6,7 @@
 #include "trainer/ps/phase_clock.hpp"
 #include "trainer/ps/protocol.hpp"
 #include "trainer/ps/shard.hpp"
+#include "trainer/ps/update_pool.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -50,6 +51,7 @@ struct peer_state {
     // Sync: its gradient waits in the step being aggregated.
     bool contributed = false;
     bool contributed_shared = false;
+    bool values_written = false;      // sync: the step wrote its new values into mapped_params already
     std::uint64_t pending_position = 0;  // the waiting gradient's: its position once the step is applied
     wire::worker_counters counters;   // its gradients, for stats
     std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is done
@@ -86,14 +88,14 @@ public:
 
     std::uint64_t step_ = 0, stale_ = 0;
     activity_recorder activity_;
-    enum phase : std::size_t { starting, waiting, requests, aggregating, updating, replying, draining };
-    using profile_clock = phase_clock<7>;
+    enum phase : std::size_t { starting, waiting, requests, updating, replying, draining };
+    using profile_clock = phase_clock<6>;
     profile_clock profile_{{{{"start", "starting: the chief's hello, initialisation or restore"},
                              {"wait", "waiting for requests"},
                              {"requests", "checking and dispatching requests (snapshots and stats included)"},
-                             {"aggregate", "summing a sync step's gradients"},
-                             {"update", "the optimizer's update of the shard"},
-                             {"reply", "writing values into mapped buffers and posting replies"},
+                             {"update", "the optimizer's update (sync: with the sum of the step's gradients and the new "
+                                        "values written into the mapped buffers of the workers on this host)"},
+                             {"reply", "posting replies (async: writing values into mapped buffers)"},
                              {"drain", "waiting for earlier replies to leave before the values change"}}}};
 
 private:
@@ -127,6 +129,10 @@ private:
         try {
             shard_.emplace(range_, cfg_.optimizer);
             sum_.resize(range_.size());
+            if (cfg_.update_threads > 1 && range_.size() >= threaded_update_elements) {
+                pool_.emplace(cfg_.update_threads);
+                log::info("{} threads share the updates of this PS's {} parameters", cfg_.update_threads, range_.size());
+            }
             for (auto& p : workers_)  // a whole-shard gradient lands where the worker sends it from (aligned_buffer.hpp)
                 p.slot = float_buffer(std::max<std::size_t>(range_.size(), wire::max_key_bytes / sizeof(float)),
                                       page_offset_of(range_.begin));
@@ -559,7 +565,8 @@ private:
         const auto values = shard_->values().subspan(part.begin - range_.begin, part.size());
         if (shared) {
             // The worker waits for this reply: its buffer is ours until the frame leaves.
-            std::copy(values.begin(), values.end(), p.mapped_params + (part.begin - range_.begin));
+            if (!std::exchange(p.values_written, false))
+                std::copy(values.begin(), values.end(), p.mapped_params + (part.begin - range_.begin));
             bytes_out_ += values.size_bytes();
             p.sending = nullptr;
             p.out = wire::encode(v);
@@ -665,6 +672,8 @@ private:
                 profile_clock::scope timed(profile_, updating);
                 if (read_by_a_reply(shard_->values().data()))
                     shard_->apply_into(free_spare(), gradient(i, part, shared), part);
+                else if (pool_ && part.size() >= threaded_update_elements)
+                    apply_in_blocks(gradient(i, part, shared), part.begin - range_.begin);
                 else
                     shard_->apply(gradient(i, part, shared), part);
             }
@@ -691,26 +700,62 @@ private:
         p.pending_position = m.position;
         ++p.counters.gradients;
         if (++count_ < replicas_) return;
-        {
-            // Sum in worker order, so a run is the same whatever the arrival order.
-            profile_clock::scope timed(profile_, aggregating);
-            std::fill(sum_.begin(), sum_.end(), 0.0f);
-            for (std::size_t k = 0; k < workers_.size(); ++k) {
-                if (!workers_[k].contributed) continue;
-                const auto g = gradient(k, range_, workers_[k].contributed_shared);
-                workers_[k].position = workers_[k].pending_position;
-                for (std::size_t e = 0; e < sum_.size(); ++e) sum_[e] += g[e];
-            }
-            const float scale = 1.0f / static_cast<float>(replicas_);
-            for (auto& v : sum_) v *= scale;
-        }
         drain_sends();
-        {
-            profile_clock::scope timed(profile_, updating);
-            shard_->apply(sum_);
-        }
+        apply_step();
         advance();
         answer_contributors();
+    }
+
+    // Sync: the mean of the step's gradients applied block by block, each
+    // block's sum (in worker order, so a run is the same whatever the
+    // arrival order), update and copies into the mapped buffers of the
+    // contributors on this host done while the block is in cache; a large
+    // shard's blocks spread over the update threads.
+    void apply_step()
+    {
+        profile_clock::scope timed(profile_, updating);
+        step_grads_.clear();
+        step_copies_.clear();
+        for (std::size_t k = 0; k < workers_.size(); ++k) {
+            auto& w = workers_[k];
+            if (!w.contributed) continue;
+            w.position = w.pending_position;
+            step_grads_.push_back(gradient(k, range_, w.contributed_shared).data());
+            if (w.contributed_shared) {
+                step_copies_.push_back(w.mapped_params);
+                w.values_written = true;
+            }
+        }
+        const float scale = 1.0f / static_cast<float>(replicas_);
+        const std::uint64_t update = shard_->begin_update();
+        const std::size_t n = range_.size();
+        const float* values = shard_->values().data();
+        const auto one_block = [&](std::size_t b) {
+            const std::size_t at = b * update_block, len = std::min(update_block, n - at);
+            float* sum = sum_.data() + at;
+            std::fill(sum, sum + len, 0.0f);
+            for (const float* g : step_grads_)
+                for (std::size_t e = 0; e < len; ++e) sum[e] += g[at + e];
+            for (std::size_t e = 0; e < len; ++e) sum[e] *= scale;
+            shard_->apply_block({sum, len}, at, update);
+            for (float* copy : step_copies_) std::copy(values + at, values + at + len, copy + at);
+        };
+        const std::size_t blocks = (n + update_block - 1) / update_block;
+        if (pool_ && n >= threaded_update_elements)
+            pool_->run(blocks, one_block);
+        else
+            for (std::size_t b = 0; b < blocks; ++b) one_block(b);
+    }
+
+    // Async: one gradient onto elements [at, at + grads.size()) of the shard, in place, on the update threads.
+    void apply_in_blocks(std::span<const float> grads, std::size_t at)
+    {
+        const std::uint64_t update = shard_->begin_update();
+        const std::size_t blocks = (grads.size() + update_block - 1) / update_block;
+        pool_->run(blocks, [&](std::size_t b) {
+            const std::size_t from = b * update_block;
+            shard_->apply_block(grads.subspan(from, std::min(update_block, grads.size() - from)), at + from, update);
+        });
     }
 
     // Sync: every gradient of the step gets the new values.
@@ -883,6 +928,15 @@ private:
     int count_ = 0;
     std::uint64_t bytes_in_ = 0, bytes_out_ = 0;  // for stats
     std::vector<float> sum_;
+    // Sync: the step's gradients and the mapped buffers its values go to.
+    std::vector<const float*> step_grads_;
+    std::vector<float*> step_copies_;
+    // Elements a block of an update takes (16 KB: it stays in the L1 cache
+    // between its sum, its update and its copies).
+    static constexpr std::size_t update_block = 4096;
+    // A shard this large spreads its updates over cfg_.update_threads.
+    static constexpr std::size_t threaded_update_elements = std::size_t(1) << 18;
+    std::optional<update_pool> pool_;
     std::vector<float_buffer> spares_;  // async: buffers for the next values
 };
 

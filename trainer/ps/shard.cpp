@@ -50,6 +50,12 @@ void parameter_shard::apply(std::span<const float> grads, shard_range part)
     apply_update_to(cfg_, values, values, grads, state_at(at), values_.size(), updates_);
 }
 
+void parameter_shard::apply_block(std::span<const float> grads, std::size_t at, std::uint64_t update)
+{
+    auto values = std::span(values_).subspan(at, grads.size());
+    apply_update_to(cfg_, values, values, grads, state_at(at), values_.size(), update);
+}
+
 void parameter_shard::apply_into(float_buffer& spare, std::span<const float> grads, shard_range part)
 {
     if (spare.size() != values_.size() || spare.page_offset() != values_.page_offset())

@@ -36,6 +36,13 @@ public:
     // (a reply may still be sending them).
     void apply_into(float_buffer& spare, std::span<const float> grads, shard_range part);
     void apply_into(float_buffer& spare, std::span<const float> grads) { apply_into(spare, grads, range_); }
+    // One update in blocks (a server fuses each block's aggregation, update
+    // and copies, and may spread the blocks over threads): begin_update()
+    // once, then apply_block() on disjoint blocks, from any threads.
+    std::uint64_t begin_update() { return ++updates_; }
+    // `grads` onto elements [at, at + grads.size()) of the shard, as update
+    // `update` (what begin_update returned).
+    void apply_block(std::span<const float> grads, std::size_t at, std::uint64_t update);
 
 private:
     // The first state slot's value for element `at` of the shard (none for sgd).
