@@ -11,9 +11,11 @@
 #include <pstrain/activity.hpp>
 #include <pstrain/bootstrap.hpp>
 #include <pstrain/client.hpp>
+#include <pstrain/embedding.hpp>
 #include <pstrain/error.hpp>
 #include <pstrain/loopback.hpp>
 #include <pstrain/optimizer.hpp>
 #include <pstrain/partition.hpp>
+#include <pstrain/profile.hpp>
 #include <pstrain/server.hpp>
 #include <pstrain/transport.hpp>
