@@ -33,14 +33,16 @@ inline void ftrl_update(float& w, float& z, float& n, float g, float lr, float l
     w = std::fabs(z) <= l1 ? 0.0f : (std::copysign(l1, z) - z) / quadratic;
 }
 
+// A row's bookkeeping, in front of its floats: a pull touches one place.
 struct row_meta {
     std::uint64_t key = 0;
     std::uint64_t last_seen = 0;
     std::uint64_t count = 0;
-    std::uint64_t updates = 0;
-    bool live = false;
-    bool changed = false;
+    std::uint32_t updates = 0;
+    std::uint8_t live = 0;
+    std::uint8_t changed = 0;
 };
+static_assert(sizeof(row_meta) == 32);
 
 struct pending_key {
     std::uint32_t count = 0;
@@ -80,7 +82,8 @@ public:
         if (cfg_.dim == 0) throw error("an embedding table needs dim >= 1");
         if (!(cfg_.learning_rate > 0)) throw error(fmt::format("embedding learning rate {} must be > 0", cfg_.learning_rate));
         slots_ = cfg_.optimizer == row_optimizer::adagrad ? 1 : 2;
-        stride_ = static_cast<std::size_t>(cfg_.dim) * (1 + slots_);
+        stride_ = sizeof(row_meta) + static_cast<std::size_t>(cfg_.dim) * (1 + slots_) * sizeof(float);
+        stride_ = (stride_ + 15) / 16 * 16;
     }
 
     void pull(std::span<const std::uint64_t> keys, std::span<float> out, std::uint64_t step)
@@ -88,15 +91,29 @@ public:
         const std::size_t dim = cfg_.dim;
         if (out.size() != keys.size() * dim)
             throw error(fmt::format("pull of {} keys of dim {} into {} floats", keys.size(), dim, out.size()));
-        for (std::size_t i = 0; i < keys.size(); ++i) {
-            float* to = out.data() + i * dim;
-            const auto r = find_or_make(keys[i], step);
-            if (r == none) {
-                std::fill(to, to + dim, 0.0f);
-                continue;
+        // In groups: the index probes of a group in flight together, then
+        // its rows, then the copies (a table far larger than the caches is
+        // bound by the latency of these misses, not by bandwidth).
+        std::uint32_t found[group];
+        for (std::size_t at = 0; at < keys.size(); at += group) {
+            const std::size_t n = std::min(group, keys.size() - at);
+            for (std::size_t i = 0; i < n; ++i) index_.prefetch(keys[at + i]);
+            for (std::size_t i = 0; i < n; ++i) {
+                found[i] = find_or_make(keys[at + i], step);
+                if (found[i] != none) __builtin_prefetch(row(found[i]));
             }
-            const float* w = row(r);
-            std::copy(w, w + dim, to);
+            for (std::size_t i = 0; i < n; ++i) {
+                float* to = out.data() + (at + i) * dim;
+                if (found[i] == none) {
+                    std::fill(to, to + dim, 0.0f);
+                    continue;
+                }
+                auto& m = meta(found[i]);
+                ++m.count;
+                m.last_seen = std::max(m.last_seen, step);
+                const float* w = row(found[i]);
+                std::copy(w, w + dim, to);
+            }
         }
     }
 
@@ -106,16 +123,24 @@ public:
         if (grads.size() != keys.size() * dim)
             throw error(fmt::format("push of {} keys of dim {} with {} floats", keys.size(), dim, grads.size()));
         std::size_t updated = 0;
-        for (std::size_t i = 0; i < keys.size(); ++i) {
-            const auto it = index_.find(keys[i]);
-            if (it == index_.end()) continue;
-            const std::uint32_t r = it->second;
-            auto& m = meta_[r];
-            m.last_seen = std::max(m.last_seen, step);
-            m.changed = true;
-            ++m.updates;
-            update(row(r), grads.data() + i * dim, m.updates);
-            ++updated;
+        std::uint32_t found[group];
+        for (std::size_t at = 0; at < keys.size(); at += group) {
+            const std::size_t n = std::min(group, keys.size() - at);
+            for (std::size_t i = 0; i < n; ++i) index_.prefetch(keys[at + i]);
+            for (std::size_t i = 0; i < n; ++i) {
+                const auto it = index_.find(keys[at + i]);
+                found[i] = it == index_.end() ? none : it->second;
+                if (found[i] != none) __builtin_prefetch(row(found[i]), 1);
+            }
+            for (std::size_t i = 0; i < n; ++i) {
+                if (found[i] == none) continue;
+                auto& m = meta(found[i]);
+                m.last_seen = std::max(m.last_seen, step);
+                m.changed = 1;
+                ++m.updates;
+                update(row(found[i]), grads.data() + (at + i) * dim, m.updates);
+                ++updated;
+            }
         }
         return updated;
     }
@@ -125,8 +150,8 @@ public:
         if (cfg_.evict_after == 0 || now <= cfg_.evict_after) return 0;
         const std::uint64_t oldest = now - cfg_.evict_after;
         std::size_t dropped = 0;
-        for (std::uint32_t r = 0; r < meta_.size(); ++r) {
-            auto& m = meta_[r];
+        for (std::uint32_t r = 0; r < capacity_; ++r) {
+            auto& m = meta(r);
             if (!m.live || m.last_seen >= oldest) continue;
             index_.erase(m.key);
             m = row_meta{};
@@ -140,8 +165,8 @@ public:
 
     void for_each(const std::function<void(const embedding_row&)>& f, bool changed_only) const
     {
-        for (std::uint32_t r = 0; r < meta_.size(); ++r) {
-            const auto& m = meta_[r];
+        for (std::uint32_t r = 0; r < capacity_; ++r) {
+            const auto& m = meta(r);
             if (!m.live || (changed_only && !m.changed)) continue;
             const float* w = row(r);
             embedding_row e;
@@ -157,7 +182,7 @@ public:
 
     void clear_changed()
     {
-        for (auto& m : meta_) m.changed = false;
+        for (std::uint32_t r = 0; r < capacity_; ++r) meta(r).changed = 0;
     }
 
     void restore(const embedding_row& e)
@@ -171,11 +196,11 @@ public:
         float* w = row(r);
         std::copy(e.values.begin(), e.values.end(), w);
         std::copy(e.state.begin(), e.state.end(), w + cfg_.dim);
-        auto& m = meta_[r];
+        auto& m = meta(r);
         m.last_seen = e.last_seen;
         m.count = e.count;
-        m.updates = e.updates;
-        m.changed = false;
+        m.updates = static_cast<std::uint32_t>(std::min<std::uint64_t>(e.updates, UINT32_MAX));
+        m.changed = 0;
     }
 
     double bytes_per_row() const
@@ -183,7 +208,7 @@ public:
         const double rows = static_cast<double>(std::max<std::size_t>(index_.size(), 1));
         const double index_bytes =
             static_cast<double>(index_.capacity()) * (sizeof(std::pair<const std::uint64_t, std::uint32_t>) + 1);
-        return static_cast<double>(stride_ * sizeof(float) + sizeof(row_meta)) + index_bytes / rows;
+        return static_cast<double>(stride_) + index_bytes / rows;
     }
 
     const embedding_config cfg_;
@@ -191,25 +216,28 @@ public:
     std::size_t stride_ = 0;
     absl::flat_hash_map<std::uint64_t, std::uint32_t> index_;
     absl::flat_hash_map<std::uint64_t, pending_key> pending_;
-    std::vector<float> floats_;
-    std::vector<row_meta> meta_;
+    // Row r: its row_meta, then dim floats of embedding and slots_ * dim of
+    // optimizer state, at bytes_ + r * stride_ (16-byte aligned).
+    std::vector<std::byte> bytes_;
+    std::uint32_t capacity_ = 0;  // rows made so far, live or free
     std::vector<std::uint32_t> free_;
     std::uint64_t refused_ = 0, evicted_ = 0;
 
 private:
     static constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+    static constexpr std::size_t group = 16;
 
-    float* row(std::uint32_t r) { return floats_.data() + static_cast<std::size_t>(r) * stride_; }
-    const float* row(std::uint32_t r) const { return floats_.data() + static_cast<std::size_t>(r) * stride_; }
+    std::byte* at(std::uint32_t r) { return bytes_.data() + static_cast<std::size_t>(r) * stride_; }
+    const std::byte* at(std::uint32_t r) const { return bytes_.data() + static_cast<std::size_t>(r) * stride_; }
+    row_meta& meta(std::uint32_t r) { return *reinterpret_cast<row_meta*>(at(r)); }
+    const row_meta& meta(std::uint32_t r) const { return *reinterpret_cast<const row_meta*>(at(r)); }
+    float* row(std::uint32_t r) { return reinterpret_cast<float*>(at(r) + sizeof(row_meta)); }
+    const float* row(std::uint32_t r) const { return reinterpret_cast<const float*>(at(r) + sizeof(row_meta)); }
 
+    // The row of key (its count and last_seen are the caller's to update), or none.
     std::uint32_t find_or_make(std::uint64_t key, std::uint64_t step)
     {
-        if (const auto it = index_.find(key); it != index_.end()) {
-            auto& m = meta_[it->second];
-            ++m.count;
-            m.last_seen = std::max(m.last_seen, step);
-            return it->second;
-        }
+        if (const auto it = index_.find(key); it != index_.end()) return it->second;
         std::uint64_t count = 1;
         if (cfg_.admit_after > 1) {
             auto& p = pending_[key];
@@ -224,10 +252,10 @@ private:
         if (cfg_.admit_after > 1) pending_.erase(key);
         const std::uint32_t r = allocate(key);
         initialise(r, key);
-        auto& m = meta_[r];
-        m.count = count;
+        auto& m = meta(r);
+        m.count = count - 1;  // the caller counts this occurrence
         m.last_seen = step;
-        m.changed = true;
+        m.changed = 1;
         return r;
     }
 
@@ -238,15 +266,16 @@ private:
             r = free_.back();
             free_.pop_back();
         } else {
-            if (meta_.size() >= none) throw error("an embedding table shard cannot hold more than 2^32 - 1 rows");
-            r = static_cast<std::uint32_t>(meta_.size());
-            meta_.emplace_back();
-            floats_.resize(floats_.size() + stride_);
+            if (capacity_ == none - 1) throw error("an embedding table shard cannot hold more than 2^32 - 2 rows");
+            r = capacity_++;
+            if (bytes_.size() < static_cast<std::size_t>(capacity_) * stride_)
+                bytes_.resize(std::max<std::size_t>(bytes_.size() * 3 / 2, static_cast<std::size_t>(capacity_) * stride_));
         }
         index_.emplace(key, r);
-        meta_[r] = row_meta{};
-        meta_[r].key = key;
-        meta_[r].live = true;
+        auto& m = meta(r);
+        m = row_meta{};
+        m.key = key;
+        m.live = 1;
         return r;
     }
 
