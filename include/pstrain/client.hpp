@@ -39,6 +39,8 @@ struct client_config {
     bool share_memory = true;       // offer the buffers to PS tasks on this host
     // How errors name worker i ("worker 1 (n2)"); default "worker i".
     std::vector<std::string> worker_names;
+    // The embedding tables' dims, in the order of server_config::tables.
+    std::vector<std::uint32_t> table_dims;
 };
 
 using ticket = std::uint64_t;
@@ -99,6 +101,16 @@ public:
     // step it joined is applied: waiting for it is the step barrier.
     ticket push(shard_range range, std::uint64_t position = 0);
     ticket pull() { return pull(everything()); }
+    // Sparse: the rows of `keys` of embedding table `table` into
+    // out[i * dim ...]; each key goes to the PS shard_of_key names (keys may
+    // repeat, but deduplicate() first saves bytes).  `keys` may change after
+    // the call; `out` belongs to the library until wait().
+    ticket pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out);
+    // One update of the row of each key (unique: sum a key's gradients
+    // first) with grads[i * dim ...].  Both may change after the call.
+    // Sparse updates apply on arrival, also in sync mode (the dense step
+    // barrier is push's).
+    ticket push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads);
     ticket push(std::uint64_t position = 0) { return push(everything(), position); }
 
     // Completes a ticket (throws pstrain::peer_error); test() without waiting.

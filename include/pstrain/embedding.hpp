@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace pstrain::ps {
 
@@ -108,5 +109,10 @@ private:
 // The PS of `key` among num_ps: a hash of the key, so that any key space
 // (sequential ids, hashed strings) spreads evenly.
 std::size_t shard_of_key(std::uint64_t key, std::size_t num_ps);
+
+// A batch's keys without repeats, for one sparse pull and one push: the
+// unique keys in order of first appearance, and for each key of the batch
+// its place in `unique` (a worker sums a key's gradients there).
+void deduplicate(std::span<const std::uint64_t> keys, std::vector<std::uint64_t>& unique, std::vector<std::uint32_t>& place);
 
 }  // namespace pstrain::ps

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <pstrain/activity.hpp>
+#include <pstrain/embedding.hpp>
 #include <pstrain/profile.hpp>
 #include <pstrain/optimizer.hpp>
 #include <pstrain/partition.hpp>
@@ -45,6 +46,10 @@ struct server_config {
     // parameters or more on this PS), the server's own included: the CPUs
     // the task may use.  1: the server's thread alone.
     int update_threads = 1;
+    // Sparse embedding tables: this PS holds the rows of the keys that
+    // shard_of_key gives it, of each table (client_config::table_dims must
+    // list the same tables with the same dims).
+    std::vector<embedding_config> tables;
 };
 
 // The shard as it is at a snapshot, for the snapshot hook.

@@ -1,4 +1,5 @@
 #include "pstrain/client.hpp"
+#include "pstrain/embedding.hpp"
 
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
@@ -7,6 +8,7 @@
 #include "trainer/ps/protocol.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -27,6 +29,14 @@ struct operation {
     wire::frame out, in;
     request send, payload_send, recv, payload_recv;
     std::vector<wire::worker_counters> counters;  // a stats reply's payload
+    // Sparse: the keys sent (a pull's payload), a push's payload (keys then
+    // gradients), the rows received and where each goes in the caller's out.
+    std::vector<std::uint64_t> keys;
+    std::vector<std::uint8_t> bytes;
+    std::vector<float> rows;
+    std::vector<std::uint32_t> places;
+    float* scatter_to = nullptr;
+    std::uint32_t table = 0, dim = 0;
 
     bool is_abort() { return recv.done() && recv.ok() && in.kind == static_cast<std::uint16_t>(wire::kind::abort); }
     bool pending()
@@ -67,6 +77,8 @@ const char* reply_to(std::uint16_t k)
     case wire::kind::push: return "the reply to push";
     case wire::kind::snapshot: return "the reply to snapshot";
     case wire::kind::stats: return "the reply to stats";
+    case wire::kind::sparse_pull: return "the reply to sparse_pull";
+    case wire::kind::sparse_push: return "the reply to sparse_push";
     default: return "a reply";
     }
 }
@@ -148,6 +160,26 @@ public:
         return issue(wire::kind::restore, everything(), step, 0);
     }
     ticket pull(shard_range r) { return issue(wire::kind::pull, r, 0, 0); }
+
+    // Sparse requests: each key to its PS (shard_of_key), at most
+    // wire::max_sparse_keys a message.
+    ticket pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+    {
+        const auto dim = table_dim(table);
+        if (out.size() != keys.size() * dim)
+            throw error(fmt::format("pull_rows: {} keys of table {} (dim {}) need {} floats of output, not {}", keys.size(),
+                                    table, dim, keys.size() * dim, out.size()));
+        return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), nullptr);
+    }
+
+    ticket push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
+    {
+        const auto dim = table_dim(table);
+        if (grads.size() != keys.size() * dim)
+            throw error(fmt::format("push_rows: {} keys of table {} (dim {}) need {} floats of gradient, not {}", keys.size(),
+                                    table, dim, keys.size() * dim, grads.size()));
+        return issue_sparse(wire::kind::sparse_push, table, keys, nullptr, grads.data());
+    }
     ticket push(shard_range r, std::uint64_t position) { return issue(wire::kind::push, r, 0, position); }
 
     void wait(ticket t)
@@ -359,10 +391,73 @@ private:
         return id;
     }
 
+    std::uint32_t table_dim(std::size_t table) const
+    {
+        if (table >= cfg_.table_dims.size())
+            throw error(fmt::format("embedding table {} does not exist: the client was given {}", table, cfg_.table_dims.size()));
+        return cfg_.table_dims[table];
+    }
+
+    ticket issue_sparse(wire::kind kind, std::size_t table, std::span<const std::uint64_t> keys, float* out, const float* grads)
+    {
+        phase_clock<5>::scope timed(profile_, issuing);
+        if (broken_) throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
+        if (!greeted_) {
+            phase_clock<5>::scope start(profile_, starting);
+            greet();
+        }
+        const std::uint32_t dim = cfg_.table_dims[table];
+        const std::size_t num_ps = partition_.size();
+        // Each key's place, grouped by PS.
+        std::vector<std::vector<std::uint32_t>> by_ps(num_ps);
+        for (std::size_t i = 0; i < keys.size(); ++i) by_ps[shard_of_key(keys[i], num_ps)].push_back(static_cast<std::uint32_t>(i));
+        std::size_t messages = 0;
+        for (const auto& v : by_ps) messages += (v.size() + wire::max_sparse_keys - 1) / wire::max_sparse_keys;
+        const ticket id = next_++;
+        auto& t = take(id);
+        t.ops.reserve(messages);  // never reallocated while in flight
+        for (std::size_t p = 0; p < num_ps; ++p) {
+            for (std::size_t from = 0; from < by_ps[p].size(); from += wire::max_sparse_keys) {
+                const std::size_t n = std::min<std::size_t>(wire::max_sparse_keys, by_ps[p].size() - from);
+                auto& op = t.ops.emplace_back();
+                op.ps = p;
+                op.table = static_cast<std::uint32_t>(table);
+                op.dim = dim;
+                op.expected = wire::kind::rows;
+                op.places.assign(by_ps[p].begin() + static_cast<long>(from), by_ps[p].begin() + static_cast<long>(from + n));
+                op.keys.resize(n);
+                for (std::size_t k = 0; k < n; ++k) op.keys[k] = keys[op.places[k]];
+                if (kind == wire::kind::sparse_pull) {
+                    wire::sparse_pull m;
+                    m.count = n;
+                    m.table = op.table;
+                    op.rows.resize(n * dim);
+                    op.scatter_to = out;
+                    op.out = wire::encode(m, n * 8);
+                    post_and_send(op, op.keys.data());
+                } else {
+                    wire::sparse_push m;
+                    m.count = n;
+                    m.table = op.table;
+                    op.bytes.resize(n * (8 + 4 * std::size_t(dim)));
+                    std::memcpy(op.bytes.data(), op.keys.data(), n * 8);
+                    auto* g = op.bytes.data() + n * 8;
+                    for (std::size_t k = 0; k < n; ++k)
+                        std::memcpy(g + k * dim * 4, grads + std::size_t(op.places[k]) * dim, dim * 4);
+                    op.out = wire::encode(m, op.bytes.size());
+                    post_and_send(op, op.bytes.data());
+                }
+            }
+        }
+        return id;
+    }
+
     // Receives first, so that replies land in place.
     void post_and_send(operation& op, const void* payload)
     {
         op.recv = net_.recv(op.ps, channel::control, &op.in, sizeof op.in);
+        if (op.expected == wire::kind::rows && !op.rows.empty())
+            op.payload_recv = net_.recv(op.ps, channel::payload, op.rows.data(), op.rows.size() * sizeof(float));
         if (op.expected == wire::kind::values && !op.shared)
             op.payload_recv = net_.recv(op.ps, channel::payload, params_ + op.part.begin, wire::float_bytes(op.part.size()));
         if (op.expected == wire::kind::stats_reply)
@@ -397,6 +492,7 @@ private:
             h.num_params = cfg_.num_params;
             h.worker_index = static_cast<std::uint32_t>(cfg_.index);
             h.num_workers = static_cast<std::uint32_t>(cfg_.num_workers);
+            h.num_tables = static_cast<std::uint32_t>(cfg_.table_dims.size());
             if (!key.empty()) {
                 h.params_address = reinterpret_cast<std::uintptr_t>(params_);
                 h.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
@@ -460,6 +556,16 @@ private:
         started_ = true;
         if (!t.ops.empty() && t.ops.front().out.kind == static_cast<std::uint16_t>(wire::kind::push)) profile_.step_done();
         for (auto& op : t.ops) {
+            if (op.expected == wire::kind::rows) {
+                const auto r = wire::body<wire::rows>(op.in);
+                if (op.ps == 0) global_step_ = std::max(global_step_, r.step);
+                const auto s = static_cast<wire::values_status>(r.status);
+                if (s == wire::values_status::done || s == wire::values_status::stopped) done_ = true;
+                if (s == wire::values_status::stopped) stopped_ = true;
+                for (std::size_t k = 0; op.scatter_to && k < op.places.size(); ++k)
+                    std::memcpy(op.scatter_to + std::size_t(op.places[k]) * op.dim, op.rows.data() + k * op.dim, op.dim * 4);
+                continue;
+            }
             if (op.expected != wire::kind::values) continue;
             const auto v = wire::body<wire::values>(op.in);
             base_step_[op.ps] = v.step;
@@ -574,6 +680,17 @@ private:
                                                   op.in.payload_bytes, op.counters.size()));
             return;
         }
+        if (op.expected == wire::kind::rows) {
+            const auto r = wire::body<wire::rows>(op.in);
+            const std::uint64_t count = op.scatter_to ? op.keys.size() : 0;
+            const std::uint64_t bytes = count * op.dim * 4;
+            if (r.table != op.table || r.count != count || op.in.payload_bytes != bytes ||
+                (bytes > 0 && op.payload_recv.length() != bytes))
+                throw peer_error(who, fmt::format("{} sent {} rows of table {} in {} bytes where this worker asked for {} rows of "
+                                                  "table {}: are all tasks running the same pstrain?", who, r.count, r.table,
+                                                  op.in.payload_bytes, count, op.table));
+            return;
+        }
         if (op.expected != wire::kind::values) return;
         const auto v = wire::body<wire::values>(op.in);
         if (v.range_begin != op.part.begin || v.range_end != op.part.end)
@@ -611,6 +728,14 @@ ticket client::init() { return impl_->init(); }
 ticket client::restore(std::uint64_t step) { return impl_->restore(step); }
 ticket client::pull(shard_range range) { return impl_->pull(range); }
 ticket client::push(shard_range range, std::uint64_t position) { return impl_->push(range, position); }
+ticket client::pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+{
+    return impl_->pull_rows(table, keys, out);
+}
+ticket client::push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
+{
+    return impl_->push_rows(table, keys, grads);
+}
 void client::wait(ticket t) { impl_->wait(t); }
 bool client::test(ticket t) { return impl_->test(t); }
 std::vector<snapshot_result> client::snapshot(std::uint64_t step) { return impl_->snapshot(step); }

@@ -75,6 +75,19 @@ std::size_t shard_of_key(std::uint64_t key, std::size_t num_ps)
     return static_cast<std::size_t>(mix(key) % num_ps);
 }
 
+void deduplicate(std::span<const std::uint64_t> keys, std::vector<std::uint64_t>& unique, std::vector<std::uint32_t>& place)
+{
+    unique.clear();
+    place.resize(keys.size());
+    absl::flat_hash_map<std::uint64_t, std::uint32_t> seen;
+    seen.reserve(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        auto [it, fresh] = seen.try_emplace(keys[i], static_cast<std::uint32_t>(unique.size()));
+        if (fresh) unique.push_back(keys[i]);
+        place[i] = it->second;
+    }
+}
+
 class embedding_table::impl {
 public:
     explicit impl(embedding_config c) : cfg_(c)

@@ -21,6 +21,9 @@ const char* kind_name(std::uint16_t k)
     case kind::refusal: return "refusal";
     case kind::stats: return "stats";
     case kind::stats_reply: return "stats_reply";
+    case kind::sparse_pull: return "sparse_pull";
+    case kind::sparse_push: return "sparse_push";
+    case kind::rows: return "rows";
     }
     return "unknown";
 }
@@ -37,7 +40,7 @@ std::optional<refusal> check_envelope(const frame& f)
         r.frame_version = f.version;
         return r;
     }
-    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::stats_reply)) {
+    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::rows)) {
         r.code = static_cast<std::uint32_t>(refusal_code::bad_kind);
         r.detail_begin = f.kind;
         return r;
@@ -73,6 +76,15 @@ std::string describe(const refusal& r)
     case refusal_code::bad_buffers:
         return fmt::format("exchange buffers at {:#x} and {:#x} that are not inside the memory its key maps (the PS's log "
                            "says which bytes): is another program talking to this PS?", r.detail_begin, r.detail_end);
+    case refusal_code::bad_table:
+        return fmt::format("embedding table {} where this PS has {}: do all tasks build the same model?", r.detail_begin,
+                           r.detail_end);
+    case refusal_code::too_many_keys:
+        return fmt::format("a sparse request of {} keys (at most {}): run the same pstrain version in every task",
+                           r.detail_begin, r.detail_end);
+    case refusal_code::tables_mismatch:
+        return fmt::format("a model with {} embedding tables where this PS has {}: do all tasks build the same model?",
+                           r.detail_begin, r.detail_end);
     case refusal_code::no_hello:
         return "a request before hello: the first message on a connection says who sends it";
     case refusal_code::not_chief:

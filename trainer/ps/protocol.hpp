@@ -27,6 +27,12 @@
 //   worker -> ps   stats          this PS's counters, please
 //   ps -> worker   stats_reply    its step and bytes moved (payload: one
 //                                 worker_counters per worker)
+//   worker -> ps   sparse_pull    the rows of `count` keys of an embedding
+//                                 table (payload: the keys)
+//   worker -> ps   sparse_push    one update of `count` rows (payload: the
+//                                 keys, then count * dim floats)
+//   ps -> worker   rows           reply to both: the rows (payload, for a
+//                                 pull) and the PS's step and state
 //
 // A server answers each worker's messages one at a time and in order, so a
 // worker may have several requests in flight to one PS.  Every field is
@@ -46,11 +52,11 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 3;
+inline constexpr std::uint16_t version = 4;
 
 enum class kind : std::uint16_t {
     hello = 1, welcome, init, restore, pull, push, values, snapshot, snapshot_done, shutdown, abort, refusal, stats,
-    stats_reply,
+    stats_reply, sparse_pull, sparse_push, rows,
 };
 const char* kind_name(std::uint16_t k);
 
@@ -72,6 +78,7 @@ struct hello {
     std::uint64_t grads_address = 0;
     std::uint32_t worker_index = 0;
     std::uint32_t num_workers = 0;
+    std::uint32_t num_tables = 0;       // embedding tables, as this worker sees them
 };  // payload: the buffers' packed key
 
 struct welcome {
@@ -144,7 +151,7 @@ struct abort {
 
 enum class refusal_code : std::uint32_t {
     bad_frame = 1, bad_version, bad_kind, bad_range, bad_length, not_mapped, model_mismatch, needs_whole_shard, not_chief,
-    wrong_peer, no_hello, bad_buffers,
+    wrong_peer, no_hello, bad_buffers, bad_table, too_many_keys, tables_mismatch,
 };
 
 struct refusal {
@@ -153,7 +160,10 @@ struct refusal {
     std::uint32_t frame_version = 0;    // bad_version: what came
     std::uint64_t detail_begin = 0;     // bad_range: the range asked for; bad_length: claimed, received;
                                         // wrong_peer: the worker index and worker count the hello claimed;
-                                        // bad_buffers: the addresses of the buffers the hello offered
+                                        // bad_buffers: the addresses of the buffers the hello offered;
+                                        // bad_table: the table asked for, the tables this PS has;
+                                        // too_many_keys: the keys in the request, the most a request may carry;
+                                        // tables_mismatch: the worker's tables, this PS's
     std::uint64_t detail_end = 0;
     std::uint32_t peer_index = 0;       // wrong_peer: the worker the PS knows the connection as
 };
@@ -177,6 +187,30 @@ struct worker_counters {
     std::uint64_t staleness_max = 0;
 };
 static_assert(sizeof(worker_counters) == 32);
+
+struct sparse_pull {
+    static constexpr wire::kind type = kind::sparse_pull;
+    std::uint64_t count = 0;            // keys in the payload
+    std::uint32_t table = 0;
+};  // payload: count 64-bit keys
+
+struct sparse_push {
+    static constexpr wire::kind type = kind::sparse_push;
+    std::uint64_t count = 0;
+    std::uint32_t table = 0;
+};  // payload: count 64-bit keys, then count * dim floats (one row's gradient per key)
+
+struct rows {
+    static constexpr wire::kind type = kind::rows;
+    std::uint64_t step = 0;             // the PS's global step
+    std::uint64_t count = 0;            // rows in the payload (0 for a push's reply)
+    std::uint32_t table = 0;
+    std::uint32_t status = 0;           // values_status: ok, done or stopped
+};  // payload: count * dim floats
+
+// The most keys one sparse request may carry (a client splits larger ones):
+// what a PS's receive buffer for each worker is sized for.
+inline constexpr std::uint64_t max_sparse_keys = 65536;
 
 // What a refusal says, in words (for the worker's exception and the PS's log).
 std::string describe(const refusal& r);

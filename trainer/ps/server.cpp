@@ -55,6 +55,8 @@ struct peer_state {
     std::uint64_t pending_position = 0;  // the waiting gradient's: its position once the step is applied
     wire::worker_counters counters;   // its gradients, for stats
     std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is done
+    std::vector<std::uint64_t> sparse_keys;        // the keys of its sparse request (copied out of the slot)
+    std::vector<float> rows_out;                   // a rows reply's payload until payload_send is done
 
     // A whole message is here: its frame, and its payload if it has one.
     bool ready() { return posted && recv.done() && (!recv.ok() || in.payload_bytes == 0 || payload_recv.done()); }
@@ -72,6 +74,10 @@ public:
         if (cfg_.sync && replicas_ > static_cast<int>(workers_.size()))
             throw error(fmt::format("sync training cannot aggregate {} gradients per step from {} workers", replicas_,
                                     workers_.size()));
+        for (const auto& t : cfg_.tables) {
+            tables_.emplace_back(t);
+            max_dim_ = std::max<std::uint64_t>(max_dim_, t.dim);
+        }
     }
 
     server_outcome run()
@@ -133,8 +139,14 @@ private:
                 pool_.emplace(cfg_.update_threads);
                 log::info("{} threads share the updates of this PS's {} parameters", cfg_.update_threads, range_.size());
             }
-            for (auto& p : workers_)  // a whole-shard gradient lands where the worker sends it from (aligned_buffer.hpp)
-                p.slot = float_buffer(std::max<std::size_t>(range_.size(), wire::max_key_bytes / sizeof(float)),
+            // A whole-shard gradient lands where the worker sends it from
+            // (aligned_buffer.hpp); the slot also takes a memory key and
+            // the largest sparse request.
+            const std::size_t sparse_floats =
+                tables_.empty() ? 0 : static_cast<std::size_t>(wire::max_sparse_keys * (2 + max_dim_));
+            for (auto& p : workers_)
+                p.slot = float_buffer(std::max({static_cast<std::size_t>(range_.size()), wire::max_key_bytes / sizeof(float),
+                                                sparse_floats}),
                                       page_offset_of(range_.begin));
         } catch (const std::bad_alloc&) {
             throw peer_error(who, fmt::format("{} announced {} parameters: this PS cannot allocate its shard of {} ({:.1f} GB "
@@ -375,6 +387,18 @@ private:
             if (!payload_is(0)) return;
             reply_stats(i);
             return;
+        case wire::kind::sparse_pull: {
+            const auto m = wire::body<wire::sparse_pull>(p.in);
+            if (!check_sparse(i, m.table, m.count) || !payload_is(m.count * 8)) return;
+            on_sparse_pull(i, m);
+            return;
+        }
+        case wire::kind::sparse_push: {
+            const auto m = wire::body<wire::sparse_push>(p.in);
+            if (!check_sparse(i, m.table, m.count) || !payload_is(m.count * (8 + 4 * tables_[m.table].config().dim))) return;
+            on_sparse_push(i, m);
+            return;
+        }
         case wire::kind::shutdown:
             if (!from_chief(i) || !payload_is(0)) return;
             on_shutdown(wire::body<wire::shutdown>(p.in).stop != 0);
@@ -403,6 +427,19 @@ private:
         if (!in_shared_memory || workers_[i].mapped_params) return true;
         refuse(i, wire::refusal_code::not_mapped, 0, 0);
         return false;
+    }
+
+    bool check_sparse(std::size_t i, std::uint32_t table, std::uint64_t count)
+    {
+        if (table >= tables_.size()) {
+            refuse(i, wire::refusal_code::bad_table, table, tables_.size());
+            return false;
+        }
+        if (count > wire::max_sparse_keys) {
+            refuse(i, wire::refusal_code::too_many_keys, count, wire::max_sparse_keys);
+            return false;
+        }
+        return true;
     }
 
     bool from_chief(std::size_t i)
@@ -443,6 +480,10 @@ private:
             r.code = static_cast<std::uint32_t>(wire::refusal_code::model_mismatch);
             r.detail_begin = h.num_params;
             r.detail_end = num_params_;
+        } else if (h.num_tables != tables_.size()) {
+            r.code = static_cast<std::uint32_t>(wire::refusal_code::tables_mismatch);
+            r.detail_begin = h.num_tables;
+            r.detail_end = tables_.size();
         } else if (h.worker_index != i || h.num_workers != workers_.size()) {
             // Another task's place, or another job's size: its gradients would count as someone else's.
             r.code = static_cast<std::uint32_t>(wire::refusal_code::wrong_peer);
@@ -706,6 +747,65 @@ private:
         answer_contributors();
     }
 
+    // ------------------------------------------------------------ sparse
+
+    // The keys of worker i's sparse request, out of its receive slot.
+    std::span<const std::uint64_t> sparse_keys(std::size_t i, std::uint64_t count)
+    {
+        auto& p = workers_[i];
+        p.sparse_keys.resize(count);
+        if (count > 0) std::memcpy(p.sparse_keys.data(), p.slot.data(), count * 8);
+        return p.sparse_keys;
+    }
+
+    void on_sparse_pull(std::size_t i, const wire::sparse_pull& m)
+    {
+        profile_clock::scope timed(profile_, updating);
+        auto& p = workers_[i];
+        wait_for_payload_send(i);  // rows_out may still be read by the previous reply
+        const auto keys = sparse_keys(i, m.count);
+        auto& table = tables_[m.table];
+        p.rows_out.resize(m.count * table.config().dim);
+        if (!done_) table.pull(keys, p.rows_out, step_);
+        else std::fill(p.rows_out.begin(), p.rows_out.end(), 0.0f);
+        reply_rows(i, m.table, m.count);
+    }
+
+    // Sparse updates apply on arrival, in sync mode too.
+    void on_sparse_push(std::size_t i, const wire::sparse_push& m)
+    {
+        profile_clock::scope timed(profile_, updating);
+        auto& p = workers_[i];
+        wait_for_payload_send(i);
+        const auto keys = sparse_keys(i, m.count);
+        auto& table = tables_[m.table];
+        const auto* grads = reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(p.slot.data()) + m.count * 8);
+        if (!done_) table.push(keys, {grads, m.count * table.config().dim}, step_);
+        p.rows_out.clear();
+        reply_rows(i, m.table, 0);
+    }
+
+    void reply_rows(std::size_t i, std::uint32_t table, std::uint64_t count)
+    {
+        auto& p = workers_[i];
+        begin_reply(i);
+        wire::rows r;
+        r.step = step_;
+        r.table = table;
+        r.count = count;
+        const auto sent = done_ ? (stopped_ ? values_status::stopped : values_status::done) : values_status::ok;
+        if (sent != values_status::ok) p.told_done = true;
+        r.status = static_cast<std::uint32_t>(sent);
+        const auto bytes = p.rows_out.size() * sizeof(float);
+        p.sending = nullptr;
+        p.out = wire::encode(r, bytes);
+        if (bytes > 0) {
+            bytes_out_ += bytes;
+            p.payload_send = net_.send(i, channel::payload, p.rows_out.data(), bytes);
+        }
+        send_reply(i);
+    }
+
     // Sync: the mean of the step's gradients applied block by block, each
     // block's sum (in worker order, so a run is the same whatever the
     // arrival order), update and copies into the mapped buffers of the
@@ -773,6 +873,10 @@ private:
     {
         ++step_;
         profile_.step_done();
+        for (auto& t : tables_) {
+            const auto after = t.config().evict_after;
+            if (after > 0 && step_ % std::max<std::uint64_t>(after / 10, 1) == 0) t.evict(step_);
+        }
         activity_.progressed();
         if (!done_ && hooks_.step_completed && hooks_.step_completed(step_)) {
             done_ = true;
@@ -937,6 +1041,8 @@ private:
     // A shard this large spreads its updates over cfg_.update_threads.
     static constexpr std::size_t threaded_update_elements = std::size_t(1) << 18;
     std::optional<update_pool> pool_;
+    std::vector<embedding_table> tables_;   // sparse: this PS's rows of each table
+    std::uint64_t max_dim_ = 0;
     std::vector<float_buffer> spares_;  // async: buffers for the next values
 };
 

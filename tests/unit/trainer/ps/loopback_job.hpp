@@ -36,6 +36,7 @@ struct job_options {
     bool share_memory = true;               // servers and clients
     std::vector<std::uint64_t> key_sizes;
     std::chrono::seconds client_timeout{3};
+    std::vector<std::uint32_t> table_dims;  // the clients' embedding tables
 };
 
 class ps_job {
@@ -51,6 +52,7 @@ public:
             c.key_sizes = o.key_sizes;
             c.timeout = o.client_timeout;
             c.share_memory = o.share_memory;
+            c.table_dims = o.table_dims;
             clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
         }
         config.num_ps = num_ps;

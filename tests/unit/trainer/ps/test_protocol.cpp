@@ -213,15 +213,28 @@ BOOST_FIXTURE_TEST_CASE(a_frame_of_another_version_is_refused_naming_it, rogue_w
 
 BOOST_FIXTURE_TEST_CASE(a_frame_of_unknown_kind_is_refused_naming_it, rogue_worker)
 {
-    // 0 and 99 are no kind; welcome, values and stats_reply are a PS's, not a worker's.
+    // 0 and 99 are no kind; welcome, values, stats_reply and rows are a PS's, not a worker's.
     for (std::uint16_t k : {0, 99, static_cast<int>(wire::kind::welcome), static_cast<int>(wire::kind::values),
-                            static_cast<int>(wire::kind::stats_reply)}) {
+                            static_cast<int>(wire::kind::stats_reply), static_cast<int>(wire::kind::rows)}) {
         auto f = pull_frame(0, 8);
         f.kind = k;
         const auto r = refusal_in(ask(rogue, f));
         BOOST_TEST(r.code == code(wire::refusal_code::bad_kind), "kind " << k);
         BOOST_TEST(r.detail_begin == k);
     }
+    still_serving_then_end();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_sparse_request_for_a_table_the_ps_lacks_is_refused_naming_it, rogue_worker)
+{
+    wire::sparse_pull m;
+    m.table = 3;
+    m.count = 1;
+    const std::uint64_t key = 42;
+    const auto r = refusal_in(ask(rogue, wire::encode(m, 8), &key, 8));
+    BOOST_TEST(r.code == code(wire::refusal_code::bad_table));
+    BOOST_TEST(r.detail_begin == 3u);
+    BOOST_TEST(r.detail_end == 0u);
     still_serving_then_end();
 }
 

@@ -1,0 +1,160 @@
+// Sparse pulls and pushes of embedding rows through the PS library: each
+// key served by the PS shard_of_key names, rows equal to one table's fed
+// the same requests, whatever the number of PS tasks; refusals and the end
+// of training.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE sparse
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "pstrain/embedding.hpp"
+#include "tests/unit/trainer/ps/loopback_job.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+using namespace pstrain::ps;
+using pstrain::testing::job_options;
+using pstrain::testing::ps_job;
+namespace bdata = boost::unit_test::data;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::uint32_t dim = 3;
+
+embedding_config table_config(row_optimizer o = row_optimizer::adagrad)
+{
+    embedding_config c;
+    c.dim = dim;
+    c.optimizer = o;
+    c.seed = 11;
+    return c;
+}
+
+server_config with_tables(bool sync, std::vector<embedding_config> tables)
+{
+    server_config c;
+    c.sync = sync;
+    c.optimizer.kind = optimizer_kind::sgd;
+    c.tables = std::move(tables);
+    c.shutdown_wait = 2s;
+    return c;
+}
+
+job_options table_options(std::vector<std::uint32_t> dims)
+{
+    job_options o;
+    o.num_params = 4;
+    o.table_dims = std::move(dims);
+    return o;
+}
+
+std::vector<float> pulled(client& w, std::size_t table, const std::vector<std::uint64_t>& keys)
+{
+    std::vector<float> out(keys.size() * dim, -7.0f);
+    w.wait(w.pull_rows(table, keys, out));
+    return out;
+}
+
+}  // namespace
+
+// Two workers' pulls and pushes over 1, 2 or 3 PS tasks give exactly the
+// rows one table gives for the same requests in the same order.
+BOOST_DATA_TEST_CASE(rows_are_those_of_one_table_whatever_the_ps_count, bdata::make({1, 2, 3}), num_ps)
+{
+    ps_job job(num_ps, 2, with_tables(false, {table_config(), table_config(row_optimizer::adam)}), {}, table_options({dim, dim}));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    w0.wait(w0.init());
+    w1.wait(w1.pull());
+    embedding_table ref0(table_config()), ref1(table_config(row_optimizer::adam));
+
+    const std::vector<std::uint64_t> keys{5, 1ull << 50, 5, 77, 123456789, 0};
+    std::vector<float> expect(keys.size() * dim);
+    ref0.pull(keys, expect, 0);
+    BOOST_TEST(pulled(w0, 0, keys) == expect, boost::test_tools::per_element());
+
+    std::vector<std::uint64_t> unique;
+    std::vector<std::uint32_t> place;
+    deduplicate(keys, unique, place);
+    BOOST_TEST(unique == (std::vector<std::uint64_t>{5, 1ull << 50, 77, 123456789, 0}), boost::test_tools::per_element());
+    BOOST_TEST(place == (std::vector<std::uint32_t>{0, 1, 0, 2, 3, 4}), boost::test_tools::per_element());
+    std::vector<float> grads(unique.size() * dim);
+    for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = 0.25f * static_cast<float>(i) - 1.0f;
+    w1.wait(w1.push_rows(0, unique, grads));
+    ref0.push(unique, grads, 0);
+    ref0.pull(keys, expect, 0);
+    BOOST_TEST(pulled(w0, 0, keys) == expect, boost::test_tools::per_element());
+
+    // The second table (Adam) is its own: keys of the first are new there.
+    std::vector<float> expect1(2 * dim);
+    const std::vector<std::uint64_t> two{5, 9};
+    ref1.pull(two, expect1, 0);
+    BOOST_TEST(pulled(w1, 1, two) == expect1, boost::test_tools::per_element());
+    w0.wait(w0.push_rows(1, two, std::vector<float>(2 * dim, 1.0f)));
+    ref1.push(two, std::vector<float>(2 * dim, 1.0f), 0);
+    ref1.pull(two, expect1, 0);
+    BOOST_TEST(pulled(w1, 1, two) == expect1, boost::test_tools::per_element());
+
+    // An empty request is answered at once.
+    std::vector<float> none;
+    w0.wait(w0.pull_rows(0, {}, none));
+
+    w0.shutdown();
+    // Keys on every PS: each one's reply says training is done, and it leaves.
+    std::vector<std::uint64_t> everywhere(64);
+    for (std::uint64_t k = 0; k < everywhere.size(); ++k) everywhere[k] = k;
+    for (int i = 0; i < 100 && !w1.done(); ++i) pulled(w1, 0, everywhere);
+    BOOST_TEST(w1.done(), "no sparse reply said training is done");
+    for (int p = 0; p < num_ps; ++p) BOOST_TEST_REQUIRE(job.finish(p).returned);
+}
+
+// More keys than one message may carry are split, and come back in order.
+BOOST_AUTO_TEST_CASE(a_request_larger_than_a_message_is_split)
+{
+    ps_job job(2, 1, with_tables(true, {table_config()}), {}, table_options({dim}));
+    auto& w = job.worker(0);
+    w.wait(w.init());
+    std::vector<std::uint64_t> keys(150000);
+    for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7919;
+    embedding_table ref(table_config());
+    std::vector<float> expect(keys.size() * dim);
+    ref.pull(keys, expect, 0);
+    BOOST_TEST(pulled(w, 0, keys) == expect, boost::test_tools::per_element());
+    std::vector<float> grads(keys.size() * dim, 0.5f);
+    w.wait(w.push_rows(0, keys, grads));
+    ref.push(keys, grads, 0);
+    ref.pull(keys, expect, 0);
+    BOOST_TEST(pulled(w, 0, keys) == expect, boost::test_tools::per_element());
+    w.shutdown();
+    BOOST_TEST_REQUIRE(job.finish(0).returned);
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_with_other_tables_is_refused_at_hello_naming_both_counts)
+{
+    ps_job job(1, 1, with_tables(false, {table_config()}), {}, table_options({}));
+    auto& w = job.worker(0);
+    try {
+        w.wait(w.init());
+        BOOST_ERROR("a worker without the PS's embedding table was accepted");
+    } catch (const pstrain::peer_error& e) {
+        BOOST_TEST(std::string(e.what()).find("0 embedding tables where this PS has 1") != std::string::npos, e.what());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_client_checks_the_table_and_the_sizes_before_sending)
+{
+    ps_job job(1, 1, with_tables(false, {table_config()}), {}, table_options({dim}));
+    auto& w = job.worker(0);
+    w.wait(w.init());
+    std::vector<float> out(2 * dim);
+    BOOST_CHECK_THROW(w.pull_rows(1, std::vector<std::uint64_t>{1, 2}, out), pstrain::error);
+    BOOST_CHECK_THROW(w.pull_rows(0, std::vector<std::uint64_t>{1}, out), pstrain::error);
+    BOOST_CHECK_THROW(w.push_rows(0, std::vector<std::uint64_t>{1, 2, 3}, out), pstrain::error);
+    // Still usable after a refused call.
+    w.wait(w.pull_rows(0, std::vector<std::uint64_t>{1, 2}, out));
+    w.shutdown();
+    BOOST_TEST_REQUIRE(job.finish().returned);
+}
