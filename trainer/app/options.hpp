@@ -2,6 +2,8 @@
 // `pstrain --help` and pstrain(1).
 #pragma once
 
+#include "trainer/model/spec.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,6 +35,12 @@ struct train_options {
     std::string model = "mlp";
     std::string hidden_units = "100";
     std::vector<int> hidden;  // parsed from hidden_units
+    std::string model_file;   // a JSON model description
+    bool summary = false;     // print the model's layers and exit
+    // A layer model (a preset such as cnn, a layer spec or --model-file):
+    // `layers` is set and `spec` holds it; mlp and linear are their own.
+    bool layers = false;
+    model::model_spec spec;
     // training
     std::int64_t train_steps = 1000;
     int batch_size = 100;

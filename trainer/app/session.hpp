@@ -27,6 +27,10 @@ struct session {
 // pstrain::error with one clear line.
 session open_session(const train_options& o);
 
+// --summary: the model's layers, output shapes and parameter counts on
+// stdout (reads the data for its shape).  Returns the exit status.
+int print_summary(const train_options& o);
+
 ps::optimizer_config optimizer_from(const train_options& o);
 
 // The final line's evaluation fields (test_accuracy, test_cross_entropy, or

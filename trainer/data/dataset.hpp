@@ -11,6 +11,9 @@ namespace pstrain::data {
 struct dataset {
     std::size_t rows = 0;
     std::size_t cols = 0;             // features per example
+    // Images (IDX files): cols = channels x height x width, stored channel
+    // after channel (NCHW).  0: flat rows of features.
+    int channels = 0, height = 0, width = 0;
     int num_classes = 0;              // 0 for regression
     std::vector<float> features;      // rows * cols, row-major
     std::vector<std::int32_t> labels; // classification targets (rows)

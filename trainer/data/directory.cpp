@@ -70,6 +70,9 @@ train_test load_directory(const fs::path& dir)
     if (out.train.cols != out.test.cols)
         throw error(fmt::format("{}: training examples have {} features, test examples {}", dir.string(), out.train.cols,
                                 out.test.cols));
+    if (out.train.height != out.test.height || out.train.width != out.test.width)
+        throw error(fmt::format("{}: training images are {}x{}, test images {}x{}: use matching files", dir.string(),
+                                out.train.height, out.train.width, out.test.height, out.test.width));
     out.train.num_classes = out.test.num_classes = std::max(out.train.num_classes, out.test.num_classes);
     standardize(out);
     return out;
