@@ -60,6 +60,14 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->group(data)->capture_default_str();
     app.add_flag("--sample-with-replacement", o.sample_with_replacement,
                  "draw batches with replacement instead of a shuffled pass per epoch")->group(data);
+    app.add_option("--normalize", o.normalize,
+                   "standardise the features by the training set's mean and stddev: global (one each) or per-channel")
+        ->check(CLI::IsMember({"global", "per-channel"}))->group(data)->capture_default_str();
+    app.add_option("--augment-shift", o.augment_shift,
+                   "shift each training image by a random 0..N pixels in each direction (seeded by --seed; 0: off)")
+        ->check(CLI::Range(0, 64))->group(data)->capture_default_str();
+    app.add_flag("--augment-flip", o.augment_flip, "mirror each training image left to right with probability 1/2 (seeded)")
+        ->group(data);
 
     auto* model = "Model";
     auto* model_option = app.add_option("--model", o.model,

@@ -31,6 +31,9 @@ struct train_options {
     // data
     std::string data_dir;
     bool sample_with_replacement = false;
+    std::string normalize = "global";  // global or per-channel
+    int augment_shift = 0;              // random shifts of up to N pixels
+    bool augment_flip = false;          // random horizontal flips
     // model
     std::string model = "mlp";
     std::string hidden_units = "100";

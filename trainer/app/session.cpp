@@ -28,13 +28,13 @@ session open_session(const train_options& o)
         s.data = data::make_linear(1000, 200, o.seed);
         s.net = model::make_linear(*s.backend, static_cast<std::size_t>(o.batch_size));
     } else if (o.layers) {
-        s.data = data::load_directory(o.data_dir);
+        s.data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
         if (s.data.train.num_classes < 2)
             throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
         s.net = model::make_sequential(*s.backend, o.spec, model::data_shape(s.data.train), s.data.train.num_classes,
                                        static_cast<std::size_t>(o.batch_size), o.seed);
     } else {
-        s.data = data::load_directory(o.data_dir);
+        s.data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
         if (s.data.train.num_classes < 2)
             throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
         s.net = model::make_mlp(*s.backend, static_cast<int>(s.data.train.cols), o.hidden, s.data.train.num_classes,
@@ -55,7 +55,7 @@ int print_summary(const train_options& o)
         fmt::print("model linear: y = w x + b on one feature, squared error\n{}", model::summary(spec, {false, 1, 1, 1}, 1));
         return 0;
     }
-    auto data = data::load_directory(o.data_dir);
+    auto data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
     if (data.train.num_classes < 2) throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
     model::model_spec spec;
     std::string title;

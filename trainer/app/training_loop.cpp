@@ -1,4 +1,5 @@
 #include "trainer/app/training_loop.hpp"
+#include "trainer/data/augment.hpp"
 
 #include "common/log.hpp"
 #include "pstrain/client.hpp"
@@ -56,6 +57,13 @@ public:
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o),
           mode_(who.standalone ? "standalone" : o.sync_replicas ? "sync" : "async")
     {
+        const data::augment_options aug{o.augment_shift, o.augment_flip};
+        if (aug.enabled()) {
+            // Each worker its own stream of shifts and flips.
+            augment_.emplace(aug, s_.data.train, o.seed * 1000003u + static_cast<std::uint64_t>(who.index) + 1);
+            identity_.resize(static_cast<std::size_t>(o.batch_size));
+            for (std::size_t i = 0; i < identity_.size(); ++i) identity_[i] = static_cast<std::uint32_t>(i);
+        }
     }
 
     int run()
@@ -85,7 +93,15 @@ public:
         while (!client_.done()) {
             sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
             ++batches_;
-            const auto batch = s_.net->compute_gradients(client_.params(), s_.data.train, rows, client_.grads());
+            const data::dataset* examples = &s_.data.train;
+            std::span<const std::uint32_t> batch_rows = rows;
+            if (augment_) {
+                // The augmented copies are rows 0..n-1 of a batch-sized dataset.
+                augment_->make_batch(s_.data.train, rows, augmented_);
+                examples = &augmented_;
+                batch_rows = std::span<const std::uint32_t>(identity_).first(rows.size());
+            }
+            const auto batch = s_.net->compute_gradients(client_.params(), *examples, batch_rows, client_.grads());
             check_loss(batch.loss, step());
             client_.step(batches_);
             meter_.tick();
@@ -275,6 +291,9 @@ private:
     // client's exchange buffers; page-locked on a GPU.
     compute::host_pin pin_;
     data::sampler sampler_;
+    std::optional<data::augmenter> augment_;  // --augment-shift / --augment-flip
+    data::dataset augmented_;                 // the augmented batch
+    std::vector<std::uint32_t> identity_;     // 0..batch-1
     int replicas_;
     std::uint64_t batches_ = 0;         // batches drawn, across restarts
     checkpoint_schedule schedule_;      // the chief's: when to checkpoint, the newest one's step
