@@ -26,15 +26,18 @@ struct window2d {
 // Returns false when a "valid" window does not fit the input.
 bool resolve_padding(window2d& w, bool same);
 
-// Floats of the im2col buffer one image needs.
-std::size_t conv2d_workspace(const window2d& w);
+// Floats of the workspace a convolution of up to max_batch images needs
+// (the im2col columns and the product of a chunk of images).
+std::size_t conv2d_workspace(const window2d& w, int filters, int max_batch);
 
-// y[n, O, out_h, out_w] = conv(x[n, C, H, W], k[O, C, kh, kw]) + b[O].
+// y[n, O, out_h, out_w] = conv(x[n, C, H, W], k[O, C, kh, kw]) + b[O]: one
+// sgemm per chunk of images over their im2col columns.
 void conv2d_forward(const float* x, const float* k, const float* b, float* y, int n, int filters, const window2d& w,
-                    float* col);
-// dk = sum over images of dy * col^T, db = sums of dy; dx (may be null) = col2im(k^T dy).
+                    float* workspace);
+// dk = dy * col^T summed over the images, db = sums of dy; dx (may be null)
+// = col2im(k^T dy).
 void conv2d_backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n, int filters,
-                     const window2d& w, float* col);
+                     const window2d& w, float* workspace);
 
 // Max pooling; `argmax` (n * C * out_h * out_w) keeps each output's input
 // index within its channel plane for the backward pass.  Padding never wins.

@@ -76,7 +76,7 @@ public:
             case layer_kind::avgpool:
                 s.window = {s.in.channels, s.in.height, s.in.width, s.spec.kh, s.spec.kw, s.spec.sh, s.spec.sw};
                 cpu::resolve_padding(s.window, s.spec.same);
-                if (s.spec.kind == layer_kind::conv2d) col = std::max(col, cpu::conv2d_workspace(s.window));
+                if (s.spec.kind == layer_kind::conv2d) col = std::max(col, cpu::conv2d_workspace(s.window, s.spec.units, static_cast<int>(max_rows_)));
                 if (s.spec.kind == layer_kind::maxpool) s.argmax = device_array<std::int32_t>(be_, max_rows_ * s.out.size());
                 break;
             case layer_kind::dropout: s.mask = device_array<float>(be_, max_rows_ * s.out.size()); break;

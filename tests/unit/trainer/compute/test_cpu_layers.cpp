@@ -66,6 +66,7 @@ const conv_case conv_cases[] = {
     {1, 2, 3, 3, 2, 5, 5, 1, 1, true},     // kernel larger than the image, same padding
     {2, 1, 28, 28, 4, 5, 5, 1, 1, true},   // the cnn preset's first layer
     {2, 2, 7, 7, 3, 3, 3, 3, 3, true},     // stride 3 same
+    {30, 32, 14, 14, 4, 5, 5, 1, 1, true}, // the cnn preset's second layer: chunks of 13, 13 and 4 images
 };
 
 cpu::window2d window_of(const conv_case& k)
@@ -111,7 +112,7 @@ BOOST_DATA_TEST_CASE(conv2d_forward_and_backward_match_the_oracle, bdata::make(c
     auto kernel = random_floats(std::size_t(k.filters) * k.c * k.kh * k.kw, 2);
     auto bias = random_floats(std::size_t(k.filters), 3);
     auto dy = random_floats(out, 4);
-    std::vector<float> y(out), col(cpu::conv2d_workspace(w)), dx(in, 7.0f), dk(kernel.size(), 7.0f), db(bias.size(), 7.0f);
+    std::vector<float> y(out), col(cpu::conv2d_workspace(w, k.filters, k.n)), dx(in, 7.0f), dk(kernel.size(), 7.0f), db(bias.size(), 7.0f);
     cpu::conv2d_forward(x.data(), kernel.data(), bias.data(), y.data(), k.n, k.filters, w, col.data());
     expect_close(y, oracle::conv2d_forward(g, k.filters, widen(x), widen(kernel), widen(bias)), "y");
 
