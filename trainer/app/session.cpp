@@ -11,7 +11,7 @@
 
 namespace pstrain::trainer {
 
-session open_session(const train_options& o)
+session open_session(const train_options& o, int worker)
 {
     session s;
     compute::device_kind kind = o.device == "cpu"    ? compute::device_kind::cpu
@@ -32,7 +32,8 @@ session open_session(const train_options& o)
         if (s.data.train.num_classes < 2)
             throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
         s.net = model::make_sequential(*s.backend, o.spec, model::data_shape(s.data.train), s.data.train.num_classes,
-                                       static_cast<std::size_t>(o.batch_size), o.seed);
+                                       static_cast<std::size_t>(o.batch_size),
+                                       o.seed * 1000003u + static_cast<std::uint64_t>(worker));
     } else {
         s.data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
         if (s.data.train.num_classes < 2)

@@ -41,16 +41,16 @@ progress_meter& meter_of(const loop_role& who)
 }
 
 // Loading the data is the task's own work, not a stall.
-session open_watched_session(const train_options& o, progress_meter& meter)
+session open_watched_session(const train_options& o, int worker, progress_meter& meter)
 {
     progress_meter::busy busy(meter, "loading the data");
-    return open_session(o);
+    return open_session(o, worker);
 }
 
 class training_loop {
 public:
     training_loop(const train_options& o, const loop_role& who, ps::transport& net)
-        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, meter_)), n_(s_.net->num_params()),
+        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, who.index, meter_)), n_(s_.net->num_params()),
           client_(net, client_config_for(o, who, s_)), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           sampler_(s_.data.train.rows, who.num_workers, who.index, o.seed, o.sample_with_replacement),
