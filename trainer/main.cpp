@@ -6,6 +6,7 @@
 #include "trainer/data/ctr.hpp"
 #include "trainer/app/options.hpp"
 #include "trainer/app/plot.hpp"
+#include "trainer/app/session.hpp"
 #include "trainer/app/status.hpp"
 #include "trainer/app/tasks.hpp"
 
@@ -84,6 +85,7 @@ int main(int argc, char** argv)
     if (!options) return exit_code;
     try {
         log::set_level(log::parse_level(options->log_level));
+        if (options->summary) return trainer::print_summary(*options);
         if (options->standalone) return trainer::run_standalone(*options);
         if (auto job = bootstrap::detect_job({options->ps_hosts, options->worker_hosts, options->job_name, options->task_index})) return trainer::run_distributed(*options, std::move(*job));
         log::error("no role given: run under srun --mpi=pmix with --ps=N --workers=M, set TF_CONFIG, give "
@@ -92,7 +94,7 @@ int main(int argc, char** argv)
     } catch (const error& e) {
         log::error("{}", e.what());
     } catch (const std::bad_alloc&) {
-        log::error("out of memory: lower --batch-size or --hidden-units, or ask Slurm for more memory (--mem)");
+        log::error("out of memory: lower --batch-size or the model's size, or ask Slurm for more memory (--mem)");
     } catch (const std::exception& e) {
         log::error("internal error: {}", e.what());
     }

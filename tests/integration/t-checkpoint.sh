@@ -267,7 +267,7 @@ test_checkpoint_of_another_model_is_refused() {
   expect_rc 0
   job 1 2 "${adam[@]}" --sync-replicas --train-steps 200 --checkpoint-dir "$PWD/ckpt" --hidden-units 50
   expect_rc 1
-  expect_contains "pstrain[worker 0]: error: the checkpoint at global step 100 in $PWD/ckpt holds a 784-100-10 mlp (79510 parameters) but this job builds a 784-50-10 mlp (39760 parameters): use the same --hidden-units and data, or another --checkpoint-dir"
+  expect_contains "pstrain[worker 0]: error: the checkpoint at global step 100 in $PWD/ckpt holds the model '784-100-10 mlp' (79510 parameters) but this job builds '784-50-10 mlp' (39760 parameters): use the same --model (and --hidden-units) and data, or another --checkpoint-dir"
   expect_not_contains "training, 200 steps"
   expect_nodes_idle
 }

@@ -60,11 +60,24 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->group(data)->capture_default_str();
     app.add_flag("--sample-with-replacement", o.sample_with_replacement,
                  "draw batches with replacement instead of a shuffled pass per epoch")->group(data);
+    app.add_option("--normalize", o.normalize,
+                   "standardise the features by the training set's mean and stddev: global (one each) or per-channel")
+        ->check(CLI::IsMember({"global", "per-channel"}))->group(data)->capture_default_str();
+    app.add_option("--augment-shift", o.augment_shift,
+                   "shift each training image by a random 0..N pixels in each direction (seeded by --seed; 0: off)")
+        ->check(CLI::Range(0, 64))->group(data)->capture_default_str();
+    app.add_flag("--augment-flip", o.augment_flip, "mirror each training image left to right with probability 1/2 (seeded)")
+        ->group(data);
 
     auto* model = "Model";
-    app.add_option("--model", o.model, "mlp, or linear (y = 2x + 10, the known-answer check)")
-        ->check(CLI::IsMember({"mlp", "linear"}))->group(model)->capture_default_str();
-    app.add_option("--hidden-units", o.hidden_units, "hidden layer widths, comma separated")->group(model)->capture_default_str();
+    auto* model_option = app.add_option("--model", o.model,
+                   "a preset: mlp (--hidden-units), linear (y = 2x + 10, the known-answer check), lenet5, cnn (the classic "
+                   "two-convolution MNIST model); or layers, e.g. conv2d:32:5x5:relu,maxpool:2,flatten,dense:10 (pstrain(1))")
+        ->group(model)->capture_default_str();
+    app.add_option("--model-file", o.model_file, "a JSON model description (pstrain(1), MODEL FILES)")
+        ->group(model)->excludes(model_option);
+    app.add_option("--hidden-units", o.hidden_units, "hidden layer widths of --model mlp, comma separated")->group(model)->capture_default_str();
+    app.add_flag("--summary", o.summary, "print the model's layers, output shapes and parameter counts, and exit")->group(model);
 
     auto* train = "Training";
     app.add_option("--train-steps", o.train_steps, "stop when global_step reaches this")
@@ -129,7 +142,29 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         // And the TensorBoard events, for `tensorboard --logdir DIR/events`.
         if (o.tensorboard_dir.empty() && !o.checkpoint_dir.empty()) o.tensorboard_dir = o.checkpoint_dir + "/events";
         if (o.tensorboard_dir == "none") o.tensorboard_dir.clear();
-        if (o.model == "mlp") o.hidden = model::parse_hidden_units(o.hidden_units);
+        if (!o.model_file.empty()) {
+            o.spec = model::read_model_file(o.model_file);
+            o.layers = true;
+            o.model = o.spec.text();
+        } else if (o.model == "mlp") {
+            o.hidden = model::parse_hidden_units(o.hidden_units);
+        } else if (o.model != "linear") {
+            o.spec = model::parse_model_spec(o.model);
+            o.layers = true;
+        }
+        if (o.layers && o.device == "cuda" && !o.summary) {
+            // Before any data is read: the layer models run on the CPU only.
+            std::size_t position = 0;
+            for (const auto& l : o.spec.layers) {
+                ++position;
+                if (l.kind == model::layer_kind::conv2d || l.kind == model::layer_kind::maxpool ||
+                    l.kind == model::layer_kind::avgpool)
+                    throw error(fmt::format("--device cuda: layer {} '{}' has no CUDA implementation yet (cuDNN support is to "
+                                            "come): use --device cpu",
+                                            position, l.text()));
+            }
+            throw error("--device cuda: layer models run on the CPU only in this version: use --device cpu, or --model mlp");
+        }
     } catch (const CLI::CallForHelp&) {
         fmt::print("{}", app.help());
         exit_code = 0;

@@ -2,6 +2,8 @@
 // `pstrain --help` and pstrain(1).
 #pragma once
 
+#include "trainer/model/spec.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,10 +31,19 @@ struct train_options {
     // data
     std::string data_dir;
     bool sample_with_replacement = false;
+    std::string normalize = "global";  // global or per-channel
+    int augment_shift = 0;              // random shifts of up to N pixels
+    bool augment_flip = false;          // random horizontal flips
     // model
     std::string model = "mlp";
     std::string hidden_units = "100";
     std::vector<int> hidden;  // parsed from hidden_units
+    std::string model_file;   // a JSON model description
+    bool summary = false;     // print the model's layers and exit
+    // A layer model (a preset such as cnn, a layer spec or --model-file):
+    // `layers` is set and `spec` holds it; mlp and linear are their own.
+    bool layers = false;
+    model::model_spec spec;
     // training
     std::int64_t train_steps = 1000;
     int batch_size = 100;

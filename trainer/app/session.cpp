@@ -11,20 +11,31 @@
 
 namespace pstrain::trainer {
 
-session open_session(const train_options& o)
+session open_session(const train_options& o, int worker)
 {
     session s;
     compute::device_kind kind = o.device == "cpu"    ? compute::device_kind::cpu
                                 : o.device == "cuda" ? compute::device_kind::cuda
                                                      : compute::device_kind::automatic;
     // The CPUs Slurm gave this task, unless told otherwise (threads.hpp).
+    if (o.layers && kind == compute::device_kind::automatic) {
+        // Layer models run on the CPU in this version (options.cpp refuses --device cuda).
+        kind = compute::device_kind::cpu;
+    }
     const auto fit = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus());
     s.backend = compute::make_backend(kind, fit.threads);
     if (o.model == "linear") {
         s.data = data::make_linear(1000, 200, o.seed);
         s.net = model::make_linear(*s.backend, static_cast<std::size_t>(o.batch_size));
+    } else if (o.layers) {
+        s.data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
+        if (s.data.train.num_classes < 2)
+            throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
+        s.net = model::make_sequential(*s.backend, o.spec, model::data_shape(s.data.train), s.data.train.num_classes,
+                                       static_cast<std::size_t>(o.batch_size),
+                                       o.seed * 1000003u + static_cast<std::uint64_t>(worker));
     } else {
-        s.data = data::load_directory(o.data_dir);
+        s.data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
         if (s.data.train.num_classes < 2)
             throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
         s.net = model::make_mlp(*s.backend, static_cast<int>(s.data.train.cols), o.hidden, s.data.train.num_classes,
@@ -36,6 +47,34 @@ session open_session(const train_options& o)
     // After the data: a bad --data-dir stays one error line.
     if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
     return s;
+}
+
+int print_summary(const train_options& o)
+{
+    if (o.model == "linear") {
+        model::model_spec spec = model::parse_model_spec("dense:1,loss:mse");
+        fmt::print("model linear: y = w x + b on one feature, squared error\n{}", model::summary(spec, {false, 1, 1, 1}, 1));
+        return 0;
+    }
+    auto data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
+    if (data.train.num_classes < 2) throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
+    model::model_spec spec;
+    std::string title;
+    if (o.layers) {
+        spec = o.spec;
+        title = fmt::format("model {}", spec.text());
+    } else {
+        // The mlp preset as layers (it keeps its own truncated-normal initialisation).
+        std::string text;
+        for (int units : o.hidden) text += fmt::format("dense:{}:relu,", units);
+        spec = model::parse_model_spec(text + fmt::format("dense:{}", data.train.num_classes));
+        title = fmt::format("model mlp --hidden-units {}", o.hidden_units);
+    }
+    // The table first: a model that does not fit the data prints only the error.
+    const auto table = model::summary(spec, model::data_shape(data.train), data.train.num_classes);
+    fmt::print("{}\ndata: {} ({} training examples of {}, {} classes)\n{}", title, data.description, data.train.rows,
+               model::data_shape(data.train).text(), data.train.num_classes, table);
+    return 0;
 }
 
 ps::optimizer_config optimizer_from(const train_options& o)
@@ -99,8 +138,8 @@ void check_compatible(const checkpoint::manifest& m, const session& s, const tra
 {
     const auto name = fmt::format("the checkpoint at global step {} in {}", m.global_step, o.checkpoint_dir);
     if (m.model != s.net->describe() || m.num_params != s.net->num_params())
-        throw error(fmt::format("{} holds a {} ({} parameters) but this job builds a {} ({} parameters): use the same "
-                                "--hidden-units and data, or another --checkpoint-dir",
+        throw error(fmt::format("{} holds the model '{}' ({} parameters) but this job builds '{}' ({} parameters): use the "
+                                "same --model (and --hidden-units) and data, or another --checkpoint-dir",
                                 name, m.model, m.num_params, s.net->describe(), s.net->num_params()));
     if (m.optimizer != o.optimizer)
         throw error(fmt::format("{} was trained with --optimizer {} but this job uses {}: pass --optimizer {}, or another "

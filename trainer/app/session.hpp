@@ -23,9 +23,14 @@ struct session {
     std::unique_ptr<model::model> net;
 };
 
-// Loads the data and builds the model on the chosen device.  Throws
+// Loads the data and builds the model on the chosen device; `worker`
+// (the worker's index) gives each worker its own dropout masks.  Throws
 // pstrain::error with one clear line.
-session open_session(const train_options& o);
+session open_session(const train_options& o, int worker = 0);
+
+// --summary: the model's layers, output shapes and parameter counts on
+// stdout (reads the data for its shape).  Returns the exit status.
+int print_summary(const train_options& o);
 
 ps::optimizer_config optimizer_from(const train_options& o);
 

@@ -1,4 +1,5 @@
 #include "trainer/app/training_loop.hpp"
+#include "trainer/data/augment.hpp"
 
 #include "common/log.hpp"
 #include "pstrain/client.hpp"
@@ -40,22 +41,29 @@ progress_meter& meter_of(const loop_role& who)
 }
 
 // Loading the data is the task's own work, not a stall.
-session open_watched_session(const train_options& o, progress_meter& meter)
+session open_watched_session(const train_options& o, int worker, progress_meter& meter)
 {
     progress_meter::busy busy(meter, "loading the data");
-    return open_session(o);
+    return open_session(o, worker);
 }
 
 class training_loop {
 public:
     training_loop(const train_options& o, const loop_role& who, ps::transport& net)
-        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, meter_)), n_(s_.net->num_params()),
+        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, who.index, meter_)), n_(s_.net->num_params()),
           client_(net, client_config_for(o, who, s_)), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           sampler_(s_.data.train.rows, who.num_workers, who.index, o.seed, o.sample_with_replacement),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o),
           mode_(who.standalone ? "standalone" : o.sync_replicas ? "sync" : "async")
     {
+        const data::augment_options aug{o.augment_shift, o.augment_flip};
+        if (aug.enabled()) {
+            // Each worker its own stream of shifts and flips.
+            augment_.emplace(aug, s_.data.train, o.seed * 1000003u + static_cast<std::uint64_t>(who.index) + 1);
+            identity_.resize(static_cast<std::size_t>(o.batch_size));
+            for (std::size_t i = 0; i < identity_.size(); ++i) identity_[i] = static_cast<std::uint32_t>(i);
+        }
     }
 
     int run()
@@ -85,8 +93,16 @@ public:
         while (!client_.done()) {
             sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
             ++batches_;
+            const data::dataset* examples = &s_.data.train;
+            std::span<const std::uint32_t> batch_rows = rows;
+            if (augment_) {
+                // The augmented copies are rows 0..n-1 of a batch-sized dataset.
+                augment_->make_batch(s_.data.train, rows, augmented_);
+                examples = &augmented_;
+                batch_rows = std::span<const std::uint32_t>(identity_).first(rows.size());
+            }
             const auto c0 = clock::now();
-            const auto batch = s_.net->compute_gradients(client_.params(), s_.data.train, rows, client_.grads());
+            const auto batch = s_.net->compute_gradients(client_.params(), *examples, batch_rows, client_.grads());
             compute_time_ += clock::now() - c0;
             check_loss(batch.loss, step());
             client_.step(batches_);
@@ -278,6 +294,9 @@ private:
     // client's exchange buffers; page-locked on a GPU.
     compute::host_pin pin_;
     data::sampler sampler_;
+    std::optional<data::augmenter> augment_;  // --augment-shift / --augment-flip
+    data::dataset augmented_;                 // the augmented batch
+    std::vector<std::uint32_t> identity_;     // 0..batch-1
     int replicas_;
     std::uint64_t batches_ = 0;         // batches drawn, across restarts
     std::chrono::nanoseconds compute_time_{0};  // in the model's compute_gradients, for --profile

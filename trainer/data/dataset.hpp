@@ -11,6 +11,12 @@ namespace pstrain::data {
 struct dataset {
     std::size_t rows = 0;
     std::size_t cols = 0;             // features per example
+    // Images (IDX files): cols = channels x height x width, stored channel
+    // after channel (NCHW).  0: flat rows of features.
+    int channels = 0, height = 0, width = 0;
+    // What a raw 0 (an empty pixel) became after normalisation, per
+    // channel (one value for flat rows): what a shifted image is padded with.
+    std::vector<float> background;
     int num_classes = 0;              // 0 for regression
     std::vector<float> features;      // rows * cols, row-major
     std::vector<std::int32_t> labels; // classification targets (rows)
@@ -34,14 +40,19 @@ dataset read_idx_pair(const std::filesystem::path& images, const std::filesystem
 // same number of columns on every line.  Pixels 0..255 are scaled to [0, 1].
 dataset read_csv(const std::filesystem::path& file);
 
+// How load_directory normalises the features: by the training set's mean
+// and standard deviation over all features (global, one scalar each, pixels
+// share a scale), or per channel of the images.
+enum class normalization { global, per_channel };
+
 // A data directory: MNIST-format files (train-images-idx3-ubyte[.gz], ...),
 // or train.csv and test.csv.
-train_test load_directory(const std::filesystem::path& dir);
+train_test load_directory(const std::filesystem::path& dir, normalization how = normalization::global);
 
 // Shifts and scales every feature by the training set's mean and standard
-// deviation (one scalar each, pixels share a scale): zero mean, unit variance.
-// load_directory applies it.
-void standardize(train_test& t);
+// deviation: zero mean, unit variance, globally or per image channel (flat
+// rows are one channel).  load_directory applies it.
+void standardize(train_test& t, normalization how = normalization::global);
 
 // y = 2x + 10, x uniform in (-1, 1), plus N(0, 0.33^2) noise in the training
 // set only: the classic known-answer check. A seed gives the same numbers

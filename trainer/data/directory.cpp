@@ -4,6 +4,7 @@
 #include "pstrain/error.hpp"
 #include "common/random.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -25,23 +26,61 @@ fs::path find_idx(const fs::path& dir, const std::string& base)
 
 }  // namespace
 
-void standardize(train_test& t)
+void standardize(train_test& t, normalization how)
 {
-    double sum = 0, sum_sq = 0;
-    for (float v : t.train.features) {
-        sum += v;
-        sum_sq += double(v) * v;
+    if (how == normalization::global) {
+        double sum = 0, sum_sq = 0;
+        for (float v : t.train.features) {
+            sum += v;
+            sum_sq += double(v) * v;
+        }
+        const double n = static_cast<double>(t.train.features.size());
+        const double mean = sum / n;
+        const double var = sum_sq / n - mean * mean;
+        const float scale = var > 1e-12 ? static_cast<float>(1.0 / std::sqrt(var)) : 1.0f;
+        for (auto* d : {&t.train, &t.test}) {
+            for (auto& v : d->features) v = (v - static_cast<float>(mean)) * scale;
+            d->background.assign(std::max(d->channels, 1), (0.0f - static_cast<float>(mean)) * scale);
+        }
+        t.description += fmt::format(", standardised by the training set's mean {:.4f} and stddev {:.4f}", mean, std::sqrt(var));
+        return;
     }
-    const double n = static_cast<double>(t.train.features.size());
-    const double mean = sum / n;
-    const double var = sum_sq / n - mean * mean;
-    const float scale = var > 1e-12 ? static_cast<float>(1.0 / std::sqrt(var)) : 1.0f;
-    for (auto* d : {&t.train, &t.test})
-        for (auto& v : d->features) v = (v - static_cast<float>(mean)) * scale;
-    t.description += fmt::format(", standardised by the training set's mean {:.4f} and stddev {:.4f}", mean, std::sqrt(var));
+    // Per channel: the features of an example are channel after channel.
+    const std::size_t channels = std::max(t.train.channels, 1);
+    const std::size_t plane = t.train.cols / channels;
+    std::vector<double> mean(channels), scale(channels);
+    std::string stats;
+    for (std::size_t c = 0; c < channels; ++c) {
+        double sum = 0, sum_sq = 0;
+        for (std::size_t r = 0; r < t.train.rows; ++r) {
+            const float* p = t.train.row(r) + c * plane;
+            for (std::size_t i = 0; i < plane; ++i) {
+                sum += p[i];
+                sum_sq += double(p[i]) * p[i];
+            }
+        }
+        const double n = static_cast<double>(t.train.rows * plane);
+        mean[c] = sum / n;
+        const double var = sum_sq / n - mean[c] * mean[c];
+        scale[c] = var > 1e-12 ? 1.0 / std::sqrt(var) : 1.0;
+        stats += fmt::format("{}{:.4f}/{:.4f}", c ? ", " : "", mean[c], std::sqrt(var));
+    }
+    for (auto* d : {&t.train, &t.test}) {
+        for (std::size_t r = 0; r < d->rows; ++r) {
+            float* p = d->features.data() + r * d->cols;
+            for (std::size_t c = 0; c < channels; ++c) {
+                const float m = static_cast<float>(mean[c]), k = static_cast<float>(scale[c]);
+                for (std::size_t i = 0; i < plane; ++i) p[c * plane + i] = (p[c * plane + i] - m) * k;
+            }
+        }
+        d->background.resize(channels);
+        for (std::size_t c = 0; c < channels; ++c)
+            d->background[c] = (0.0f - static_cast<float>(mean[c])) * static_cast<float>(scale[c]);
+    }
+    t.description += fmt::format(", standardised per channel by the training set's mean/stddev {}", stats);
 }
 
-train_test load_directory(const fs::path& dir)
+train_test load_directory(const fs::path& dir, normalization how)
 {
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
@@ -70,8 +109,11 @@ train_test load_directory(const fs::path& dir)
     if (out.train.cols != out.test.cols)
         throw error(fmt::format("{}: training examples have {} features, test examples {}", dir.string(), out.train.cols,
                                 out.test.cols));
+    if (out.train.height != out.test.height || out.train.width != out.test.width)
+        throw error(fmt::format("{}: training images are {}x{}, test images {}x{}: use matching files", dir.string(),
+                                out.train.height, out.train.width, out.test.height, out.test.width));
     out.train.num_classes = out.test.num_classes = std::max(out.train.num_classes, out.test.num_classes);
-    standardize(out);
+    standardize(out, how);
     return out;
 }
 

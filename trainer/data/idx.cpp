@@ -140,6 +140,10 @@ dataset read_idx_pair(const std::filesystem::path& images_path, const std::files
     dataset d;
     d.rows = n;
     d.cols = std::size_t(h) * w;
+    // A 3-D IDX file holds single-channel images.
+    d.channels = 1;
+    d.height = static_cast<int>(h);
+    d.width = static_cast<int>(w);
     // At most 2^28 x 4096 x 4096 = 2^52 bytes: no 64-bit product wraps.
     const auto pixels = images.read_data(std::uint64_t(n) * h * w, "pixel data");
     images.expect_end();

@@ -36,6 +36,13 @@ std::vector<int> parse_hidden_units(const std::string& text)
     return units;
 }
 
+tensor_shape data_shape(const data::dataset& d)
+{
+    if (d.height > 0 && d.width > 0 && std::size_t(d.channels) * d.height * d.width == d.cols)
+        return {true, d.channels, d.height, d.width};
+    return {false, static_cast<int>(d.cols), 1, 1};
+}
+
 void truncated_normal(std::span<float> out, float stddev, std::uint64_t seed)
 {
     // mt19937_64 is the same with every standard library (the standard

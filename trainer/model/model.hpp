@@ -5,6 +5,7 @@
 
 #include "trainer/compute/backend.hpp"
 #include "trainer/data/dataset.hpp"
+#include "trainer/model/spec.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -68,6 +69,16 @@ std::unique_ptr<model> make_mlp(compute::backend& be, int inputs, const std::vec
                                 std::size_t max_batch);
 // y = w x + b with squared error.
 std::unique_ptr<model> make_linear(compute::backend& be, std::size_t max_batch);
+
+// A model from a layer description (spec.hpp), on a host-memory (CPU)
+// backend: `input` is the data's shape (data_shape), `seed` draws the
+// dropout masks.  Throws pstrain::error naming the layer whose shapes do
+// not fit, or the device it cannot run on.
+std::unique_ptr<model> make_sequential(compute::backend& be, const model_spec& spec, const tensor_shape& input, int classes,
+                                       std::size_t max_batch, std::uint64_t seed);
+
+// The shape of one example of `d`: an image when the data know it, else flat.
+tensor_shape data_shape(const data::dataset& d);
 
 // TensorFlow's truncated_normal: normal(0, stddev) redrawn beyond 2 stddev,
 // from a portable generator (same values with every standard library).

@@ -204,3 +204,54 @@ BOOST_AUTO_TEST_CASE(an_unknown_flag_is_named_alone)
     BOOST_TEST(code == 2);
     BOOST_TEST(err.find("unknown argument '--frobnicate': see pstrain --help") != std::string::npos, err);
 }
+
+BOOST_AUTO_TEST_CASE(model_presets_and_layer_specs)
+{
+    BOOST_TEST(!accepted({}).layers, "the default is the mlp preset, on its own code");
+    const auto cnn = accepted({"--model", "cnn"});
+    BOOST_TEST(cnn.layers);
+    BOOST_TEST(cnn.spec.layers.size() == 8u);
+    const auto spec = accepted({"--model", "conv2d:8:3x3:relu,maxpool:2,flatten,dense:10", "--summary"});
+    BOOST_TEST(spec.layers);
+    BOOST_TEST(spec.summary);
+    BOOST_TEST(spec.spec.text() == "conv2d:8:3x3:relu,maxpool:2,flatten,dense:10");
+    const auto aug = accepted({"--augment-shift", "2", "--augment-flip", "--normalize", "per-channel"});
+    BOOST_TEST(aug.augment_shift == 2);
+    BOOST_TEST(aug.augment_flip);
+    BOOST_TEST(aug.normalize == "per-channel");
+    const auto plain = accepted({});
+    BOOST_TEST(plain.augment_shift == 0, "augmentation is off by default");
+    BOOST_TEST(!plain.augment_flip);
+    BOOST_TEST(plain.normalize == "global");
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_layer_is_one_line_naming_it)
+{
+    expect_error({"--model", "conv2d:32:5x5,maxpol:2,dense:10"}, "pstrain: error: --model: layer 2 'maxpol:2': no layer 'maxpol': accepted: input, dense, conv2d");
+}
+
+BOOST_AUTO_TEST_CASE(model_files)
+{
+    char path[] = "/tmp/pstrain-model-XXXXXX";
+    int fd = mkstemp(path);
+    const std::string json = R"({"layers":["conv2d:4:3x3:relu",{"type":"dense","units":10}]})";
+    BOOST_TEST_REQUIRE(write(fd, json.data(), json.size()) == static_cast<ssize_t>(json.size()));
+    close(fd);
+    const auto o = accepted({"--model-file", path});
+    BOOST_TEST(o.layers);
+    BOOST_TEST(o.spec.text() == "conv2d:4:3x3:relu,dense:10");
+    expect_error({"--model-file", path, "--model", "cnn"}, "--model excludes --model-file");
+    unlink(path);
+    expect_error({"--model-file", "/nonexistent/m.json"}, "--model-file /nonexistent/m.json: cannot open: No such file or directory");
+}
+
+BOOST_AUTO_TEST_CASE(cuda_refuses_layer_models_until_cudnn)
+{
+    expect_error({"--model", "cnn", "--device", "cuda"},
+                 "--device cuda: layer 1 'conv2d:32:5x5:relu' has no CUDA implementation yet (cuDNN support is to come): use --device cpu");
+    expect_error({"--model", "dense:10", "--device", "cuda"}, "--device cuda: layer models run on the CPU only in this version");
+    BOOST_TEST(accepted({"--model", "cnn", "--device", "cuda", "--summary"}).summary, "--summary needs no device");
+}
+
+BOOST_AUTO_TEST_CASE(augment_shift_out_of_range) { expect_error({"--augment-shift", "65"}, "--augment-shift"); }
+BOOST_AUTO_TEST_CASE(unknown_normalisation) { expect_error({"--normalize", "minmax"}, "--normalize: minmax not in {global,per-channel}"); }

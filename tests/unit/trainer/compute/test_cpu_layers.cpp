@@ -1,0 +1,258 @@
+// The CPU layer kernels against the direct oracle (tests/unit/trainer/oracle.hpp):
+// forward and backward of convolution, pooling, activations, softmax, mean
+// squared error and dropout, on odd shapes: 1x1 kernels, strides > 1, same
+// and valid padding, even kernels (the odd padding row at the bottom),
+// batch 1, non-square images, several channels.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE cpu_layers
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "trainer/compute/cpu_layers.hpp"
+#include "tests/unit/trainer/oracle.hpp"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace pstrain;
+namespace cpu = pstrain::compute::cpu;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+// Documented tolerance: float32 kernels against double references, sums of
+// at most a few hundred products of values below ~3.
+constexpr double atol = 1e-4, rtol = 1e-4;
+
+std::vector<float> random_floats(std::size_t n, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist;
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+oracle::vec widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+void expect_close(const std::vector<float>& got, const oracle::vec& want, const char* what)
+{
+    BOOST_TEST_REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+        BOOST_TEST_REQUIRE(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]),
+                           what << "[" << i << "]: got " << got[i] << ", oracle " << want[i]);
+}
+
+struct conv_case {
+    int n, c, h, w, filters, kh, kw, sh, sw;
+    bool same;
+};
+
+std::ostream& operator<<(std::ostream& os, const conv_case& k)
+{
+    return os << k.n << "x" << k.c << "x" << k.h << "x" << k.w << " * " << k.filters << "x" << k.kh << "x" << k.kw
+              << " stride " << k.sh << "x" << k.sw << (k.same ? " same" : " valid");
+}
+
+const conv_case conv_cases[] = {
+    {2, 3, 7, 5, 4, 3, 3, 1, 1, true},     // several channels, non-square
+    {1, 1, 5, 5, 2, 1, 1, 1, 1, false},    // 1x1 kernel, batch 1 (the direct path)
+    {2, 2, 6, 9, 3, 1, 1, 2, 2, false},    // 1x1 kernel with stride 2
+    {3, 2, 9, 6, 3, 3, 2, 2, 3, true},     // non-square kernel, unequal strides
+    {1, 4, 8, 8, 2, 5, 5, 2, 2, false},    // stride 2 valid
+    {2, 1, 8, 7, 2, 4, 4, 1, 1, true},     // even kernel: the odd padding row at the bottom
+    {2, 3, 5, 4, 2, 5, 4, 1, 1, false},    // kernel as large as the image: 1x1 output
+    {1, 2, 3, 3, 2, 5, 5, 1, 1, true},     // kernel larger than the image, same padding
+    {2, 1, 28, 28, 4, 5, 5, 1, 1, true},   // the cnn preset's first layer
+    {2, 2, 7, 7, 3, 3, 3, 3, 3, true},     // stride 3 same
+    {30, 32, 14, 14, 4, 5, 5, 1, 1, true}, // the cnn preset's second layer: chunks of 13, 13 and 4 images
+};
+
+cpu::window2d window_of(const conv_case& k)
+{
+    cpu::window2d w{k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw};
+    BOOST_TEST_REQUIRE(cpu::resolve_padding(w, k.same));
+    return w;
+}
+
+oracle::geometry geometry_of(const conv_case& k)
+{
+    oracle::geometry g{k.n, k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw, k.same};
+    return g.resolve();
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(padding_matches_tensorflow, bdata::make(conv_cases), k)
+{
+    auto w = window_of(k);
+    auto g = geometry_of(k);
+    BOOST_TEST(w.out_h == g.oh);
+    BOOST_TEST(w.out_w == g.ow);
+    BOOST_TEST(w.pad_top == g.pt);
+    BOOST_TEST(w.pad_left == g.pl);
+}
+
+BOOST_AUTO_TEST_CASE(valid_window_larger_than_the_image_is_refused)
+{
+    cpu::window2d w{1, 4, 4, 5, 5, 1, 1};
+    BOOST_TEST(!cpu::resolve_padding(w, false));
+    BOOST_TEST(cpu::resolve_padding(w, true));
+    BOOST_TEST(w.out_h == 4);
+}
+
+BOOST_DATA_TEST_CASE(conv2d_forward_and_backward_match_the_oracle, bdata::make(conv_cases), k)
+{
+    auto w = window_of(k);
+    auto g = geometry_of(k);
+    const std::size_t in = std::size_t(k.n) * k.c * k.h * k.w;
+    const std::size_t out = std::size_t(k.n) * k.filters * w.out_h * w.out_w;
+    auto x = random_floats(in, 1);
+    auto kernel = random_floats(std::size_t(k.filters) * k.c * k.kh * k.kw, 2);
+    auto bias = random_floats(std::size_t(k.filters), 3);
+    auto dy = random_floats(out, 4);
+    std::vector<float> y(out), col(cpu::conv2d_workspace(w, k.filters, k.n)), dx(in, 7.0f), dk(kernel.size(), 7.0f), db(bias.size(), 7.0f);
+    cpu::conv2d_forward(x.data(), kernel.data(), bias.data(), y.data(), k.n, k.filters, w, col.data());
+    expect_close(y, oracle::conv2d_forward(g, k.filters, widen(x), widen(kernel), widen(bias)), "y");
+
+    oracle::vec rdx, rdk, rdb;
+    oracle::conv2d_backward(g, k.filters, widen(x), widen(kernel), widen(dy), rdx, rdk, rdb);
+    cpu::conv2d_backward(x.data(), kernel.data(), dy.data(), dx.data(), dk.data(), db.data(), k.n, k.filters, w, col.data());
+    expect_close(dx, rdx, "dx");
+    expect_close(dk, rdk, "dkernel");
+    expect_close(db, rdb, "dbias");
+
+    // Without dx (the first layer) the parameter gradients are the same.
+    std::fill(dk.begin(), dk.end(), 7.0f);
+    cpu::conv2d_backward(x.data(), kernel.data(), dy.data(), nullptr, dk.data(), db.data(), k.n, k.filters, w, col.data());
+    expect_close(dk, rdk, "dkernel without dx");
+}
+
+namespace {
+
+struct pool_case {
+    int n, c, h, w, kh, kw, sh, sw;
+    bool same;
+};
+
+std::ostream& operator<<(std::ostream& os, const pool_case& k)
+{
+    return os << k.n << "x" << k.c << "x" << k.h << "x" << k.w << " pool " << k.kh << "x" << k.kw << " stride " << k.sh << "x"
+              << k.sw << (k.same ? " same" : " valid");
+}
+
+const pool_case pool_cases[] = {
+    {2, 3, 28, 28, 2, 2, 2, 2, false},  // the presets' pools
+    {1, 1, 7, 7, 2, 2, 2, 2, false},    // odd size: the last row and column dropped
+    {1, 2, 7, 5, 2, 2, 2, 2, true},     // same: a partial window at the bottom and right
+    {2, 2, 6, 9, 3, 3, 2, 2, false},    // overlapping windows
+    {1, 1, 5, 6, 3, 2, 1, 3, true},     // non-square window, unequal strides
+    {3, 1, 4, 4, 1, 1, 1, 1, false},    // 1x1: identity
+};
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(pooling_matches_the_oracle, bdata::make(pool_cases), k)
+{
+    cpu::window2d w{k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw};
+    BOOST_TEST_REQUIRE(cpu::resolve_padding(w, k.same));
+    oracle::geometry g{k.n, k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw, k.same};
+    g.resolve();
+    const std::size_t in = std::size_t(k.n) * k.c * k.h * k.w, out = std::size_t(k.n) * k.c * w.out_h * w.out_w;
+    auto x = random_floats(in, 5);
+    auto dy = random_floats(out, 6);
+    std::vector<float> y(out), dx(in, 7.0f);
+    std::vector<std::int32_t> argmax(out);
+
+    cpu::maxpool_forward(x.data(), y.data(), argmax.data(), k.n, w);
+    expect_close(y, oracle::pool_forward(g, true, widen(x)), "max y");
+    cpu::maxpool_backward(dy.data(), argmax.data(), dx.data(), k.n, w);
+    expect_close(dx, oracle::pool_backward(g, true, widen(x), widen(dy)), "max dx");
+
+    std::fill(dx.begin(), dx.end(), 7.0f);
+    cpu::avgpool_forward(x.data(), y.data(), k.n, w);
+    expect_close(y, oracle::pool_forward(g, false, widen(x)), "avg y");
+    cpu::avgpool_backward(dy.data(), dx.data(), k.n, w);
+    expect_close(dx, oracle::pool_backward(g, false, widen(x), widen(dy)), "avg dx");
+}
+
+BOOST_DATA_TEST_CASE(activations_match_the_oracle, bdata::make({0, 1, 2}), kind)
+{
+    const cpu::activation a[] = {cpu::activation::relu, cpu::activation::tanh, cpu::activation::sigmoid};
+    auto x = random_floats(301, 8);
+    auto dy = random_floats(301, 9);
+    std::vector<float> y(x.size()), dx(x.size());
+    cpu::activation_forward(a[kind], x.data(), y.data(), x.size());
+    cpu::activation_backward(a[kind], y.data(), dy.data(), dx.data(), x.size());
+    oracle::vec ry(x.size()), rdx(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        ry[i] = oracle::activation(kind, x[i]);
+        rdx[i] = dy[i] * oracle::activation_derivative(kind, x[i]);
+    }
+    expect_close(y, ry, "y");
+    expect_close(dx, rdx, "dx");
+}
+
+BOOST_AUTO_TEST_CASE(softmax_and_its_backward_match_the_oracle)
+{
+    const int rows = 5, classes = 7;
+    auto x = random_floats(rows * classes, 10);
+    x[3] = 80.0f;  // large logits stay finite
+    auto dy = random_floats(x.size(), 11);
+    std::vector<float> y(x.size()), dx(x.size());
+    cpu::softmax_forward(x.data(), y.data(), rows, classes);
+    const auto ry = oracle::softmax(widen(x), rows, classes);
+    expect_close(y, ry, "y");
+    cpu::softmax_backward(y.data(), dy.data(), dx.data(), rows, classes);
+    expect_close(dx, oracle::softmax_backward(ry, widen(dy), rows, classes), "dx");
+}
+
+BOOST_AUTO_TEST_CASE(mean_squared_error_against_one_hot_labels)
+{
+    const int rows = 4, classes = 3;
+    auto p = random_floats(rows * classes, 12);
+    const std::vector<std::int32_t> labels{0, 2, 1, 2};
+    std::vector<float> d(p.size());
+    auto sums = cpu::mse_onehot(p.data(), labels.data(), d.data(), rows, classes);
+    double loss = 0;
+    std::int64_t correct = 0;
+    oracle::vec rd(p.size());
+    for (int r = 0; r < rows; ++r) {
+        int best = 0;
+        for (int c = 0; c < classes; ++c) {
+            const double diff = p[r * classes + c] - (c == labels[r] ? 1.0 : 0.0);
+            loss += diff * diff / classes;
+            rd[r * classes + c] = 2.0 * diff / (rows * classes);
+            if (p[r * classes + c] > p[r * classes + best]) best = c;
+        }
+        correct += best == labels[r];
+    }
+    BOOST_TEST(sums.loss == loss, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(sums.correct == correct);
+    expect_close(d, rd, "dpred");
+}
+
+BOOST_AUTO_TEST_CASE(dropout_is_inverted_seeded_and_its_backward_uses_the_mask)
+{
+    const std::size_t n = 100000;
+    std::vector<float> x(n, 1.0f), y(n), mask(n), y2(n), mask2(n), dx(n);
+    cpu::dropout_forward(x.data(), y.data(), mask.data(), n, 0.4f, 42);
+    std::size_t kept = 0;
+    double sum = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        BOOST_TEST_REQUIRE((y[i] == 0.0f || std::fabs(y[i] - 1.0f / 0.6f) < 1e-6));
+        kept += y[i] != 0.0f;
+        sum += y[i];
+    }
+    // 60% kept (binomial: 4 standard deviations is 0.6%); the mean is kept.
+    BOOST_TEST(std::fabs(double(kept) / n - 0.6) < 0.006);
+    BOOST_TEST(std::fabs(sum / n - 1.0) < 0.01);
+    cpu::dropout_forward(x.data(), y2.data(), mask2.data(), n, 0.4f, 42);
+    BOOST_TEST((mask == mask2), "the same seed draws the same mask");
+    cpu::dropout_forward(x.data(), y2.data(), mask2.data(), n, 0.4f, 43);
+    BOOST_TEST((mask != mask2), "another seed draws another mask");
+    auto dy = random_floats(n, 13);
+    cpu::dropout_backward(dy.data(), mask.data(), dx.data(), n);
+    for (std::size_t i = 0; i < n; i += 997) BOOST_TEST(dx[i] == dy[i] * mask[i]);
+}

@@ -1,0 +1,256 @@
+// Layer models: whole-model gradients against central finite differences
+// (conv, pooling, dense, activations, softmax + mse, batch 1, non-square
+// images, strides, padding), dense layers against the oracle through the
+// model, dropout off at evaluation, initialisation, and training that
+// learns.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE sequential
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "pstrain/error.hpp"
+#include "trainer/compute/cpu_backend.hpp"
+#include "trainer/model/model.hpp"
+#include "tests/unit/trainer/helpers.hpp"
+#include "tests/unit/trainer/oracle.hpp"
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+using namespace pstrain;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+data::dataset image_data(std::size_t rows, int c, int h, int w, int classes, unsigned seed)
+{
+    auto d = testing::make_random_data(rows, std::size_t(c) * h * w, classes, seed);
+    d.channels = c;
+    d.height = h;
+    d.width = w;
+    return d;
+}
+
+std::unique_ptr<model::model> build(compute::backend& be, const std::string& spec, const data::dataset& d,
+                                    std::size_t batch = 16)
+{
+    return model::make_sequential(be, model::parse_model_spec(spec), model::data_shape(d), d.num_classes, batch, 7);
+}
+
+// Central differences of step 1e-3 on the loss (summed in double), as in
+// test_mlp: |analytic - numeric| <= 2e-3 + 2e-2 * |numeric| for every
+// parameter.  Smooth activations (tanh, sigmoid) and average pooling keep
+// the step off kinks; max pooling and relu are checked with random data
+// where no window's maximum or sign changes within the step.
+void check_gradients(model::model& m, const data::dataset& d, const std::vector<std::uint32_t>& rows)
+{
+    std::vector<float> p(m.num_params()), g(m.num_params()), scratch(m.num_params());
+    m.initialize(p, 3);
+    m.compute_gradients(p, d, rows, g);
+    const float eps = 1e-3f;
+    double worst = 0;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+        const float saved = p[i];
+        p[i] = saved + eps;
+        const double up = m.compute_gradients(p, d, rows, scratch).loss;
+        p[i] = saved - eps;
+        const double down = m.compute_gradients(p, d, rows, scratch).loss;
+        p[i] = saved;
+        const double numeric = (up - down) / (2.0 * eps);
+        const double err = std::fabs(g[i] - numeric);
+        BOOST_TEST_REQUIRE(err <= 2e-3 + 2e-2 * std::fabs(numeric),
+                           "param " << i << ": analytic " << g[i] << " numeric " << numeric);
+        worst = std::max(worst, err);
+    }
+    BOOST_TEST_MESSAGE("largest gradient difference " << worst);
+}
+
+struct fd_case {
+    const char* spec;
+    int c, h, w;
+    std::size_t batch;
+};
+
+std::ostream& operator<<(std::ostream& os, const fd_case& k)
+{
+    return os << k.spec << " on " << k.c << "x" << k.h << "x" << k.w << ", batch " << k.batch;
+}
+
+const fd_case fd_cases[] = {
+    {"conv2d:3:3x3:tanh,avgpool:2,flatten,dense:3", 2, 6, 5, 3},
+    {"conv2d:2:1x1:sigmoid,conv2d:3:3x2:stride=2:valid:tanh,dense:3", 3, 7, 6, 2},
+    {"conv2d:2:4x4:tanh,avgpool:3:stride=2:same,dense:3", 1, 7, 9, 1},  // batch 1, even kernel, same pools
+    {"conv2d:2:3x3:relu,maxpool:2,flatten,dense:5:sigmoid,dense:3", 1, 6, 6, 4},
+    {"conv2d:2:3x3:stride=2:he,tanh,dense:3,softmax", 2, 5, 8, 3},  // softmax fused into the loss
+    {"dense:5:tanh,dense:3,softmax,loss:mse", 1, 3, 4, 3},          // softmax through its Jacobian
+    {"conv2d:2:2x2:valid:sigmoid,flatten,dense:3,loss:mse", 1, 3, 5, 2},
+    {"input:2x3x2,conv2d:2:3x3,tanh,dense:3", 1, 1, 12, 2},        // flat rows made images
+};
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(gradients_match_finite_differences, bdata::make(fd_cases), k)
+{
+    compute::cpu_backend be(1);
+    auto d = image_data(8, k.c, k.h, k.w, 3, 11);
+    if (std::string(k.spec).starts_with("input:")) d.channels = d.height = d.width = 0;
+    auto m = build(be, k.spec, d);
+    std::vector<std::uint32_t> rows(k.batch);
+    std::iota(rows.begin(), rows.end(), 2u);
+    check_gradients(*m, d, rows);
+}
+
+BOOST_AUTO_TEST_CASE(a_dense_layer_matches_the_oracle_through_the_model)
+{
+    compute::cpu_backend be(1);
+    auto d = testing::make_random_data(5, 6, 4, 3);
+    auto m = build(be, "dense:4,loss:mse", d);
+    std::vector<float> p(m->num_params()), g(m->num_params());
+    m->initialize(p, 1);
+    std::vector<std::uint32_t> rows{0, 1, 2, 3, 4};
+    const auto r = m->compute_gradients(p, d, rows, g);
+    const oracle::vec x(d.features.begin(), d.features.end()), w(p.begin(), p.begin() + 24), b(p.begin() + 24, p.end());
+    const auto y = oracle::dense_forward(5, 6, 4, x, w, b);
+    double loss = 0;
+    for (int i = 0; i < 5; ++i)
+        for (int c = 0; c < 4; ++c) {
+            const double diff = y[i * 4 + c] - (c == d.labels[i] ? 1.0 : 0.0);
+            loss += diff * diff / 4 / 5;
+        }
+    BOOST_TEST(r.loss == loss, boost::test_tools::tolerance(1e-5));
+    // d loss / d b[c] = sum over rows of 2 (y - t) / (rows * classes).
+    for (int c = 0; c < 4; ++c) {
+        double want = 0;
+        for (int i = 0; i < 5; ++i) want += 2.0 * (y[i * 4 + c] - (c == d.labels[i] ? 1.0 : 0.0)) / 20.0;
+        BOOST_TEST(std::fabs(g[24 + c] - want) <= 1e-5 + 1e-4 * std::fabs(want));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(tensors_are_named_shaped_and_counted)
+{
+    compute::cpu_backend be(1);
+    auto d = image_data(4, 1, 28, 28, 10, 1);
+    auto m = build(be, "cnn", d);
+    BOOST_TEST(m->num_params() == 3274634u);  // the TensorFlow tutorial's model
+    const auto& t = m->tensors();
+    BOOST_TEST_REQUIRE(t.size() == 8u);
+    BOOST_TEST(t[0].name == "layer_1_conv2d/kernel");
+    BOOST_TEST((t[0].shape == std::vector<int>{32, 1, 5, 5}));
+    BOOST_TEST(t[1].name == "layer_1_conv2d/biases");
+    BOOST_TEST(t[4].name == "layer_6_dense/weights");
+    BOOST_TEST((t[4].shape == std::vector<int>{3136, 1024}));
+    BOOST_TEST(m->describe() ==
+               "conv2d:32:5x5:relu,maxpool:2,conv2d:64:5x5:relu,maxpool:2,flatten,dense:1024:relu,dropout:0.4,dense:10 on 1x28x28");
+    BOOST_TEST(build(be, "lenet5", d)->num_params() == 61706u);
+}
+
+BOOST_AUTO_TEST_CASE(initialisation_follows_glorot_and_he)
+{
+    compute::cpu_backend be(1);
+    auto d = image_data(4, 3, 16, 16, 10, 1);
+    auto m = build(be, "conv2d:64:3x3:he,flatten,dense:200,dense:10", d);
+    std::vector<float> p(m->num_params());
+    m->initialize(p, 5);
+    const auto& t = m->tensors();
+    auto stats = [&](const model::tensor_spec& s, double& var, double& max_abs) {
+        double sum = 0, sq = 0;
+        max_abs = 0;
+        for (std::size_t i = s.offset; i < s.offset + s.size; ++i) {
+            sum += p[i];
+            sq += double(p[i]) * p[i];
+            max_abs = std::max(max_abs, double(std::fabs(p[i])));
+        }
+        var = sq / s.size - (sum / s.size) * (sum / s.size);
+    };
+    double var, max_abs;
+    stats(t[0], var, max_abs);  // he: variance 2 / fan_in, fan_in 27
+    BOOST_TEST(var == 2.0 / 27, boost::test_tools::tolerance(0.1));
+    stats(t[2], var, max_abs);  // glorot uniform: limit sqrt(6 / (16384 + 200)), variance limit^2 / 3
+    const double limit = std::sqrt(6.0 / (64.0 * 16 * 16 + 200));
+    BOOST_TEST(max_abs <= limit);
+    BOOST_TEST(var == limit * limit / 3, boost::test_tools::tolerance(0.05));
+    for (std::size_t i = t[1].offset; i < t[1].offset + t[1].size; ++i) BOOST_TEST_REQUIRE(p[i] == 0.0f);
+    std::vector<float> again(p.size());
+    m->initialize(again, 5);
+    BOOST_TEST((again == p), "the same seed gives the same values");
+}
+
+BOOST_AUTO_TEST_CASE(dropout_draws_masks_in_training_and_is_off_at_evaluation)
+{
+    compute::cpu_backend be(1);
+    auto d = image_data(20, 1, 6, 6, 3, 2);
+    auto m = build(be, "conv2d:4:3x3:relu,flatten,dropout:0.5,dense:3", d, 20);
+    std::vector<float> p(m->num_params()), g1(p.size()), g2(p.size());
+    m->initialize(p, 1);
+    std::vector<std::uint32_t> rows(20);
+    std::iota(rows.begin(), rows.end(), 0u);
+    const auto l1 = m->compute_gradients(p, d, rows, g1).loss;
+    const auto l2 = m->compute_gradients(p, d, rows, g2).loss;
+    BOOST_TEST(l1 != l2, "each training step draws a new mask");
+    const auto e1 = m->evaluate(p, d), e2 = m->evaluate(p, d);
+    BOOST_TEST(e1.loss == e2.loss);
+    auto plain = build(be, "conv2d:4:3x3:relu,flatten,dense:3", d, 20);
+    BOOST_TEST(plain->evaluate(p, d).loss == e1.loss, "evaluation sees no dropout");
+}
+
+BOOST_AUTO_TEST_CASE(evaluation_in_chunks_equals_one_batch)
+{
+    compute::cpu_backend be(1);
+    auto d = image_data(23, 2, 5, 4, 3, 4);
+    auto small = build(be, "conv2d:3:3x3:tanh,maxpool:2:same,dense:3", d, 5);   // 5 chunks, the last partial
+    auto large = build(be, "conv2d:3:3x3:tanh,maxpool:2:same,dense:3", d, 23);
+    std::vector<float> p(small->num_params());
+    small->initialize(p, 2);
+    const auto a = small->evaluate(p, d), b = large->evaluate(p, d);
+    BOOST_TEST(a.loss == b.loss, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(a.accuracy == b.accuracy);
+    BOOST_TEST(a.examples == 23u);
+}
+
+BOOST_AUTO_TEST_CASE(a_small_cnn_learns)
+{
+    compute::cpu_backend be(1);
+    // Labels from the brightest quadrant of the image: a convolution and a
+    // pool find it; chance is 1/4.
+    auto d = image_data(400, 1, 8, 8, 4, 9);
+    for (std::size_t i = 0; i < d.rows; ++i) {
+        double q[4] = {0, 0, 0, 0};
+        for (int y = 0; y < 8; ++y)
+            for (int x = 0; x < 8; ++x) q[(y / 4) * 2 + x / 4] += d.features[i * 64 + y * 8 + x];
+        d.labels[i] = static_cast<int>(std::max_element(q, q + 4) - q);
+    }
+    auto m = build(be, "conv2d:4:3x3:relu,avgpool:4,flatten,dense:4", d, 50);
+    ps::optimizer_config cfg;
+    cfg.kind = ps::optimizer_kind::adam;
+    cfg.learning_rate = 0.02f;
+    ps::parameter_shard shard({0, m->num_params()}, cfg);
+    std::vector<float> init(m->num_params()), g(m->num_params());
+    m->initialize(init, 1);
+    shard.assign(init);
+    data::sampler s(d.rows, 1, 0, 1, false);
+    std::vector<std::uint32_t> rows;
+    for (int step = 0; step < 300; ++step) {
+        s.next_batch(50, rows);
+        m->compute_gradients(shard.values(), d, rows, g);
+        shard.apply(g);
+    }
+    const auto r = m->evaluate(shard.values(), d);
+    BOOST_TEST_MESSAGE("training accuracy " << r.accuracy);
+    BOOST_TEST(r.accuracy > 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(wrong_data_is_refused)
+{
+    compute::cpu_backend be(1);
+    auto d = image_data(4, 1, 6, 6, 3, 1);
+    auto m = build(be, "conv2d:2:3x3,dense:3", d);
+    auto other = image_data(4, 1, 5, 5, 3, 1);
+    std::vector<float> p(m->num_params()), g(p.size());
+    std::vector<std::uint32_t> rows{0};
+    BOOST_CHECK_EXCEPTION(m->compute_gradients(p, other, rows, g), error, [](const error& e) {
+        return std::string(e.what()) == "the data has 25 features per example but the model takes 1x6x6";
+    });
+    std::vector<std::uint32_t> too_many(17, 0);
+    BOOST_CHECK_THROW(m->compute_gradients(p, d, too_many, g), error);
+}

@@ -1,0 +1,74 @@
+// CPU kernels of the convolutional layers, NCHW activations: 2-D
+// convolution as im2col + OpenBLAS sgemm, max and average pooling,
+// element-wise activations, softmax, mean squared error and dropout.
+// Pointers are host memory; nothing here allocates: the caller passes the
+// workspaces, sized once for its largest batch (conv2d_workspace).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pstrain::compute::cpu {
+
+// The geometry of a 2-D window (convolution or pooling) over C x H x W
+// images: window kh x kw, strides sh, sw, and the zero padding before the
+// first row and column (pad_top, pad_left); the output is out_h x out_w.
+struct window2d {
+    int channels = 1, height = 1, width = 1;
+    int kh = 1, kw = 1, sh = 1, sw = 1;
+    int pad_top = 0, pad_left = 0;
+    int out_h = 1, out_w = 1;
+};
+
+// TensorFlow's padding rules: "valid" uses whole windows only,
+// out = (in - k) / s + 1; "same" gives out = ceil(in / s) and puts the odd
+// padding row or column at the bottom or right.  Sets out_* and pad_*.
+// Returns false when a "valid" window does not fit the input.
+bool resolve_padding(window2d& w, bool same);
+
+// Floats of the workspace a convolution of up to max_batch images needs
+// (the im2col columns and the product of a chunk of images).
+std::size_t conv2d_workspace(const window2d& w, int filters, int max_batch);
+
+// y[n, O, out_h, out_w] = conv(x[n, C, H, W], k[O, C, kh, kw]) + b[O]: one
+// sgemm per chunk of images over their im2col columns.
+void conv2d_forward(const float* x, const float* k, const float* b, float* y, int n, int filters, const window2d& w,
+                    float* workspace);
+// dk = dy * col^T summed over the images, db = sums of dy; dx (may be null)
+// = col2im(k^T dy).
+void conv2d_backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n, int filters,
+                     const window2d& w, float* workspace);
+
+// Max pooling; `argmax` (n * C * out_h * out_w) keeps each output's input
+// index within its channel plane for the backward pass.  Padding never wins.
+void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, const window2d& w);
+void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, int n, const window2d& w);
+// Average pooling over the window's cells inside the image (padding is not
+// counted, as in TensorFlow).
+void avgpool_forward(const float* x, float* y, int n, const window2d& w);
+void avgpool_backward(const float* dy, float* dx, int n, const window2d& w);
+
+enum class activation { relu, tanh, sigmoid };
+void activation_forward(activation a, const float* x, float* y, std::size_t count);
+// dx from dy and the forward output y.
+void activation_backward(activation a, const float* y, const float* dy, float* dx, std::size_t count);
+
+// Row-wise softmax of rows x classes, and its backward pass from the output.
+void softmax_forward(const float* x, float* y, int rows, int classes);
+void softmax_backward(const float* y, const float* dy, float* dx, int rows, int classes);
+
+struct loss_sums {
+    double loss = 0;        // summed over rows
+    std::int64_t correct = 0;
+};
+// Mean squared error against one-hot labels, averaged over the classes of
+// a row (Keras' mean_squared_error); dpred (may be null) = d(mean over rows) / d pred.
+loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, int rows, int classes);
+
+// Inverted dropout: keeps an element with probability 1 - rate and scales
+// it by 1 / (1 - rate); `mask` holds the factor (0 or the scale) for the
+// backward pass.  The mask is drawn from splitmix64(seed).
+void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate, std::uint64_t seed);
+void dropout_backward(const float* dy, const float* mask, float* dx, std::size_t count);
+
+}  // namespace pstrain::compute::cpu
