@@ -50,7 +50,7 @@ std::string silence_reason(std::chrono::milliseconds silent_for, const heartbeat
     return fmt::format("silent for {} s (heartbeats every {} s{}): its node is unreachable or down, or the task is "
                        "stopped; raise --heartbeat-interval if tasks compute or write for more than {} s without a word",
                        (silent_for.count() + 500) / 1000, secs(c.interval),
-                       address.empty() ? "" : fmt::format("; address {}", address), secs(c.limit()));
+                       address.empty() ? "" : fmt::format(", address {}", address), secs(c.limit()));
 }
 
 }  // namespace pstrain::transport
