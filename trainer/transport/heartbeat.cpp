@@ -5,14 +5,16 @@
 namespace pstrain::transport {
 
 silence_tracker::silence_tracker(std::size_t peers, heartbeat_config c, hb_clock::time_point now)
-    : cfg_(c), last_heard_(peers, now), silent_(peers, false), silent_for_(peers, std::chrono::milliseconds(0)),
+    : cfg_(c), last_heard_(peers, now), silent_(peers, false), watched_(peers, false), silent_for_(peers, std::chrono::milliseconds(0)),
       last_check_(now), next_beat_(now)
 {
 }
 
 void silence_tracker::heard(std::size_t peer, hb_clock::time_point now)
 {
-    if (peer < last_heard_.size() && now > last_heard_[peer]) last_heard_[peer] = now;
+    if (peer >= last_heard_.size()) return;
+    if (!watched_[peer] || now > last_heard_[peer]) last_heard_[peer] = now;
+    watched_[peer] = true;
 }
 
 std::vector<std::size_t> silence_tracker::check(hb_clock::time_point now)
@@ -27,7 +29,7 @@ std::vector<std::size_t> silence_tracker::check(hb_clock::time_point now)
         return found;
     }
     for (std::size_t i = 0; i < last_heard_.size(); ++i) {
-        if (silent_[i] || now - last_heard_[i] < cfg_.limit()) continue;
+        if (!watched_[i] || silent_[i] || now - last_heard_[i] < cfg_.limit()) continue;
         silent_[i] = true;
         silent_for_[i] = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_[i]);
         found.push_back(i);

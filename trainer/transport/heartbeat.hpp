@@ -6,8 +6,10 @@
 // stopped): the transport then reports it failed, naming how long it has
 // been silent.  UCX's own failure detection does not see a node that
 // vanishes without closing its connections: the TCP segments queued for it
-// are retransmitted for many minutes first.  No UCX here: the bookkeeping
-// is testable on its own.
+// are retransmitted for many minutes first.  A peer is watched from its
+// first heartbeat on: a task sends its first one when it first waits on the
+// transport, so a worker that loads its data after connecting is not taken
+// for silent meanwhile.  No UCX here: the bookkeeping is testable on its own.
 #pragma once
 
 #include <chrono>
@@ -30,7 +32,8 @@ class silence_tracker {
 public:
     silence_tracker(std::size_t peers, heartbeat_config c, hb_clock::time_point now);
 
-    // Something (a heartbeat) came from `peer`.
+    // Something (a heartbeat) came from `peer`; the first time, the peer is
+    // watched from then on.
     void heard(std::size_t peer, hb_clock::time_point now);
     // Called whenever this task listens: returns the peers found silent
     // now (each once).  Time in which this task did not listen (longer than
@@ -49,6 +52,7 @@ private:
     heartbeat_config cfg_;
     std::vector<hb_clock::time_point> last_heard_;
     std::vector<bool> silent_;
+    std::vector<bool> watched_;
     std::vector<std::chrono::milliseconds> silent_for_;
     hb_clock::time_point last_check_, next_beat_;
 };

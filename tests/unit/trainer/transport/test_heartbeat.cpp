@@ -30,10 +30,29 @@ BOOST_AUTO_TEST_CASE(a_peer_heard_from_is_never_silent)
     BOOST_TEST(!s.silent(1));
 }
 
+BOOST_AUTO_TEST_CASE(a_peer_is_watched_from_its_first_heartbeat)
+{
+    // A worker loading its data after connecting sends nothing yet: it is
+    // not silent; once it has sent one heartbeat, it is watched.
+    const auto t0 = hb_clock::now();
+    silence_tracker s(1, every(1s, 6), t0);
+    BOOST_TEST(s.check(t0 + 500ms).empty());
+    for (int i = 1; i <= 200; ++i) BOOST_TEST(s.check(t0 + i * 500ms).empty());
+    BOOST_TEST(!s.silent(0));
+    const auto t1 = t0 + 100s;
+    s.heard(0, t1);
+    std::vector<std::size_t> found;
+    int ticks = 0;
+    while (found.empty() && ticks < 100) found = s.check(t1 + ++ticks * 500ms);
+    BOOST_TEST(found.size() == 1u);
+    BOOST_TEST(ticks == 12);  // 6 s after its heartbeat
+}
+
 BOOST_AUTO_TEST_CASE(a_peer_silent_for_the_limit_is_found_once)
 {
     const auto t0 = hb_clock::now();
     silence_tracker s(3, every(1s, 6), t0);
+    s.heard(1, t0);
     std::vector<std::size_t> found;
     hb_clock::time_point when{};
     for (int i = 1; i <= 100 && found.empty(); ++i) {
@@ -60,6 +79,7 @@ BOOST_AUTO_TEST_CASE(time_spent_not_listening_does_not_count)
     // waited in the queue meanwhile; they are not silent when it comes back.
     const auto t0 = hb_clock::now();
     silence_tracker s(1, every(1s, 6), t0);
+    s.heard(0, t0);
     BOOST_TEST(s.check(t0 + 500ms).empty());
     BOOST_TEST(s.check(t0 + 20s).empty());
     BOOST_TEST(s.check(t0 + 20s + 500ms).empty());
@@ -84,6 +104,7 @@ BOOST_AUTO_TEST_CASE(interval_0_turns_them_off)
 {
     const auto t0 = hb_clock::now();
     silence_tracker s(1, every(0ms), t0);
+    s.heard(0, t0);
     BOOST_TEST(!s.beat_due(t0));
     BOOST_TEST(s.check(t0 + 1h).empty());
     BOOST_TEST(!s.silent(0));
