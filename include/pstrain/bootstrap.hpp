@@ -26,6 +26,9 @@ struct task_info {
 
 struct bootstrap_options {
     std::chrono::seconds timeout{60};  // for every peer to appear
+    // Heartbeats with every peer every `heartbeat_interval` (0: none); a
+    // peer silent for 6 intervals fails (transport::failed), its node named.
+    std::chrono::milliseconds heartbeat_interval{5000};
     // The classic flags; empty when not given.
     std::string ps_hosts, worker_hosts, job_name;
     int task_index = -1;

@@ -104,3 +104,10 @@ wait_job() {
     sleep 1
   done
 }
+
+# The cluster under test: its state directory, its mode (netns: every
+# node in its own network namespace; plain: all on 127.0.0.1), and
+# pstrain-cluster run against it (link, shape).
+cluster_dir() { dirname "$(dirname "$SLURM_CONF")"; }
+cluster_mode() { if [ -f "$(dirname "$SLURM_CONF")/netns" ]; then echo netns; else echo plain; fi; }
+cluster() { "$PSTRAIN_SRCDIR/scripts/pstrain-cluster" "$@" --dir "$(cluster_dir)"; }

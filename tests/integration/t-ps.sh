@@ -114,8 +114,16 @@ test_shared_memory_same_result_as_messages() {
   local a b
   run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 300 --seed 7
   expect_rc 0
-  expect_contains "pstrain[worker 0]: gradients and parameters go through shared memory with ps 0 (n1), ps 1 (n"
-  expect_contains "pstrain[worker 1]: gradients and parameters go through shared memory with ps 0 (n1), ps 1 (n"
+  if [ "$(cluster_mode)" = netns ]; then
+    # Nodes apart (pstrain-cluster --netns): both PS tasks are on n1, the
+    # workers on n2 and n3, and UCX maps no memory across hosts.
+    expect_contains "pstrain[worker 0]: gradients and parameters go through UCX messages with ps 0 (n1), ps 1 (n1)"
+    expect_contains "pstrain[worker 1]: gradients and parameters go through UCX messages with ps 0 (n1), ps 1 (n1)"
+    expect_not_contains "through shared memory"
+  else
+    expect_contains "pstrain[worker 0]: gradients and parameters go through shared memory with ps 0 (n1), ps 1 (n"
+    expect_contains "pstrain[worker 1]: gradients and parameters go through shared memory with ps 0 (n1), ps 1 (n"
+  fi
   a=$(field "$(last_json <<<"$out")" test_cross_entropy)
   run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 300 --seed 7 \
     --shared-memory off
@@ -124,6 +132,13 @@ test_shared_memory_same_result_as_messages() {
   expect_contains "pstrain[worker 1]: gradients and parameters go through UCX messages with every PS (--shared-memory off)"
   b=$(field "$(last_json <<<"$out")" test_cross_entropy)
   expect_eq "$b" "$a" "final test cross-entropy through messages (shared memory gave $a)"
+  if [ "$(cluster_mode)" = netns ]; then
+    # Within one node, shared memory as on one host.
+    run srun -N1 -n3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --sync-replicas --train-steps 100 --seed 7
+    expect_rc 0
+    expect_contains "pstrain[worker 0]: gradients and parameters go through shared memory with ps 0 (n1)"
+    expect_contains "pstrain[worker 1]: gradients and parameters go through shared memory with ps 0 (n1)"
+  fi
 }
 
 # kill_during ROLE INDEX pstrain-args...: starts the job, kills the task

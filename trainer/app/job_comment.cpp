@@ -15,7 +15,19 @@
 
 extern char** environ;
 
+#include <fmt/format.h>
+
 namespace pstrain::trainer {
+
+std::string failure_comment(std::uint64_t step, std::string_view error)
+{
+    auto what = error.substr(0, error.find("; "));
+    std::string out = fmt::format("failed at step {}: {}", step, what);
+    for (auto& c : out)
+        if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    if (out.size() > 300) out = out.substr(0, 297) + "...";
+    return out;
+}
 
 std::optional<std::string> job_comment::job_id()
 {

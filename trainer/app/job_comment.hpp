@@ -7,13 +7,21 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <string>
 
 #include <sys/types.h>
 
 namespace pstrain::trainer {
+
+// The comment of a job whose chief failed: "failed at step 812: lost ps 0
+// (n1): silent for 30 s (heartbeats every 5 s; address 10.251.0.11)", the
+// error up to its first "; " (the advice after it stays in the log), on one
+// line, at most 300 characters.
+std::string failure_comment(std::uint64_t step, std::string_view error);
 
 class job_comment {
 public:

@@ -44,6 +44,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
     app.add_option("--peer-timeout", o.peer_timeout, "seconds a worker waits for a PS reply before giving up")
         ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
+    app.add_option("--heartbeat-interval", o.heartbeat_interval,
+                   "seconds between the heartbeats every task sends its peers; a peer silent for 6 intervals (its node "
+                   "off the network or down) is lost, named with its node and address (0: none, UCX's error detection only)")
+        ->check(CLI::Range(0.0, 3600.0))->group(dist)->capture_default_str();
     app.add_option("--stall-timeout", o.stall_timeout,
                    "seconds without progress after which a task names what it waits for, writes its threads' stacks "
                    "and exits with status 124 (0: never)")
@@ -165,6 +169,9 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
             }
             throw error("--device cuda: layer models run on the CPU only in this version: use --device cpu, or --model mlp");
         }
+        if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
+            throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",
+                                    o.heartbeat_interval));
     } catch (const CLI::CallForHelp&) {
         fmt::print("{}", app.help());
         exit_code = 0;

@@ -27,6 +27,7 @@ struct train_options {
     int peer_timeout = 600;         // seconds without an answer from a peer
     std::string progress = "event";
     std::string shared_memory = "auto";  // auto: a PS maps the buffers of workers on its host; off: messages only
+    double heartbeat_interval = 5;  // seconds between heartbeats; a peer silent for 6 of them is lost; 0: none
     int stall_timeout = 300;        // seconds without progress before a task reports its stacks and exits; 0: never
     // data
     std::string data_dir;

@@ -123,8 +123,10 @@ int run_distributed(const train_options& o, bootstrap::job j)
         catch_termination();
     }
     log::debug("role from {}: {} of {} ps + {} workers", j.source, j.name(), j.num_ps, j.num_workers);
+    transport::heartbeat_config beats;
+    beats.interval = std::chrono::milliseconds(static_cast<long long>(o.heartbeat_interval * 1000 + 0.5));
     auto net = bootstrap::connect(j, o.progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event,
-                                  std::chrono::seconds(o.bootstrap_timeout));
+                                  std::chrono::seconds(o.bootstrap_timeout), beats);
     // From here on (the bootstrap has its own --bootstrap-timeout) a task
     // that makes no progress for --stall-timeout reports and exits.
     progress_meter meter;

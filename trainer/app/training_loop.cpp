@@ -66,7 +66,20 @@ public:
         }
     }
 
+    // The chief's failure also goes into the job's comment, where an
+    // operator's `scontrol show job` and `squeue -o %k` see which task and
+    // node the job lost.
     int run()
+    {
+        try {
+            return train();
+        } catch (const std::exception& e) {
+            if (comment_) comment_->update(failure_comment(client_.global_step(), e.what()), true);
+            throw;
+        }
+    }
+
+    int train()
     {
         if (chief()) {
             report_config rc;

@@ -8,6 +8,10 @@
 #include <cstring>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+
 #include <fmt/format.h>
 #include <pmix.h>
 
@@ -306,7 +310,22 @@ connections connect_static_worker(const job& j, transport::engine& w, const tran
 
 }  // namespace
 
-std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout)
+std::string resolve_address(const std::string& host)
+{
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return {};
+    char text[INET_ADDRSTRLEN] = {};
+    const auto* in = reinterpret_cast<const sockaddr_in*>(res->ai_addr);
+    std::string out = inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) ? text : "";
+    freeaddrinfo(res);
+    return out;
+}
+
+std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout,
+                                                  transport::heartbeat_config beats)
 {
     auto ctx = std::make_unique<transport::context>();
     auto eng = std::make_unique<transport::engine>(*ctx, progress);
@@ -321,8 +340,13 @@ std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progr
     auto c = j.how == mode::pmix                ? connect_pmix(j, *eng, timeout)
              : j.me.role == role::ps ? connect_static_ps(j, *eng, key, timeout)
                                                 : connect_static_worker(j, *eng, key, timeout);
+    // The peers' addresses, for the message that names a silent one.
+    std::vector<std::string> addresses;
+    const role peer_role = j.me.role == role::ps ? role::worker : role::ps;
+    for (const auto& hp : j.spec.tasks(peer_role)) addresses.push_back(resolve_address(split_host_port(hp).first));
     return std::make_unique<transport::ucx_transport>(std::move(ctx), std::move(eng), std::move(c),
-                                                      static_cast<std::uint32_t>(j.me.index), peer_names(j));
+                                                      static_cast<std::uint32_t>(j.me.index), peer_names(j), beats,
+                                                      std::move(addresses));
 }
 
 }  // namespace pstrain::bootstrap

@@ -52,7 +52,12 @@ std::vector<std::string> peer_names(const job& j);
 // Exchanges UCX addresses (PMIx Put/Commit/Fence/Get, or a hello over a
 // UCX listener at the spec's host:port) and connects: a worker to every PS,
 // a PS to every worker.  A peer that does not appear within `timeout` is
-// named in the error.
-std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout);
+// named in the error.  `beats`: heartbeats with every peer from then on
+// (a peer silent for beats.limit() fails, named with its address).
+std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout,
+                                                  transport::heartbeat_config beats = {});
+
+// The IPv4 address `host` resolves to here ("" when it does not).
+std::string resolve_address(const std::string& host);
 
 }  // namespace pstrain::bootstrap

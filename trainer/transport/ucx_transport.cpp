@@ -57,11 +57,51 @@ private:
 }  // namespace
 
 ucx_transport::ucx_transport(std::unique_ptr<context> ctx, std::unique_ptr<engine> eng, connections conns,
-                             std::uint32_t my_index, std::vector<std::string> names)
+                             std::uint32_t my_index, std::vector<std::string> names, heartbeat_config beats,
+                             std::vector<std::string> addresses)
     : ctx_(std::move(ctx)), engine_(std::move(eng)), conns_(std::move(conns)), me_(my_index), names_(std::move(names)),
-      scratch_(4096)
+      scratch_(4096), addresses_(std::move(addresses)), silence_(names_.size(), beats, ps::clock::now()),
+      beat_in_(names_.size()), beat_recv_(names_.size()), beat_send_(names_.size()), beat_posted_(names_.size(), 0)
 {
     conns_.sessions.resize(names_.size());
+    addresses_.resize(names_.size());
+    // The first heartbeats go out when this task first waits (guard).
+}
+
+void ucx_transport::beat()
+{
+    if (!silence_.config().enabled() || closed_) return;
+    const auto now = ps::clock::now();
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+        if (!conns_.peers[i] || silence_.silent(i)) continue;
+        // Every heartbeat already here, then the next receive posted.
+        auto& r = beat_recv_[i];
+        for (int n = 0; n < 64; ++n) {
+            if (beat_posted_[i]) {
+                if (!r.done()) break;
+                beat_posted_[i] = false;
+                if (r.status() != UCS_OK) break;  // cancelled: closing
+                silence_.heard(i, now);
+            }
+            r = engine_->recv(make_tag(heartbeat_channel, static_cast<std::uint32_t>(i), conns_.sessions[i].recv_token),
+                              tag_full_mask, &beat_in_[i], sizeof beat_in_[i]);
+            beat_posted_[i] = true;
+        }
+    }
+    if (silence_.beat_due(now)) {
+        ++beat_out_;
+        for (std::size_t i = 0; i < names_.size(); ++i) {
+            if (!conns_.peers[i] || conns_.peers[i]->failed() || silence_.silent(i)) continue;
+            // One heartbeat in flight per peer: a peer that does not take
+            // them does not pile them up here.
+            if (!beat_send_[i].done()) continue;
+            beat_send_[i] = engine_->send(conns_.peers[i]->get(),
+                                          make_tag(heartbeat_channel, me_, conns_.sessions[i].send_token), &beat_out_,
+                                          sizeof beat_out_);
+        }
+    }
+    for (auto i : silence_.check(now))
+        log::debug("{} is {}", names_[i], silence_reason(silence_.silent_for(i), silence_.config(), addresses_[i]));
 }
 
 ucx_transport::~ucx_transport()
@@ -104,6 +144,7 @@ void ucx_transport::guard()
     const auto now = ps::clock::now();
     if (now < next_guard_) return;
     next_guard_ = now + std::chrono::milliseconds(20);
+    beat();
     if (conns_.door && conns_.listen) {
         conns_.door->accept(*conns_.listen);
         conns_.door->poll();
@@ -124,7 +165,8 @@ void ucx_transport::drop_foreign_messages()
         const auto t = split_tag(info.sender_tag);
         const bool ours = t.channel == bootstrap_channel
                               ? conns_.door != nullptr
-                              : t.channel <= static_cast<std::uint8_t>(ps::channel::payload) && t.sender < names_.size() &&
+                              : (t.channel <= static_cast<std::uint8_t>(ps::channel::payload) || t.channel == heartbeat_channel) &&
+                                    t.sender < names_.size() &&
                                     t.token == conns_.sessions[t.sender].recv_token;
         if (ours) return;
         ucp_tag_message_h m = ucp_tag_probe_nb(engine_->get(), info.sender_tag, tag_full_mask, 1, &info);
@@ -141,11 +183,16 @@ void ucx_transport::drop_foreign_messages()
     }
 }
 
-bool ucx_transport::failed(std::size_t peer) const { return !conns_.peers[peer] || conns_.peers[peer]->failed(); }
+bool ucx_transport::failed(std::size_t peer) const
+{
+    return !conns_.peers[peer] || conns_.peers[peer]->failed() || silence_.silent(peer);
+}
 
 std::string ucx_transport::failure(std::size_t peer) const
 {
     if (!conns_.peers[peer]) return "closed";
+    if (silence_.silent(peer) && !conns_.peers[peer]->failed())
+        return silence_reason(silence_.silent_for(peer), silence_.config(), addresses_[peer]);
     return ucs_status_string(conns_.peers[peer]->failure());
 }
 
@@ -164,6 +211,9 @@ void ucx_transport::close(bool force)
     if (dropped_ > 1 && !closed_)
         log::warn("dropped {} messages in all from processes that did not pass the handshake", dropped_);
     closed_ = true;
+    // Heartbeats end first: a receive still posted is cancelled, a send
+    // to a silent peer dropped with its endpoint.
+    for (auto& r : beat_recv_) r.cancel(engine_->get());
     if (conns_.door) conns_.door->close(force);
     for (auto* list : {&conns_.fast, &conns_.peers, &conns_.accepted})
         for (auto& ep : *list)

@@ -6,6 +6,7 @@
 
 #include "pstrain/transport.hpp"
 #include "trainer/transport/handshake.hpp"
+#include "trainer/transport/heartbeat.hpp"
 #include "trainer/transport/ucx.hpp"
 
 #include <memory>
@@ -44,6 +45,9 @@ inline constexpr std::uint64_t tag_channel_mask = 0xff00000000000000ull;
 inline constexpr std::uint64_t tag_sender_mask = 0x00ffffff00000000ull;
 inline constexpr std::uint64_t tag_full_mask = ~0ull;
 inline constexpr std::uint8_t bootstrap_channel = 2;
+// Channel 3 carries heartbeats (heartbeat.hpp), on the failure-detecting
+// endpoints, with the session's tokens.
+inline constexpr std::uint8_t heartbeat_channel = 3;
 inline std::uint64_t make_tag(std::uint8_t channel, std::uint32_t sender, std::uint32_t token = 0)
 {
     return (std::uint64_t(channel) << 56) | (std::uint64_t(sender & 0xffffff) << 32) | token;
@@ -52,9 +56,11 @@ inline std::uint64_t make_tag(std::uint8_t channel, std::uint32_t sender, std::u
 class ucx_transport : public ps::transport {
 public:
     // `my_index`: how the peers number this task (a worker's index at a
-    // PS, a PS's index at a worker); `names[i]`: how to name peer i.
+    // PS, a PS's index at a worker); `names[i]`: how to name peer i;
+    // `addresses[i]`: its IP address (for messages; may be empty);
+    // `beats`: heartbeats to and from every peer (none with interval 0).
     ucx_transport(std::unique_ptr<context> ctx, std::unique_ptr<engine> eng, connections conns, std::uint32_t my_index,
-                  std::vector<std::string> names);
+                  std::vector<std::string> names, heartbeat_config beats = {}, std::vector<std::string> addresses = {});
     ~ucx_transport() override;
 
     std::size_t num_peers() const override { return names_.size(); }
@@ -77,6 +83,8 @@ private:
     // from processes that did not pass the handshake dropped.
     void guard();
     void drop_foreign_messages();
+    // Heartbeats: receives reaped, a round sent when due, silence judged.
+    void beat();
 
     std::unique_ptr<context> ctx_;
     std::unique_ptr<engine> engine_;
@@ -88,6 +96,13 @@ private:
     bool closed_ = false;
     std::vector<std::uint8_t> scratch_;  // what dropped messages are received into
     std::vector<request> drops_;
+    std::vector<std::string> addresses_;
+    silence_tracker silence_;
+    std::vector<std::uint64_t> beat_in_;   // one receive buffer per peer
+    std::vector<request> beat_recv_;       // the posted heartbeat receive per peer
+    std::vector<request> beat_send_;       // the last heartbeat sent per peer
+    std::vector<char> beat_posted_;        // beat_recv_[i] is a posted receive
+    std::uint64_t beat_out_ = 0;
 };
 
 }  // namespace pstrain::transport

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "pstrain/error.hpp"
+#include "trainer/app/job_comment.hpp"
 #include "trainer/app/report.hpp"
 #include "trainer/app/tensorboard.hpp"
 #include "trainer/app/tensorboard_event.pb.h"
@@ -240,4 +241,15 @@ BOOST_AUTO_TEST_CASE(the_reporter_writes_the_same_figures_to_the_metrics_file_an
         for (const auto& v : e.summary().value()) written.insert({e.step(), {v.tag(), v.simple_value()}});
     }
     BOOST_TEST((written == expected));
+}
+
+BOOST_AUTO_TEST_CASE(a_failure_comment_names_the_lost_task_and_its_node_on_one_line)
+{
+    using pstrain::trainer::failure_comment;
+    BOOST_TEST(failure_comment(812, "lost ps 0 (n1): silent for 30 s (heartbeats every 5 s, address 10.251.0.11): its node "
+                                    "is unreachable or down; raise --heartbeat-interval if ...") ==
+               "failed at step 812: lost ps 0 (n1): silent for 30 s (heartbeats every 5 s, address 10.251.0.11): its node is "
+               "unreachable or down");
+    BOOST_TEST(failure_comment(1, "a\nb") == "failed at step 1: a b");
+    BOOST_TEST(failure_comment(1, std::string(1000, 'x')).size() == 300u);
 }
