@@ -4,11 +4,13 @@ rogue=$PSTRAIN_BUILDDIR/tests/tools/ps_rogue
 
 # A static job (1 PS + 2 workers on localhost, the classic flags) with the
 # key in the environment; RUN_ROGUE=1 sends ps_rogue at the PS mid-run.
+# 2400 steps: the job still trains when the rogue's last attack arrives,
+# also on a loaded machine (the PS logs what it refused while it serves).
 # Sets $out (the chief's output), $ps_log, $rogue_out.
 static_job() {
   local base=$1 seed=$2 with_rogue=$3 spec
   spec=(--ps-hosts "localhost:$base" --worker-hosts "localhost:$((base + 1)),localhost:$((base + 2))"
-        --train-steps 1200 --device cpu --sync-replicas --seed "$seed" --bootstrap-timeout 30)
+        --train-steps 2400 --device cpu --sync-replicas --seed "$seed" --bootstrap-timeout 30)
   env -u SLURM_CONF timeout 150 "$pstrain" "${spec[@]}" --job_name ps --task_index 0 >ps.out 2>&1 &
   local ps=$!
   env -u SLURM_CONF timeout 150 "$pstrain" "${spec[@]}" --job-name worker --task-index 1 >w1.out 2>&1 &
@@ -48,7 +50,7 @@ test_rogue_peer_is_refused_and_the_job_goes_on() {
   static_job $((base + 10)) 11 1
   attacked=$(field "$(last_json <<<"$out")" test_cross_entropy)
   expect_eq "$attacked" "$alone" "test cross-entropy of the attacked job (same seed)"
-  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 1200 "global_step"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 2400 "global_step"
   # The rogue did what it came to do, and got nowhere.
   out=$rogue_out
   expect_contains "ps_rogue: refused: its proof does not match this job step's key"
