@@ -215,7 +215,7 @@ void ucx_transport::close(bool force)
     // to a silent peer dropped with its endpoint.
     for (auto& r : beat_recv_) r.cancel(engine_->get());
     if (conns_.door) conns_.door->close(force);
-    for (auto* list : {&conns_.fast, &conns_.peers, &conns_.accepted})
+    for (auto* list : {&conns_.fast, &conns_.peers})
         for (auto& ep : *list)
             if (ep) ep->close(std::chrono::milliseconds(force ? 100 : 500), force);
 }

@@ -26,8 +26,6 @@ struct connections {
     // failure detection is limited to transports that can detect it, TCP
     // between processes on one node); empty when there is none.
     std::vector<std::unique_ptr<endpoint>> fast;
-    // Endpoints accepted by a listener, kept open for the job's lifetime.
-    std::vector<std::unique_ptr<endpoint>> accepted;
     std::unique_ptr<listener> listen;
     // sessions[i]: the tokens the handshake with peer i gave (handshake.hpp).
     std::vector<session> sessions;
