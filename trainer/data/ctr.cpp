@@ -1,5 +1,6 @@
 #include "trainer/data/ctr.hpp"
 
+#include "common/random.hpp"
 #include "pstrain/error.hpp"
 
 #include <algorithm>
@@ -14,13 +15,8 @@
 namespace pstrain::data {
 namespace {
 
-std::uint64_t mix(std::uint64_t x)  // splitmix64's finaliser
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+// 64 well-mixed bits of x: splitmix64's first output from seed x.
+std::uint64_t mix(std::uint64_t x) { return random::splitmix64(x)(); }
 
 // The key of categorical field f's value (blank: value ~0).
 std::uint64_t field_key(int field, std::uint64_t value) { return mix((static_cast<std::uint64_t>(field + 1) << 48) ^ mix(value)); }

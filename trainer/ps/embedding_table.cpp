@@ -1,5 +1,6 @@
 #include "pstrain/embedding.hpp"
 
+#include "common/random.hpp"
 #include "pstrain/error.hpp"
 #include "trainer/ps/update_rules.hpp"
 
@@ -14,13 +15,8 @@
 namespace pstrain::ps {
 namespace {
 
-std::uint64_t mix(std::uint64_t x)  // splitmix64's finaliser
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
+// 64 well-mixed bits of x: splitmix64's first output from seed x.
+std::uint64_t mix(std::uint64_t x) { return random::splitmix64(x)(); }
 
 // FTRL-Proximal on one coordinate: z and n are its state.
 inline void ftrl_update(float& w, float& z, float& n, float g, float lr, float l1, float l2, float beta)
