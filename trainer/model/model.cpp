@@ -11,7 +11,7 @@
 
 namespace pstrain::model {
 
-void model::add_tensor(std::string name, std::vector<int> shape)
+void tensor_model::add_tensor(std::string name, std::vector<int> shape)
 {
     tensor_spec t;
     t.name = std::move(name);

@@ -34,9 +34,11 @@ struct eval_result {
     std::size_t examples = 0;
 };
 
-class model {
+// What every model has: its tensors in the flat vector, a name that is the
+// shape key of checkpoints, and initial values from a seed.
+class tensor_model {
 public:
-    virtual ~model() = default;
+    virtual ~tensor_model() = default;
 
     const std::vector<tensor_spec>& tensors() const { return tensors_; }
     std::size_t num_params() const { return tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size; }
@@ -47,6 +49,15 @@ public:
     // Initial values, from the seed only.
     virtual void initialize(std::span<float> params, std::uint64_t seed) const = 0;
 
+protected:
+    void add_tensor(std::string name, std::vector<int> shape);
+    std::vector<tensor_spec> tensors_;
+};
+
+// A model of dense examples (data::dataset rows).
+class model : public tensor_model {
+public:
+
     // Mean loss (and accuracy) over the batch rows of `d`; writes the
     // gradient of the mean loss into `grads` (host, num_params()).
     // Allocates nothing.
@@ -54,10 +65,6 @@ public:
                                      std::span<const std::uint32_t> rows, std::span<float> grads) = 0;
 
     virtual eval_result evaluate(std::span<const float> params, const data::dataset& d) = 0;
-
-protected:
-    void add_tensor(std::string name, std::vector<int> shape);
-    std::vector<tensor_spec> tensors_;
 };
 
 // "256,128" -> {256, 128}; throws pstrain::error naming the flag and the fix.
