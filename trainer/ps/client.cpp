@@ -172,6 +172,15 @@ public:
         return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), nullptr);
     }
 
+    ticket lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+    {
+        const auto dim = table_dim(table);
+        if (out.size() != keys.size() * dim)
+            throw error(fmt::format("lookup_rows: {} keys of table {} (dim {}) need {} floats of output, not {}", keys.size(),
+                                    table, dim, keys.size() * dim, out.size()));
+        return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), nullptr, wire::sparse_lookup);
+    }
+
     ticket push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
     {
         const auto dim = table_dim(table);
@@ -398,7 +407,8 @@ private:
         return cfg_.table_dims[table];
     }
 
-    ticket issue_sparse(wire::kind kind, std::size_t table, std::span<const std::uint64_t> keys, float* out, const float* grads)
+    ticket issue_sparse(wire::kind kind, std::size_t table, std::span<const std::uint64_t> keys, float* out, const float* grads,
+                        std::uint32_t flags = 0)
     {
         phase_clock<5>::scope timed(profile_, issuing);
         if (broken_) throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
@@ -431,6 +441,7 @@ private:
                     wire::sparse_pull m;
                     m.count = n;
                     m.table = op.table;
+                    m.flags = flags;
                     op.rows.resize(n * dim);
                     op.scatter_to = out;
                     op.out = wire::encode(m, n * 8);
@@ -731,6 +742,10 @@ ticket client::push(shard_range range, std::uint64_t position) { return impl_->p
 ticket client::pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
 {
     return impl_->pull_rows(table, keys, out);
+}
+ticket client::lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+{
+    return impl_->lookup_rows(table, keys, out);
 }
 ticket client::push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
 {

@@ -126,6 +126,32 @@ public:
         }
     }
 
+    void lookup(std::span<const std::uint64_t> keys, std::span<float> out) const
+    {
+        const std::size_t dim = cfg_.dim;
+        if (out.size() != keys.size() * dim)
+            throw error(fmt::format("lookup of {} keys of dim {} into {} floats", keys.size(), dim, out.size()));
+        std::uint32_t found[group];
+        for (std::size_t at = 0; at < keys.size(); at += group) {
+            const std::size_t n = std::min(group, keys.size() - at);
+            for (std::size_t i = 0; i < n; ++i) index_.prefetch(keys[at + i]);
+            for (std::size_t i = 0; i < n; ++i) {
+                const auto it = index_.find(keys[at + i]);
+                found[i] = it == index_.end() ? none : it->second;
+                if (found[i] != none) __builtin_prefetch(row(found[i]));
+            }
+            for (std::size_t i = 0; i < n; ++i) {
+                float* to = out.data() + (at + i) * dim;
+                if (found[i] == none) {
+                    std::fill(to, to + dim, 0.0f);
+                    continue;
+                }
+                const float* w = row(found[i]);
+                std::copy(w, w + dim, to);
+            }
+        }
+    }
+
     std::size_t push(std::span<const std::uint64_t> keys, std::span<const float> grads, std::uint64_t step)
     {
         const std::size_t dim = cfg_.dim;
@@ -339,6 +365,7 @@ void embedding_table::pull(std::span<const std::uint64_t> keys, std::span<float>
 {
     impl_->pull(keys, out, step);
 }
+void embedding_table::lookup(std::span<const std::uint64_t> keys, std::span<float> out) const { impl_->lookup(keys, out); }
 std::size_t embedding_table::push(std::span<const std::uint64_t> keys, std::span<const float> grads, std::uint64_t step)
 {
     return impl_->push(keys, grads, step);

@@ -28,7 +28,9 @@
 //   ps -> worker   stats_reply    its step and bytes moved (payload: one
 //                                 worker_counters per worker)
 //   worker -> ps   sparse_pull    the rows of `count` keys of an embedding
-//                                 table (payload: the keys)
+//                                 table (payload: the keys); with the
+//                                 lookup flag, only rows that exist, and
+//                                 nothing is made or counted
 //   worker -> ps   sparse_push    one update of `count` rows (payload: the
 //                                 keys, then count * dim floats)
 //   ps -> worker   rows           reply to both: the rows (payload, for a
@@ -52,7 +54,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 4;
+inline constexpr std::uint16_t version = 5;
 
 enum class kind : std::uint16_t {
     hello = 1, welcome, init, restore, pull, push, values, snapshot, snapshot_done, shutdown, abort, refusal, stats,
@@ -192,7 +194,10 @@ struct sparse_pull {
     static constexpr wire::kind type = kind::sparse_pull;
     std::uint64_t count = 0;            // keys in the payload
     std::uint32_t table = 0;
+    std::uint32_t flags = 0;            // sparse_lookup: read only
 };  // payload: count 64-bit keys
+
+inline constexpr std::uint32_t sparse_lookup = 1;
 
 struct sparse_push {
     static constexpr wire::kind type = kind::sparse_push;

@@ -766,9 +766,24 @@ private:
         const auto keys = sparse_keys(i, m.count);
         auto& table = tables_[m.table];
         p.rows_out.resize(m.count * table.config().dim);
-        if (!done_) table.pull(keys, p.rows_out, step_);
-        else std::fill(p.rows_out.begin(), p.rows_out.end(), 0.0f);
+        // After training, and for evaluation, reads make no rows.
+        if (done_ || (m.flags & wire::sparse_lookup)) {
+            table.lookup(keys, p.rows_out);
+        } else {
+            const auto refused = table.refused_rows();
+            table.pull(keys, p.rows_out, step_);
+            if (refused == 0 && table.refused_rows() > 0) warn_table_full(m.table);
+        }
         reply_rows(i, m.table, m.count);
+    }
+
+    // Once per table: memory is capped, new keys read as zeros from now on.
+    void warn_table_full(std::uint32_t t)
+    {
+        const auto& c = tables_[t].config();
+        log::warn("embedding table {} is full on this PS ({} rows, the limit --max-table-rows sets): new keys read as zeros "
+                  "and are not learned; raise the limit, add PS tasks, or drop rare keys with --admit-after or --evict-after",
+                  t, c.max_rows);
     }
 
     // Sparse updates apply on arrival, in sync mode too.

@@ -111,6 +111,40 @@ BOOST_DATA_TEST_CASE(rows_are_those_of_one_table_whatever_the_ps_count, bdata::m
     for (int p = 0; p < num_ps; ++p) BOOST_TEST_REQUIRE(job.finish(p).returned);
 }
 
+// Evaluation's lookups read the rows that exist and zeros for the others,
+// make and count nothing (a lookup is no occurrence for admission), and are
+// answered with the rows after the chief has ended training.
+BOOST_DATA_TEST_CASE(lookups_read_without_making_rows, bdata::make({1, 2}), num_ps)
+{
+    auto admitted = table_config();
+    admitted.admit_after = 2;
+    ps_job job(num_ps, 2, with_tables(false, {admitted}), {}, table_options({dim}));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    w0.wait(w0.init());
+    w1.wait(w1.pull());
+    embedding_table ref(admitted);
+    const std::vector<std::uint64_t> known{3, 3, 8};  // 3 admitted on its second occurrence
+    std::vector<float> expect(known.size() * dim);
+    ref.pull(known, expect, 0);
+    BOOST_TEST(pulled(w0, 0, known) == expect, boost::test_tools::per_element());
+
+    const std::vector<std::uint64_t> keys{3, 8, 42};
+    std::vector<float> looked(keys.size() * dim, -7.0f), want(keys.size() * dim);
+    ref.lookup(keys, want);
+    BOOST_TEST(want[0] != 0.0f);  // 3 has a row, 8 and 42 none
+    for (int i = 0; i < 3; ++i) w1.wait(w1.lookup_rows(0, keys, looked));
+    BOOST_TEST(looked == want, boost::test_tools::per_element());
+    // Three lookups of 42 did not count: its first pull is its first occurrence.
+    const std::vector<std::uint64_t> once{42};
+    BOOST_TEST(pulled(w1, 0, once) == std::vector<float>(dim, 0.0f), boost::test_tools::per_element());
+
+    w0.shutdown();
+    for (int i = 0; i < 100 && !w1.done(); ++i) w1.wait(w1.lookup_rows(0, keys, looked));
+    BOOST_TEST(w1.done());
+    BOOST_TEST(looked == want, boost::test_tools::per_element());
+    for (int p = 0; p < num_ps; ++p) BOOST_TEST_REQUIRE(job.finish(p).returned);
+}
+
 // More keys than one message may carry are split, and come back in order.
 BOOST_AUTO_TEST_CASE(a_request_larger_than_a_message_is_split)
 {
