@@ -89,6 +89,16 @@ struct server_hooks {
     // The chief resumes from the snapshot taken at `step`: return this
     // shard's part of it (`range` of the flat vector).  Throws to fail.
     std::function<shard_state(std::uint64_t step, shard_range range, std::uint64_t num_params)> restore;
+    // Embedding table `table` has reached its max_rows on this PS: new keys
+    // read as zeros from now on (called once per table; the program says
+    // how to raise the limit).  Unset: a generic warning is logged.
+    std::function<void(std::size_t table, std::uint64_t max_rows)> table_full;
+};
+
+// Embedding rows a server has served since it started.
+struct sparse_traffic {
+    std::uint64_t keys_pulled = 0;     // rows read (pulls and lookups)
+    std::uint64_t keys_pushed = 0;     // row updates received
 };
 
 enum class server_outcome {
@@ -121,6 +131,9 @@ public:
     // checking them, the optimizer's update (sync: with the aggregation),
     // replying, waiting for earlier replies to leave.  Any thread may call it.
     time_profile profile() const;
+    // Its sparse pulls' and pushes' keys (the time they took is profile()'s
+    // "sparse" phase).  Any thread may call it.
+    sparse_traffic sparse() const;
 
     class impl;
 

@@ -9,6 +9,7 @@
 #include "trainer/ps/update_pool.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -94,15 +95,18 @@ public:
 
     std::uint64_t step_ = 0, stale_ = 0;
     activity_recorder activity_;
-    enum phase : std::size_t { starting, waiting, requests, updating, replying, draining };
-    using profile_clock = phase_clock<6>;
+    enum phase : std::size_t { starting, waiting, requests, updating, replying, draining, sparse };
+    using profile_clock = phase_clock<7>;
     profile_clock profile_{{{{"start", "starting: the chief's hello, initialisation or restore"},
                              {"wait", "waiting for requests"},
                              {"requests", "checking and dispatching requests (snapshots and stats included)"},
                              {"update", "the optimizer's update (sync: with the sum of the step's gradients and the new "
                                         "values written into the mapped buffers of the workers on this host)"},
                              {"reply", "posting replies (async: writing values into mapped buffers)"},
-                             {"drain", "waiting for earlier replies to leave before the values change"}}}};
+                             {"drain", "waiting for earlier replies to leave before the values change"},
+                             {"sparse", "the embedding tables' lookups and row updates (sparse pulls and pushes)"}}}};
+    // Keys of sparse pulls (lookups included) and pushes served.
+    std::atomic<std::uint64_t> keys_pulled_{0}, keys_pushed_{0};
 
 private:
     using values_status = wire::values_status;
@@ -760,7 +764,7 @@ private:
 
     void on_sparse_pull(std::size_t i, const wire::sparse_pull& m)
     {
-        profile_clock::scope timed(profile_, updating);
+        profile_clock::scope timed(profile_, sparse);
         auto& p = workers_[i];
         wait_for_payload_send(i);  // rows_out may still be read by the previous reply
         const auto keys = sparse_keys(i, m.count);
@@ -774,28 +778,30 @@ private:
             table.pull(keys, p.rows_out, step_);
             if (refused == 0 && table.refused_rows() > 0) warn_table_full(m.table);
         }
+        keys_pulled_.fetch_add(m.count, std::memory_order_relaxed);
         reply_rows(i, m.table, m.count);
     }
 
     // Once per table: memory is capped, new keys read as zeros from now on.
     void warn_table_full(std::uint32_t t)
     {
-        const auto& c = tables_[t].config();
-        log::warn("embedding table {} is full on this PS ({} rows, the limit --max-table-rows sets): new keys read as zeros "
-                  "and are not learned; raise the limit, add PS tasks, or drop rare keys with --admit-after or --evict-after",
-                  t, c.max_rows);
+        const auto rows = tables_[t].config().max_rows;
+        if (hooks_.table_full) return hooks_.table_full(t, rows);
+        log::warn("embedding table {} is full on this PS ({} rows, its max_rows): new keys read as zeros and are not learned",
+                  t, rows);
     }
 
     // Sparse updates apply on arrival, in sync mode too.
     void on_sparse_push(std::size_t i, const wire::sparse_push& m)
     {
-        profile_clock::scope timed(profile_, updating);
+        profile_clock::scope timed(profile_, sparse);
         auto& p = workers_[i];
         wait_for_payload_send(i);
         const auto keys = sparse_keys(i, m.count);
         auto& table = tables_[m.table];
         const auto* grads = reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(p.slot.data()) + m.count * 8);
         if (!done_) table.push(keys, {grads, m.count * table.config().dim}, step_);
+        keys_pushed_.fetch_add(m.count, std::memory_order_relaxed);
         p.rows_out.clear();
         reply_rows(i, m.table, 0);
     }
@@ -1073,5 +1079,9 @@ std::uint64_t server::global_step() const { return impl_->step_; }
 std::uint64_t server::stale_gradients() const { return impl_->stale_; }
 ps::activity server::activity() const { return impl_->activity_.snapshot(); }
 time_profile server::profile() const { return impl_->profile_.snapshot(); }
+sparse_traffic server::sparse() const
+{
+    return {impl_->keys_pulled_.load(std::memory_order_relaxed), impl_->keys_pushed_.load(std::memory_order_relaxed)};
+}
 
 }  // namespace pstrain::ps

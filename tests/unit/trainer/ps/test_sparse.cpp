@@ -142,7 +142,15 @@ BOOST_DATA_TEST_CASE(lookups_read_without_making_rows, bdata::make({1, 2}), num_
     for (int i = 0; i < 100 && !w1.done(); ++i) w1.wait(w1.lookup_rows(0, keys, looked));
     BOOST_TEST(w1.done());
     BOOST_TEST(looked == want, boost::test_tools::per_element());
-    for (int p = 0; p < num_ps; ++p) BOOST_TEST_REQUIRE(job.finish(p).returned);
+    // Every key read or updated is counted by the PS that holds it.
+    std::uint64_t pulled_keys = 0, pushed_keys = 0;
+    for (int p = 0; p < num_ps; ++p) {
+        BOOST_TEST_REQUIRE(job.finish(p).returned);
+        pulled_keys += job.server(p).sparse().keys_pulled;
+        pushed_keys += job.server(p).sparse().keys_pushed;
+    }
+    BOOST_TEST(pulled_keys >= known.size() + 4 * keys.size() + once.size());
+    BOOST_TEST(pushed_keys == 0u);
 }
 
 // More keys than one message may carry are split, and come back in order.

@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(the_profiles_count_steps_and_time_their_phases)
     BOOST_TEST(s.steps == 5u);
     names.clear();
     for (const auto& p : s.phases) names.emplace_back(p.name);
-    BOOST_TEST(names == (std::vector<std::string>{"start", "wait", "requests", "update", "reply", "drain"}),
+    BOOST_TEST(names == (std::vector<std::string>{"start", "wait", "requests", "update", "reply", "drain", "sparse"}),
                boost::test_tools::per_element());
     BOOST_TEST(s.phases[1].time >= 90ms, "wait: " << s.phases[1].time.count() << " ns");  // for the worker's 20 ms
     BOOST_TEST(s.phases[3].entered == 5u);
