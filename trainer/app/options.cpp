@@ -8,12 +8,25 @@
 #include "trainer/model/model.hpp"
 #include "pstrain/optimizer.hpp"
 
+#include <filesystem>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 namespace pstrain::trainer {
+namespace {
+
+// A folder of Criteo-style .tsv files: click-through data.
+bool holds_tsv(const std::string& dir)
+{
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.path().extension() == ".tsv") return true;
+    return false;
+}
+
+}  // namespace
 
 std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code)
 {
@@ -60,8 +73,13 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::IsMember({"auto", "off"}))->group(dist)->capture_default_str();
 
     auto* data = "Data";
-    app.add_option("--data-dir", o.data_dir, "MNIST-format IDX files (.gz or plain) or train.csv/test.csv")
+    app.add_option("--data-dir", o.data_dir,
+                   "MNIST-format IDX files (.gz or plain), train.csv/test.csv, or Criteo-style .tsv files with a held-out "
+                   "test.tsv (click-through data: --model wide-deep)")
         ->group(data)->capture_default_str();
+    app.add_flag("--skip-bad-lines", o.skip_bad_lines,
+                 "count and skip malformed .tsv lines instead of stopping at the first, which is named with its file and line")
+        ->group(data);
     app.add_flag("--sample-with-replacement", o.sample_with_replacement,
                  "draw batches with replacement instead of a shuffled pass per epoch")->group(data);
     app.add_option("--normalize", o.normalize,
@@ -76,11 +94,30 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     auto* model = "Model";
     auto* model_option = app.add_option("--model", o.model,
                    "a preset: mlp (--hidden-units), linear (y = 2x + 10, the known-answer check), lenet5, cnn (the classic "
-                   "two-convolution MNIST model); or layers, e.g. conv2d:32:5x5:relu,maxpool:2,flatten,dense:10 (pstrain(1))")
+                   "two-convolution MNIST model), deepfm or wide-deep (click-through data: embedding tables on the PS tasks); or layers, e.g. conv2d:32:5x5:relu,maxpool:2,flatten,dense:10 (pstrain(1))")
         ->group(model)->capture_default_str();
     app.add_option("--model-file", o.model_file, "a JSON model description (pstrain(1), MODEL FILES)")
         ->group(model)->excludes(model_option);
-    app.add_option("--hidden-units", o.hidden_units, "hidden layer widths of --model mlp, comma separated")->group(model)->capture_default_str();
+    auto* hidden_option = app.add_option("--hidden-units", o.hidden_units,
+                   "hidden layer widths of --model mlp (default 100) or wide-deep (default 128,64), comma separated")->group(model);
+    auto* sparse = "Embedding tables (--model wide-deep)";
+    app.add_option("--embedding-dim", o.embedding_dim, "floats per embedding row of the deep part")
+        ->check(CLI::Range(1, 1024))->group(sparse)->capture_default_str();
+    app.add_option("--embedding-combiner", o.embedding_combiner, "how a multi-hot field's rows become one: sum or mean")
+        ->check(CLI::IsMember({"sum", "mean"}))->group(sparse)->capture_default_str();
+    app.add_option("--embedding-optimizer", o.embedding_optimizer, "the tables' row-wise lazy optimizer: adagrad, adam or ftrl")
+        ->check(CLI::IsMember({"adagrad", "adam", "ftrl"}))->group(sparse)->capture_default_str();
+    app.add_option("--embedding-learning-rate", o.embedding_learning_rate, "the tables' learning rate (> 0)")
+        ->check(CLI::PositiveNumber)->group(sparse)->capture_default_str();
+    app.add_option("--admit-after", o.admit_after,
+                   "a key gets a row at its Nth occurrence; before, it reads as zeros and is not learned (0: at once)")
+        ->check(CLI::Range(0u, 1u << 30))->group(sparse)->capture_default_str();
+    app.add_option("--evict-after", o.evict_after, "drop the rows of keys unseen for N global steps (0: never)")
+        ->group(sparse)->capture_default_str();
+    app.add_option("--max-table-rows", o.max_table_rows,
+                   "rows of each table on one PS; beyond it new keys read as zeros, with a warning (0: what half the "
+                   "PS's memory holds)")
+        ->group(sparse)->capture_default_str();
     app.add_flag("--summary", o.summary, "print the model's layers, output shapes and parameter counts, and exit")->group(model);
 
     auto* train = "Training";
@@ -150,6 +187,13 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
             o.spec = model::read_model_file(o.model_file);
             o.layers = true;
             o.model = o.spec.text();
+        } else if (o.model == "wide-deep" || o.model == "deepfm" ||
+                   (o.model == "mlp" && model_option->count() == 0 && holds_tsv(o.data_dir))) {
+            if (o.model == "mlp") o.model = "deepfm";
+            o.ctr = true;
+            o.hidden = model::parse_hidden_units(hidden_option->count() > 0 ? o.hidden_units : "128,64");
+            if (o.device == "cuda")
+                throw error(fmt::format("--device cuda: --model {} runs on the CPU in this version: use --device cpu", o.model));
         } else if (o.model == "mlp") {
             o.hidden = model::parse_hidden_units(o.hidden_units);
         } else if (o.model != "linear") {

@@ -35,6 +35,7 @@ struct train_options {
     std::string normalize = "global";  // global or per-channel
     int augment_shift = 0;              // random shifts of up to N pixels
     bool augment_flip = false;          // random horizontal flips
+    bool skip_bad_lines = false;        // TSV: count and skip malformed lines instead of failing
     // model
     std::string model = "mlp";
     std::string hidden_units = "100";
@@ -45,6 +46,16 @@ struct train_options {
     // `layers` is set and `spec` holds it; mlp and linear are their own.
     bool layers = false;
     model::model_spec spec;
+    // A click-through model (--model wide-deep, the default for a
+    // --data-dir of .tsv files): embedding tables on the PS tasks.
+    bool ctr = false;
+    int embedding_dim = 16;
+    std::string embedding_combiner = "sum";
+    std::string embedding_optimizer = "adagrad";
+    float embedding_learning_rate = 0.05f;
+    std::uint32_t admit_after = 0;        // a key's row is made at its Nth occurrence
+    std::uint64_t evict_after = 0;        // rows unseen for N steps are dropped
+    std::uint64_t max_table_rows = 0;     // per table per PS; 0: what half the memory holds
     // training
     std::int64_t train_steps = 1000;
     int batch_size = 100;

@@ -43,6 +43,18 @@ std::string profile_line(const std::string& task, const ps::time_profile& p, std
     return line;
 }
 
+std::string sparse_line(const std::string& task, const ps::time_profile& p, const ps::sparse_traffic& t)
+{
+    std::chrono::nanoseconds spent{0};
+    for (const auto& phase : p.phases)
+        if (std::string_view(phase.name) == "sparse") spent = phase.time;
+    const double s = std::chrono::duration<double>(spent).count();
+    const double keys = static_cast<double>(t.keys_pulled + t.keys_pushed);
+    return fmt::format("sparse traffic of {}: {} keys pulled, {} pushed in {:.2f} s of lookups and updates: {} keys/s", task,
+                       short_count(static_cast<double>(t.keys_pulled)), short_count(static_cast<double>(t.keys_pushed)), s,
+                       s > 0 ? short_count(keys / s) : std::string("-"));
+}
+
 std::string short_count(double n)
 {
     if (n >= 1e6) return fmt::format("{:.1f}M", n / 1e6);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pstrain/client.hpp"
+#include "pstrain/server.hpp"
 #include "trainer/app/tensorboard.hpp"
 
 namespace pstrain::trainer {
@@ -97,6 +98,11 @@ struct profile_part {
     std::chrono::nanoseconds time;
 };
 std::string profile_line(const std::string& task, const ps::time_profile& p, std::optional<profile_part> split = {});
+
+// --profile's line of a PS with embedding tables: the keys it served and
+// how fast, over its "sparse" phase ("sparse traffic of ps 0: 1.2M keys
+// pulled, 1.1M pushed in 3.1 s of lookups and updates: 740k keys/s").
+std::string sparse_line(const std::string& task, const ps::time_profile& p, const ps::sparse_traffic& t);
 
 // Prints the final JSON line on stdout and flushes.
 void print_done(const nlohmann::json& done);

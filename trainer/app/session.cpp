@@ -2,6 +2,7 @@
 
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
+#include "trainer/app/ctr_work.hpp"
 #include "trainer/app/threads.hpp"
 
 #include <cmath>
@@ -11,6 +12,12 @@
 
 namespace pstrain::trainer {
 
+const model::tensor_model& session::shape() const
+{
+    if (net) return *net;
+    return *ctr;
+}
+
 session open_session(const train_options& o, int worker)
 {
     session s;
@@ -18,12 +25,22 @@ session open_session(const train_options& o, int worker)
                                 : o.device == "cuda" ? compute::device_kind::cuda
                                                      : compute::device_kind::automatic;
     // The CPUs Slurm gave this task, unless told otherwise (threads.hpp).
-    if (o.layers && kind == compute::device_kind::automatic) {
+    if ((o.layers || o.ctr) && kind == compute::device_kind::automatic) {
         // Layer models run on the CPU in this version (options.cpp refuses --device cuda).
         kind = compute::device_kind::cpu;
     }
     const auto fit = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus());
     s.backend = compute::make_backend(kind, fit.threads);
+    if (o.ctr) {
+        // The files are streamed by each worker (ctr_work); the chief reads test.tsv.
+        const auto files = data::ctr_train_files(o.data_dir);
+        s.ctr = model::make_wide_deep(wide_deep_config_for(o));
+        s.data.description = fmt::format("{} ({} training file{})", o.data_dir, files.size(), files.size() == 1 ? "" : "s");
+        log::info("data: {}, streamed; model: {} ({} dense parameters, {} embedding tables); device: {}", s.data.description,
+                  s.ctr->describe(), s.ctr->num_params(), s.ctr->tables().size(), s.backend->name());
+        if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
+        return s;
+    }
     if (o.model == "linear") {
         s.data = data::make_linear(1000, 200, o.seed);
         s.net = model::make_linear(*s.backend, static_cast<std::size_t>(o.batch_size));
@@ -42,8 +59,8 @@ session open_session(const train_options& o, int worker)
                                 static_cast<std::size_t>(o.batch_size));
     }
     log::info("data: {} ({} training, {} test examples); model: {} ({} parameters, {:.1f} KB); device: {}",
-              s.data.description, s.data.train.rows, s.data.test.rows, s.net->describe(), s.net->num_params(),
-              s.net->num_params() * 4 / 1000.0, s.backend->name());
+              s.data.description, s.data.train.rows, s.data.test.rows, s.shape().describe(), s.shape().num_params(),
+              s.shape().num_params() * 4 / 1000.0, s.backend->name());
     // After the data: a bad --data-dir stays one error line.
     if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
     return s;
@@ -51,6 +68,21 @@ session open_session(const train_options& o, int worker)
 
 int print_summary(const train_options& o)
 {
+    if (o.ctr) {
+        const auto m = model::make_wide_deep(wide_deep_config_for(o));
+        fmt::print("model {}\n", m->describe());
+        for (const auto& t : m->tables())
+            fmt::print("  embedding table {:<6} {:>5} floats a row, rows made as keys appear (on the PS tasks)\n", t.name, t.dim);
+        std::size_t total = 0;
+        for (const auto& t : m->tensors()) {
+            std::string shape;
+            for (int d : t.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+            fmt::print("  {:<28} {:>12} {:>10}\n", t.name, shape, t.size);
+            total += t.size;
+        }
+        fmt::print("  dense parameters: {}\n", total);
+        return 0;
+    }
     if (o.model == "linear") {
         model::model_spec spec = model::parse_model_spec("dense:1,loss:mse");
         fmt::print("model linear: y = w x + b on one feature, squared error\n{}", model::summary(spec, {false, 1, 1, 1}, 1));
@@ -99,7 +131,11 @@ nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::
         log::info("eval at global step {}: test accuracy {:.4f}, cross-entropy {:.4f}", step, r.accuracy, r.loss);
     else
         log::info("eval at global step {}: test mse {:.5f}, weight {:.4f}, bias {:.4f}", step, r.loss, params[0], params[1]);
-    auto fields = evaluation_fields(s, r, params);
+    return record_evaluation(evaluation_fields(s, r, params), step, prog);
+}
+
+nlohmann::json record_evaluation(nlohmann::json fields, std::int64_t step, reporter& prog)
+{
     fields["event"] = "eval";
     fields["global_step"] = step;
     prog.record(fields);
@@ -124,9 +160,9 @@ checkpoint::manifest manifest_for(const session& s, const train_options& o, std:
     checkpoint::manifest m;
     m.global_step = step;
     m.mode = mode;
-    m.model = s.net->describe();
-    m.num_params = s.net->num_params();
-    for (const auto& t : s.net->tensors()) m.tensors.push_back({{"name", t.name}, {"shape", t.shape}});
+    m.model = s.shape().describe();
+    m.num_params = s.shape().num_params();
+    for (const auto& t : s.shape().tensors()) m.tensors.push_back({{"name", t.name}, {"shape", t.shape}});
     m.optimizer = o.optimizer;
     m.state_slots = ps::state_slots(ps::parse_optimizer(o.optimizer));
     m.seed = o.seed;
@@ -137,10 +173,10 @@ checkpoint::manifest manifest_for(const session& s, const train_options& o, std:
 void check_compatible(const checkpoint::manifest& m, const session& s, const train_options& o)
 {
     const auto name = fmt::format("the checkpoint at global step {} in {}", m.global_step, o.checkpoint_dir);
-    if (m.model != s.net->describe() || m.num_params != s.net->num_params())
+    if (m.model != s.shape().describe() || m.num_params != s.shape().num_params())
         throw error(fmt::format("{} holds the model '{}' ({} parameters) but this job builds '{}' ({} parameters): use the "
                                 "same --model (and --hidden-units) and data, or another --checkpoint-dir",
-                                name, m.model, m.num_params, s.net->describe(), s.net->num_params()));
+                                name, m.model, m.num_params, s.shape().describe(), s.shape().num_params()));
     if (m.optimizer != o.optimizer)
         throw error(fmt::format("{} was trained with --optimizer {} but this job uses {}: pass --optimizer {}, or another "
                                 "--checkpoint-dir", name, m.optimizer, o.optimizer, m.optimizer));

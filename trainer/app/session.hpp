@@ -5,6 +5,7 @@
 #include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/compute/backend.hpp"
 #include "trainer/data/dataset.hpp"
+#include "trainer/model/ctr_model.hpp"
 #include "trainer/model/model.hpp"
 #include "trainer/app/options.hpp"
 #include "trainer/app/report.hpp"
@@ -19,8 +20,12 @@ namespace pstrain::trainer {
 
 struct session {
     std::unique_ptr<compute::backend> backend;
-    data::train_test data;
-    std::unique_ptr<model::model> net;
+    data::train_test data;              // dense models: the examples in memory
+    std::unique_ptr<model::model> net;  // a dense model, or
+    std::unique_ptr<model::ctr_model> ctr;  // a click-through model (its data are streamed: ctr_work.hpp)
+
+    // Whichever it is: its tensors, name and initial values.
+    const model::tensor_model& shape() const;
 };
 
 // Loads the data and builds the model on the chosen device; `worker`
@@ -37,6 +42,9 @@ ps::optimizer_config optimizer_from(const train_options& o);
 // The final line's evaluation fields (test_accuracy, test_cross_entropy, or
 // for the linear model test_mse, weight and bias).
 nlohmann::json evaluation_fields(const session& s, const model::eval_result& r, std::span<const float> params);
+
+// One evaluation's log line and "eval" event (fields: the metrics); returns the event.
+nlohmann::json record_evaluation(nlohmann::json fields, std::int64_t step, reporter& prog);
 
 // Evaluates `params` on the test set: one log line, an "eval" event in the
 // metrics file; returns the event.

@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "pstrain/loopback.hpp"
+#include "trainer/app/ctr_work.hpp"
 #include "trainer/app/report.hpp"
 #include "trainer/app/session.hpp"
 #include "trainer/app/signals.hpp"
@@ -28,6 +29,7 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     c.sync = o.sync_replicas;
     c.replicas_to_aggregate = o.replicas_to_aggregate;
     c.share_memory = o.shared_memory == "auto";
+    c.tables = embedding_tables_for(o);
     // A PS's CPUs share its large updates (threads.hpp: --threads, else Slurm's share).
     c.update_threads = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus()).threads;
     return c;
@@ -41,6 +43,11 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
     const auto train_steps = static_cast<std::uint64_t>(o.train_steps);
     const std::string dir = o.checkpoint_dir;
     h.step_completed = [train_steps](std::uint64_t step) { return step >= train_steps; };
+    h.table_full = [](std::size_t table, std::uint64_t rows) {
+        log::warn("embedding table {} is full on this PS ({} rows, --max-table-rows): new keys read as zeros and are not "
+                  "learned; raise --max-table-rows, add PS tasks, or drop rare keys with --admit-after or --evict-after",
+                  table, rows);
+    };
     h.snapshot = [dir, busy_meter](const ps::shard_snapshot& s) {
         progress_meter::busy busy(*busy_meter, "writing its checkpoint shard");
         checkpoint::shard_meta m;
@@ -84,7 +91,10 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
     ps::server s(net, server_config_for(o, j.me.index, j.num_ps), server_hooks_for(o, &meter));
     watchdog::source watched(dog, [&s] { return s.activity(); });
     const auto outcome = s.run();
-    if (o.profile) log::info("{}", profile_line(j.peer_name(role::ps, j.me.index), s.profile()));
+    if (o.profile) {
+        log::info("{}", profile_line(j.peer_name(role::ps, j.me.index), s.profile()));
+        if (o.ctr) log::info("{}", sparse_line(j.peer_name(role::ps, j.me.index), s.profile(), s.sparse()));
+    }
     return outcome == ps::server_outcome::stopped ? preempted_exit_status : 0;
 }
 
@@ -191,7 +201,10 @@ int run_standalone(const train_options& o)
     }
     if (ps_thread.joinable()) ps_thread.join();
     if (server_error) std::rethrow_exception(server_error);
-    if (o.profile) log::info("{}", profile_line("the standalone PS", server.profile()));
+    if (o.profile) {
+        log::info("{}", profile_line("the standalone PS", server.profile()));
+        if (o.ctr) log::info("{}", sparse_line("the standalone PS", server.profile(), server.sparse()));
+    }
     return code;
 }
 

@@ -1,4 +1,5 @@
 #include "trainer/app/training_loop.hpp"
+#include "trainer/app/ctr_work.hpp"
 #include "trainer/data/augment.hpp"
 
 #include "common/log.hpp"
@@ -26,8 +27,10 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
     ps::client_config c;
     c.index = who.index;
     c.num_workers = who.num_workers;
-    c.num_params = s.net->num_params();
-    for (const auto& t : s.net->tensors()) c.key_sizes.push_back(t.size);
+    c.num_params = s.shape().num_params();
+    for (const auto& t : s.shape().tensors()) c.key_sizes.push_back(t.size);
+    if (s.ctr)
+        for (const auto& t : s.ctr->tables()) c.table_dims.push_back(static_cast<std::uint32_t>(t.dim));
     c.timeout = std::chrono::seconds(o.peer_timeout);
     c.share_memory = o.shared_memory == "auto";
     c.worker_names = who.worker_names;
@@ -50,13 +53,23 @@ session open_watched_session(const train_options& o, int worker, progress_meter&
 class training_loop {
 public:
     training_loop(const train_options& o, const loop_role& who, ps::transport& net)
-        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, who.index, meter_)), n_(s_.net->num_params()),
+        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, who.index, meter_)), n_(s_.shape().num_params()),
           client_(net, client_config_for(o, who, s_)), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
-          sampler_(s_.data.train.rows, who.num_workers, who.index, o.seed, o.sample_with_replacement),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o),
           mode_(who.standalone ? "standalone" : o.sync_replicas ? "sync" : "async")
     {
+        if (s_.ctr) {
+            ctr_.emplace(o, *s_.ctr, client_, who.index, who.num_workers);
+            if (chief()) {
+                progress_meter::busy busy(meter_, "loading the held-out test.tsv");
+                ctr_test_ = read_ctr_test_set(o, data::ctr_categorical_fields, data::ctr_numeric_fields);
+                log::info("held-out: {} examples of {}/test.tsv{}", ctr_test_->examples->size(), o.data_dir,
+                          ctr_test_->oracle_auc ? fmt::format(" (the best AUC possible: {:.4f})", *ctr_test_->oracle_auc) : "");
+            }
+            return;
+        }
+        sampler_.emplace(s_.data.train.rows, who.num_workers, who.index, o.seed, o.sample_with_replacement);
         const data::augment_options aug{o.augment_shift, o.augment_flip};
         if (aug.enabled()) {
             // Each worker its own stream of shifts and flips.
@@ -89,7 +102,7 @@ public:
             rc.tensorboard_dir = o_.tensorboard_dir;
             // The flag's value as typed (0.01, not the float's 0.0099999998).
             rc.learning_rate = std::strtod(fmt::format("{}", o_.learning_rate).c_str(), nullptr);
-            rc.classifier = s_.net->is_classifier();
+            rc.classifier = s_.shape().is_classifier();
             report_.emplace(rc);
             if (auto id = job_comment::job_id(); id && o_.job_comment == "on") {
                 comment_.emplace(*id);
@@ -104,21 +117,11 @@ public:
         schedule_.attempted();
         std::vector<std::uint32_t> rows;
         while (!client_.done()) {
-            sampler_.next_batch(static_cast<std::size_t>(o_.batch_size), rows);
             ++batches_;
-            const data::dataset* examples = &s_.data.train;
-            std::span<const std::uint32_t> batch_rows = rows;
-            if (augment_) {
-                // The augmented copies are rows 0..n-1 of a batch-sized dataset.
-                augment_->make_batch(s_.data.train, rows, augmented_);
-                examples = &augmented_;
-                batch_rows = std::span<const std::uint32_t>(identity_).first(rows.size());
-            }
-            const auto c0 = clock::now();
-            const auto batch = s_.net->compute_gradients(client_.params(), *examples, batch_rows, client_.grads());
-            compute_time_ += clock::now() - c0;
+            const auto batch = compute(rows);
             check_loss(batch.loss, step());
             client_.step(batches_);
+            if (ctr_) ctr_->finish();
             meter_.tick();
             ++local_steps;
             if (report_) {
@@ -129,7 +132,7 @@ public:
                 if (logged && !client_.done()) report_->cluster(step(), client_.stats());
                 if (next_eval > 0 && step() >= next_eval && !client_.done()) {
                     progress_meter::busy busy(meter_, "evaluating");
-                    evaluate_on_test(s_, client_.params(), step(), *report_);
+                    evaluate(step());
                     next_eval = (step() / o_.eval_every + 1) * o_.eval_every;
                 }
                 if (!o_.checkpoint_dir.empty() && !client_.done()) {
@@ -140,7 +143,10 @@ public:
         }
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
         log::debug("{} local steps, stopped at global step {}", local_steps, step());
-        if (o_.profile) log::info("{}", profile_line(who_.name, client_.profile(), profile_part{"compute", compute_time_}));
+        if (ctr_ && ctr_->bad_lines() > 0)
+            log::warn("{} malformed lines skipped in {} pass{} over this worker's share of {} (--skip-bad-lines)",
+                      ctr_->bad_lines(), ctr_->epoch(), ctr_->epoch() == 1 ? "" : "es", o_.data_dir);
+        if (o_.profile) log::info("{}", profile_line(who_.name, client_.profile(), profile_part{"compute", ctr_ ? ctr_->model_time() : compute_time_}));
         if (client_.stopped()) {
             log::info("the chief stopped the job at global step {} (SIGTERM): exiting with status {} so that a requeued "
                       "job resumes from the checkpoint", step(), preempted_exit_status);
@@ -150,12 +156,12 @@ public:
         const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == step() || save_checkpoint();
         auto done = [&] {
             progress_meter::busy busy(meter_, "evaluating");
-            return done_line(evaluate_on_test(s_, client_.params(), step(), *report_), seconds, *report_,
+            return done_line(evaluate(step()), seconds, *report_,
                              who_.standalone ? 0 : who_.num_ps, who_.num_workers, mode_);
         }();
         client_.shutdown();
         if (who_.after_shutdown) who_.after_shutdown();
-        if (who_.standalone && !s_.net->is_classifier())
+        if (who_.standalone && !s_.shape().is_classifier())
             log::info("linear model: weight {:.4f} (true 2), bias {:.4f} (true 10)", client_.params()[0], client_.params()[1]);
         print_done(done);
         report_->finish(done);
@@ -169,6 +175,40 @@ public:
 
 private:
     bool chief() const { return who_.index == 0; }
+
+    // One batch's gradient in the client's grads() (and, for a
+    // click-through model, its rows' update sent).
+    model::batch_result compute(std::vector<std::uint32_t>& rows)
+    {
+        if (ctr_) return ctr_->compute();
+        sampler_->next_batch(static_cast<std::size_t>(o_.batch_size), rows);
+        const data::dataset* examples = &s_.data.train;
+        std::span<const std::uint32_t> batch_rows = rows;
+        if (augment_) {
+            // The augmented copies are rows 0..n-1 of a batch-sized dataset.
+            augment_->make_batch(s_.data.train, rows, augmented_);
+            examples = &augmented_;
+            batch_rows = std::span<const std::uint32_t>(identity_).first(rows.size());
+        }
+        const auto c1 = clock::now();
+        const auto r = s_.net->compute_gradients(client_.params(), *examples, batch_rows, client_.grads());
+        compute_time_ += clock::now() - c1;
+        return r;
+    }
+
+    // The chief's evaluation on the held-out data: one log line and an
+    // "eval" event, returned.
+    nlohmann::json evaluate(std::int64_t step)
+    {
+        if (!ctr_) return evaluate_on_test(s_, client_.params(), step, *report_);
+        const auto m = ctr_->evaluate(*ctr_test_->examples);
+        nlohmann::json fields{{"test_auc", m.auc}, {"test_logloss", m.logloss}, {"test_accuracy", m.accuracy}};
+        if (ctr_test_->oracle_auc) fields["oracle_auc"] = *ctr_test_->oracle_auc;
+        log::info("eval at global step {}: test AUC {:.4f}{}, log loss {:.4f}, accuracy {:.4f} ({} examples)", step, m.auc,
+                  ctr_test_->oracle_auc ? fmt::format(" (oracle {:.4f})", *ctr_test_->oracle_auc) : "", m.logloss,
+                  m.accuracy, m.examples);
+        return record_evaluation(std::move(fields), step, *report_);
+    }
 
     // The chief restores the newest complete checkpoint or initialises
     // every shard; the others pull.  Everyone resumes its data position.
@@ -184,11 +224,11 @@ private:
                 client_.wait(client_.restore(m->global_step));
                 schedule_.saved(static_cast<std::int64_t>(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
-                          s_.net->describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
+                          s_.shape().describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
                           m->created, m->shards.size(), mode_, o_.train_steps);
             } else {
-                s_.net->initialize(client_.params(), o_.seed);
-                log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.net->describe(), n_,
+                s_.shape().initialize(client_.params(), o_.seed);
+                log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.shape().describe(), n_,
                           who_.num_ps,
                           o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, who_.num_workers)
                                            : std::string(mode_),
@@ -208,8 +248,13 @@ private:
         progress_meter::busy busy(meter_, "reading the checkpoint's manifest");
         const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
         batches_ = resumed_batches(m, o_, who_.num_workers, who_.index);
-        sampler_.skip_batches(batches_, static_cast<std::size_t>(o_.batch_size));
-        log::debug("data position restored: {} batches drawn (epoch {})", batches_, sampler_.epoch());
+        if (ctr_) {
+            ctr_->skip_batches(batches_);
+            log::debug("data position restored: {} batches read (epoch {})", batches_, ctr_->epoch());
+            return;
+        }
+        sampler_->skip_batches(batches_, static_cast<std::size_t>(o_.batch_size));
+        log::debug("data position restored: {} batches drawn (epoch {})", batches_, sampler_->epoch());
     }
 
     // Every PS writes its shard (its snapshot hook), then the chief checks
@@ -306,7 +351,9 @@ private:
     // The model reads the parameters and writes the gradients in the
     // client's exchange buffers; page-locked on a GPU.
     compute::host_pin pin_;
-    data::sampler sampler_;
+    std::optional<data::sampler> sampler_;    // dense models' batches
+    std::optional<ctr_work> ctr_;             // or a click-through model's
+    std::optional<ctr_test_set> ctr_test_;    // the chief's held-out click-through examples
     std::optional<data::augmenter> augment_;  // --augment-shift / --augment-flip
     data::dataset augmented_;                 // the augmented batch
     std::vector<std::uint32_t> identity_;     // 0..batch-1

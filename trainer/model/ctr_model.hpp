@@ -73,6 +73,9 @@ struct wide_deep_config {
     int embedding_dim = 16;               // the "deep" table's dim
     std::vector<int> hidden = {128, 64};  // the deep part's ReLU layers
     bag_combiner combiner = bag_combiner::sum;
+    // DeepFM (Guo et al. 2017): a factorisation machine's pairwise term
+    // over the fields' deep embeddings joins the logit.
+    bool fm = false;
     std::size_t max_batch = 1024;
 };
 
@@ -81,6 +84,9 @@ struct wide_deep_config {
 //          table's 1-float rows,
 //   deep = an MLP (ReLU) over [the bag of each field's "deep" rows, in
 //          field order; the numeric features].
+// With fm (DeepFM), logit += sum over pairs of fields f < g of
+// <e_f, e_g>, e_f being field f's combined "deep" row (the teacher of
+// `pstrain datagen ctr` has this form).
 // Tensors: wide/weights [numeric], wide/bias [1], deep/hidden_i/{weights,
 // biases}, deep/logit/{weights [last, 1], biases [1]}; glorot-uniform
 // weights, zero biases.  Runs on the CPU (BLAS).  Throws pstrain::error

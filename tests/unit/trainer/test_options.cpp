@@ -255,3 +255,40 @@ BOOST_AUTO_TEST_CASE(cuda_refuses_layer_models_until_cudnn)
 
 BOOST_AUTO_TEST_CASE(augment_shift_out_of_range) { expect_error({"--augment-shift", "65"}, "--augment-shift"); }
 BOOST_AUTO_TEST_CASE(unknown_normalisation) { expect_error({"--normalize", "minmax"}, "--normalize: minmax not in {global,per-channel}"); }
+
+// A folder of .tsv files is click-through data: wide & deep unless another
+// model is named; its own defaults and flags.
+BOOST_AUTO_TEST_CASE(tsv_data_trains_wide_deep)
+{
+    char dir[] = "/tmp/pstrain-ctr-XXXXXX";
+    BOOST_TEST_REQUIRE(mkdtemp(dir) != nullptr);
+    const std::string tsv = std::string(dir) + "/train-00000.tsv";
+    close(open(tsv.c_str(), O_CREAT | O_WRONLY, 0600));
+    auto o = accepted({"--data-dir", dir});
+    BOOST_TEST(o.ctr);
+    BOOST_TEST(o.model == "wide-deep");
+    BOOST_TEST(o.hidden == (std::vector<int>{128, 64}), boost::test_tools::per_element());
+    BOOST_TEST(o.embedding_dim == 16);
+    BOOST_TEST(o.embedding_optimizer == "adagrad");
+    BOOST_TEST(o.max_table_rows == 0u);
+    o = accepted({"--data-dir", dir, "--hidden-units", "32", "--embedding-dim", "8", "--embedding-combiner", "mean",
+                  "--embedding-optimizer", "ftrl", "--admit-after", "3", "--evict-after", "1000", "--max-table-rows", "5000",
+                  "--skip-bad-lines"});
+    BOOST_TEST(o.hidden == (std::vector<int>{32}), boost::test_tools::per_element());
+    BOOST_TEST(o.embedding_dim == 8);
+    BOOST_TEST(o.embedding_combiner == "mean");
+    BOOST_TEST(o.embedding_optimizer == "ftrl");
+    BOOST_TEST(o.admit_after == 3u);
+    BOOST_TEST(o.evict_after == 1000u);
+    BOOST_TEST(o.max_table_rows == 5000u);
+    BOOST_TEST(o.skip_bad_lines);
+    // A model named is the model trained; an image folder stays mlp.
+    BOOST_TEST(!accepted({"--data-dir", dir, "--model", "mlp"}).ctr);
+    BOOST_TEST(!accepted({"--data-dir", "/nonexistent"}).ctr);
+    BOOST_TEST(accepted({"--model", "wide-deep"}).ctr);
+    expect_error({"--model", "wide-deep", "--device", "cuda"}, "--device cuda: --model wide-deep runs on the CPU");
+    expect_error({"--data-dir", dir, "--embedding-optimizer", "sgd"}, "--embedding-optimizer: sgd not in {adagrad,adam,ftrl}");
+    expect_error({"--data-dir", dir, "--embedding-dim", "0"}, "--embedding-dim");
+    unlink(tsv.c_str());
+    rmdir(dir);
+}
