@@ -14,12 +14,6 @@
 namespace pstrain::trainer {
 namespace {
 
-// Field f's ids of one example.
-std::span<const std::uint64_t> field_ids(const data::ctr_sample& s, int f)
-{
-    return std::span<const std::uint64_t>(s.keys).subspan(static_cast<std::size_t>(f), 1);
-}
-
 std::uint64_t physical_memory()
 {
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
@@ -85,7 +79,7 @@ void ctr_examples::add(const data::ctr_sample& s)
     labels_.push_back(s.label);
     numeric_values_.insert(numeric_values_.end(), s.numeric.begin(), s.numeric.begin() + numeric_);
     for (int f = 0; f < fields_; ++f) {
-        const auto ids = field_ids(s, f);
+        const auto ids = s.field(f);
         ids_.insert(ids_.end(), ids.begin(), ids.end());
         bag_begin_.push_back(static_cast<std::uint32_t>(ids_.size()));
     }

@@ -40,6 +40,8 @@ std::uint32_t scramble(std::uint32_t x)
 bool parse_ctr_line(std::string_view line, ctr_sample& out, std::string& why)
 {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out.keys.clear();
+    out.field_begin[0] = 0;
     std::size_t field = 0, at = 0;
     const std::size_t fields = 1 + ctr_numeric_fields + ctr_categorical_fields;
     for (; field < fields; ++field) {
@@ -71,17 +73,33 @@ bool parse_ctr_line(std::string_view line, ctr_sample& out, std::string& why)
         } else {
             const int f = static_cast<int>(field - 1 - ctr_numeric_fields);
             if (text.empty()) {
-                out.keys[static_cast<std::size_t>(f)] = field_key(f, ~std::uint64_t(0));
-                continue;
+                out.keys.push_back(field_key(f, ~std::uint64_t(0)));
+            } else {
+                // One hex id, or several separated by commas.
+                std::size_t ids = 0;
+                for (const char* id = b; id <= e; ++ids) {
+                    const char* end = std::find(id, e, ',');
+                    std::uint64_t x = 0;
+                    auto [p, ec] = end - id >= 1 && end - id <= 16 ? std::from_chars(id, end, x, 16)
+                                                                  : std::from_chars_result{id, std::errc::invalid_argument};
+                    if (ec != std::errc() || p != end) {
+                        why = end == e && id == b
+                                  ? fmt::format("categorical feature C{} is '{}', not a hex string of at most 16 digits "
+                                                "(or several separated by commas)", f + 1, text.substr(0, 20))
+                                  : fmt::format("categorical feature C{} is '{}': id {} of its list is '{}', not a hex string "
+                                                "of at most 16 digits", f + 1, text.substr(0, 40), ids + 1,
+                                                std::string_view(id, static_cast<std::size_t>(end - id)).substr(0, 20));
+                        return false;
+                    }
+                    if (ids == ctr_max_bag) {
+                        why = fmt::format("categorical feature C{} holds more than {} ids", f + 1, ctr_max_bag);
+                        return false;
+                    }
+                    out.keys.push_back(field_key(f, x));
+                    id = end + 1;
+                }
             }
-            std::uint64_t x = 0;
-            auto [p, ec] = text.size() <= 16 ? std::from_chars(b, e, x, 16) : std::from_chars_result{b, std::errc::result_out_of_range};
-            if (ec != std::errc() || p != e) {
-                why = fmt::format("categorical feature C{} is '{}', not a hex string of at most 16 digits", f + 1,
-                                  text.substr(0, 20));
-                return false;
-            }
-            out.keys[static_cast<std::size_t>(f)] = field_key(f, x);
+            out.field_begin[static_cast<std::size_t>(f) + 1] = static_cast<std::uint32_t>(out.keys.size());
         }
     }
     if (field < fields || at <= line.size()) {

@@ -22,10 +22,23 @@ struct ctr_sample {
     float label = 0;                                        // 0 or 1
     // log(1 + x) of each integer feature (negative values: -log(1 - x)); 0 when blank.
     std::array<float, ctr_numeric_fields> numeric{};
-    // One 64-bit key per categorical field: the field and its value hashed
-    // together (a blank is a value of its own), so fields never share keys.
-    std::array<std::uint64_t, ctr_categorical_fields> keys{};
+    // The 64-bit keys of every categorical field, field after field: each
+    // the field and one id hashed together (a blank is an id of its own), so
+    // fields never share keys.  A field holds one id, or several separated
+    // by commas (a multi-hot field: an embedding bag).
+    std::vector<std::uint64_t> keys;
+    // Field f's keys are keys[field_begin[f] .. field_begin[f + 1]).
+    std::array<std::uint32_t, ctr_categorical_fields + 1> field_begin{};
+
+    std::span<const std::uint64_t> field(int f) const
+    {
+        const auto i = static_cast<std::size_t>(f);
+        return std::span<const std::uint64_t>(keys).subspan(field_begin[i], field_begin[i + 1] - field_begin[i]);
+    }
 };
+
+// The most ids one multi-hot field may hold.
+inline constexpr std::size_t ctr_max_bag = 1024;
 
 // Parses one line (without its newline).  False, with `why` naming the
 // field and what is wrong, when it is not a Criteo line.

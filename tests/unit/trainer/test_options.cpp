@@ -256,7 +256,7 @@ BOOST_AUTO_TEST_CASE(cuda_refuses_layer_models_until_cudnn)
 BOOST_AUTO_TEST_CASE(augment_shift_out_of_range) { expect_error({"--augment-shift", "65"}, "--augment-shift"); }
 BOOST_AUTO_TEST_CASE(unknown_normalisation) { expect_error({"--normalize", "minmax"}, "--normalize: minmax not in {global,per-channel}"); }
 
-// A folder of .tsv files is click-through data: wide & deep unless another
+// A folder of .tsv files is click-through data: DeepFM unless another
 // model is named; its own defaults and flags.
 BOOST_AUTO_TEST_CASE(tsv_data_trains_wide_deep)
 {
@@ -266,7 +266,7 @@ BOOST_AUTO_TEST_CASE(tsv_data_trains_wide_deep)
     close(open(tsv.c_str(), O_CREAT | O_WRONLY, 0600));
     auto o = accepted({"--data-dir", dir});
     BOOST_TEST(o.ctr);
-    BOOST_TEST(o.model == "wide-deep");
+    BOOST_TEST(o.model == "deepfm");
     BOOST_TEST(o.hidden == (std::vector<int>{128, 64}), boost::test_tools::per_element());
     BOOST_TEST(o.embedding_dim == 16);
     BOOST_TEST(o.embedding_optimizer == "adagrad");
@@ -286,6 +286,7 @@ BOOST_AUTO_TEST_CASE(tsv_data_trains_wide_deep)
     BOOST_TEST(!accepted({"--data-dir", dir, "--model", "mlp"}).ctr);
     BOOST_TEST(!accepted({"--data-dir", "/nonexistent"}).ctr);
     BOOST_TEST(accepted({"--model", "wide-deep"}).ctr);
+    BOOST_TEST(accepted({"--model", "deepfm"}).ctr);
     expect_error({"--model", "wide-deep", "--device", "cuda"}, "--device cuda: --model wide-deep runs on the CPU");
     expect_error({"--data-dir", dir, "--embedding-optimizer", "sgd"}, "--embedding-optimizer: sgd not in {adagrad,adam,ftrl}");
     expect_error({"--data-dir", dir, "--embedding-dim", "0"}, "--embedding-dim");

@@ -57,6 +57,39 @@ BOOST_AUTO_TEST_CASE(a_criteo_line_parses_with_blanks_and_keys_per_field)
     BOOST_TEST(t.numeric[0] == -std::log1p(3.0f), boost::test_tools::tolerance(1e-6f));
 }
 
+// A field may hold several ids (an embedding bag): each its own key, the
+// same key a single id of that field gets; the other fields keep one each.
+BOOST_AUTO_TEST_CASE(a_multi_hot_field_holds_several_ids)
+{
+    ctr_sample one, many;
+    std::string why;
+    BOOST_TEST_REQUIRE(parse_ctr_line(criteo_line("1", "5", "68fd1e64"), one, why), why);
+    BOOST_TEST(one.keys.size() == static_cast<std::size_t>(ctr_categorical_fields));
+    BOOST_TEST(one.field(0).size() == 1u);
+    BOOST_TEST_REQUIRE(parse_ctr_line(criteo_line("1", "5", "68fd1e64,a,68fd1e64"), many, why), why);
+    BOOST_TEST(many.keys.size() == static_cast<std::size_t>(ctr_categorical_fields) + 2);
+    BOOST_TEST_REQUIRE(many.field(0).size() == 3u);
+    BOOST_TEST(many.field(0)[0] == one.field(0)[0]);
+    BOOST_TEST(many.field(0)[2] == one.field(0)[0]);
+    BOOST_TEST(many.field(0)[1] != one.field(0)[0]);
+    for (int f = 1; f < ctr_categorical_fields; ++f) {
+        BOOST_TEST_REQUIRE(many.field(f).size() == 1u);
+        BOOST_TEST(many.field(f)[0] == one.field(f)[0], "field " << f);
+    }
+    // Parsing again into the same sample starts afresh.
+    BOOST_TEST_REQUIRE(parse_ctr_line(criteo_line("0"), many, why), why);
+    BOOST_TEST(many.keys == one.keys, boost::test_tools::per_element());
+
+    BOOST_TEST(!parse_ctr_line(criteo_line("1", "5", "a,,b"), many, why));
+    BOOST_TEST(why.find("C1 is 'a,,b': id 2 of its list is ''") != std::string::npos, why);
+    BOOST_TEST(!parse_ctr_line(criteo_line("1", "5", "a,"), many, why));
+    BOOST_TEST(why.find("id 2 of its list") != std::string::npos, why);
+    std::string huge = "1";
+    for (std::size_t i = 0; i < ctr_max_bag; ++i) huge += ",1";
+    BOOST_TEST(!parse_ctr_line(criteo_line("1", "5", huge), many, why));
+    BOOST_TEST(why.find("holds more than 1024 ids") != std::string::npos, why);
+}
+
 BOOST_AUTO_TEST_CASE(a_malformed_line_names_what_is_wrong)
 {
     ctr_sample s;
