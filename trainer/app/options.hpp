@@ -52,7 +52,7 @@ struct train_options {
     int embedding_dim = 16;
     std::string embedding_combiner = "sum";
     std::string embedding_optimizer = "adagrad";
-    float embedding_learning_rate = 0.05f;
+    float embedding_learning_rate = 0.5f;
     std::uint32_t admit_after = 0;        // a key's row is made at its Nth occurrence
     std::uint64_t evict_after = 0;        // rows unseen for N steps are dropped
     std::uint64_t max_table_rows = 0;     // per table per PS; 0: what half the memory holds

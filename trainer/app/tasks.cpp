@@ -43,10 +43,13 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
     const auto train_steps = static_cast<std::uint64_t>(o.train_steps);
     const std::string dir = o.checkpoint_dir;
     h.step_completed = [train_steps](std::uint64_t step) { return step >= train_steps; };
-    h.table_full = [](std::size_t table, std::uint64_t rows) {
-        log::warn("embedding table {} is full on this PS ({} rows, --max-table-rows): new keys read as zeros and are not "
+    std::vector<std::string> table_names;
+    if (o.ctr)
+        for (const auto& t : model::make_wide_deep(wide_deep_config_for(o))->tables()) table_names.push_back(t.name);
+    h.table_full = [table_names](std::size_t table, std::uint64_t rows) {
+        log::warn("embedding table '{}' is full on this PS ({} rows, --max-table-rows): new keys read as zeros and are not "
                   "learned; raise --max-table-rows, add PS tasks, or drop rare keys with --admit-after or --evict-after",
-                  table, rows);
+                  table < table_names.size() ? table_names[table] : std::to_string(table), rows);
     };
     h.snapshot = [dir, busy_meter](const ps::shard_snapshot& s) {
         progress_meter::busy busy(*busy_meter, "writing its checkpoint shard");
