@@ -44,8 +44,10 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
     const std::string dir = o.checkpoint_dir;
     h.step_completed = [train_steps](std::uint64_t step) { return step >= train_steps; };
     std::vector<std::string> table_names;
-    if (o.ctr)
-        for (const auto& t : model::make_wide_deep(wide_deep_config_for(o))->tables()) table_names.push_back(t.name);
+    if (o.ctr) {
+        const auto spec = model::make_wide_deep(wide_deep_config_for(o));
+        for (const auto& t : spec->tables()) table_names.push_back(t.name);
+    }
     h.table_full = [table_names](std::size_t table, std::uint64_t rows) {
         log::warn("embedding table '{}' is full on this PS ({} rows, --max-table-rows): new keys read as zeros and are not "
                   "learned; raise --max-table-rows, add PS tasks, or drop rare keys with --admit-after or --evict-after",
