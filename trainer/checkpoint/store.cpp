@@ -137,6 +137,7 @@ std::vector<std::string> chain_files(const manifest& m)
 std::vector<listing_entry> list(const std::string& dir, bool verify)
 {
     std::map<std::uint64_t, listing_entry, std::greater<>> found;
+    std::set<std::uint64_t> with_shards;
     std::error_code ec;
     fs::directory_iterator it(dir, ec);
     if (ec) throw error(fmt::format("cannot read checkpoint directory {}: {}", dir, ec.message()));
@@ -149,12 +150,14 @@ std::vector<listing_entry> list(const std::string& dir, bool verify)
             e.manifest_file = name;
         } else if (info.kind == name_kind::shard || info.kind == name_kind::tables) {
             found[info.step].step = info.step;
+            if (info.kind == name_kind::shard) with_shards.insert(info.step);
         }
     }
     std::vector<listing_entry> out;
     for (auto& [step, e] : found) {
         if (e.manifest_file.empty()) {
-            e.problem = "interrupted: shard files without a manifest";
+            e.problem = with_shards.count(step) ? "interrupted: shard files without a manifest"
+                                                : "table files without a manifest (a newer checkpoint's chain may build on them)";
         } else {
             try {
                 e.m = read_manifest(dir, e.manifest_file);

@@ -346,7 +346,11 @@ BOOST_AUTO_TEST_CASE(prune_keeps_the_chains_of_kept_checkpoints)
     BOOST_TEST(has(table_name(6, 0, 1)));
     BOOST_TEST(has(table_name(7, 0, 1)));
     BOOST_TEST(!has(manifest_name(7)));
-    BOOST_TEST(list(d.path, true).front().problem == "");
+    const auto listed = list(d.path, true);
+    BOOST_TEST_REQUIRE(listed.size() == 4u);  // 8, and 7, 6, 5 as table files alone
+    BOOST_TEST(listed.front().problem == "");
+    BOOST_TEST(listed.back().step == 5u);
+    BOOST_TEST(listed.back().problem.find("table files without a manifest") == 0u, listed.back().problem);
 }
 
 // The program's hooks (server_hooks_for) on servers over the loopback:
