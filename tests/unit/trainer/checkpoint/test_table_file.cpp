@@ -448,3 +448,50 @@ BOOST_DATA_TEST_CASE(a_server_saves_its_tables_through_the_hooks_and_restores_on
     w.shutdown();
     for (int p = 0; p < to; ++p) BOOST_TEST(job.finish(p).returned);
 }
+
+// --full-checkpoint-every N: the app's snapshot hook saves every Nth table
+// file of a PS in full (the first always), the others incrementally, and
+// clears the changed marks only once a file is written.
+BOOST_DATA_TEST_CASE(the_snapshot_hook_saves_every_nth_table_file_in_full, bdata::make({1, 3}), every)
+{
+    temp_dir d;
+    trainer::train_options o;
+    o.checkpoint_dir = d.path;
+    o.full_checkpoint_every = every;
+    auto h = trainer::server_hooks_for(o);
+    auto ps = fresh(1);
+    const std::vector<float> values{0.0f};
+    std::vector<bool> kinds;
+    for (std::uint64_t step = 1; step <= 7; ++step) {
+        train(ps, step * 10, 30, step);
+        ps::shard_snapshot s;
+        s.step = step;
+        s.range = {0, 1};
+        s.num_params = 1;
+        s.values = values;
+        s.tables = ps[0];
+        h.snapshot(s);
+        kinds.push_back(read_tables(d.path, table_name(step, 0, 1), true).meta.full);
+        std::size_t changed = 0;
+        ps[0][0].for_each_changed([&](const ps::embedding_row&) { ++changed; });
+        BOOST_TEST(changed == 0u);
+    }
+    const std::vector<bool> expect = every == 1 ? std::vector<bool>(7, true)
+                                                : std::vector<bool>{true, false, false, true, false, false, true};
+    BOOST_TEST(kinds == expect, boost::test_tools::per_element());
+
+    // A directory it cannot write: the hook throws and the marks stay.
+    train(ps, 500, 10, 8);
+    o.checkpoint_dir = d.path + "/missing";
+    auto broken = trainer::server_hooks_for(o);
+    ps::shard_snapshot s;
+    s.step = 8;
+    s.range = {0, 1};
+    s.num_params = 1;
+    s.values = values;
+    s.tables = ps[0];
+    BOOST_CHECK_THROW(broken.snapshot(s), pstrain::error);
+    std::size_t changed = 0;
+    ps[0][0].for_each_changed([&](const ps::embedding_row&) { ++changed; });
+    BOOST_TEST(changed > 0u);
+}
