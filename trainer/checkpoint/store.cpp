@@ -104,6 +104,11 @@ std::string check_complete(const std::string& dir, const manifest& m, bool verif
 
 std::string check_table_chains(const std::string& dir, const manifest& m, bool verify)
 {
+    // One table file per PS task that wrote the checkpoint, in PS order.
+    for (std::size_t p = 0; p < m.table_files.size(); ++p)
+        if (m.table_files[p].ps != static_cast<int>(p) || m.table_files[p].num_ps != static_cast<int>(m.table_files.size()))
+            return fmt::format("{} is not table file {} of {}: the manifest's table files do not match its PS tasks",
+                               m.table_files[p].file, p, m.table_files.size());
     for (const auto& t : m.table_files) {
         for (const auto step : t.chain) {
             const std::string file = table_name(step, t.ps, t.num_ps);
