@@ -132,7 +132,8 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
         const auto t0 = std::chrono::steady_clock::now();
         const auto rows = checkpoint::load_tables(dir, m, index, num_ps, tables);
         (*chains)[index] = {};  // the next save is full: it starts this PS's own chain
-        log::debug("restored {} embedding rows from {} in {:.3f}s", rows, checkpoint::manifest_name(step),
+        log::info("restored {} embedding rows (its keys' share of every saved PS's) from {} in {:.3f}s", rows,
+                  checkpoint::manifest_name(step),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
     return h;
