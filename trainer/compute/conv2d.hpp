@@ -1,7 +1,8 @@
 // A convolution layer's kernel, made once per layer shape: oneDNN's
 // (Debian's libdnnl, what PyTorch's CPU backend uses) when pstrain is built
-// with it, measured 1.8-2x faster than im2col + OpenBLAS sgemm on the cnn
-// preset's layers (bench/README.md); im2col + sgemm otherwise.  NCHW
+// with it and the input has 4 channels or more, where it measured 1.6x
+// faster than im2col + OpenBLAS sgemm (bench/README.md); im2col + sgemm
+// otherwise (on one input channel oneDNN measured 0.6x).  NCHW
 // activations, OIHW kernels, host memory.  Each distinct batch size's
 // buffers and primitives are made at its first use and kept: steps of the
 // same size allocate nothing.
@@ -25,7 +26,7 @@ public:
 };
 
 enum class conv2d_impl {
-    automatic,  // PSTRAIN_CONV=im2col|onednn when set (benchmarks), else the fastest built
+    automatic,  // PSTRAIN_CONV=im2col|onednn when set (benchmarks), else the faster for the shape
     im2col,
     onednn,
 };

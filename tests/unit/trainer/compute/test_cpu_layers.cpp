@@ -173,7 +173,10 @@ BOOST_AUTO_TEST_CASE(a_conv2d_kernel_is_chosen_by_name)
     cpu::window2d w{1, 4, 4, 3, 3, 1, 1};
     BOOST_TEST_REQUIRE(cpu::resolve_padding(w, true));
     BOOST_TEST(std::string(cpu::make_conv2d(w, 2, 4, cpu::conv2d_impl::im2col)->name()) == "im2col");
-    BOOST_TEST(std::string(cpu::make_conv2d(w, 2, 4)->name()) == (cpu::have_onednn() ? "onednn" : "im2col"));
+    BOOST_TEST(std::string(cpu::make_conv2d(w, 2, 4)->name()) == "im2col", "one input channel: im2col is faster");
+    cpu::window2d deep{8, 4, 4, 3, 3, 1, 1};
+    BOOST_TEST_REQUIRE(cpu::resolve_padding(deep, true));
+    BOOST_TEST(std::string(cpu::make_conv2d(deep, 2, 4)->name()) == (cpu::have_onednn() ? "onednn" : "im2col"));
     if (!cpu::have_onednn()) BOOST_CHECK_THROW(cpu::make_conv2d(w, 2, 4, cpu::conv2d_impl::onednn), pstrain::error);
     setenv("PSTRAIN_CONV", "winograd", 1);
     BOOST_CHECK_THROW(cpu::make_conv2d(w, 2, 4), pstrain::error);
