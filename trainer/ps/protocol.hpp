@@ -81,7 +81,8 @@ struct hello {
     std::uint32_t worker_index = 0;
     std::uint32_t num_workers = 0;
     std::uint32_t num_tables = 0;       // embedding tables, as this worker sees them
-};  // payload: the buffers' packed key
+    std::uint32_t num_moving = 0;       // moving-average ranges (the chief's hello only)
+};  // payload: the buffers' packed key, then num_moving (begin, end) pairs of 64-bit element indices
 
 struct welcome {
     static constexpr wire::kind type = kind::welcome;
@@ -270,5 +271,8 @@ inline std::optional<byte_span> bytes_of(std::uint64_t address, const shard_rang
 
 // The largest packed memory key a hello may carry.
 inline constexpr std::size_t max_key_bytes = 4096;
+// The most moving-average ranges a hello may carry (16 bytes each).
+inline constexpr std::size_t max_moving_ranges = 4096;
+inline constexpr std::size_t moving_range_bytes = 2 * sizeof(std::uint64_t);
 
 }  // namespace pstrain::ps::wire
