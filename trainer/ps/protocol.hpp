@@ -54,7 +54,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 5;
+inline constexpr std::uint16_t version = 6;  // 6: the hello carries moving-average ranges
 
 enum class kind : std::uint16_t {
     hello = 1, welcome, init, restore, pull, push, values, snapshot, snapshot_done, shutdown, abort, refusal, stats,
