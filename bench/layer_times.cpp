@@ -1,10 +1,12 @@
 // layer-times: forward + backward time of each layer type of the cnn preset
 // (batch 100, 1x28x28 Fashion-MNIST-sized inputs, random values), through
-// the kernels pstrain trains with: conv2d (im2col + OpenBLAS sgemm), max
+// the kernels pstrain trains with: conv2d (oneDNN's when built with it, else
+// im2col + OpenBLAS sgemm; PSTRAIN_CONV picks one), max
 // pooling, dense (the backend's sgemm), dropout, relu and the softmax
 // cross-entropy.  One JSON line of milliseconds per layer (median of
 // --repeat timed passes after 3 warm-up passes), for bench/vs-torch-cnn.
 //   bench/layer-times [--repeat R] [--batch B]
+#include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/cpu_backend.hpp"
 #include "trainer/compute/cpu_layers.hpp"
 
@@ -75,14 +77,14 @@ int main(int argc, char** argv)
         const std::size_t in = std::size_t(n) * w.channels * w.height * w.width, outn = std::size_t(n) * filters * w.out_h * w.out_w;
         auto x = random_floats(in, 1), k = random_floats(std::size_t(filters) * w.channels * 25, 2), b = random_floats(filters, 3);
         auto dy = random_floats(outn, 4);
-        std::vector<float> y(outn), dx(in), dk(k.size()), db(b.size()), col(cpu::conv2d_workspace(w, filters, n));
+        std::vector<float> y(outn), dx(in), dk(k.size()), db(b.size());
+        auto conv = cpu::make_conv2d(w, filters, n);
         report(which == 0 ? "conv1" : "conv2", median_ms(repeat, [&] {
-                   cpu::conv2d_forward(x.data(), k.data(), b.data(), y.data(), n, filters, w, col.data());
+                   conv->forward(x.data(), k.data(), b.data(), y.data(), n);
                    cpu::activation_forward(cpu::activation::relu, y.data(), y.data(), outn);
                    cpu::activation_backward(cpu::activation::relu, y.data(), dy.data(), dy.data(), outn);
                    // conv1 is the first layer: no dx, as in training.
-                   cpu::conv2d_backward(x.data(), k.data(), dy.data(), which == 0 ? nullptr : dx.data(), dk.data(), db.data(), n,
-                                        filters, w, col.data());
+                   conv->backward(x.data(), k.data(), dy.data(), which == 0 ? nullptr : dx.data(), dk.data(), db.data(), n);
                }));
     }
     // maxpool 2: 32x28x28 -> 32x14x14 and 64x14x14 -> 64x7x7.

@@ -95,9 +95,18 @@ public:
 
     // Every row, in no particular order (for a checkpoint).
     void for_each(const std::function<void(const embedding_row&)>& f) const;
-    // Rows pushed or made since the last clear_changed(), for incremental saves.
+    // Rows made, pulled or pushed since the last clear_changed(), for
+    // incremental saves (a pull changes a row's count and last_seen).
     void for_each_changed(const std::function<void(const embedding_row&)>& f) const;
+    // Keys whose rows evict() dropped since the last clear_changed() and
+    // that have no row again (an incremental save's tombstones), sorted.
+    std::vector<std::uint64_t> removed_keys() const;
+    // Forgets the changed marks and the removed keys: the program calls it
+    // once a save of them is durable.
     void clear_changed();
+    // Drops the row of `key` if there is one (a restore applying a
+    // tombstone); returns whether there was.  Counts as no eviction.
+    bool erase(std::uint64_t key);
     // Puts a stored row back (a restore; with another PS count the program
     // sends each row to the PS its key hashes to).  Replaces a row of the
     // same key.  Throws pstrain::error when the sizes do not match dim.

@@ -63,6 +63,11 @@ struct shard_snapshot {
     std::span<const float> state;      // optimizer state, slot after slot
     std::uint64_t updates = 0;         // updates applied (Adam's bias correction)
     std::span<const std::uint64_t> positions;  // each worker's last reported data position
+    // This PS's shard of each embedding table (server_config::tables, in
+    // that order).  The hook stores what its policy says (every row, or
+    // for_each_changed() and removed_keys()) and calls clear_changed() on
+    // each once the stored copy is durable.
+    std::span<embedding_table> tables;
 };
 
 // What storing a snapshot gave back (the chief receives it).
@@ -89,6 +94,12 @@ struct server_hooks {
     // The chief resumes from the snapshot taken at `step`: return this
     // shard's part of it (`range` of the flat vector).  Throws to fail.
     std::function<shard_state(std::uint64_t step, shard_range range, std::uint64_t num_params)> restore;
+    // With embedding tables, right after `restore`: put back the rows of
+    // the snapshot at `step` whose keys shard_of_key gives to this PS
+    // (`index` of `num_ps`, whatever number of PS tasks saved them) into
+    // `tables` (empty, in server_config::tables' order).  Throws to fail.
+    // Unset while the server has tables: a restore is refused.
+    std::function<void(std::uint64_t step, int index, int num_ps, std::span<embedding_table> tables)> restore_tables;
     // Embedding table `table` has reached its max_rows on this PS: new keys
     // read as zeros from now on (called once per table; the program says
     // how to raise the limit).  Unset: a generic warning is logged.

@@ -73,3 +73,37 @@ test_no_held_out_file_is_one_line() {
   expect_rc 1
   expect_contains "no test.tsv"
 }
+
+# Every task killed with SIGKILL mid-run; the job resumes on another number
+# of PS tasks from the last complete checkpoint, its rows re-hashed.
+test_tables_come_back_after_kill_9_on_another_ps_count() {
+  datagen data
+  local name=ctr-kill-$$
+  srun -J "$name" -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" --sync-replicas \
+    --train-steps 100000 --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40 --full-checkpoint-every 2 >run1.log 2>&1 &
+  local srun_pid=$! i
+  for i in $(seq 1 240); do
+    [ "$(ls ck/ckpt-*.json 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.5
+  done
+  pkill -9 -f "pstrain --data-dir $PWD/data" || true
+  kill -9 "$srun_pid" 2>/dev/null || true
+  wait "$srun_pid" 2>/dev/null || true
+  # The job whose srun died with its tasks: gone, not left holding the nodes.
+  scancel -n "$name" 2>/dev/null || true
+  cat run1.log >>"$TEST_LOG"
+  expect_at_least "$(ls ck/ckpt-*.json | wc -l)" 3 "complete checkpoints before the kill"
+  run "$pstrain" checkpoint inspect "$PWD/ck"
+  expect_rc 0
+  expect_contains "tables"
+  local last
+  last=$(ls ck/ckpt-*.json | sed 's/.*ckpt-0*\([0-9]*\)\.json/\1/' | sort -n | tail -n 1)
+  RUN_TIMEOUT=400 run srun -N3 -n3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" \
+    --sync-replicas --train-steps $((last + 60)) --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40
+  expect_rc 0
+  expect_contains "restored"
+  expect_contains "embedding rows (its keys' share of every saved PS's)"
+  expect_not_contains "restored 0 embedding rows"
+  expect_at_least "$(field "$(printf '%s\n' "$out" | last_json)" test_auc)" 0.66 "test AUC after the restore"
+  expect_nodes_idle
+}

@@ -143,6 +143,9 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::NonNegativeNumber)->group(ckpt)->capture_default_str();
     app.add_option("--keep-checkpoints", o.keep_checkpoints, "complete checkpoints to keep")
         ->check(CLI::Range(1, 1000000))->group(ckpt)->capture_default_str();
+    app.add_option("--full-checkpoint-every", o.full_checkpoint_every,
+                   "embedding tables: every Nth checkpoint saves every row, the others only the rows changed since (1: always full)")
+        ->check(CLI::Range(1, 1000000))->group(ckpt)->capture_default_str();
 
     auto* compute = "Compute";
     app.add_option("--device", o.device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")

@@ -68,6 +68,7 @@ struct train_options {
     int save_checkpoint_secs = 600; // 0: not by time
     std::int64_t save_checkpoint_steps = 0;  // 0: not by steps
     int keep_checkpoints = 5;
+    int full_checkpoint_every = 10; // embedding tables: every Nth save of a PS is full, the others incremental
     // compute
     std::string device = "auto";
     int threads = 0;

@@ -13,6 +13,8 @@
 
 #include <cstdlib>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <thread>
 
@@ -53,7 +55,27 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
                   "learned; raise --max-table-rows, add PS tasks, or drop rare keys with --admit-after or --evict-after",
                   table < table_names.size() ? table_names[table] : std::to_string(table), rows);
     };
-    h.snapshot = [dir, busy_meter](const ps::shard_snapshot& s) {
+    // Embedding tables: this PS's chain of table files since its last full
+    // save.  The first save of a process is full (a restore, perhaps onto
+    // another PS count, starts a new chain), then every
+    // --full-checkpoint-every-th.
+    // (Per PS index: in one process, tests give every server the same hooks.)
+    struct table_chain {
+        std::vector<std::uint64_t> steps;
+        int saves = 0;
+    };
+    struct table_chains {
+        std::mutex mu;
+        std::map<int, table_chain> of;
+        table_chain& operator[](int ps)
+        {
+            std::lock_guard lock(mu);
+            return of[ps];
+        }
+    };
+    auto chains = std::make_shared<table_chains>();
+    const int full_every = o.full_checkpoint_every;
+    h.snapshot = [dir, busy_meter, chains, full_every](const ps::shard_snapshot& s) {
         progress_meter::busy busy(*busy_meter, "writing its checkpoint shard");
         checkpoint::shard_meta m;
         m.global_step = s.step;  // the chief's step names the checkpoint (async: this shard may be a few updates on)
@@ -70,6 +92,24 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
             auto e = checkpoint::write_shard(dir, m, s.values, s.state);
             log::debug("wrote {} ({} bytes) in {:.3f}s", e.file, e.bytes,
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            if (!s.tables.empty()) {
+                auto& chain = (*chains)[s.index];
+                checkpoint::table_meta t;
+                t.global_step = s.step;
+                t.ps_index = s.index;
+                t.num_ps = s.num_ps;
+                t.full = chain.steps.empty() || chain.saves % std::max(full_every, 1) == 0 || chain.steps.back() >= s.step;
+                t.chain = t.full ? std::vector<std::uint64_t>{} : chain.steps;
+                t.chain.push_back(s.step);
+                const auto t1 = std::chrono::steady_clock::now();
+                auto te = checkpoint::write_tables(dir, t, s.tables);
+                // The file is durable (atomic_file synced it): only now are the marks forgotten.
+                for (auto& table : s.tables) table.clear_changed();
+                chain.steps = t.chain;
+                chain.saves = t.full ? 1 : chain.saves + 1;
+                log::debug("wrote {} ({}, {} bytes) in {:.3f}s", te.file, t.full ? "full" : "incremental", te.bytes,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+            }
             return ps::snapshot_receipt{e.bytes, e.crc32};
         } catch (const error& e) {
             log::error("checkpoint at global step {} failed: {}", s.step, e.what());
@@ -85,6 +125,16 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
                                     num_params));
         auto d = checkpoint::load_range(dir, m, range);
         return ps::shard_state{std::move(d.values), std::move(d.state), d.updates, m.worker_batches};
+    };
+    h.restore_tables = [dir, busy_meter, chains](std::uint64_t step, int index, int num_ps, std::span<ps::embedding_table> tables) {
+        progress_meter::busy busy(*busy_meter, "reading its embedding table rows from the checkpoint");
+        const auto m = checkpoint::read_manifest(dir, checkpoint::manifest_name(step));
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto rows = checkpoint::load_tables(dir, m, index, num_ps, tables);
+        (*chains)[index] = {};  // the next save is full: it starts this PS's own chain
+        log::info("restored {} embedding rows (its keys' share of every saved PS's) from {} in {:.3f}s", rows,
+                  checkpoint::manifest_name(step),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
     return h;
 }

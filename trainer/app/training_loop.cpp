@@ -266,6 +266,20 @@ private:
     // it can see them all on the shared path and writes the manifest.
     // Returns false (the error said why; the previous checkpoint is intact)
     // when it could not.
+    // With embedding tables, each PS's table file (written by its snapshot
+    // hook beside its shard) goes into the manifest with its chain.
+    void save_table_entries(std::uint64_t step, checkpoint::manifest& m, std::uint64_t& bytes)
+    {
+        if (!s_.ctr || s_.ctr->tables().empty()) return;
+        for (std::size_t p = 0; p < m.shards.size(); ++p) {
+            const auto file = checkpoint::table_name(step, static_cast<int>(p), static_cast<int>(m.shards.size()));
+            auto e = checkpoint::read_new_table_entry(o_.checkpoint_dir, file, std::chrono::seconds(10));
+            if (p == 0) m.tables = checkpoint::read_tables(o_.checkpoint_dir, file, true).meta.tables;
+            bytes += e.bytes;
+            m.table_files.push_back(std::move(e));
+        }
+    }
+
     bool save_checkpoint()
     {
         using status = ps::snapshot_result::status;
@@ -310,6 +324,7 @@ private:
                     auto d = checkpoint::read_new_shard(o_.checkpoint_dir, m.shards[p].file, std::chrono::seconds(10));
                     if (p == 0) m.worker_batches = d.meta.worker_batches;
                 }
+                save_table_entries(step, m, bytes);
                 checkpoint::write_manifest(o_.checkpoint_dir, m);
             } catch (const error& e) {
                 log::error("checkpoint at global step {} failed: {} (seen from {}): --checkpoint-dir must be a path every node "

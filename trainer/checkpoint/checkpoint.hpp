@@ -12,6 +12,11 @@
 //                                      shard's values, its optimizer state
 //                                      (slot after slot), crc32 of all the
 //                                      bytes before it (shard_file.hpp)
+//   DIR/ckpt-<step>.tables-<p>-of-<P>  with embedding tables: magic
+//                                      "PSTRTABL", version, JSON metadata
+//                                      (kind full or incremental, chain),
+//                                      rows, tombstones, crc32
+//                                      (table_file.hpp)
 //   DIR/ckpt-<step>.json               manifest: global step, model shape,
 //                                      optimizer, data positions, every
 //                                      shard with its range, bytes, crc32;
@@ -23,6 +28,7 @@
 // This header gathers the parts, each with its own header and test:
 //   manifest.hpp    the manifest, the file names
 //   shard_file.hpp  one shard file's bytes
+//   table_file.hpp  one PS task's embedding tables (full or incremental)
 //   store.hpp       the directory: prepare, list, wait for a file, prune
 //   restore.hpp     the newest usable checkpoint and any range of it
 //   inspect.hpp     `pstrain checkpoint inspect`
@@ -35,3 +41,4 @@
 #include "trainer/checkpoint/restore.hpp"
 #include "trainer/checkpoint/shard_file.hpp"
 #include "trainer/checkpoint/store.hpp"
+#include "trainer/checkpoint/table_file.hpp"

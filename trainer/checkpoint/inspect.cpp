@@ -3,6 +3,7 @@
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "trainer/checkpoint/store.hpp"
+#include "trainer/checkpoint/table_file.hpp"
 
 #include <algorithm>
 
@@ -32,6 +33,27 @@ int inspect(const std::string& dir)
         fmt::print("  {:>12}  {:<20}  {:>3}  {:>10}  {:<10}  {}\n", e.step, e.m ? e.m->created : "-",
                    e.m ? std::to_string(e.m->shards.size()) : "-", e.m ? std::to_string(e.m->num_params) : "-",
                    e.m ? e.m->optimizer : "-", ok ? "complete, checksums good" : e.problem);
+    }
+    // Embedding tables: each PS task's table file and its chain.
+    for (const auto& e : entries) {
+        if (!e.m || e.m->table_files.empty()) continue;
+        fmt::print("  tables of global step {}:\n", e.step);
+        for (const auto& f : e.m->table_files) {
+            std::string rows = "-";
+            try {
+                const auto d = read_tables(dir, f.file, true);
+                std::uint64_t n = 0, removed = 0;
+                for (std::size_t t = 0; t < d.meta.rows.size(); ++t) {
+                    n += d.meta.rows[t];
+                    removed += d.meta.removed[t];
+                }
+                rows = f.full ? fmt::format("{} rows", n) : fmt::format("{} rows changed, {} removed", n, removed);
+            } catch (const error& err) {
+                rows = err.what();
+            }
+            fmt::print("    {:<40} {:<11} {:>12} bytes  {}  chain from step {} ({} file{})\n", f.file, f.full ? "full" : "incremental",
+                       f.bytes, rows, f.base_step, f.chain.size(), f.chain.size() == 1 ? "" : "s");
+        }
     }
     if (!newest) {
         const bool any_manifest = std::any_of(entries.begin(), entries.end(), [](auto& e) { return !e.manifest_file.empty(); });

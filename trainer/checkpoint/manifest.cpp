@@ -3,6 +3,7 @@
 #include "pstrain/error.hpp"
 #include "trainer/checkpoint/file_io.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <regex>
@@ -31,7 +32,7 @@ nlohmann::json manifest_body(const manifest& m)
     for (const auto& s : m.shards)
         shards.push_back({{"file", s.file}, {"range", {s.range.begin, s.range.end}}, {"bytes", s.bytes}, {"crc32", s.crc32},
                           {"step", s.step}});
-    return {{"format", "pstrain-checkpoint"},
+    nlohmann::json body = {{"format", "pstrain-checkpoint"},
             {"version", format_version},
             {"global_step", m.global_step},
             {"created", m.created},
@@ -40,6 +41,15 @@ nlohmann::json manifest_body(const manifest& m)
             {"optimizer", {{"name", m.optimizer}, {"state_slots", m.state_slots}}},
             {"data", {{"seed", m.seed}, {"batch_size", m.batch_size}, {"worker_batches", m.worker_batches}}},
             {"shards", shards}};
+    if (!m.tables.empty() || !m.table_files.empty()) {
+        nlohmann::json layout = nlohmann::json::array(), files = nlohmann::json::array();
+        for (const auto& t : m.tables) layout.push_back({{"dim", t.dim}, {"optimizer", t.optimizer}, {"slots", t.slots}});
+        for (const auto& f : m.table_files)
+            files.push_back({{"file", f.file}, {"ps", f.ps}, {"num_ps", f.num_ps}, {"bytes", f.bytes}, {"crc32", f.crc32},
+                             {"kind", f.full ? "full" : "incremental"}, {"base_step", f.base_step}, {"chain", f.chain}});
+        body["tables"] = {{"layout", layout}, {"files", files}};
+    }
+    return body;
 }
 
 }  // namespace
@@ -51,16 +61,23 @@ std::string shard_name(std::uint64_t step, int ps_index, int num_ps)
     return fmt::format("ckpt-{:010}.shard-{}-of-{}", step, ps_index, num_ps);
 }
 
+std::string table_name(std::uint64_t step, int ps_index, int num_ps)
+{
+    return fmt::format("ckpt-{:010}.tables-{}-of-{}", step, ps_index, num_ps);
+}
+
 name_kind classify_name(const std::string& name)
 {
     // Up to 19 digits: every such number fits a uint64_t, so stoull cannot throw.
     static const std::regex manifest_re(R"(ckpt-(\d{1,19})\.json)");
     static const std::regex shard_re(R"(ckpt-(\d{1,19})\.shard-\d+-of-\d+)");
+    static const std::regex tables_re(R"(ckpt-(\d{1,19})\.tables-\d+-of-\d+)");
     static const std::regex temp_re(R"(ckpt-(\d{1,19})\..*\.tmp\.\d+)");
     std::smatch m;
     name_kind info;
     if (std::regex_match(name, m, manifest_re)) info.kind = name_kind::manifest;
     else if (std::regex_match(name, m, shard_re)) info.kind = name_kind::shard;
+    else if (std::regex_match(name, m, tables_re)) info.kind = name_kind::tables;
     else if (std::regex_match(name, m, temp_re)) info.kind = name_kind::temp;
     else return info;
     info.step = std::stoull(m[1].str());
@@ -130,6 +147,37 @@ manifest read_manifest(const std::string& dir, const std::string& file)
             m.shards.push_back(e);
         }
         if (m.shards.empty()) throw error("it names no shard");
+        if (j.contains("tables")) {
+            const auto& t = j.at("tables");
+            for (const auto& l : t.at("layout")) {
+                table_layout tl;
+                tl.dim = l.at("dim").get<std::uint32_t>();
+                tl.optimizer = l.at("optimizer").get<std::string>();
+                tl.slots = l.at("slots").get<std::uint32_t>();
+                if (tl.dim == 0 || tl.slots > 2) throw error(fmt::format("an embedding table of dim {} with {} optimizer slots", tl.dim, tl.slots));
+                m.tables.push_back(tl);
+            }
+            for (const auto& f : t.at("files")) {
+                table_entry e;
+                e.file = f.at("file").get<std::string>();
+                if (e.file.find('/') != std::string::npos) throw error("a table file name holds a '/'");
+                e.ps = f.at("ps").get<int>();
+                e.num_ps = f.at("num_ps").get<int>();
+                e.bytes = f.at("bytes").get<std::uint64_t>();
+                e.crc32 = f.at("crc32").get<std::uint32_t>();
+                const auto kind = f.at("kind").get<std::string>();
+                if (kind != "full" && kind != "incremental") throw error(fmt::format("{} has kind {}, not full or incremental", e.file, kind));
+                e.full = kind == "full";
+                e.base_step = f.at("base_step").get<std::uint64_t>();
+                e.chain = f.at("chain").get<std::vector<std::uint64_t>>();
+                if (e.chain.empty() || e.chain.front() != e.base_step || e.chain.back() != m.global_step ||
+                    !std::is_sorted(e.chain.begin(), e.chain.end()) || e.ps < 0 || e.ps >= e.num_ps ||
+                    e.file != table_name(m.global_step, e.ps, e.num_ps) || e.full != (e.chain.size() == 1))
+                    throw error(fmt::format("{}'s entry is inconsistent (its chain, step or PS)", e.file));
+                m.table_files.push_back(e);
+            }
+            if (m.tables.empty() || m.table_files.empty()) throw error("it names embedding tables but no table layout or no table file");
+        }
     } catch (const error& e) {
         throw error(fmt::format("{}: {}", file, e.what()));
     } catch (const std::exception& e) {

@@ -11,7 +11,13 @@
 //    "optimizer": {"name", "state_slots"},
 //    "data": {"seed", "batch_size", "worker_batches"},
 //    "shards": [{"file", "range": [begin, end], "bytes", "crc32", "step"}],
+//    "tables": {"layout": [{"dim", "optimizer", "slots"}],
+//               "files": [{"file", "ps", "num_ps", "bytes", "crc32",
+//                          "kind" ("full" or "incremental"), "base_step",
+//                          "chain": [steps, the full save's first]}]},
 //    "crc32"}
+// "tables" is there only when the PS tasks hold embedding tables; a
+// manifest without it (older ones too) has none.
 // where "crc32" is zlib's crc32 of the compact dump (nlohmann::json's
 // dump(), keys sorted) of everything else.
 #pragma once
@@ -40,6 +46,25 @@ struct shard_entry {
     std::uint64_t step = 0;             // the writing PS's own global step (async: may be past the checkpoint's)
 };
 
+// One embedding table as a checkpoint holds it.
+struct table_layout {
+    std::uint32_t dim = 0;
+    std::string optimizer;              // adagrad, adam, ftrl
+    std::uint32_t slots = 0;            // optimizer state floats per value
+    bool operator==(const table_layout&) const = default;
+};
+
+// What the manifest records of one PS task's table file.
+struct table_entry {
+    std::string file;                   // ckpt-<step>.tables-<ps>-of-<num_ps>
+    int ps = 0, num_ps = 1;
+    std::uint64_t bytes = 0;
+    std::uint32_t crc32 = 0;
+    bool full = true;
+    std::uint64_t base_step = 0;        // the step of the full save its chain starts from
+    std::vector<std::uint64_t> chain;   // the steps of the files to apply in order, base_step first, this one's last
+};
+
 struct manifest {
     std::uint64_t global_step = 0;
     std::string created;                // UTC, ISO 8601; write_manifest fills it when empty
@@ -53,18 +78,23 @@ struct manifest {
     int batch_size = 0;
     std::vector<std::uint64_t> worker_batches;
     std::vector<shard_entry> shards;    // complete: in range order, together covering [0, num_params)
+    std::vector<table_layout> tables;   // embedding tables; empty: none
+    std::vector<table_entry> table_files;  // one per PS task, in PS order
 };
 
 // <step> is zero-padded to 10 digits so that `ls` sorts by step:
 // "ckpt-0000001200.json", "ckpt-0000001200.shard-1-of-2" (p counts from 0).
 std::string manifest_name(std::uint64_t step);
 std::string shard_name(std::uint64_t step, int ps_index, int num_ps);
+// "ckpt-0000001200.tables-1-of-2": PS task 1's embedding tables.
+std::string table_name(std::uint64_t step, int ps_index, int num_ps);
 
-// What a name in the checkpoint directory is: a manifest, a shard file, an
+// What a name in the checkpoint directory is: a manifest, a shard file, a
+// table file, an
 // atomic_file's temporary file of one (all three with their step), or
 // something else, which the store leaves alone.
 struct name_kind {
-    enum { manifest, shard, temp, other } kind = other;
+    enum { manifest, shard, tables, temp, other } kind = other;
     std::uint64_t step = 0;
 };
 name_kind classify_name(const std::string& name);

@@ -4,6 +4,7 @@
 #include "common/log.hpp"
 #include "trainer/checkpoint/shard_file.hpp"
 #include "trainer/checkpoint/store.hpp"
+#include "trainer/checkpoint/table_file.hpp"
 
 #include <algorithm>
 
@@ -62,6 +63,45 @@ range_data load_range(const std::string& dir, const manifest& m, ps::shard_range
                       out.state.begin() + static_cast<std::ptrdiff_t>(k * n + (b - range.begin)));
     }
     return out;
+}
+
+namespace {
+
+std::string describe(const std::vector<table_layout>& l)
+{
+    if (l.empty()) return "no embedding tables";
+    std::string out = fmt::format("{} table{} (", l.size(), l.size() == 1 ? "" : "s");
+    for (std::size_t i = 0; i < l.size(); ++i)
+        out += fmt::format("{}dim {} {}", i ? ", " : "", l[i].dim, l[i].optimizer);
+    return out + ")";
+}
+
+}  // namespace
+
+std::uint64_t load_tables(const std::string& dir, const manifest& m, int index, int num_ps, std::span<ps::embedding_table> tables)
+{
+    const auto mine = layout_of(tables);
+    if (mine != m.tables)
+        throw error(fmt::format("{}/{} holds {}, this job has {}: restore with the --embedding-* settings it was saved with, or "
+                                "start from scratch in another --checkpoint-dir",
+                                dir, manifest_name(m.global_step), describe(m.tables), describe(mine)));
+    const auto me = static_cast<std::size_t>(index), count = static_cast<std::size_t>(num_ps);
+    for (const auto& f : chain_files(m)) {
+        read_tables(
+            dir, f, false,
+            [&](std::size_t t, const ps::embedding_row& r) {
+                if (ps::shard_of_key(r.key, count) == me) tables[t].restore(r);
+            },
+            [&](std::size_t t, std::uint64_t key) {
+                if (ps::shard_of_key(key, count) == me) tables[t].erase(key);
+            });
+    }
+    std::uint64_t rows = 0;
+    for (auto& t : tables) {
+        t.clear_changed();
+        rows += t.rows();
+    }
+    return rows;
 }
 
 }  // namespace pstrain::checkpoint

@@ -2,7 +2,10 @@
 // part of it one task needs, whatever number of PS tasks wrote it.
 #pragma once
 
+#include "pstrain/embedding.hpp"
 #include "trainer/checkpoint/manifest.hpp"
+
+#include <span>
 
 #include <cstdint>
 #include <optional>
@@ -32,5 +35,14 @@ struct range_data {
     std::uint64_t updates = 0;
 };
 range_data load_range(const std::string& dir, const manifest& m, ps::shard_range range);
+
+// Puts back into `tables` (empty, PS task `index` of `num_ps`) the rows of
+// the checkpoint's embedding tables whose keys shard_of_key gives to this
+// task: every old PS task's chain is read (its full save, then each
+// incremental one: its rows, then its tombstones), whatever number of PS
+// tasks wrote it, so a restore onto another count re-hashes the rows.  A
+// checkpoint with another table layout (count, dims, optimizer) is
+// refused, naming both.  Returns the rows restored.
+std::uint64_t load_tables(const std::string& dir, const manifest& m, int index, int num_ps, std::span<ps::embedding_table> tables);
 
 }  // namespace pstrain::checkpoint

@@ -3,6 +3,7 @@
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "trainer/checkpoint/file_io.hpp"
+#include "trainer/checkpoint/table_file.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <fcntl.h>
@@ -97,12 +99,50 @@ std::string check_complete(const std::string& dir, const manifest& m, bool verif
         }
     }
     if (covered != m.num_params) return fmt::format("the shards cover {} of {} parameters", covered, m.num_params);
+    return check_table_chains(dir, m, verify);
+}
+
+std::string check_table_chains(const std::string& dir, const manifest& m, bool verify)
+{
+    // One table file per PS task that wrote the checkpoint, in PS order.
+    for (std::size_t p = 0; p < m.table_files.size(); ++p)
+        if (m.table_files[p].ps != static_cast<int>(p) || m.table_files[p].num_ps != static_cast<int>(m.table_files.size()))
+            return fmt::format("{} is not table file {} of {}: the manifest's table files do not match its PS tasks",
+                               m.table_files[p].file, p, m.table_files.size());
+    for (const auto& t : m.table_files) {
+        for (const auto step : t.chain) {
+            const std::string file = table_name(step, t.ps, t.num_ps);
+            try {
+                const auto d = read_tables(dir, file, !verify);
+                if (d.meta.full != (step == t.base_step) || d.meta.chain.back() != step || d.meta.chain.size() > t.chain.size() ||
+                    !std::equal(d.meta.chain.begin(), d.meta.chain.end(), t.chain.begin()))
+                    return fmt::format("{} does not continue the chain of {} from the full save at step {}", file, t.file,
+                                       t.base_step);
+                if (d.meta.tables != m.tables) return fmt::format("{} holds another table layout than its manifest names", file);
+                if (step == m.global_step && d.bytes != t.bytes)
+                    return fmt::format("{} is {} bytes, its manifest names {}", file, d.bytes, t.bytes);
+                if (step == m.global_step && verify && d.crc32 != t.crc32)
+                    return fmt::format("{} is not the file its manifest names (another checksum)", file);
+            } catch (const error& e) {
+                return e.what();
+            }
+        }
+    }
     return {};
+}
+
+std::vector<std::string> chain_files(const manifest& m)
+{
+    std::vector<std::string> out;
+    for (const auto& t : m.table_files)
+        for (const auto step : t.chain) out.push_back(table_name(step, t.ps, t.num_ps));
+    return out;
 }
 
 std::vector<listing_entry> list(const std::string& dir, bool verify)
 {
     std::map<std::uint64_t, listing_entry, std::greater<>> found;
+    std::set<std::uint64_t> with_shards;
     std::error_code ec;
     fs::directory_iterator it(dir, ec);
     if (ec) throw error(fmt::format("cannot read checkpoint directory {}: {}", dir, ec.message()));
@@ -113,14 +153,16 @@ std::vector<listing_entry> list(const std::string& dir, bool verify)
             auto& e = found[info.step];
             e.step = info.step;
             e.manifest_file = name;
-        } else if (info.kind == name_kind::shard) {
+        } else if (info.kind == name_kind::shard || info.kind == name_kind::tables) {
             found[info.step].step = info.step;
+            if (info.kind == name_kind::shard) with_shards.insert(info.step);
         }
     }
     std::vector<listing_entry> out;
     for (auto& [step, e] : found) {
         if (e.manifest_file.empty()) {
-            e.problem = "interrupted: shard files without a manifest";
+            e.problem = with_shards.count(step) ? "interrupted: shard files without a manifest"
+                                                : "table files without a manifest (a newer checkpoint's chain may build on them)";
         } else {
             try {
                 e.m = read_manifest(dir, e.manifest_file);
@@ -155,6 +197,14 @@ void prune(const std::string& dir, int keep)
         }
     }
     if (!any_kept) return;
+    // The table files the kept checkpoints' chains go back to.
+    std::set<std::string> needed;
+    kept = 0;
+    for (const auto& e : entries) {
+        if (!e.problem.empty() || kept >= keep) continue;
+        ++kept;
+        for (auto& f : chain_files(*e.m)) needed.insert(std::move(f));
+    }
     std::error_code ec;
     std::vector<std::string> names;
     for (const auto& entry : fs::directory_iterator(dir, ec)) names.push_back(entry.path().filename().string());
@@ -163,7 +213,7 @@ void prune(const std::string& dir, int keep)
     for (int pass = 0; pass < 2; ++pass) {
         for (const auto& name : names) {
             const auto info = classify_name(name);
-            if (info.kind == name_kind::other || info.step >= oldest_kept) continue;
+            if (info.kind == name_kind::other || info.step >= oldest_kept || needed.count(name)) continue;
             if ((pass == 0) != (info.kind == name_kind::manifest)) continue;
             if (::unlink(path_of(dir, name).c_str()) != 0 && errno != ENOENT)
                 log::warn("cannot remove old checkpoint file {}: {}", path_of(dir, name), std::strerror(errno));

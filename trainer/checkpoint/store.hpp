@@ -36,6 +36,17 @@ std::string check_size(const std::string& dir, const shard_entry& s);
 // and checksum match the manifest.  Else what is wrong, naming the file.
 std::string check_complete(const std::string& dir, const manifest& m, bool verify);
 
+// Empty when every PS task's chain of table files `m` names is there: each
+// file from the full save to the checkpoint's own, continuing that chain,
+// with the manifest's table layout (and the last with its recorded size);
+// with `verify`, each is read fully and its checksum checked (the last
+// against the manifest's).  Else what is wrong, naming the file.
+// (check_complete calls it.)
+std::string check_table_chains(const std::string& dir, const manifest& m, bool verify);
+
+// The table files a restore of `m` reads: each PS task's chain.
+std::vector<std::string> chain_files(const manifest& m);
+
 // A checkpoint found in the directory, newest first.
 struct listing_entry {
     std::uint64_t step = 0;
@@ -50,8 +61,9 @@ std::vector<listing_entry> list(const std::string& dir, bool verify);
 
 // Keeps the newest `keep` complete checkpoints (complete as list() sees it
 // without verify) and removes the checkpoint files (manifests, shards,
-// temporary files) of every older step: older checkpoints, complete or
-// broken, interrupted writes and stale temporary files.  Files of steps
+// table files, temporary files) of every older step: older checkpoints,
+// complete or broken, interrupted writes and stale temporary files, but
+// never a table file a kept checkpoint's chain needs (chain_files).  Files of steps
 // from the oldest kept one on stay, a newer broken checkpoint included;
 // with no complete checkpoint, or `keep` < 1, nothing is removed.  Never
 // fails the job: problems are warnings.

@@ -1,6 +1,7 @@
 #include "trainer/compute/cpu_backend.hpp"
 
 #include "pstrain/error.hpp"
+#include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/elementwise.hpp"
 
 #include <cstdlib>
@@ -29,6 +30,7 @@ std::string blas_description()
 cpu_backend::cpu_backend(int threads)
 {
     if (threads > 0 && openblas_set_num_threads) openblas_set_num_threads(threads);
+    cpu::set_conv2d_threads(threads);  // oneDNN's, when built with it
 }
 
 std::string cpu_backend::name() const { return fmt::format("cpu ({})", blas_description()); }

@@ -4,6 +4,7 @@
 // largest batch.
 #include "pstrain/error.hpp"
 #include "common/random.hpp"
+#include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/cpu_layers.hpp"
 #include "trainer/model/model.hpp"
 #include "trainer/model/spec.hpp"
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -31,6 +33,7 @@ struct step {
     std::size_t weights = no_tensor;  // index of the weights tensor; the bias follows
     cpu::window2d window;
     device_array<std::int32_t> argmax;  // maxpool
+    std::unique_ptr<cpu::conv2d> conv;  // conv2d: oneDNN's or im2col's kernel
     device_array<float> mask;           // dropout
     device_array<float> stats;          // batchnorm: the batch's mean, variance and 1 / std, `groups` each
     int groups = 0, inner = 0;          // batchnorm: channels (or features) and the values of each per example
@@ -58,7 +61,7 @@ public:
         steps_.resize(count);
         input_buffer_ = device_array<float>(be_, max_rows_ * input_.size());
         float* prev = input_buffer_.get();
-        std::size_t widest = input_.size(), col = 0;
+        std::size_t widest = input_.size();
         for (std::size_t i = 0; i < count; ++i) {
             auto& s = steps_[i];
             s.spec = spec_.layers[i];
@@ -81,7 +84,7 @@ public:
             case layer_kind::avgpool:
                 s.window = {s.in.channels, s.in.height, s.in.width, s.spec.kh, s.spec.kw, s.spec.sh, s.spec.sw};
                 cpu::resolve_padding(s.window, s.spec.same);
-                if (s.spec.kind == layer_kind::conv2d) col = std::max(col, cpu::conv2d_workspace(s.window, s.spec.units, static_cast<int>(max_rows_)));
+                if (s.spec.kind == layer_kind::conv2d) s.conv = cpu::make_conv2d(s.window, s.spec.units, static_cast<int>(max_rows_));
                 if (s.spec.kind == layer_kind::maxpool) s.argmax = device_array<std::int32_t>(be_, max_rows_ * s.out.size());
                 break;
             case layer_kind::dropout: s.mask = device_array<float>(be_, max_rows_ * s.out.size()); break;
@@ -116,7 +119,6 @@ public:
         while (steps_[first_weighted_].weights == no_tensor) ++first_weighted_;
         dy_ = device_array<float>(be_, max_rows_ * widest);
         dx_ = device_array<float>(be_, max_rows_ * widest);
-        col_ = device_array<float>(be_, std::max<std::size_t>(col, 1));
         labels_ = device_array<std::int32_t>(be_, max_rows_);
     }
 
@@ -223,7 +225,7 @@ private:
             }
             case layer_kind::conv2d: {
                 const auto& w = tensors_[s.weights];
-                cpu::conv2d_forward(x, p + w.offset, p + w.offset + w.size, s.output, n, s.spec.units, s.window, col_.get());
+                s.conv->forward(x, p + w.offset, p + w.offset + w.size, s.output, n);
                 break;
             }
             case layer_kind::maxpool: cpu::maxpool_forward(x, s.output, s.argmax.get(), n, s.window); break;
@@ -295,8 +297,7 @@ private:
             }
             case layer_kind::conv2d: {
                 const auto& w = tensors_[s.weights];
-                cpu::conv2d_backward(x, p + w.offset, dy, need_dx ? dx : nullptr, g + w.offset, g + w.offset + w.size, n,
-                                     s.spec.units, s.window, col_.get());
+                s.conv->backward(x, p + w.offset, dy, need_dx ? dx : nullptr, g + w.offset, g + w.offset + w.size, n);
                 break;
             }
             case layer_kind::maxpool: cpu::maxpool_backward(dy, s.argmax.get(), dx, n, s.window); break;
@@ -338,7 +339,7 @@ private:
     std::uint64_t dropout_draws_ = 0;
     std::vector<step> steps_;
     std::vector<device_array<float>> buffers_;
-    device_array<float> input_buffer_, dy_, dx_, col_;
+    device_array<float> input_buffer_, dy_, dx_;
     device_array<std::int32_t> labels_;
     bool fused_softmax_ = false;
     std::size_t first_weighted_ = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
 
 namespace pstrain::ps {
@@ -120,6 +121,7 @@ public:
                 auto& m = meta(found[i]);
                 ++m.count;
                 m.last_seen = std::max(m.last_seen, step);
+                m.changed = 1;
                 const float* w = row(found[i]);
                 std::copy(w, w + dim, to);
             }
@@ -189,6 +191,7 @@ public:
             auto& m = meta(r);
             if (!m.live || m.last_seen >= oldest) continue;
             index_.erase(m.key);
+            removed_.insert(m.key);
             m = row_meta{};
             free_.push_back(r);
             ++dropped;
@@ -218,6 +221,25 @@ public:
     void clear_changed()
     {
         for (std::uint32_t r = 0; r < capacity_; ++r) meta(r).changed = 0;
+        removed_.clear();
+    }
+
+    std::vector<std::uint64_t> removed_keys() const
+    {
+        std::vector<std::uint64_t> keys(removed_.begin(), removed_.end());
+        std::sort(keys.begin(), keys.end());
+        return keys;
+    }
+
+    bool erase(std::uint64_t key)
+    {
+        const auto it = index_.find(key);
+        if (it == index_.end()) return false;
+        const std::uint32_t r = it->second;
+        index_.erase(it);
+        meta(r) = row_meta{};
+        free_.push_back(r);
+        return true;
     }
 
     void restore(const embedding_row& e)
@@ -256,6 +278,8 @@ public:
     std::vector<std::byte> bytes_;
     std::uint32_t capacity_ = 0;  // rows made so far, live or free
     std::vector<std::uint32_t> free_;
+    // Keys evict() dropped since clear_changed() that have no row again.
+    absl::flat_hash_set<std::uint64_t> removed_;
     std::uint64_t refused_ = 0, evicted_ = 0;
 
 private:
@@ -307,6 +331,7 @@ private:
                 bytes_.resize(std::max<std::size_t>(bytes_.size() * 3 / 2, static_cast<std::size_t>(capacity_) * stride_));
         }
         index_.emplace(key, r);
+        removed_.erase(key);
         auto& m = meta(r);
         m = row_meta{};
         m.key = key;
@@ -381,6 +406,8 @@ void embedding_table::for_each_changed(const std::function<void(const embedding_
     impl_->for_each(f, true);
 }
 void embedding_table::clear_changed() { impl_->clear_changed(); }
+std::vector<std::uint64_t> embedding_table::removed_keys() const { return impl_->removed_keys(); }
+bool embedding_table::erase(std::uint64_t key) { return impl_->erase(key); }
 void embedding_table::restore(const embedding_row& row) { impl_->restore(row); }
 
 }  // namespace pstrain::ps

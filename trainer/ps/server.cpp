@@ -214,6 +214,12 @@ private:
             if (!hooks_.restore) throw peer_error(who, fmt::format("{} asked to restore a snapshot, and this server has no restore hook", who));
             auto state = hooks_.restore(r.step, range_, num_params_);
             shard_->restore(state.values, state.state, state.updates);
+            if (!tables_.empty()) {
+                if (!hooks_.restore_tables)
+                    throw peer_error(who, fmt::format("{} asked to restore a snapshot, and this server has embedding tables but no "
+                                                      "restore_tables hook", who));
+                hooks_.restore_tables(r.step, cfg_.index, cfg_.num_ps, tables_);
+            }
             if (state.positions.size() == workers_.size())
                 for (std::size_t i = 0; i < workers_.size(); ++i) workers_[i].position = state.positions[i];
             step_ = r.step;
@@ -961,6 +967,7 @@ private:
             s.state = shard_->state();
             s.updates = shard_->updates();
             s.positions = positions;
+            s.tables = tables_;
             try {
                 const auto receipt = hooks_.snapshot(s);
                 d.status = static_cast<std::uint32_t>(wire::snapshot_status::taken);

@@ -179,6 +179,12 @@ BOOST_AUTO_TEST_CASE(unknown_flag) { expect_error({"--frobnicate"}, "--frobnicat
 BOOST_AUTO_TEST_CASE(unknown_optimizer) { expect_error({"--optimizer", "rmsprop"}, "rmsprop"); }
 BOOST_AUTO_TEST_CASE(errors_say_where_help_is) { expect_error({"--batch-size", "x"}, "see pstrain --help"); }
 BOOST_AUTO_TEST_CASE(keep_no_checkpoint) { expect_error({"--keep-checkpoints", "0"}, "--keep-checkpoints: Value 0 not in range 1 to 1000000"); }
+BOOST_AUTO_TEST_CASE(full_checkpoint_every_defaults_to_10_and_is_at_least_1)
+{
+    BOOST_TEST(accepted({}).full_checkpoint_every == 10);
+    BOOST_TEST(accepted({"--full-checkpoint-every", "1"}).full_checkpoint_every == 1);
+    expect_error({"--full-checkpoint-every", "0"}, "--full-checkpoint-every: Value 0 not in range 1 to 1000000");
+}
 BOOST_AUTO_TEST_CASE(negative_checkpoint_interval) { expect_error({"--save-checkpoint-secs", "-5"}, "--save-checkpoint-secs"); }
 BOOST_AUTO_TEST_CASE(text_checkpoint_steps) { expect_error({"--save-checkpoint-steps", "often"}, "--save-checkpoint-steps"); }
 BOOST_AUTO_TEST_CASE(shared_memory_yes) { expect_error({"--shared-memory", "yes"}, "--shared-memory: yes not in {auto,off}"); }

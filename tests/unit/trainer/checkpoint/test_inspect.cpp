@@ -126,3 +126,35 @@ BOOST_AUTO_TEST_CASE(hostile_sizes_are_named_without_allocating_them)
     BOOST_TEST(contains(r.out, "ckpt-0000000100.shard-0-of-1 holds another range than its manifest names\n"), r.out);
     BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }
+
+// Embedding tables: each PS's table file with its kind, rows and chain.
+BOOST_AUTO_TEST_CASE(the_table_files_of_a_checkpoint_are_shown_with_their_kind_and_rows)
+{
+    temp_dir d;
+    ps::embedding_config c;
+    c.dim = 2;
+    std::vector<ps::embedding_table> tables;
+    tables.emplace_back(c);
+    const std::vector<std::uint64_t> keys{1, 2, 3};
+    std::vector<float> out(6), g(6, 0.5f);
+    tables[0].pull(keys, out, 1);
+    for (std::uint64_t step : {1, 2}) {
+        auto m = write_checkpoint(d.path, step, 4, 1);
+        table_meta t;
+        t.global_step = step;
+        t.full = step == 1;
+        t.chain = step == 1 ? std::vector<std::uint64_t>{1} : std::vector<std::uint64_t>{1, 2};
+        if (step == 2) tables[0].push(std::span<const std::uint64_t>(keys).first(1), std::span<const float>(g).first(2), 2);
+        m.table_files.push_back(write_tables(d.path, t, tables));
+        tables[0].clear_changed();
+        m.tables = layout_of(tables);
+        write_manifest(d.path, m);
+    }
+    const auto r = run_inspect(d.path);
+    BOOST_TEST(r.status == 0);
+    BOOST_TEST(contains(r.out, table_name(1, 0, 1)), r.out);
+    BOOST_TEST(contains(r.out, "full"), r.out);
+    BOOST_TEST(contains(r.out, "3 rows"), r.out);
+    BOOST_TEST(contains(r.out, "incremental"), r.out);
+    BOOST_TEST(contains(r.out, "1 rows changed, 0 removed"), r.out);
+}

@@ -8,11 +8,14 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "pstrain/error.hpp"
+#include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/cpu_layers.hpp"
 #include "tests/unit/trainer/oracle.hpp"
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace pstrain;
@@ -127,6 +130,59 @@ BOOST_DATA_TEST_CASE(conv2d_forward_and_backward_match_the_oracle, bdata::make(c
     std::fill(dk.begin(), dk.end(), 7.0f);
     cpu::conv2d_backward(x.data(), kernel.data(), dy.data(), nullptr, dk.data(), db.data(), k.n, k.filters, w, col.data());
     expect_close(dk, rdk, "dkernel without dx");
+}
+
+// The layer kernels the models use, each built one against the same
+// oracle: im2col always, oneDNN when pstrain is built with it; a kernel
+// made once serves batches of several sizes (its largest first and after).
+BOOST_DATA_TEST_CASE(conv2d_kernels_match_the_oracle, bdata::make(conv_cases), k)
+{
+    std::vector<cpu::conv2d_impl> impls{cpu::conv2d_impl::im2col};
+    if (cpu::have_onednn()) impls.push_back(cpu::conv2d_impl::onednn);
+    auto w = window_of(k);
+    for (auto impl : impls) {
+        auto conv = cpu::make_conv2d(w, k.filters, k.n, impl);
+        for (int n : {k.n, 1, k.n}) {
+            oracle::geometry g{n, k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw, k.same};
+            g = g.resolve();
+            const std::size_t in = std::size_t(n) * k.c * k.h * k.w;
+            const std::size_t out = std::size_t(n) * k.filters * w.out_h * w.out_w;
+            auto x = random_floats(in, 11 + n), kernel = random_floats(std::size_t(k.filters) * k.c * k.kh * k.kw, 12 + n);
+            auto bias = random_floats(std::size_t(k.filters), 13), dy = random_floats(out, 14 + n);
+            std::vector<float> y(out, 7.0f), dx(in, 7.0f), dk(kernel.size(), 7.0f), db(bias.size(), 7.0f);
+            BOOST_TEST_CONTEXT(conv->name() << ", batch " << n)
+            {
+                conv->forward(x.data(), kernel.data(), bias.data(), y.data(), n);
+                expect_close(y, oracle::conv2d_forward(g, k.filters, widen(x), widen(kernel), widen(bias)), "y");
+                oracle::vec rdx, rdk, rdb;
+                oracle::conv2d_backward(g, k.filters, widen(x), widen(kernel), widen(dy), rdx, rdk, rdb);
+                conv->backward(x.data(), kernel.data(), dy.data(), dx.data(), dk.data(), db.data(), n);
+                expect_close(dx, rdx, "dx");
+                expect_close(dk, rdk, "dkernel");
+                expect_close(db, rdb, "dbias");
+                std::fill(dk.begin(), dk.end(), 7.0f);
+                conv->backward(x.data(), kernel.data(), dy.data(), nullptr, dk.data(), db.data(), n);
+                expect_close(dk, rdk, "dkernel without dx");
+            }
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_conv2d_kernel_is_chosen_by_name)
+{
+    cpu::window2d w{1, 4, 4, 3, 3, 1, 1};
+    BOOST_TEST_REQUIRE(cpu::resolve_padding(w, true));
+    BOOST_TEST(std::string(cpu::make_conv2d(w, 2, 4, cpu::conv2d_impl::im2col)->name()) == "im2col");
+    BOOST_TEST(std::string(cpu::make_conv2d(w, 2, 4)->name()) == "im2col", "one input channel: im2col is faster");
+    cpu::window2d deep{8, 4, 4, 3, 3, 1, 1};
+    BOOST_TEST_REQUIRE(cpu::resolve_padding(deep, true));
+    BOOST_TEST(std::string(cpu::make_conv2d(deep, 2, 4)->name()) == (cpu::have_onednn() ? "onednn" : "im2col"));
+    if (!cpu::have_onednn()) BOOST_CHECK_THROW(cpu::make_conv2d(w, 2, 4, cpu::conv2d_impl::onednn), pstrain::error);
+    setenv("PSTRAIN_CONV", "winograd", 1);
+    BOOST_CHECK_THROW(cpu::make_conv2d(w, 2, 4), pstrain::error);
+    setenv("PSTRAIN_CONV", "im2col", 1);
+    BOOST_TEST(std::string(cpu::make_conv2d(w, 2, 4)->name()) == "im2col");
+    unsetenv("PSTRAIN_CONV");
 }
 
 namespace {

@@ -196,6 +196,37 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_gets_every_row_and_the_changed_ones_since_the_
     BOOST_CHECK_THROW(wider.restore(r), pstrain::error);
 }
 
+// A pull changes a row's count and last_seen, so an incremental save
+// holds the rows only pulled too; an evicted key is a tombstone until the
+// next clear_changed(), unless it has a row again.
+BOOST_AUTO_TEST_CASE(pulls_mark_rows_changed_and_evicted_keys_are_listed_until_cleared)
+{
+    auto cfg = config(2);
+    cfg.evict_after = 2;
+    embedding_table t(cfg);
+    pull(t, {1, 2, 3}, 1);
+    t.clear_changed();
+    pull(t, {2}, 2);
+    std::vector<std::uint64_t> changed;
+    t.for_each_changed([&](const embedding_row& r) { changed.push_back(r.key); });
+    BOOST_TEST(changed == (std::vector<std::uint64_t>{2}), boost::test_tools::per_element());
+    BOOST_TEST(t.removed_keys().empty());
+
+    BOOST_TEST(t.evict(4) == 2u);  // 1 and 3, last seen at step 1
+    BOOST_TEST(t.removed_keys() == (std::vector<std::uint64_t>{1, 3}), boost::test_tools::per_element());
+    pull(t, {3}, 5);  // a row again: no longer a tombstone
+    BOOST_TEST(t.removed_keys() == (std::vector<std::uint64_t>{1}), boost::test_tools::per_element());
+    t.clear_changed();
+    BOOST_TEST(t.removed_keys().empty());
+
+    // erase (a restore's tombstone) drops a row and is not an eviction.
+    BOOST_TEST(t.erase(2));
+    BOOST_TEST(!t.erase(2));
+    BOOST_TEST(t.rows() == 1u);
+    BOOST_TEST(t.evicted_rows() == 2u);
+    BOOST_TEST(t.removed_keys().empty());
+}
+
 BOOST_AUTO_TEST_CASE(keys_spread_evenly_over_the_ps_tasks_whatever_their_pattern)
 {
     for (std::size_t ps : {2u, 3u, 8u}) {

@@ -1,0 +1,42 @@
+// A convolution layer's kernel, made once per layer shape: oneDNN's
+// (Debian's libdnnl, what PyTorch's CPU backend uses) when pstrain is built
+// with it and the input has 4 channels or more, where it measured 1.6x
+// faster than im2col + OpenBLAS sgemm (bench/README.md); im2col + sgemm
+// otherwise (on one input channel oneDNN measured 0.6x).  NCHW
+// activations, OIHW kernels, host memory.  Each distinct batch size's
+// buffers and primitives are made at its first use and kept: steps of the
+// same size allocate nothing.
+#pragma once
+
+#include "trainer/compute/cpu_layers.hpp"
+
+#include <memory>
+#include <string>
+
+namespace pstrain::compute::cpu {
+
+class conv2d {
+public:
+    virtual ~conv2d() = default;
+    virtual const char* name() const = 0;  // "onednn", "im2col"
+    // y[n, O, out_h, out_w] = conv(x, k) + b
+    virtual void forward(const float* x, const float* k, const float* b, float* y, int n) = 0;
+    // dk, db and (when dx is not null) dx from dy.
+    virtual void backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n) = 0;
+};
+
+enum class conv2d_impl {
+    automatic,  // PSTRAIN_CONV=im2col|onednn when set (benchmarks), else the faster for the shape
+    im2col,
+    onednn,
+};
+
+// Throws pstrain::error when `which` is onednn in a build without it, or
+// PSTRAIN_CONV names something else.
+std::unique_ptr<conv2d> make_conv2d(const window2d& w, int filters, int max_batch, conv2d_impl which = conv2d_impl::automatic);
+bool have_onednn();
+// The threads oneDNN's convolutions use (its OpenMP runtime); a no-op
+// without oneDNN.
+void set_conv2d_threads(int threads);
+
+}  // namespace pstrain::compute::cpu
