@@ -32,6 +32,7 @@ const char* usage(layer_kind k)
     case layer_kind::maxpool: return "maxpool:K[xK][:stride=S][:valid|same], e.g. maxpool:2";
     case layer_kind::avgpool: return "avgpool:K[xK][:stride=S][:valid|same], e.g. avgpool:2";
     case layer_kind::dropout: return "dropout:RATE with 0 <= RATE < 1, e.g. dropout:0.4";
+    case layer_kind::batchnorm: return "batchnorm with no arguments (momentum 0.99 and epsilon 0.001, as Keras)";
     default: return "no arguments";
     }
 }
