@@ -35,6 +35,13 @@ struct client_config {
     // Tensor sizes, in order: key k is the k-th range of the flat vector.
     // Empty: one key, the whole vector.
     std::vector<std::uint64_t> key_sizes;
+    // Each key's kind, in key order (empty: all trainable).  The PS runs
+    // no optimizer on a moving average (a batch normalization's moving
+    // mean or variance): it adds what is pushed for it (sync: the step's
+    // average), so a worker pushes (1 - momentum) * (batch value - moving
+    // value).  The chief's hello tells the PS tasks.
+    enum class key_kind : std::uint8_t { trainable, moving_average };
+    std::vector<key_kind> key_kinds;
     std::chrono::seconds timeout{600};  // a PS that does not answer for this long is lost
     bool share_memory = true;       // offer the buffers to PS tasks on this host
     // How errors name worker i ("worker 1 (n2)"); default "worker i".

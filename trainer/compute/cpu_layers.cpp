@@ -360,4 +360,87 @@ void dropout_backward(const float* dy, const float* mask, float* dx, std::size_t
     for (std::size_t i = 0; i < count; ++i) dx[i] = dy[i] * mask[i];
 }
 
+void batchnorm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* var,
+                             float* inv_std, int n, int channels, int inner, float eps)
+{
+    const double count = double(n) * inner;
+    const std::size_t plane = std::size_t(channels) * inner;
+    for (int c = 0; c < channels; ++c) {
+        double sum = 0, sq = 0;
+        for (int i = 0; i < n; ++i) {
+            const float* xc = x + i * plane + std::size_t(c) * inner;
+            for (int j = 0; j < inner; ++j) sum += xc[j];
+        }
+        const double m = sum / count;
+        for (int i = 0; i < n; ++i) {
+            const float* xc = x + i * plane + std::size_t(c) * inner;
+            for (int j = 0; j < inner; ++j) sq += (xc[j] - m) * (xc[j] - m);
+        }
+        const double v = sq / count;
+        mean[c] = static_cast<float>(m);
+        var[c] = static_cast<float>(v);
+        inv_std[c] = static_cast<float>(1.0 / std::sqrt(v + eps));
+        const float scale = gamma[c] * inv_std[c];
+        for (int i = 0; i < n; ++i) {
+            const float* xc = x + i * plane + std::size_t(c) * inner;
+            float* yc = y + i * plane + std::size_t(c) * inner;
+            for (int j = 0; j < inner; ++j) yc[j] = (xc[j] - mean[c]) * scale + beta[c];
+        }
+    }
+}
+
+void batchnorm_forward_eval(const float* x, const float* gamma, const float* beta, const float* moving_mean,
+                            const float* moving_var, float* y, int n, int channels, int inner, float eps)
+{
+    const std::size_t plane = std::size_t(channels) * inner;
+    for (int c = 0; c < channels; ++c) {
+        const float scale = gamma[c] / std::sqrt(moving_var[c] + eps);
+        const float shift = beta[c] - moving_mean[c] * scale;
+        for (int i = 0; i < n; ++i) {
+            const float* xc = x + i * plane + std::size_t(c) * inner;
+            float* yc = y + i * plane + std::size_t(c) * inner;
+            for (int j = 0; j < inner; ++j) yc[j] = xc[j] * scale + shift;
+        }
+    }
+}
+
+void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std, const float* dy,
+                        float* dx, float* dgamma, float* dbeta, int n, int channels, int inner)
+{
+    const double count = double(n) * inner;
+    const std::size_t plane = std::size_t(channels) * inner;
+    for (int c = 0; c < channels; ++c) {
+        double sdy = 0, sdyx = 0;
+        for (int i = 0; i < n; ++i) {
+            const float* xc = x + i * plane + std::size_t(c) * inner;
+            const float* dyc = dy + i * plane + std::size_t(c) * inner;
+            for (int j = 0; j < inner; ++j) {
+                sdy += dyc[j];
+                sdyx += double(dyc[j]) * (xc[j] - mean[c]);
+            }
+        }
+        dbeta[c] = static_cast<float>(sdy);
+        dgamma[c] = static_cast<float>(sdyx * inv_std[c]);
+        if (!dx) continue;
+        // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
+        const float k = gamma[c] * inv_std[c];
+        const float mdy = static_cast<float>(sdy / count);
+        const float mdyx = static_cast<float>(sdyx * inv_std[c] / count);
+        for (int i = 0; i < n; ++i) {
+            const float* xc = x + i * plane + std::size_t(c) * inner;
+            const float* dyc = dy + i * plane + std::size_t(c) * inner;
+            float* dxc = dx + i * plane + std::size_t(c) * inner;
+            for (int j = 0; j < inner; ++j) {
+                const float xhat = (xc[j] - mean[c]) * inv_std[c];
+                dxc[j] = k * (dyc[j] - mdy - xhat * mdyx);
+            }
+        }
+    }
+}
+
+void moving_average_delta(const float* batch, const float* moving, float* delta, int count, float momentum)
+{
+    for (int i = 0; i < count; ++i) delta[i] = (1.0f - momentum) * (batch[i] - moving[i]);
+}
+
 }  // namespace pstrain::compute::cpu

@@ -1,6 +1,7 @@
 // CPU kernels of the convolutional layers, NCHW activations: 2-D
 // convolution as im2col + OpenBLAS sgemm, max and average pooling,
-// element-wise activations, softmax, mean squared error and dropout.
+// element-wise activations, softmax, mean squared error, dropout and batch
+// normalization.
 // Pointers are host memory; nothing here allocates: the caller passes the
 // workspaces, sized once for its largest batch (conv2d_workspace).
 #pragma once
@@ -70,5 +71,25 @@ loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred
 // backward pass.  The mask is drawn from splitmix64(seed).
 void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate, std::uint64_t seed);
 void dropout_backward(const float* dy, const float* mask, float* dx, std::size_t count);
+
+// Batch normalization of x[n, channels, inner]: per channel after a
+// convolution (inner = H * W), per feature after a dense layer (inner = 1).
+// Training normalizes with the batch's statistics over n * inner values
+// (biased variance, as TensorFlow and PyTorch's forward) and keeps them for
+// the backward pass and the moving averages: mean[channels], var[channels],
+// inv_std[channels] = 1 / sqrt(var + eps).  Sums are taken in double.
+void batchnorm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* var,
+                             float* inv_std, int n, int channels, int inner, float eps);
+// Evaluation: the moving mean and variance instead of the batch's.
+void batchnorm_forward_eval(const float* x, const float* gamma, const float* beta, const float* moving_mean,
+                            const float* moving_var, float* y, int n, int channels, int inner, float eps);
+// dgamma = sum dy * xhat, dbeta = sum dy (both overwritten), and dx (may be
+// null) through the batch statistics of batchnorm_forward_train.
+void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std, const float* dy,
+                        float* dx, float* dgamma, float* dbeta, int n, int channels, int inner);
+// The step of an exponential moving average toward the batch's statistic:
+// delta = (1 - momentum) * (batch - moving), so moving + delta is the new
+// moving value (TensorFlow's assign_moving_average with decay = momentum).
+void moving_average_delta(const float* batch, const float* moving, float* delta, int count, float momentum);
 
 }  // namespace pstrain::compute::cpu

@@ -20,6 +20,10 @@ struct tensor_spec {
     std::vector<int> shape;     // {784, 100}
     std::size_t offset = 0;     // into the flat vector
     std::size_t size = 0;       // elements
+    // A moving average (a batch normalization's moving mean or variance):
+    // the PS runs no optimizer on it but adds what the worker pushes, the
+    // step toward the batch's statistic (client_config::key_kinds).
+    bool moving_average = false;
 };
 
 // One training batch's outcome.

@@ -23,6 +23,9 @@ namespace cpu = compute::cpu;
 using compute::device_array;
 
 constexpr std::size_t no_tensor = ~std::size_t(0);
+// Batch normalization as Keras defaults it: moving = momentum * moving +
+// (1 - momentum) * batch statistic, and the variance's epsilon.
+constexpr float batchnorm_momentum = 0.99f, batchnorm_epsilon = 1e-3f;
 
 struct step {
     layer_spec spec;
@@ -32,6 +35,8 @@ struct step {
     device_array<std::int32_t> argmax;  // maxpool
     std::unique_ptr<cpu::conv2d> conv;  // conv2d: oneDNN's or im2col's kernel
     device_array<float> mask;           // dropout
+    device_array<float> stats;          // batchnorm: the batch's mean, variance and 1 / std, `groups` each
+    int groups = 0, inner = 0;          // batchnorm: channels (or features) and the values of each per example
     float* output = nullptr;            // max_rows x out.size()
 };
 
@@ -83,6 +88,18 @@ public:
                 if (s.spec.kind == layer_kind::maxpool) s.argmax = device_array<std::int32_t>(be_, max_rows_ * s.out.size());
                 break;
             case layer_kind::dropout: s.mask = device_array<float>(be_, max_rows_ * s.out.size()); break;
+            case layer_kind::batchnorm:
+                // Per channel after a convolution, per feature after a dense layer.
+                s.groups = s.in.image ? s.in.channels : static_cast<int>(s.in.size());
+                s.inner = s.in.image ? s.in.height * s.in.width : 1;
+                s.weights = tensors_.size();
+                add_tensor(scope + "/gamma", {s.groups});
+                add_tensor(scope + "/beta", {s.groups});
+                add_tensor(scope + "/moving_mean", {s.groups});
+                add_tensor(scope + "/moving_variance", {s.groups});
+                tensors_[s.weights + 2].moving_average = tensors_[s.weights + 3].moving_average = true;
+                s.stats = device_array<float>(be_, 3 * std::size_t(s.groups));
+                break;
             default: break;
             }
             // Layers that change no value share their input's memory.
@@ -113,6 +130,14 @@ public:
         std::fill(params.begin(), params.end(), 0.0f);
         for (const auto& s : steps_) {
             if (s.weights == no_tensor) continue;
+            if (s.spec.kind == layer_kind::batchnorm) {
+                // gamma 1, beta 0, moving mean 0, moving variance 1
+                for (std::size_t k : {s.weights, s.weights + 3}) {
+                    const auto& t = tensors_[k];
+                    std::fill_n(params.begin() + static_cast<std::ptrdiff_t>(t.offset), t.size, 1.0f);
+                }
+                continue;
+            }
             const auto& t = tensors_[s.weights];
             const double field = s.spec.kind == layer_kind::conv2d ? double(s.spec.kh) * s.spec.kw : 1.0;
             const double fan_in = s.spec.kind == layer_kind::conv2d ? s.in.channels * field : double(s.in.size());
@@ -216,6 +241,20 @@ private:
             case layer_kind::tanh: cpu::activation_forward(cpu::activation::tanh, x, s.output, count); break;
             case layer_kind::sigmoid: cpu::activation_forward(cpu::activation::sigmoid, x, s.output, count); break;
             case layer_kind::softmax: cpu::softmax_forward(x, s.output, n, static_cast<int>(s.out.size())); break;
+            case layer_kind::batchnorm: {
+                const float* gamma = p + tensors_[s.weights].offset;
+                const float* beta = p + tensors_[s.weights + 1].offset;
+                if (training) {
+                    float* st = s.stats.get();
+                    cpu::batchnorm_forward_train(x, gamma, beta, s.output, st, st + s.groups, st + 2 * s.groups, n, s.groups,
+                                                 s.inner, batchnorm_epsilon);
+                } else {
+                    cpu::batchnorm_forward_eval(x, gamma, beta, p + tensors_[s.weights + 2].offset,
+                                                p + tensors_[s.weights + 3].offset, s.output, n, s.groups, s.inner,
+                                                batchnorm_epsilon);
+                }
+                break;
+            }
             case layer_kind::input:
             case layer_kind::flatten: break;
             }
@@ -273,6 +312,17 @@ private:
             case layer_kind::tanh: cpu::activation_backward(cpu::activation::tanh, s.output, dy, dx, count); break;
             case layer_kind::sigmoid: cpu::activation_backward(cpu::activation::sigmoid, s.output, dy, dx, count); break;
             case layer_kind::softmax: cpu::softmax_backward(s.output, dy, dx, n, static_cast<int>(s.out.size())); break;
+            case layer_kind::batchnorm: {
+                const auto &tg = tensors_[s.weights], &tb = tensors_[s.weights + 1], &tm = tensors_[s.weights + 2],
+                           &tv = tensors_[s.weights + 3];
+                const float* st = s.stats.get();
+                cpu::batchnorm_backward(x, p + tg.offset, st, st + 2 * s.groups, dy, need_dx ? dx : nullptr, g + tg.offset,
+                                        g + tb.offset, n, s.groups, s.inner);
+                // The moving averages' "gradients" are their steps toward this batch's statistics.
+                cpu::moving_average_delta(st, p + tm.offset, g + tm.offset, s.groups, batchnorm_momentum);
+                cpu::moving_average_delta(st + s.groups, p + tv.offset, g + tv.offset, s.groups, batchnorm_momentum);
+                break;
+            }
             case layer_kind::input:
             case layer_kind::flatten: continue;  // the same values: dy is dx
             }

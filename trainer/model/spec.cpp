@@ -32,12 +32,13 @@ const char* usage(layer_kind k)
     case layer_kind::maxpool: return "maxpool:K[xK][:stride=S][:valid|same], e.g. maxpool:2";
     case layer_kind::avgpool: return "avgpool:K[xK][:stride=S][:valid|same], e.g. avgpool:2";
     case layer_kind::dropout: return "dropout:RATE with 0 <= RATE < 1, e.g. dropout:0.4";
+    case layer_kind::batchnorm: return "batchnorm with no arguments (momentum 0.99 and epsilon 0.001, as Keras)";
     default: return "no arguments";
     }
 }
 
 const char* all_layers =
-    "input, dense, conv2d, maxpool, avgpool, dropout, flatten, relu, tanh, sigmoid, softmax, loss:xent|mse "
+    "input, dense, conv2d, maxpool, avgpool, dropout, flatten, relu, tanh, sigmoid, softmax, batchnorm, loss:xent|mse "
     "(see pstrain(1)), or a preset: mlp, linear, lenet5, cnn";
 
 std::optional<layer_kind> kind_named(std::string_view name)
@@ -46,7 +47,7 @@ std::optional<layer_kind> kind_named(std::string_view name)
         {"input", layer_kind::input},     {"dense", layer_kind::dense},     {"conv2d", layer_kind::conv2d},
         {"maxpool", layer_kind::maxpool}, {"avgpool", layer_kind::avgpool}, {"dropout", layer_kind::dropout},
         {"flatten", layer_kind::flatten}, {"relu", layer_kind::relu},       {"tanh", layer_kind::tanh},
-        {"sigmoid", layer_kind::sigmoid}, {"softmax", layer_kind::softmax}};
+        {"sigmoid", layer_kind::sigmoid}, {"softmax", layer_kind::softmax}, {"batchnorm", layer_kind::batchnorm}};
     for (const auto& [n, k] : names)
         if (n == name) return k;
     return std::nullopt;
@@ -66,6 +67,7 @@ std::string_view kind_name(layer_kind k)
     case layer_kind::tanh: return "tanh";
     case layer_kind::sigmoid: return "sigmoid";
     case layer_kind::softmax: return "softmax";
+    case layer_kind::batchnorm: return "batchnorm";
     }
     return "?";
 }
@@ -369,6 +371,8 @@ std::size_t layer_params(const layer_spec& l, const tensor_shape& in)
 {
     if (l.kind == layer_kind::dense) return (in.size() + 1) * std::size_t(l.units);
     if (l.kind == layer_kind::conv2d) return (std::size_t(in.channels) * l.kh * l.kw + 1) * std::size_t(l.units);
+    // gamma and beta (trained), the moving mean and variance (moving averages)
+    if (l.kind == layer_kind::batchnorm) return 4 * std::size_t(in.image ? in.channels : static_cast<int>(in.size()));
     return 0;
 }
 

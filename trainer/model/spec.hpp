@@ -11,7 +11,7 @@
 
 namespace pstrain::model {
 
-enum class layer_kind { input, dense, conv2d, maxpool, avgpool, dropout, flatten, relu, tanh, sigmoid, softmax };
+enum class layer_kind { input, dense, conv2d, maxpool, avgpool, dropout, flatten, relu, tanh, sigmoid, softmax, batchnorm };
 enum class init_kind { glorot, he };
 enum class activation_kind { none, relu, tanh, sigmoid };
 enum class loss_kind { softmax_cross_entropy, mean_squared_error };

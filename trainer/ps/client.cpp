@@ -111,6 +111,17 @@ public:
         if (keys_.empty()) keys_.push_back({0, cfg_.num_params});
         if (!cfg_.key_sizes.empty() && at != cfg_.num_params)
             throw error(fmt::format("the keys' sizes add up to {}, the model has {} parameters", at, cfg_.num_params));
+        if (!cfg_.key_kinds.empty() && cfg_.key_kinds.size() != keys_.size())
+            throw error(fmt::format("{} key kinds for {} keys: give one kind per key, or none (all trainable)",
+                                    cfg_.key_kinds.size(), keys_.size()));
+        for (std::size_t k = 0; k < cfg_.key_kinds.size(); ++k) {
+            if (cfg_.key_kinds[k] != client_config::key_kind::moving_average || keys_[k].size() == 0) continue;
+            if (!moving_.empty() && moving_.back().end == keys_[k].begin) moving_.back().end = keys_[k].end;  // adjacent keys: one range
+            else moving_.push_back(keys_[k]);
+        }
+        if (moving_.size() > wire::max_moving_ranges)
+            throw error(fmt::format("{} separate moving-average ranges, at most {}: put the moving averages side by side",
+                                    moving_.size(), wire::max_moving_ranges));
     }
 
     ~impl()
@@ -284,6 +295,7 @@ public:
     const client_config cfg_;
     const std::vector<shard_range> partition_;
     std::vector<shard_range> keys_;
+    std::vector<shard_range> moving_;  // moving-average ranges, merged, in order
     std::unique_ptr<exchange_memory> memory_;  // params, then grads
     float* params_;
     float* grads_;
@@ -492,6 +504,13 @@ private:
                 key.clear();
             }
         }
+        // The chief tells every PS which ranges hold moving averages, after the key.
+        std::vector<std::uint64_t> moving;
+        if (cfg_.index == 0)
+            for (const auto& r : moving_) moving.insert(moving.end(), {r.begin, r.end});
+        std::vector<std::uint8_t> payload(key);
+        payload.resize(key.size() + moving.size() * sizeof(std::uint64_t));
+        if (!moving.empty()) std::memcpy(payload.data() + key.size(), moving.data(), moving.size() * sizeof(std::uint64_t));
         const ticket id = next_++;
         auto& t = take(id);
         for (std::size_t p = 0; p < partition_.size(); ++p) {
@@ -508,8 +527,9 @@ private:
                 h.params_address = reinterpret_cast<std::uintptr_t>(params_);
                 h.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
             }
-            op.out = wire::encode(h, key.size());
-            post_and_send(op, key.empty() ? nullptr : key.data());
+            h.num_moving = static_cast<std::uint32_t>(moving.size() / 2);
+            op.out = wire::encode(h, payload.size());
+            post_and_send(op, payload.empty() ? nullptr : payload.data());
         }
         try {
             wait_ops(t.ops);

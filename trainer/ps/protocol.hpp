@@ -54,7 +54,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 5;
+inline constexpr std::uint16_t version = 6;  // 6: the hello carries moving-average ranges
 
 enum class kind : std::uint16_t {
     hello = 1, welcome, init, restore, pull, push, values, snapshot, snapshot_done, shutdown, abort, refusal, stats,
@@ -81,7 +81,8 @@ struct hello {
     std::uint32_t worker_index = 0;
     std::uint32_t num_workers = 0;
     std::uint32_t num_tables = 0;       // embedding tables, as this worker sees them
-};  // payload: the buffers' packed key
+    std::uint32_t num_moving = 0;       // moving-average ranges (the chief's hello only)
+};  // payload: the buffers' packed key, then num_moving (begin, end) pairs of 64-bit element indices
 
 struct welcome {
     static constexpr wire::kind type = kind::welcome;
@@ -270,5 +271,8 @@ inline std::optional<byte_span> bytes_of(std::uint64_t address, const shard_rang
 
 // The largest packed memory key a hello may carry.
 inline constexpr std::size_t max_key_bytes = 4096;
+// The most moving-average ranges a hello may carry (16 bytes each).
+inline constexpr std::size_t max_moving_ranges = 4096;
+inline constexpr std::size_t moving_range_bytes = 2 * sizeof(std::uint64_t);
 
 }  // namespace pstrain::ps::wire

@@ -161,11 +161,36 @@ private:
         }
         // The hello's key, then the rest goes through the usual receives.
         if (chief.in.payload_bytes > 0) {
-            if (chief.in.payload_bytes > wire::max_key_bytes)
-                throw peer_error(who, fmt::format("{} offered a memory key of {} bytes (at most {})", who,
-                                                  chief.in.payload_bytes, wire::max_key_bytes));
-            chief.payload_recv = net_.recv(0, channel::payload, chief.slot.data(), chief.in.payload_bytes);
+            if (h.num_moving > wire::max_moving_ranges)
+                throw peer_error(who, fmt::format("{} announced {} moving-average ranges (at most {})", who, h.num_moving,
+                                                  wire::max_moving_ranges));
+            const std::uint64_t moving_bytes = std::uint64_t(h.num_moving) * wire::moving_range_bytes;
+            if (chief.in.payload_bytes < moving_bytes || chief.in.payload_bytes - moving_bytes > wire::max_key_bytes)
+                throw peer_error(who, fmt::format("{} sent a hello of {} payload bytes for {} moving-average ranges and a memory "
+                                                  "key of at most {} bytes", who, chief.in.payload_bytes, h.num_moving,
+                                                  wire::max_key_bytes));
+            // Received aside (the ranges may not fit the slot), the key then goes where map_buffers reads it.
+            auto& payload = hello_payload_;  // a member: the receive may outlive this scope when the chief is lost
+            payload.resize(chief.in.payload_bytes);
+            chief.payload_recv = net_.recv(0, channel::payload, payload.data(), chief.in.payload_bytes);
             wait_for_chief(chief.payload_recv, "sent its memory key");
+            std::memcpy(chief.slot.data(), payload.data(), chief.in.payload_bytes - moving_bytes);
+            // The moving averages (a batch normalization's statistics) get no optimizer.
+            std::vector<shard_range> moving(h.num_moving);
+            const auto* bytes = payload.data() + (chief.in.payload_bytes - moving_bytes);
+            for (std::size_t r = 0; r < moving.size(); ++r) {
+                std::memcpy(&moving[r].begin, bytes + r * wire::moving_range_bytes, sizeof(std::uint64_t));
+                std::memcpy(&moving[r].end, bytes + r * wire::moving_range_bytes + sizeof(std::uint64_t), sizeof(std::uint64_t));
+                if (moving[r].end > num_params_)
+                    throw peer_error(who, fmt::format("{} announced a moving-average range [{}, {}) past the model's {} parameters",
+                                                      who, moving[r].begin, moving[r].end, num_params_));
+            }
+            try {
+                shard_->set_moving_averages(moving);
+            } catch (const error& e) {
+                throw peer_error(who, fmt::format("{}: {}", who, e.what()));
+            }
+            if (!moving.empty()) log::info("{} moving-average range(s) of the model get no optimizer", moving.size());
         }
         greet(0);
         send_reply(0);
@@ -536,7 +561,9 @@ private:
     bool map_buffers(std::size_t i, const wire::hello& h, std::string& why)
     {
         auto& p = workers_[i];
-        const auto key_bytes = p.in.payload_bytes;
+        // The key comes before the moving-average ranges (the chief's hello).
+        const std::uint64_t moving_bytes = std::uint64_t(h.num_moving) * wire::moving_range_bytes;
+        const auto key_bytes = p.in.payload_bytes >= moving_bytes ? p.in.payload_bytes - moving_bytes : 0;
         if (!cfg_.share_memory || key_bytes == 0 || key_bytes > wire::max_key_bytes || h.params_address == 0 ||
             h.grads_address == 0 || range_.size() == 0)
             return false;
@@ -1054,6 +1081,7 @@ private:
     std::uint64_t num_params_ = 0;
     shard_range range_;
     std::optional<parameter_shard> shard_;
+    std::vector<std::uint8_t> hello_payload_;  // the chief's hello: its memory key, then the moving-average ranges
     bool done_ = false, stopped_ = false, shutdown_ = false;
     clock::time_point shutdown_deadline_;
     std::uint64_t restored_ = 0;  // 1 + the restored snapshot's step

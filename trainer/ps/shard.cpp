@@ -42,18 +42,59 @@ void parameter_shard::restore(std::span<const float> values, std::span<const flo
     updates_ = updates;
 }
 
+void parameter_shard::set_moving_averages(const std::vector<shard_range>& ranges)
+{
+    moving_.clear();
+    std::uint64_t last = 0;
+    for (const auto& r : ranges) {
+        if (r.end < r.begin || r.begin < last)
+            throw error(fmt::format("moving-average range [{}, {}) is out of order or overlaps the one before: give ranges in "
+                                    "order, each ending before the next begins",
+                                    r.begin, r.end));
+        last = r.end;
+        const auto b = std::max(r.begin, range_.begin), e = std::min(r.end, range_.end);
+        if (b < e) moving_.push_back({b - range_.begin, e - range_.begin});
+    }
+}
+
+void parameter_shard::update_part(std::span<const float> in, std::span<float> out, std::span<const float> grads,
+                                  std::size_t at, std::uint64_t update)
+{
+    if (moving_.empty()) {
+        apply_update_to(cfg_, in, out, grads, state_at(at), values_.size(), update);
+        return;
+    }
+    const std::size_t end = at + grads.size();
+    std::size_t pos = at;
+    auto optimize = [&](std::size_t to) {
+        if (to <= pos) return;
+        const std::size_t off = pos - at, len = to - pos;
+        apply_update_to(cfg_, in.subspan(off, len), out.subspan(off, len), grads.subspan(off, len), state_at(pos),
+                        values_.size(), update);
+        pos = to;
+    };
+    for (const auto& m : moving_) {
+        if (m.end <= pos) continue;
+        if (m.begin >= end) break;
+        optimize(std::max<std::size_t>(m.begin, pos));
+        const std::size_t to = std::min<std::size_t>(m.end, end);
+        for (; pos < to; ++pos) out[pos - at] = in[pos - at] + grads[pos - at];
+    }
+    optimize(end);
+}
+
 void parameter_shard::apply(std::span<const float> grads, shard_range part)
 {
     const std::size_t at = part.begin - range_.begin;
     auto values = std::span(values_).subspan(at, part.size());
     ++updates_;
-    apply_update_to(cfg_, values, values, grads, state_at(at), values_.size(), updates_);
+    update_part(values, values, grads, at, updates_);
 }
 
 void parameter_shard::apply_block(std::span<const float> grads, std::size_t at, std::uint64_t update)
 {
     auto values = std::span(values_).subspan(at, grads.size());
-    apply_update_to(cfg_, values, values, grads, state_at(at), values_.size(), update);
+    update_part(values, values, grads, at, update);
 }
 
 void parameter_shard::apply_into(float_buffer& spare, std::span<const float> grads, shard_range part)
@@ -64,8 +105,7 @@ void parameter_shard::apply_into(float_buffer& spare, std::span<const float> gra
     // Outside `part` the new values are the old ones.
     if (part.size() != values_.size()) std::copy(values_.begin(), values_.end(), spare.begin());
     ++updates_;
-    apply_update_to(cfg_, std::span(values_).subspan(at, part.size()), std::span(spare).subspan(at, part.size()), grads,
-                    state_at(at), values_.size(), updates_);
+    update_part(std::span(values_).subspan(at, part.size()), std::span(spare).subspan(at, part.size()), grads, at, updates_);
     values_.swap(spare);
 }
 

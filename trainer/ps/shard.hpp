@@ -1,5 +1,9 @@
 // What one PS task owns: a contiguous range of the flat parameter vector,
-// its values and its optimizer state.
+// its values and its optimizer state.  Parts of the vector may be moving
+// averages (a batch normalization's moving mean and variance): the
+// optimizer leaves them alone and an update adds the pushed value to them
+// (in sync mode the step's average of the workers' deltas), the workers
+// pushing delta = (1 - momentum) * (batch statistic - moving value).
 #pragma once
 
 #include "pstrain/optimizer.hpp"
@@ -24,6 +28,9 @@ public:
     std::uint64_t updates() const { return updates_; }
     const optimizer_config& optimizer() const { return cfg_; }
 
+    // The ranges of the flat vector (any, in order, not overlapping) that
+    // hold moving averages; the parts inside this shard are kept.
+    void set_moving_averages(const std::vector<shard_range>& ranges);
     // Sets values (from the chief's initialisation or a checkpoint).
     void assign(std::span<const float> values);
     void restore(std::span<const float> values, std::span<const float> state, std::uint64_t updates);
@@ -47,12 +54,17 @@ public:
 private:
     // The first state slot's value for element `at` of the shard (none for sgd).
     float* state_at(std::size_t at) { return state_.empty() ? nullptr : state_.data() + at; }
+    // Elements [at, at + grads.size()) of the shard from `in` into `out`:
+    // the optimizer's update, or in + grad inside a moving average.
+    void update_part(std::span<const float> in, std::span<float> out, std::span<const float> grads, std::size_t at,
+                     std::uint64_t update);
 
     shard_range range_;
     optimizer_config cfg_;
     float_buffer values_;
     std::vector<float> state_;
     std::uint64_t updates_ = 0;
+    std::vector<shard_range> moving_;  // shard-relative, in order
 };
 
 }  // namespace pstrain::ps

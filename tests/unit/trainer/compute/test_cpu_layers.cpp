@@ -312,3 +312,205 @@ BOOST_AUTO_TEST_CASE(dropout_is_inverted_seeded_and_its_backward_uses_the_mask)
     cpu::dropout_backward(dy.data(), mask.data(), dx.data(), n);
     for (std::size_t i = 0; i < n; i += 997) BOOST_TEST(dx[i] == dy[i] * mask[i]);
 }
+
+// Batch normalization against a naive double-precision oracle: statistics
+// by their definitions, the input gradient through the full Jacobian
+// dy_i/dx_k = gamma * inv_std * (delta_ik - 1/M - xhat_i * xhat_k / M) of
+// each channel's M = n * inner values, and that Jacobian against central
+// finite differences of the oracle's own forward pass.
+namespace {
+
+struct bn_case {
+    int n, channels, inner;
+};
+
+std::ostream& operator<<(std::ostream& os, const bn_case& k)
+{
+    return os << k.n << "x" << k.channels << "x" << k.inner;
+}
+
+const bn_case bn_cases[] = {
+    {4, 3, 35},  // after a convolution: 3 channels of non-square 5x7 planes
+    {1, 2, 12},  // batch 1: statistics over one image's 3x4 plane
+    {8, 5, 1},   // after a dense layer: per feature over the batch
+    {3, 1, 2},   // one channel, tiny batch
+    {2, 4, 9},   // 3x3 planes, batch 2
+};
+
+constexpr float bn_eps = 1e-3f;
+
+struct bn_oracle {
+    oracle::vec y, mean, var;
+};
+
+std::size_t bn_at(const bn_case& k, int i, int c, int j) { return (std::size_t(i) * k.channels + c) * k.inner + j; }
+
+bn_oracle bn_forward(const bn_case& k, const oracle::vec& x, const oracle::vec& gamma, const oracle::vec& beta)
+{
+    bn_oracle o{oracle::vec(x.size()), oracle::vec(k.channels), oracle::vec(k.channels)};
+    const double m = double(k.n) * k.inner;
+    for (int c = 0; c < k.channels; ++c) {
+        double s = 0;
+        for (int i = 0; i < k.n; ++i)
+            for (int j = 0; j < k.inner; ++j) s += x[bn_at(k, i, c, j)];
+        o.mean[c] = s / m;
+        double v = 0;
+        for (int i = 0; i < k.n; ++i)
+            for (int j = 0; j < k.inner; ++j) v += (x[bn_at(k, i, c, j)] - o.mean[c]) * (x[bn_at(k, i, c, j)] - o.mean[c]);
+        o.var[c] = v / m;
+        for (int i = 0; i < k.n; ++i)
+            for (int j = 0; j < k.inner; ++j)
+                o.y[bn_at(k, i, c, j)] = gamma[c] * (x[bn_at(k, i, c, j)] - o.mean[c]) / std::sqrt(o.var[c] + bn_eps) + beta[c];
+    }
+    return o;
+}
+
+// dx through the full Jacobian, dgamma and dbeta by their definitions.
+void bn_backward(const bn_case& k, const oracle::vec& x, const oracle::vec& gamma, const oracle::vec& dy, oracle::vec& dx,
+                 oracle::vec& dgamma, oracle::vec& dbeta)
+{
+    const auto o = bn_forward(k, x, gamma, oracle::vec(k.channels, 0.0));
+    const double m = double(k.n) * k.inner;
+    dx.assign(x.size(), 0.0);
+    dgamma.assign(k.channels, 0.0);
+    dbeta.assign(k.channels, 0.0);
+    for (int c = 0; c < k.channels; ++c) {
+        const double inv = 1.0 / std::sqrt(o.var[c] + bn_eps);
+        auto xhat = [&](std::size_t p) { return (x[p] - o.mean[c]) * inv; };
+        for (int i = 0; i < k.n; ++i)
+            for (int j = 0; j < k.inner; ++j) {
+                const auto p = bn_at(k, i, c, j);
+                dbeta[c] += dy[p];
+                dgamma[c] += dy[p] * xhat(p);
+                for (int i2 = 0; i2 < k.n; ++i2)
+                    for (int j2 = 0; j2 < k.inner; ++j2) {
+                        const auto q = bn_at(k, i2, c, j2);
+                        const double jac = gamma[c] * inv * ((p == q ? 1.0 : 0.0) - 1.0 / m - xhat(p) * xhat(q) / m);
+                        dx[q] += dy[p] * jac;
+                    }
+            }
+    }
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(batchnorm_training_forward_and_backward_match_the_oracle, bdata::make(bn_cases), k)
+{
+    const std::size_t count = std::size_t(k.n) * k.channels * k.inner;
+    auto x = random_floats(count, 21);
+    for (auto& v : x) v = 1.5f + 2.0f * v;  // away from zero mean and unit variance
+    auto gamma = random_floats(k.channels, 22), beta = random_floats(k.channels, 23), dy = random_floats(count, 24);
+    std::vector<float> y(count), mean(k.channels), var(k.channels), inv_std(k.channels), dx(count), dgamma(k.channels),
+        dbeta(k.channels);
+    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), var.data(), inv_std.data(), k.n,
+                                 k.channels, k.inner, bn_eps);
+    const auto o = bn_forward(k, widen(x), widen(gamma), widen(beta));
+    expect_close(y, o.y, "y");
+    expect_close(mean, o.mean, "mean");
+    expect_close(var, o.var, "var");
+    cpu::batchnorm_backward(x.data(), gamma.data(), mean.data(), inv_std.data(), dy.data(), dx.data(), dgamma.data(),
+                            dbeta.data(), k.n, k.channels, k.inner);
+    oracle::vec rdx, rdgamma, rdbeta;
+    bn_backward(k, widen(x), widen(gamma), widen(dy), rdx, rdgamma, rdbeta);
+    expect_close(dx, rdx, "dx");
+    expect_close(dgamma, rdgamma, "dgamma");
+    expect_close(dbeta, rdbeta, "dbeta");
+    // dx without the input gradient leaves dx alone and gives the same parameter gradients.
+    std::vector<float> dgamma2(k.channels), dbeta2(k.channels);
+    cpu::batchnorm_backward(x.data(), gamma.data(), mean.data(), inv_std.data(), dy.data(), nullptr, dgamma2.data(),
+                            dbeta2.data(), k.n, k.channels, k.inner);
+    BOOST_TEST((dgamma2 == dgamma));
+    BOOST_TEST((dbeta2 == dbeta));
+}
+
+BOOST_DATA_TEST_CASE(batchnorm_oracle_gradients_match_finite_differences, bdata::make(bn_cases), k)
+{
+    const std::size_t count = std::size_t(k.n) * k.channels * k.inner;
+    auto x = widen(random_floats(count, 31)), gamma = widen(random_floats(k.channels, 32)),
+         beta = widen(random_floats(k.channels, 33)), dy = widen(random_floats(count, 34));
+    oracle::vec dx, dgamma, dbeta;
+    bn_backward(k, x, gamma, dy, dx, dgamma, dbeta);
+    // loss = sum dy * y
+    auto loss = [&](const oracle::vec& xx, const oracle::vec& g, const oracle::vec& b) {
+        const auto o = bn_forward(k, xx, g, b);
+        double l = 0;
+        for (std::size_t i = 0; i < count; ++i) l += dy[i] * o.y[i];
+        return l;
+    };
+    const double h = 1e-5;
+    auto check = [&](oracle::vec& v, const oracle::vec& grad, const char* what) {
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const double keep = v[i];
+            v[i] = keep + h;
+            const double up = loss(x, gamma, beta);
+            v[i] = keep - h;
+            const double down = loss(x, gamma, beta);
+            v[i] = keep;
+            const double fd = (up - down) / (2 * h);
+            BOOST_TEST_REQUIRE(std::fabs(fd - grad[i]) <= 1e-5 + 1e-4 * std::fabs(fd),
+                               what << "[" << i << "]: finite difference " << fd << ", oracle " << grad[i]);
+        }
+    };
+    check(x, dx, "dx");
+    check(gamma, dgamma, "dgamma");
+    check(beta, dbeta, "dbeta");
+}
+
+BOOST_AUTO_TEST_CASE(batchnorm_of_a_single_dense_row_outputs_beta_with_finite_gradients)
+{
+    // Batch 1 after a dense layer: each feature's variance is 0, so xhat is 0.
+    const bn_case k{1, 3, 1};
+    std::vector<float> x{2.0f, -1.0f, 0.5f}, gamma{1.0f, 2.0f, 3.0f}, beta{0.1f, 0.2f, 0.3f}, dy{1.0f, -2.0f, 0.5f}, y(3),
+        mean(3), var(3), inv_std(3), dx(3), dgamma(3), dbeta(3);
+    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), var.data(), inv_std.data(), k.n,
+                                 k.channels, k.inner, bn_eps);
+    cpu::batchnorm_backward(x.data(), gamma.data(), mean.data(), inv_std.data(), dy.data(), dx.data(), dgamma.data(),
+                            dbeta.data(), k.n, k.channels, k.inner);
+    for (int c = 0; c < 3; ++c) {
+        BOOST_TEST(y[c] == beta[c]);
+        BOOST_TEST(var[c] == 0.0f);
+        BOOST_TEST(dx[c] == 0.0f);
+        BOOST_TEST(dgamma[c] == 0.0f);
+        BOOST_TEST(dbeta[c] == dy[c]);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(batchnorm_evaluation_uses_the_moving_statistics)
+{
+    const bn_case k{3, 2, 4};
+    const std::size_t count = 24;
+    auto x = random_floats(count, 41);
+    const std::vector<float> gamma{1.5f, -0.5f}, beta{0.25f, 1.0f}, moving_mean{0.3f, -1.0f}, moving_var{2.0f, 0.5f};
+    std::vector<float> y(count);
+    cpu::batchnorm_forward_eval(x.data(), gamma.data(), beta.data(), moving_mean.data(), moving_var.data(), y.data(), k.n,
+                                k.channels, k.inner, bn_eps);
+    oracle::vec want(count);
+    for (int i = 0; i < k.n; ++i)
+        for (int c = 0; c < k.channels; ++c)
+            for (int j = 0; j < k.inner; ++j) {
+                const auto p = bn_at(k, i, c, j);
+                want[p] = gamma[c] * (double(x[p]) - moving_mean[c]) / std::sqrt(double(moving_var[c]) + bn_eps) + beta[c];
+            }
+    expect_close(y, want, "y");
+    // Not the batch's statistics: training mode on the same batch differs.
+    std::vector<float> yt(count), mean(2), var(2), inv_std(2);
+    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), yt.data(), mean.data(), var.data(), inv_std.data(), k.n,
+                                 k.channels, k.inner, bn_eps);
+    BOOST_TEST((yt != y));
+}
+
+BOOST_AUTO_TEST_CASE(moving_average_delta_steps_toward_the_batch_statistic)
+{
+    // moving += (1 - momentum) * (batch - moving), applied 200 times at
+    // momentum 0.9, is within 0.9^200 of the batch value; one step is exact.
+    std::vector<float> batch{1.0f, -2.0f, 0.0f}, moving{0.0f, 0.0f, 1.0f}, delta(3);
+    cpu::moving_average_delta(batch.data(), moving.data(), delta.data(), 3, 0.9f);
+    BOOST_TEST(delta[0] == 0.1f * 1.0f, boost::test_tools::tolerance(1e-6f));
+    BOOST_TEST(delta[1] == 0.1f * -2.0f, boost::test_tools::tolerance(1e-6f));
+    BOOST_TEST(delta[2] == 0.1f * -1.0f, boost::test_tools::tolerance(1e-6f));
+    for (int s = 0; s < 200; ++s) {
+        cpu::moving_average_delta(batch.data(), moving.data(), delta.data(), 3, 0.9f);
+        for (int i = 0; i < 3; ++i) moving[i] += delta[i];
+    }
+    for (int i = 0; i < 3; ++i) BOOST_TEST(std::fabs(moving[i] - batch[i]) < 1e-5);
+}

@@ -254,3 +254,85 @@ BOOST_AUTO_TEST_CASE(wrong_data_is_refused)
     std::vector<std::uint32_t> too_many(17, 0);
     BOOST_CHECK_THROW(m->compute_gradients(p, d, too_many, g), error);
 }
+
+// Batch normalization through the model: gamma and beta against finite
+// differences (after a convolution, per channel, and after a dense layer,
+// per feature, batch 1 included); the moving mean and variance are
+// moving-average tensors whose pushed values are the steps toward the
+// batch's statistics; training ignores them and evaluation uses them.
+BOOST_AUTO_TEST_CASE(batchnorm_trains_on_batch_statistics_and_evaluates_on_the_moving_ones)
+{
+    compute::cpu_backend be(1);
+    const auto d = image_data(12, 2, 5, 4, 3, 17);
+    for (const char* spec : {"conv2d:3:3x3:tanh,batchnorm,flatten,dense:3", "flatten,dense:4,batchnorm,tanh,dense:3"}) {
+        BOOST_TEST_CONTEXT(spec)
+        {
+            auto m = build(be, spec, d);
+            std::vector<std::size_t> moving;
+            for (std::size_t k = 0; k < m->tensors().size(); ++k)
+                if (m->tensors()[k].moving_average) moving.push_back(k);
+            BOOST_TEST_REQUIRE(moving.size() == 2u);
+            const auto &tm = m->tensors()[moving[0]], &tv = m->tensors()[moving[1]];
+            BOOST_TEST(tm.name.ends_with("/moving_mean"));
+            BOOST_TEST(tv.name.ends_with("/moving_variance"));
+            for (const std::vector<std::uint32_t>& rows : {std::vector<std::uint32_t>{0, 3, 5, 7, 11}, std::vector<std::uint32_t>{4}}) {
+                std::vector<float> p(m->num_params()), g(m->num_params()), scratch(m->num_params());
+                m->initialize(p, 3);
+                for (std::size_t i = 0; i < tv.size; ++i) {
+                    BOOST_TEST(p[tm.offset + i] == 0.0f);
+                    BOOST_TEST(p[tv.offset + i] == 1.0f);
+                    p[tm.offset + i] = 0.5f;  // not the batch's statistics
+                    p[tv.offset + i] = 2.0f;
+                }
+                const double loss = m->compute_gradients(p, d, rows, g).loss;
+                const float eps = 1e-3f;
+                for (std::size_t i = 0; i < p.size(); ++i) {
+                    const bool is_moving = (i >= tm.offset && i < tm.offset + tm.size) || (i >= tv.offset && i < tv.offset + tv.size);
+                    const float saved = p[i];
+                    p[i] = saved + eps;
+                    const double up = m->compute_gradients(p, d, rows, scratch).loss;
+                    p[i] = saved - eps;
+                    const double down = m->compute_gradients(p, d, rows, scratch).loss;
+                    p[i] = saved;
+                    const double numeric = (up - down) / (2.0 * eps);
+                    if (is_moving) {
+                        BOOST_TEST_REQUIRE(numeric == 0.0, "training does not read moving statistic " << i);
+                        continue;
+                    }
+                    BOOST_TEST_REQUIRE(std::fabs(g[i] - numeric) <= 2e-3 + 2e-2 * std::fabs(numeric),
+                                       "param " << i << ": analytic " << g[i] << " numeric " << numeric);
+                }
+                // Pushed for the moving averages: 0.01 * (batch statistic - moving).
+                // Batch 1 after a dense layer: each feature's variance is 0.
+                if (rows.size() == 1 && std::string(spec).starts_with("flatten"))
+                    for (std::size_t i = 0; i < tv.size; ++i)
+                        BOOST_TEST(g[tv.offset + i] == 0.01f * (0.0f - 2.0f), boost::test_tools::tolerance(1e-5f));
+                for (std::size_t i = 0; i < tv.size; ++i) {
+                    BOOST_TEST(g[tm.offset + i] != 0.0f);
+                    BOOST_TEST(std::fabs(g[tv.offset + i]) <= 0.01f * (2.0f + 100.0f));
+                }
+                (void)loss;
+            }
+            // Evaluation reads the moving statistics.
+            std::vector<float> p(m->num_params());
+            m->initialize(p, 3);
+            const auto before = m->evaluate(p, d);
+            for (std::size_t i = 0; i < tm.size; ++i) p[tm.offset + i] = 3.0f;
+            const auto after = m->evaluate(p, d);
+            BOOST_TEST(before.loss != after.loss);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(batchnorm_parses_prints_and_counts_its_parameters)
+{
+    const auto s = model::parse_model_spec("conv2d:8:3x3,batchnorm,flatten,dense:10");
+    BOOST_TEST(s.text() == "conv2d:8:3x3,batchnorm,flatten,dense:10");
+    BOOST_TEST(model::layer_params(s.layers[1], {true, 8, 28, 28}) == 32u);
+    BOOST_TEST(model::layer_params(s.layers[1], {false, 100, 1, 1}) == 400u);
+    const auto j = model::parse_model_json(R"({"layers":["conv2d:8:3x3",{"type":"batchnorm"},"flatten","dense:10"]})", "m.json");
+    BOOST_TEST(j.text() == s.text());
+    BOOST_CHECK_EXCEPTION(model::parse_model_spec("conv2d:8:3x3,batchnorm:0.9,flatten,dense:10"), error, [](const error& e) {
+        return std::string(e.what()).find("batchnorm") != std::string::npos;
+    });
+}

@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(a_wrong_layer_is_named_with_what_is_accepted)
 {
     BOOST_TEST(error_of([] { parse_model_spec("conv2d:32:5x5,maxpol:2,dense:10"); }) ==
                "--model: layer 2 'maxpol:2': no layer 'maxpol': accepted: input, dense, conv2d, maxpool, avgpool, dropout, "
-               "flatten, relu, tanh, sigmoid, softmax, loss:xent|mse (see pstrain(1)), or a preset: mlp, linear, lenet5, cnn");
+               "flatten, relu, tanh, sigmoid, softmax, batchnorm, loss:xent|mse (see pstrain(1)), or a preset: mlp, linear, lenet5, cnn");
     BOOST_TEST(error_of([] { parse_model_spec("conv2d:32:5y5"); }) ==
                "--model: layer 1 'conv2d:32:5y5': '5y5' is not a kernel size: accepted: "
                "conv2d:FILTERS:KHxKW[:stride=S][:same|valid][:glorot|he][:relu|tanh|sigmoid], e.g. conv2d:32:5x5:relu");

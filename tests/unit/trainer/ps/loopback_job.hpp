@@ -35,6 +35,7 @@ struct job_options {
     std::uint64_t num_params = 6;
     bool share_memory = true;               // servers and clients
     std::vector<std::uint64_t> key_sizes;
+    std::vector<ps::client_config::key_kind> key_kinds;
     std::chrono::seconds client_timeout{3};
     std::vector<std::uint32_t> table_dims;  // the clients' embedding tables
 };
@@ -50,6 +51,7 @@ public:
             c.num_workers = num_workers;
             c.num_params = o.num_params;
             c.key_sizes = o.key_sizes;
+            c.key_kinds = o.key_kinds;
             c.timeout = o.client_timeout;
             c.share_memory = o.share_memory;
             c.table_dims = o.table_dims;

@@ -365,6 +365,50 @@ BOOST_AUTO_TEST_CASE(two_ps_tasks_split_the_vector_as_make_partition_says)
     BOOST_TEST(job.server(1).global_step() == 1u);
 }
 
+// ------------------------------------------------------- moving averages
+
+// A key of kind moving_average (a batch normalization's moving mean or
+// variance) gets no optimizer: the PS adds the step's average of the
+// pushed deltas.  Its range [2, 4) crosses the two PS tasks' shards; the
+// chief's hello tells both.
+BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_the_optimizer, bdata::make({false, true}),
+                     share)
+{
+    auto o = sharing(share);
+    o.key_sizes = {2, 2, 2};
+    o.key_kinds = {client_config::key_kind::trainable, client_config::key_kind::moving_average,
+                   client_config::key_kind::trainable};
+    ps_job job(2, 2, sync_config(), {}, o);
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    auto t0 = w0.push();
+    auto t1 = w1.push();
+    w0.wait(t0);
+    w1.wait(t1);
+    w0.wait(w0.pull());
+    // The average is {2, 1, 1, 0, 0.5, 0}: SGD (learning rate 0.5) on
+    // elements 0, 1, 4, 5; elements 2 and 3 are 3 + 1 and 4 + 0.
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0, 1.5f, 4, 4, 4.75f, 6}), boost::test_tools::per_element());
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST((job.finish(0).outcome == server_outcome::done));
+    BOOST_TEST((job.finish(1).outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(a_kind_for_each_key_or_none)
+{
+    pstrain::ps::loopback_network net(1, 1);
+    client_config c;
+    c.num_params = 6;
+    c.key_sizes = {3, 3};
+    c.key_kinds = {client_config::key_kind::moving_average};
+    BOOST_CHECK_EXCEPTION(client(net.worker(0), c), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()).find("1 key kinds for 2 keys") != std::string::npos;
+    });
+}
+
 // ------------------------------------------------------------------ stats
 
 BOOST_DATA_TEST_CASE(async_stats_count_each_workers_gradients_and_their_staleness, bdata::make({false, true}), share)

@@ -172,3 +172,63 @@ BOOST_AUTO_TEST_CASE(float_buffer_resizes_keeping_values_and_offset)
     BOOST_TEST(reinterpret_cast<std::uintptr_t>(other.data()) % 4096 == 8u);
     BOOST_CHECK_THROW(float_buffer(1, 6), pstrain::error);  // not a float's offset
 }
+
+// Moving averages (a batch normalization's moving mean and variance): the
+// optimizer leaves them alone and an update adds the pushed delta; every
+// other element gets the optimizer's update, with its state, as without
+// moving averages.  Checked through apply, apply_into and apply_block
+// (blocks that cut across the ranges), for sgd and adam.
+BOOST_AUTO_TEST_CASE(moving_average_elements_add_the_pushed_delta_and_skip_the_optimizer)
+{
+    const shard_range range{10, 40};
+    const std::vector<shard_range> moving{{0, 12}, {20, 25}, {28, 29}, {39, 50}};
+    auto is_moving = [&](std::uint64_t i) {
+        return std::any_of(moving.begin(), moving.end(), [&](const shard_range& r) { return r.begin <= i && i < r.end; });
+    };
+    for (auto kind : {optimizer_kind::sgd, optimizer_kind::adam}) {
+        optimizer_config c;
+        c.kind = kind;
+        c.learning_rate = 0.5f;
+        for (int mode = 0; mode < 3; ++mode) {
+            parameter_shard with(range, c), plain(range, c);
+            with.set_moving_averages(moving);
+            std::vector<float> init(range.size());
+            for (std::size_t i = 0; i < init.size(); ++i) init[i] = 0.25f * static_cast<float>(i);
+            with.assign(init);
+            plain.assign(init);
+            float_buffer spare;
+            for (int step = 1; step <= 3; ++step) {
+                std::vector<float> g(range.size());
+                for (std::size_t i = 0; i < g.size(); ++i) g[i] = 0.1f * static_cast<float>(step) - 0.01f * static_cast<float>(i);
+                const std::vector<float> before(with.values().begin(), with.values().end());
+                if (mode == 0) {
+                    with.apply(g);
+                } else if (mode == 1) {
+                    with.apply_into(spare, g);
+                } else {
+                    const auto u = with.begin_update();
+                    for (std::size_t at = 0; at < g.size(); at += 7)
+                        with.apply_block(std::span(g).subspan(at, std::min<std::size_t>(7, g.size() - at)), at, u);
+                }
+                plain.apply(g);
+                for (std::size_t i = 0; i < g.size(); ++i) {
+                    const auto at = range.begin + i;
+                    if (is_moving(at))
+                        BOOST_TEST_REQUIRE(with.values()[i] == before[i] + g[i],
+                                           "mode " << mode << " step " << step << ": moving element " << at);
+                    else
+                        BOOST_TEST_REQUIRE(with.values()[i] == plain.values()[i],
+                                           "mode " << mode << " step " << step << ": trainable element " << at);
+                }
+            }
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(overlapping_moving_average_ranges_are_refused)
+{
+    parameter_shard s({0, 10}, optimizer_config{});
+    BOOST_CHECK_EXCEPTION(s.set_moving_averages({{0, 5}, {4, 8}}), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()).find("overlaps") != std::string::npos;
+    });
+}
