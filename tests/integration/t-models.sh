@@ -93,3 +93,23 @@ test_a_small_cnn_trains_distributed_sync() {
   echo "test accuracy $acc" >>"$TEST_LOG"
   expect_at_least "$acc" 0.80 "test accuracy"
 }
+
+# Batch normalization's moving statistics live on the PS tasks (pushed as
+# moving averages, no optimizer) and in the checkpoint: a 2-PS sync job's
+# final evaluation is given back exactly by a restore onto 1 PS.
+test_batchnorm_statistics_are_trained_on_the_ps_and_checkpointed() {
+  local bn=(--model 'conv2d:8:3x3:relu,batchnorm,maxpool:2,flatten,dense:10' --optimizer adam --learning-rate 0.002
+            --batch-size 100 --log-every 0 --device cpu)
+  RUN_TIMEOUT=400 run srun -N3 -n 4 --ps=2 --workers=2 --mpi=pmix "$pstrain" "${bn[@]}" --sync-replicas --train-steps 200 \
+    --checkpoint-dir "$PWD/ck"
+  expect_rc 0
+  local first
+  first=$(printf '%s\n' "$out" | last_json)
+  echo "trained: $first" >>"$TEST_LOG"
+  expect_at_least "$(field "$first" test_accuracy)" 0.78 "test accuracy with batchnorm"
+  RUN_TIMEOUT=300 run "$pstrain" --standalone "${bn[@]}" --train-steps 200 --checkpoint-dir "$PWD/ck"
+  expect_rc 0
+  expect_contains "restored"
+  expect_eq "$(field "$(printf '%s\n' "$out" | last_json)" test_accuracy)" "$(field "$first" test_accuracy)" \
+    "accuracy evaluated from the restored moving statistics"
+}
