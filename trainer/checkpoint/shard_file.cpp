@@ -107,9 +107,11 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     const char* p = bytes.data() + fixed_header + json_bytes;
     d.values.resize(n);
     d.state.resize(n * static_cast<std::size_t>(d.meta.state_slots));
-    if (n == 0) return d;  // an empty range: memcpy from or to the null data() of an empty vector is undefined
+    // memcpy from or to the null data() of an empty vector is undefined:
+    // an empty range, or a shard whose optimizer keeps no state (sgd).
+    if (n == 0) return d;
     std::memcpy(d.values.data(), p, n * 4);
-    std::memcpy(d.state.data(), p + n * 4, d.state.size() * 4);
+    if (!d.state.empty()) std::memcpy(d.state.data(), p + n * 4, d.state.size() * 4);
     return d;
 }
 
