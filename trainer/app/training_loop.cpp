@@ -70,7 +70,7 @@ public:
                 progress_meter::busy busy(meter_, "loading the held-out test.tsv");
                 ctr_test_ = read_ctr_test_set(o, data::ctr_categorical_fields, data::ctr_numeric_fields);
                 log::info("held-out: {} examples of {}/test.tsv{}", ctr_test_->examples->size(), o.data_dir,
-                          ctr_test_->oracle_auc ? fmt::format(" (the best AUC possible: {:.4f})", *ctr_test_->oracle_auc) : "");
+                          ctr_test_->oracle_auc ? fmt::format(" (the teacher's oracle AUC: {:.4f})", *ctr_test_->oracle_auc) : "");
             }
             return;
         }

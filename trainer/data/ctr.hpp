@@ -1,7 +1,8 @@
 // Click-through data: Criteo's TSV format (a label, 13 integer features and
 // 26 categorical ones as hex strings, any of them blank), read as a stream
 // and sharded per worker; a planted-teacher generator of such data whose
-// best possible AUC is known; and the AUC itself.
+// own AUC (what a model knowing every id's weight reaches) is known; and
+// the AUC itself.
 #pragma once
 
 #include <array>
