@@ -101,4 +101,27 @@ std::vector<char> read_file(const std::string& path, std::size_t max_bytes)
     return out;
 }
 
+framed_file read_framed(const std::string& dir, const std::string& file, const char (&magic)[8], std::uint32_t version,
+                        const char* kind, bool header_only)
+{
+    const std::string path = path_of(dir, file);
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) throw missing_file(fmt::format("{} is missing ({})", file, std::strerror(errno)));
+    framed_file f;
+    f.size = static_cast<std::uint64_t>(st.st_size);
+    constexpr std::size_t fixed = framed_file::fixed_header;
+    const auto head = read_file(path, fixed);
+    if (head.size() < fixed || std::memcmp(head.data(), magic, sizeof magic) != 0)
+        throw error(fmt::format("{} is not {} (bad magic number)", file, kind));
+    std::uint32_t found = 0;
+    std::memcpy(&found, head.data() + 8, 4);
+    std::memcpy(&f.json_bytes, head.data() + 12, 4);
+    if (found != version) throw error(fmt::format("{} has format version {}, this pstrain reads version {}", file, found, version));
+    if (fixed + f.json_bytes + 4 > f.size)
+        throw error(fmt::format("{} is truncated ({} bytes, shorter than its own header)", file, f.size));
+    f.bytes = read_file(path, header_only ? fixed + f.json_bytes : f.size);
+    if (f.bytes.size() < fixed + f.json_bytes) throw error(fmt::format("{} changed while it was read", file));
+    return f;
+}
+
 }  // namespace pstrain::checkpoint

@@ -4,6 +4,8 @@
 // through atomic_file; the store lists, waits for and removes what it leaves.
 #pragma once
 
+#include "pstrain/error.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -57,6 +59,30 @@ private:
 // read from a file never decides an allocation.  Throws pstrain::error
 // "<path>: <strerror>".
 std::vector<char> read_file(const std::string& path, std::size_t max_bytes);
+
+// A file of a checkpoint is not there (or not yet visible from this node).
+class missing_file : public error {
+public:
+    using error::error;
+};
+
+// The frame both kinds of data file share: an 8-byte magic, a uint32 format
+// version, a uint32 J, J bytes of JSON metadata, what the kind puts after
+// them, and a uint32 crc32 at the end.
+struct framed_file {
+    std::uint64_t size = 0;        // the file's size on disk
+    std::uint32_t json_bytes = 0;  // J
+    std::vector<char> bytes;       // the magic to the metadata's end (header_only), else the whole file
+    static constexpr std::size_t fixed_header = 16;  // magic, version, J
+};
+
+// Reads `file` under `dir` and checks its magic against `magic`, its version
+// against `version` and that the frame fits the file's size, all before any
+// allocation that a number from the file decides.  `kind` names such a file
+// in the error ("a pstrain checkpoint shard").  Throws missing_file when it
+// cannot stat the file, pstrain::error naming the file otherwise.
+framed_file read_framed(const std::string& dir, const std::string& file, const char (&magic)[8], std::uint32_t version,
+                        const char* kind, bool header_only);
 
 // A parser callback for nlohmann::json::parse: every number of the manifest
 // and of a shard's metadata is an integer, and get<int>() of a float out of

@@ -2,11 +2,9 @@
 
 #include "trainer/checkpoint/file_io.hpp"
 
-#include <cerrno>
 #include <cstring>
 #include <limits>
 
-#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -14,7 +12,7 @@ namespace pstrain::checkpoint {
 namespace {
 
 constexpr char shard_magic[8] = {'P', 'S', 'T', 'R', 'C', 'K', 'P', 'T'};
-constexpr std::size_t fixed_header = 16;  // magic, version, metadata length
+constexpr std::size_t fixed_header = framed_file::fixed_header;
 
 nlohmann::json meta_to_json(const shard_meta& m)
 {
@@ -67,21 +65,9 @@ shard_entry write_shard(const std::string& dir, const shard_meta& meta, std::spa
 
 shard_data read_shard(const std::string& dir, const std::string& file, bool header_only)
 {
-    const std::string path = path_of(dir, file);
-    struct stat st{};
-    if (::stat(path.c_str(), &st) != 0) throw missing_file(fmt::format("{} is missing ({})", file, std::strerror(errno)));
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    auto head = read_file(path, fixed_header);
-    if (head.size() < fixed_header || std::memcmp(head.data(), shard_magic, sizeof shard_magic) != 0)
-        throw error(fmt::format("{} is not a pstrain checkpoint shard (bad magic number)", file));
-    std::uint32_t version = 0, json_bytes = 0;
-    std::memcpy(&version, head.data() + 8, 4);
-    std::memcpy(&json_bytes, head.data() + 12, 4);
-    if (version != format_version)
-        throw error(fmt::format("{} has format version {}, this pstrain reads version {}", file, version, format_version));
-    if (fixed_header + json_bytes + 4 > size)
-        throw error(fmt::format("{} is truncated ({} bytes, shorter than its own header)", file, size));
-    auto bytes = read_file(path, header_only ? fixed_header + json_bytes : size);
+    auto f = read_framed(dir, file, shard_magic, format_version, "a pstrain checkpoint shard", header_only);
+    const std::uint64_t size = f.size, json_bytes = f.json_bytes;
+    const auto& bytes = f.bytes;
     shard_data d;
     try {
         d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header, bytes.begin() + fixed_header + json_bytes,

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "pstrain/error.hpp"
+#include "trainer/checkpoint/file_io.hpp"
 #include "trainer/checkpoint/manifest.hpp"
 
 #include <cstdint>
@@ -27,12 +28,6 @@
 #include <vector>
 
 namespace pstrain::checkpoint {
-
-// A file of a checkpoint is not there (or not yet visible from this node).
-class missing_file : public error {
-public:
-    using error::error;
-};
 
 // What a PS task writes.
 struct shard_meta {

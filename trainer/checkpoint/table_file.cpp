@@ -19,7 +19,7 @@ namespace pstrain::checkpoint {
 namespace {
 
 constexpr char table_magic[8] = {'P', 'S', 'T', 'R', 'T', 'A', 'B', 'L'};
-constexpr std::size_t fixed_header = 16;  // magic, version, metadata length
+constexpr std::size_t fixed_header = framed_file::fixed_header;
 constexpr std::uint64_t row_header = 32;  // key, last_seen, count, updates
 
 std::uint64_t row_bytes(const table_layout& t) { return row_header + 4ull * t.dim * (1ull + t.slots); }
@@ -152,21 +152,9 @@ table_data read_tables(const std::string& dir, const std::string& file, bool hea
                        const std::function<void(std::size_t, const ps::embedding_row&)>& on_row,
                        const std::function<void(std::size_t, std::uint64_t)>& on_removed)
 {
-    const std::string path = path_of(dir, file);
-    struct stat st{};
-    if (::stat(path.c_str(), &st) != 0) throw missing_file(fmt::format("{} is missing ({})", file, std::strerror(errno)));
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    auto head = read_file(path, fixed_header);
-    if (head.size() < fixed_header || std::memcmp(head.data(), table_magic, sizeof table_magic) != 0)
-        throw error(fmt::format("{} is not a pstrain embedding table file (bad magic number)", file));
-    std::uint32_t version = 0, json_bytes = 0;
-    std::memcpy(&version, head.data() + 8, 4);
-    std::memcpy(&json_bytes, head.data() + 12, 4);
-    if (version != format_version)
-        throw error(fmt::format("{} has format version {}, this pstrain reads version {}", file, version, format_version));
-    if (fixed_header + json_bytes + 4 > size)
-        throw error(fmt::format("{} is truncated ({} bytes, shorter than its own header)", file, size));
-    auto bytes = read_file(path, header_only ? fixed_header + json_bytes : size);
+    auto f = read_framed(dir, file, table_magic, format_version, "a pstrain embedding table file", header_only);
+    const std::uint64_t size = f.size, json_bytes = f.json_bytes;
+    const auto& bytes = f.bytes;
     table_data d;
     d.bytes = size;
     try {
