@@ -119,8 +119,10 @@ public:
     ticket lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out);
     // One update of the row of each key (unique: sum a key's gradients
     // first) with grads[i * dim ...].  Both may change after the call.
-    // Sparse updates apply on arrival, also in sync mode (the dense step
-    // barrier is push's).
+    // Async: it applies on arrival.  Sync: each PS holds it until the step
+    // that this worker's next push joins is applied, and applies it with
+    // that step (dropped with the push if the push is stale); so push_rows
+    // before push, and a step's snapshot holds the rows of its batches.
     ticket push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads);
     ticket push(std::uint64_t position = 0) { return push(everything(), position); }
 

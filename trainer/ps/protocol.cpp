@@ -82,6 +82,9 @@ std::string describe(const refusal& r)
     case refusal_code::too_many_keys:
         return fmt::format("a sparse request of {} keys (at most {}): run the same pstrain version in every task",
                            r.detail_begin, r.detail_end);
+    case refusal_code::rows_without_step:
+        return fmt::format("{} row updates held for one step (at most {}): in sync mode push() the dense gradient after "
+                           "each batch's push_rows()", r.detail_begin, r.detail_end);
     case refusal_code::tables_mismatch:
         return fmt::format("a model with {} embedding tables where this PS has {}: do all tasks build the same model?",
                            r.detail_begin, r.detail_end);

@@ -58,6 +58,16 @@ struct peer_state {
     std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is done
     std::vector<std::uint64_t> sparse_keys;        // the keys of its sparse request (copied out of the slot)
     std::vector<float> rows_out;                   // a rows reply's payload until payload_send is done
+    // Sync: its row updates since its last dense gradient, held until the
+    // step that gradient joins is applied (dropped with it when stale).
+    // held[0, held_count) are in use; the vectors keep their capacity.
+    struct held_rows {
+        std::uint32_t table = 0;
+        std::vector<std::uint64_t> keys;
+        std::vector<float> grads;
+    };
+    std::vector<held_rows> held;
+    std::size_t held_count = 0;
 
     // A whole message is here: its frame, and its payload if it has one.
     bool ready() { return posted && recv.done() && (!recv.ok() || in.payload_bytes == 0 || payload_recv.done()); }
@@ -763,10 +773,11 @@ private:
             refuse(i, wire::refusal_code::needs_whole_shard, part.begin, part.end);
             return;
         }
-        if (m.step != step_) {  // computed on older values: dropped
+        if (m.step != step_) {  // computed on older values: dropped, with its batch's row updates
             ++stale_;
             ++p.counters.stale;
             p.position = m.position;
+            p.held_count = 0;
             reply_values(i, part, shared, values_status::stale);
             return;
         }
@@ -779,6 +790,7 @@ private:
         ++p.counters.gradients;
         if (++count_ < replicas_) return;
         drain_sends();
+        apply_held_rows();
         apply_step();
         advance();
         answer_contributors();
@@ -824,7 +836,13 @@ private:
                   t, rows);
     }
 
-    // Sparse updates apply on arrival, in sync mode too.
+    // Async: a row update applies on arrival.  Sync: it waits for the step
+    // its worker's next dense gradient joins, and applies with it (in worker
+    // order, before the dense update), so that the rows of a step's
+    // snapshot hold exactly the updates of the batches its data positions
+    // count, and a worker's pulls for a step read the rows of the step
+    // before, like its dense values.  A PS without dense values has no
+    // steps: there they apply on arrival.
     void on_sparse_push(std::size_t i, const wire::sparse_push& m)
     {
         profile_clock::scope timed(profile_, sparse);
@@ -833,10 +851,36 @@ private:
         const auto keys = sparse_keys(i, m.count);
         auto& table = tables_[m.table];
         const auto* grads = reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(p.slot.data()) + m.count * 8);
-        if (!done_) table.push(keys, {grads, m.count * table.config().dim}, step_);
+        const std::span<const float> row_grads{grads, m.count * table.config().dim};
+        if (!done_ && cfg_.sync && range_.size() > 0) {
+            std::uint64_t held = m.count;
+            for (std::size_t h = 0; h < p.held_count; ++h) held += p.held[h].keys.size();
+            if (held > max_held_keys) {
+                refuse(i, wire::refusal_code::rows_without_step, held, max_held_keys);
+                return;
+            }
+            if (p.held_count == p.held.size()) p.held.emplace_back();
+            auto& h = p.held[p.held_count++];
+            h.table = m.table;
+            h.keys.assign(keys.begin(), keys.end());
+            h.grads.assign(row_grads.begin(), row_grads.end());
+        } else if (!done_) {
+            table.push(keys, row_grads, step_);
+        }
         keys_pushed_.fetch_add(m.count, std::memory_order_relaxed);
         p.rows_out.clear();
         reply_rows(i, m.table, 0);
+    }
+
+    // Sync: the held row updates of the step's contributors, in worker order.
+    void apply_held_rows()
+    {
+        profile_clock::scope timed(profile_, sparse);
+        for (auto& w : workers_) {
+            if (!w.contributed) continue;
+            for (std::size_t h = 0; h < w.held_count; ++h) tables_[w.held[h].table].push(w.held[h].keys, w.held[h].grads, step_);
+            w.held_count = 0;
+        }
     }
 
     void reply_rows(std::size_t i, std::uint32_t table, std::uint64_t count)
@@ -1094,6 +1138,11 @@ private:
     // Elements a block of an update takes (16 KB: it stays in the L1 cache
     // between its sum, its update and its copies).
     static constexpr std::size_t update_block = 4096;
+    // Sync: the row updates one worker may have held for its next step (16
+    // full messages; a batch's unique keys of every table fit many times),
+    // so that a worker that never pushes its dense gradient cannot grow a
+    // PS's memory without bound.
+    static constexpr std::uint64_t max_held_keys = 16 * wire::max_sparse_keys;
     // A shard this large spreads its updates over cfg_.update_threads.
     static constexpr std::size_t threaded_update_elements = std::size_t(1) << 18;
     std::optional<update_pool> pool_;

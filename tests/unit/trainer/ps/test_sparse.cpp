@@ -167,11 +167,79 @@ BOOST_AUTO_TEST_CASE(a_request_larger_than_a_message_is_split)
     BOOST_TEST(pulled(w, 0, keys) == expect, boost::test_tools::per_element());
     std::vector<float> grads(keys.size() * dim, 0.5f);
     w.wait(w.push_rows(0, keys, grads));
+    w.step();  // sync: the rows apply with the step
     ref.push(keys, grads, 0);
     ref.pull(keys, expect, 0);
     BOOST_TEST(pulled(w, 0, keys) == expect, boost::test_tools::per_element());
     w.shutdown();
     BOOST_TEST_REQUIRE(job.finish(0).returned);
+}
+
+// Sync: a worker's row updates wait for the step its next dense push joins
+// and apply with it, the step's workers in index order whatever the order
+// they came in; a stale push drops its batch's row updates with it.
+BOOST_DATA_TEST_CASE(in_sync_mode_row_updates_move_with_the_dense_step, bdata::make({1, 2}), num_ps)
+{
+    auto config = with_tables(true, {table_config(row_optimizer::adam)});
+    config.replicas_to_aggregate = 2;
+    ps_job job(num_ps, 3, config, {}, table_options({dim}));
+    auto &w0 = job.worker(0), &w1 = job.worker(1), &w2 = job.worker(2);
+    w0.wait(w0.init());
+    w1.wait(w1.pull());
+    w2.wait(w2.pull());
+    const std::vector<std::uint64_t> keys{4, 1ull << 40, 99};
+    embedding_table ref(table_config(row_optimizer::adam));
+    std::vector<float> before(keys.size() * dim), after(keys.size() * dim);
+    ref.pull(keys, before, 0);
+    BOOST_TEST(pulled(w0, 0, keys) == before, boost::test_tools::per_element());
+
+    std::vector<float> g0(keys.size() * dim), g1(keys.size() * dim, -0.75f), g2(keys.size() * dim, 3.0f);
+    for (std::size_t i = 0; i < g0.size(); ++i) g0[i] = 0.5f * static_cast<float>(i) - 2.0f;
+    // Worker 1 before worker 0: Adam's result depends on the order.
+    w1.wait(w1.push_rows(0, keys, g1));
+    w0.wait(w0.push_rows(0, keys, g0));
+    std::vector<float> looked(keys.size() * dim);
+    w2.wait(w2.lookup_rows(0, keys, looked));
+    BOOST_TEST_CONTEXT("a row update must wait for its step") BOOST_TEST(looked == before, boost::test_tools::per_element());
+
+    const auto t1 = w1.push(), t0 = w0.push();
+    w0.wait(t0);
+    w1.wait(t1);
+    ref.push(keys, g0, 0);
+    ref.push(keys, g1, 0);
+    ref.lookup(keys, after);
+    w2.wait(w2.lookup_rows(0, keys, looked));
+    BOOST_TEST(looked == after, boost::test_tools::per_element());
+
+    // Worker 2 computed on step 0's values: its push is stale at step 1,
+    // and its rows go with it.
+    w2.wait(w2.push_rows(0, keys, g2));
+    w2.wait(w2.push());
+    w0.wait(w0.lookup_rows(0, keys, looked));
+    BOOST_TEST_CONTEXT("a stale push's row updates must be dropped") BOOST_TEST(looked == after, boost::test_tools::per_element());
+
+    w0.shutdown();
+    for (int p = 0; p < num_ps; ++p) BOOST_TEST_REQUIRE(job.finish(p).returned);
+}
+
+// Sync: row updates held for a step that never comes are bounded; past the
+// bound the PS refuses them, saying what to do.
+BOOST_AUTO_TEST_CASE(row_updates_without_a_dense_push_are_bounded)
+{
+    ps_job job(1, 1, with_tables(true, {table_config()}), {}, table_options({dim}));
+    auto& w = job.worker(0);
+    w.wait(w.init());
+    std::vector<std::uint64_t> keys(16 * 65536 + 1);
+    for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+    const std::vector<float> grads(keys.size() * dim, 0.5f);
+    std::string why;
+    try {
+        w.wait(w.push_rows(0, keys, grads));
+    } catch (const pstrain::peer_error& e) {
+        why = e.what();
+    }
+    BOOST_TEST(why.find("held for one step") != std::string::npos, why);
+    BOOST_TEST(why.find("push() the dense gradient") != std::string::npos, why);
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_with_other_tables_is_refused_at_hello_naming_both_counts)
