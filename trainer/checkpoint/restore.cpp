@@ -87,6 +87,13 @@ std::uint64_t load_tables(const std::string& dir, const manifest& m, int index, 
                                 dir, manifest_name(m.global_step), describe(m.tables), describe(mine)));
     const auto me = static_cast<std::size_t>(index), count = static_cast<std::size_t>(num_ps);
     for (const auto& f : chain_files(m)) {
+        // Its own tables before any row: a file that is not its manifest's
+        // (left by another job, or replaced since) could name a table this
+        // job does not have.
+        if (const auto theirs = read_tables(dir, f, true).meta.tables; theirs != m.tables)
+            throw error(fmt::format("{}/{} holds {}, its manifest {} names {}: the checkpoint directory mixes two jobs' files; "
+                                    "restore from an older checkpoint or start from scratch in another --checkpoint-dir",
+                                    dir, f, describe(theirs), manifest_name(m.global_step), describe(m.tables)));
         read_tables(
             dir, f, false,
             [&](std::size_t t, const ps::embedding_row& r) {

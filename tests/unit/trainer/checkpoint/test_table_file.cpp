@@ -15,10 +15,13 @@
 #include "trainer/app/tasks.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <tuple>
 
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 using namespace pstrain;
 using namespace pstrain::checkpoint;
@@ -265,6 +268,28 @@ BOOST_AUTO_TEST_CASE(another_table_layout_is_refused_naming_both)
     const auto fewer = error_of([&] { load_tables(d.path, m, 0, 1, one); });
     BOOST_TEST(fewer.find("2 tables") != std::string::npos, fewer);
     BOOST_TEST(fewer.find("1 table (") != std::string::npos, fewer);
+
+    // A table file of another job under the manifest's name (three tables
+    // where the manifest has two): refused before any of its rows is read.
+    temp_dir other_dir;
+    auto c3 = configs();
+    c3.push_back(c3[0]);
+    auto three = make_tables(c3);
+    std::vector<float> row(c3[2].dim);
+    for (std::uint64_t key = 0; key < 20; ++key) three[2].pull({&key, 1}, row, 1);
+    table_meta tm;
+    tm.global_step = 1;
+    tm.full = true;
+    tm.chain = {1};
+    const auto e = write_tables(other_dir.path, tm, three);
+    std::filesystem::copy_file(other_dir.path + "/" + e.file, d.path + "/" + e.file,
+                               std::filesystem::copy_options::overwrite_existing);
+    auto mine = make_tables();
+    const auto mixed = error_of([&] { load_tables(d.path, m, 0, 1, mine); });
+    BOOST_TEST(mixed.find(e.file) != std::string::npos, mixed);
+    BOOST_TEST(mixed.find("3 tables") != std::string::npos, mixed);
+    BOOST_TEST(mixed.find("mixes two jobs' files") != std::string::npos, mixed);
+    BOOST_TEST(mine[0].rows() + mine[1].rows() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_corrupt_or_truncated_table_file_is_refused_naming_it)
@@ -480,18 +505,24 @@ BOOST_DATA_TEST_CASE(the_snapshot_hook_saves_every_nth_table_file_in_full, bdata
                                                 : std::vector<bool>{true, false, false, true, false, false, true};
     BOOST_TEST(kinds == expect, boost::test_tools::per_element());
 
-    // A directory it cannot write: the hook throws and the marks stay.
+    // The table file alone cannot be written (its temporary name is taken,
+    // which atomic_file's exclusive create refuses; the shard file is
+    // written): the hook throws and the marks stay for the next save.
     train(ps, 500, 10, 8);
-    o.checkpoint_dir = d.path + "/missing";
-    auto broken = trainer::server_hooks_for(o);
+    std::size_t marked = 0;
+    ps[0][0].for_each_changed([&](const ps::embedding_row&) { ++marked; });
+    BOOST_TEST_REQUIRE(marked > 0u);
+    std::ofstream(fmt::format("{}/{}.tmp.{}", d.path, table_name(8, 0, 1), ::getpid())) << "taken";
     ps::shard_snapshot s;
     s.step = 8;
     s.range = {0, 1};
     s.num_params = 1;
     s.values = values;
     s.tables = ps[0];
-    BOOST_CHECK_THROW(broken.snapshot(s), pstrain::error);
+    BOOST_CHECK_THROW(h.snapshot(s), pstrain::error);
+    BOOST_TEST(std::filesystem::exists(d.path + "/" + shard_name(8, 0, 1)), "the shard was written before the tables");
+    BOOST_TEST(!std::filesystem::exists(d.path + "/" + table_name(8, 0, 1)));
     std::size_t changed = 0;
     ps[0][0].for_each_changed([&](const ps::embedding_row&) { ++changed; });
-    BOOST_TEST(changed > 0u);
+    BOOST_TEST(changed == marked);
 }
