@@ -96,6 +96,7 @@ bool parse_ctr_line(std::string_view line, ctr_sample& out, std::string& why)
                         return false;
                     }
                     out.keys.push_back(field_key(f, x));
+                    if (end == e) break;  // the last id: end + 1 would point past the field
                     id = end + 1;
                 }
             }
