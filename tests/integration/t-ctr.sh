@@ -33,7 +33,9 @@ test_wide_deep_trains_standalone_near_the_oracle() {
   expect_contains "held-out: 20000 examples of $PWD/data/test.tsv"
 }
 
-test_wide_deep_trains_on_two_ps_tasks_sync() {
+# Sync: the same seed gives the same model whatever the PS count, rows
+# included (a PS applies a step's row updates with the step, in worker order).
+test_wide_deep_trains_on_two_ps_tasks_sync_as_on_one() {
   datagen data
   RUN_TIMEOUT=400 run srun -N3 -n 4 --ps=2 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" \
     --sync-replicas --train-steps 350
@@ -44,6 +46,13 @@ test_wide_deep_trains_on_two_ps_tasks_sync() {
   expect_eq "$(field "$line" ps)" 2 "ps tasks"
   echo "test AUC $(field "$line" test_auc)" >>"$TEST_LOG"
   expect_at_least "$(field "$line" test_auc)" 0.66 "test AUC"
+  RUN_TIMEOUT=400 run srun -N3 -n 3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" \
+    --sync-replicas --train-steps 350
+  expect_rc 0
+  local one
+  one=$(printf '%s\n' "$out" | last_json)
+  expect_eq "$(field "$one" test_auc)" "$(field "$line" test_auc)" "test AUC on 1 PS against 2"
+  expect_eq "$(field "$one" test_logloss)" "$(field "$line" test_logloss)" "test log loss on 1 PS against 2"
 }
 
 test_a_malformed_line_is_named_or_skipped() {
