@@ -113,8 +113,8 @@ public:
     // repeat, but deduplicate() first saves bytes).  `keys` may change after
     // the call; `out` belongs to the library until wait().
     ticket pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out);
-    // pull_rows for evaluation: rows that exist, zeros for unknown keys;
-    // the PS makes, counts and marks nothing.  Also answered after the
+    // pull_rows for evaluation: rows that an update reached, zeros for
+    // other keys; the PS makes, counts and marks nothing.  Also answered after the
     // chief has ended training (until it shuts the PS tasks down).
     ticket lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out);
     // One update of the row of each key (unique: sum a key's gradients

@@ -76,8 +76,12 @@ public:
     // (yet) admitted, or refused by max_rows, reads as zeros.  `step`
     // marks them seen.  out.size() must be keys.size() * dim.
     void pull(std::span<const std::uint64_t> keys, std::span<float> out, std::uint64_t step);
-    // The rows of `keys` that exist into out[i * dim ..], zeros for the
-    // others; makes, counts and marks nothing (evaluation's reads).
+    // The rows of `keys` that at least one update reached into
+    // out[i * dim ..], zeros for the others (unseen keys, and rows a pull
+    // made whose update has not come: a sync PS holds the updates of the
+    // step being computed, so an evaluation between steps reads the same
+    // whatever the other workers pulled meanwhile); makes, counts and marks
+    // nothing (evaluation's reads).
     void lookup(std::span<const std::uint64_t> keys, std::span<float> out) const;
     // One update of each row in `keys` (unique keys: a worker sums the
     // gradients of a key's occurrences first) with grads[i * dim ..]; keys

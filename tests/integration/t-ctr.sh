@@ -84,12 +84,16 @@ test_no_held_out_file_is_one_line() {
 }
 
 # Every task killed with SIGKILL mid-run; the job resumes on another number
-# of PS tasks from the last complete checkpoint, its rows re-hashed.
+# of PS tasks from the last complete checkpoint, its rows re-hashed, and
+# evaluates exactly as the killed job did at that step (sync: the chief
+# evaluates a step before it saves it, and a step's rows are those of its
+# batches), so every row came back as it was saved.
 test_tables_come_back_after_kill_9_on_another_ps_count() {
   datagen data
   local name=ctr-kill-$$
   srun -J "$name" -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" --sync-replicas \
-    --train-steps 100000 --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40 --full-checkpoint-every 2 >run1.log 2>&1 &
+    --train-steps 100000 --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40 --eval-every 40 --full-checkpoint-every 2 \
+    >run1.log 2>&1 &
   local srun_pid=$! i
   for i in $(seq 1 240); do
     [ "$(ls ck/ckpt-*.json 2>/dev/null | wc -l)" -ge 3 ] && break
@@ -107,6 +111,21 @@ test_tables_come_back_after_kill_9_on_another_ps_count() {
   expect_contains "tables"
   local last
   last=$(ls ck/ckpt-*.json | sed 's/.*ckpt-0*\([0-9]*\)\.json/\1/' | sort -n | tail -n 1)
+  local saved
+  saved=$(python3 -c "import json,sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get('event') == 'eval' and e.get('global_step') == int(sys.argv[2]): print(l.strip())" ck/metrics.jsonl "$last" | tail -n 1)
+  echo "the killed job's evaluation at step $last: $saved" >>"$TEST_LOG"
+  [ -n "$saved" ] || fail "no evaluation at step $last in ck/metrics.jsonl"
+  RUN_TIMEOUT=400 run srun -N3 -n3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" \
+    --sync-replicas --train-steps "$last" --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40
+  expect_rc 0
+  local back
+  back=$(printf '%s\n' "$out" | last_json)
+  expect_eq "$(field "$back" global_step)" "$last" "global step of the restored job"
+  expect_eq "$(field "$back" test_auc)" "$(field "$saved" test_auc)" "test AUC restored on 1 PS against the killed 2-PS job's at step $last"
+  expect_eq "$(field "$back" test_logloss)" "$(field "$saved" test_logloss)" "test log loss, likewise"
   RUN_TIMEOUT=400 run srun -N3 -n3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" \
     --sync-replicas --train-steps $((last + 60)) --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40
   expect_rc 0

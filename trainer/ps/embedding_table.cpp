@@ -144,7 +144,7 @@ public:
             }
             for (std::size_t i = 0; i < n; ++i) {
                 float* to = out.data() + (at + i) * dim;
-                if (found[i] == none) {
+                if (found[i] == none || meta(found[i]).updates == 0) {
                     std::fill(to, to + dim, 0.0f);
                     continue;
                 }
