@@ -29,7 +29,8 @@
 //                                 worker_counters per worker)
 //   worker -> ps   sparse_pull    the rows of `count` keys of an embedding
 //                                 table (payload: the keys); with the
-//                                 lookup flag, only rows that exist, and
+//                                 lookup flag, only rows that an update
+//                                 reached (zeros for the others), and
 //                                 nothing is made or counted
 //   worker -> ps   sparse_push    one update of `count` rows (payload: the
 //                                 keys, then count * dim floats)
