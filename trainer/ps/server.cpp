@@ -872,9 +872,11 @@ private:
         reply_rows(i, m.table, 0);
     }
 
-    // Sync: the held row updates of the step's contributors, in worker order.
+    // Sync: the held row updates of the step's contributors, in worker order
+    // (nothing, not even a clock read, for a model without tables).
     void apply_held_rows()
     {
+        if (tables_.empty()) return;
         profile_clock::scope timed(profile_, sparse);
         for (auto& w : workers_) {
             if (!w.contributed) continue;
