@@ -5,7 +5,6 @@
 #include <cstring>
 #include <limits>
 
-
 #include <fmt/format.h>
 
 namespace pstrain::checkpoint {
