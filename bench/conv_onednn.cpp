@@ -79,8 +79,8 @@ int main(int argc, char** argv)
     const int n = 100;
     for (int which = 0; which < 2; ++which) {
         const int c = which == 0 ? 1 : 32, hw = which == 0 ? 28 : 14, o = which == 0 ? 32 : 64, kk = 5;
-        cpu::window2d w{c, hw, hw, kk, kk, 1, 1};
-        cpu::resolve_padding(w, true);
+        pstrain::compute::window2d w{c, hw, hw, kk, kk, 1, 1};
+        pstrain::compute::resolve_padding(w, true);
         auto x = random_floats(std::size_t(n) * c * hw * hw, 1), k = random_floats(std::size_t(o) * c * kk * kk, 2);
         auto b = random_floats(o, 3), dy = random_floats(std::size_t(n) * o * hw * hw, 4);
         std::vector<float> y(dy.size()), dx(x.size()), dk(k.size()), db(o), ws(cpu::conv2d_workspace(w, o, n));

@@ -1,5 +1,5 @@
-// The compute backend interface: memory on the compute device and the few
-// operations an MLP needs.  CPU (BLAS) always; CUDA/cuBLAS when built with it.
+// The compute backend interface: memory on the compute device, the few
+// operations an MLP needs, and the maker of the layer kernels (layers.hpp).  CPU (BLAS) always; CUDA/cuBLAS when built with it.
 // Pointers passed to the operations are device pointers of that backend (on
 // the CPU backend, ordinary host memory).  Matrices are row-major.
 #pragma once
@@ -11,6 +11,8 @@
 #include <string>
 
 namespace pstrain::compute {
+
+class layer_kernels;  // layers.hpp
 
 class backend {
 public:
@@ -52,6 +54,10 @@ public:
     virtual loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) = 0;
     // Squared error (pred - target)^2 summed; dpred = d(mean)/d pred.
     virtual loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) = 0;
+
+    // The kernels of layer models on this device, sharing its stream.
+    // Throws pstrain::error with the fix when this build has none for it.
+    virtual std::unique_ptr<layer_kernels> make_layer_kernels() = 0;
 };
 
 enum class device_kind { automatic, cpu, cuda };

@@ -1,4 +1,4 @@
-// A convolution layer's kernel, made once per layer shape: oneDNN's
+// The CPU's convolution layer kernel (layers.hpp), made once per layer shape: oneDNN's
 // (Debian's libdnnl, what PyTorch's CPU backend uses) when pstrain is built
 // with it and the input has 4 channels or more, where it measured 1.6x
 // faster than im2col + OpenBLAS sgemm (bench/README.md); im2col + sgemm
@@ -14,16 +14,6 @@
 #include <string>
 
 namespace pstrain::compute::cpu {
-
-class conv2d {
-public:
-    virtual ~conv2d() = default;
-    virtual const char* name() const = 0;  // "onednn", "im2col"
-    // y[n, O, out_h, out_w] = conv(x, k) + b
-    virtual void forward(const float* x, const float* k, const float* b, float* y, int n) = 0;
-    // dk, db and (when dx is not null) dx from dy.
-    virtual void backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n) = 0;
-};
 
 enum class conv2d_impl {
     automatic,  // PSTRAIN_CONV=im2col|onednn when set (benchmarks), else the faster for the shape

@@ -108,4 +108,6 @@ backend::loss_sums cpu_backend::squared_error(const float* pred, const float* ta
     return sums;
 }
 
+std::unique_ptr<layer_kernels> cpu_backend::make_layer_kernels() { return cpu::make_layer_kernels(); }
+
 }  // namespace pstrain::compute

@@ -29,6 +29,7 @@ public:
     void relu_backward(const float* z, const float* da, float* dz, std::size_t n) override;
     loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) override;
     loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) override;
+    std::unique_ptr<layer_kernels> make_layer_kernels() override;
 };
 
 }  // namespace pstrain::compute

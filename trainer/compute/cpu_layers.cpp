@@ -10,7 +10,25 @@
 
 #include <cblas.h>
 
-namespace pstrain::compute::cpu {
+namespace pstrain::compute {
+
+bool resolve_padding(window2d& w, bool same)
+{
+    if (same) {
+        w.out_h = (w.height + w.sh - 1) / w.sh;
+        w.out_w = (w.width + w.sw - 1) / w.sw;
+        w.pad_top = std::max((w.out_h - 1) * w.sh + w.kh - w.height, 0) / 2;
+        w.pad_left = std::max((w.out_w - 1) * w.sw + w.kw - w.width, 0) / 2;
+        return true;
+    }
+    w.pad_top = w.pad_left = 0;
+    if (w.kh > w.height || w.kw > w.width) return false;
+    w.out_h = (w.height - w.kh) / w.sh + 1;
+    w.out_w = (w.width - w.kw) / w.sw + 1;
+    return true;
+}
+
+namespace cpu {
 namespace {
 
 // The output columns [lo, hi) whose input column ox * s - pad + k is inside 0..in-1.
@@ -79,22 +97,6 @@ void col2im(const float* col, const window2d& w, float* dx, std::size_t ld)
 }
 
 }  // namespace
-
-bool resolve_padding(window2d& w, bool same)
-{
-    if (same) {
-        w.out_h = (w.height + w.sh - 1) / w.sh;
-        w.out_w = (w.width + w.sw - 1) / w.sw;
-        w.pad_top = std::max((w.out_h - 1) * w.sh + w.kh - w.height, 0) / 2;
-        w.pad_left = std::max((w.out_w - 1) * w.sw + w.kw - w.width, 0) / 2;
-        return true;
-    }
-    w.pad_top = w.pad_left = 0;
-    if (w.kh > w.height || w.kw > w.width) return false;
-    w.out_h = (w.height - w.kh) / w.sh + 1;
-    w.out_w = (w.width - w.kw) / w.sw + 1;
-    return true;
-}
 
 // Images per sgemm: the im2col columns of a chunk of images side by side
 // make one large product instead of one small product per image (OpenBLAS
@@ -275,7 +277,7 @@ void activation_forward(activation a, const float* x, float* y, std::size_t coun
         for (std::size_t i = 0; i < count; ++i) y[i] = std::tanh(x[i]);
         break;
     case activation::sigmoid:
-        for (std::size_t i = 0; i < count; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+        for (std::size_t i = 0; i < count; ++i) y[i] = sigmoid(x[i]);
         break;
     }
 }
@@ -288,10 +290,10 @@ void activation_backward(activation a, const float* y, const float* dy, float* d
         for (std::size_t i = 0; i < count; ++i) dx[i] = relu_grad(y[i], dy[i]);
         break;
     case activation::tanh:
-        for (std::size_t i = 0; i < count; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+        for (std::size_t i = 0; i < count; ++i) dx[i] = tanh_grad(y[i], dy[i]);
         break;
     case activation::sigmoid:
-        for (std::size_t i = 0; i < count; ++i) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+        for (std::size_t i = 0; i < count; ++i) dx[i] = sigmoid_grad(y[i], dy[i]);
         break;
     }
 }
@@ -340,10 +342,9 @@ loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred
 void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate, std::uint64_t seed)
 {
     random::splitmix64 rng(seed);
-    const float keep = 1.0f - rate;
-    const float scale = 1.0f / keep;
-    // 24 random bits per element against the keep probability.
-    const auto threshold = static_cast<std::uint32_t>(static_cast<double>(keep) * (1u << 24));
+    const float scale = 1.0f / (1.0f - rate);
+    // 24 random bits per element against the keep probability (dropout_factor's draws, in order).
+    const std::uint32_t threshold = dropout_threshold(rate);
     std::size_t i = 0;
     while (i < count) {
         std::uint64_t bits = rng();
@@ -443,4 +444,5 @@ void moving_average_delta(const float* batch, const float* moving, float* delta,
     for (int i = 0; i < count; ++i) delta[i] = (1.0f - momentum) * (batch[i] - moving[i]);
 }
 
-}  // namespace pstrain::compute::cpu
+}  // namespace cpu
+}  // namespace pstrain::compute

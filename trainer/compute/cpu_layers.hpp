@@ -6,26 +6,13 @@
 // workspaces, sized once for its largest batch (conv2d_workspace).
 #pragma once
 
+#include "trainer/compute/layers.hpp"
+
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace pstrain::compute::cpu {
-
-// The geometry of a 2-D window (convolution or pooling) over C x H x W
-// images: window kh x kw, strides sh, sw, and the zero padding before the
-// first row and column (pad_top, pad_left); the output is out_h x out_w.
-struct window2d {
-    int channels = 1, height = 1, width = 1;
-    int kh = 1, kw = 1, sh = 1, sw = 1;
-    int pad_top = 0, pad_left = 0;
-    int out_h = 1, out_w = 1;
-};
-
-// TensorFlow's padding rules: "valid" uses whole windows only,
-// out = (in - k) / s + 1; "same" gives out = ceil(in / s) and puts the odd
-// padding row or column at the bottom or right.  Sets out_* and pad_*.
-// Returns false when a "valid" window does not fit the input.
-bool resolve_padding(window2d& w, bool same);
 
 // Floats of the workspace a convolution of up to max_batch images needs
 // (the im2col columns and the product of a chunk of images).
@@ -49,7 +36,6 @@ void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, in
 void avgpool_forward(const float* x, float* y, int n, const window2d& w);
 void avgpool_backward(const float* dy, float* dx, int n, const window2d& w);
 
-enum class activation { relu, tanh, sigmoid };
 void activation_forward(activation a, const float* x, float* y, std::size_t count);
 // dx from dy and the forward output y.
 void activation_backward(activation a, const float* y, const float* dy, float* dx, std::size_t count);
@@ -91,5 +77,8 @@ void batchnorm_backward(const float* x, const float* gamma, const float* mean, c
 // delta = (1 - momentum) * (batch - moving), so moving + delta is the new
 // moving value (TensorFlow's assign_moving_average with decay = momentum).
 void moving_average_delta(const float* batch, const float* moving, float* delta, int count, float momentum);
+
+// These kernels behind the device-neutral interface (cpu_backend's).
+std::unique_ptr<layer_kernels> make_layer_kernels();
 
 }  // namespace pstrain::compute::cpu

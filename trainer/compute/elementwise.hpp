@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #ifdef __CUDACC__
 #define PSTRAIN_HD __host__ __device__ __forceinline__
@@ -43,6 +44,38 @@ PSTRAIN_HD float xent_loss(const float* logits, int classes, int label, float m,
 PSTRAIN_HD float xent_grad(float logit, float m, float sum_exp, bool is_label, float scale)
 {
     return (expf(logit - m) / sum_exp - (is_label ? 1.0f : 0.0f)) * scale;
+}
+
+PSTRAIN_HD float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+// d loss / d z of tanh and sigmoid, from their output y.
+PSTRAIN_HD float tanh_grad(float y, float upstream) { return upstream * (1.0f - y * y); }
+PSTRAIN_HD float sigmoid_grad(float y, float upstream) { return upstream * y * (1.0f - y); }
+
+// The k-th output (k >= 1) of splitmix64 seeded with `seed`: the generator
+// is a Weyl sequence through a mixer, so any output is one mix away and a
+// GPU thread draws what the CPU's sequential generator draws.
+PSTRAIN_HD std::uint64_t splitmix64_at(std::uint64_t seed, std::uint64_t k)
+{
+    std::uint64_t z = seed + k * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// dropout_factor's threshold for a rate: the keep probability in 2^-24 units.
+PSTRAIN_HD std::uint32_t dropout_threshold(float rate)
+{
+    return static_cast<std::uint32_t>(static_cast<double>(1.0f - rate) * (1u << 24));
+}
+
+// Inverted dropout's factor of element i: 24 random bits (half of the
+// (i / 2 + 1)-th draw) against keep * 2^24; the kept get `scale`.
+PSTRAIN_HD float dropout_factor(std::uint64_t seed, std::uint64_t i, std::uint32_t threshold, float scale)
+{
+    const std::uint64_t bits = splitmix64_at(seed, i / 2 + 1);
+    const auto u = static_cast<std::uint32_t>(bits >> ((i % 2) * 32)) >> 8;
+    return u < threshold ? scale : 0.0f;
 }
 
 // Index of the largest logit (the first on ties).

@@ -1,11 +1,12 @@
-// A sequence of layers from a model description (spec.hpp) on the CPU:
-// dense layers through the backend's sgemm, the others through the CPU
-// kernels of compute/cpu_layers.  Workspaces are allocated once, for the
-// largest batch.
+// A sequence of layers from a model description (spec.hpp) on any
+// backend: dense layers through the backend's sgemm, the others through its
+// layer kernels (compute/layers.hpp).  Activations, parameters and
+// gradients live in the backend's memory; on a GPU the batch and the
+// parameters are copied in once per step and the gradients out once.
+// Workspaces are allocated once, for the largest batch.
 #include "pstrain/error.hpp"
 #include "common/random.hpp"
-#include "trainer/compute/conv2d.hpp"
-#include "trainer/compute/cpu_layers.hpp"
+#include "trainer/compute/layers.hpp"
 #include "trainer/model/model.hpp"
 #include "trainer/model/spec.hpp"
 
@@ -19,7 +20,6 @@
 namespace pstrain::model {
 namespace {
 
-namespace cpu = compute::cpu;
 using compute::device_array;
 
 constexpr std::size_t no_tensor = ~std::size_t(0);
@@ -31,31 +31,28 @@ struct step {
     layer_spec spec;
     tensor_shape in, out;
     std::size_t weights = no_tensor;  // index of the weights tensor; the bias follows
-    cpu::window2d window;
-    device_array<std::int32_t> argmax;  // maxpool
-    std::unique_ptr<cpu::conv2d> conv;  // conv2d: oneDNN's or im2col's kernel
+    compute::window2d window;
+    std::unique_ptr<compute::conv2d> conv;  // conv2d
+    std::unique_ptr<compute::pool2d> pool;  // maxpool, avgpool
     device_array<float> mask;           // dropout
     device_array<float> stats;          // batchnorm: the batch's mean, variance and 1 / std, `groups` each
     int groups = 0, inner = 0;          // batchnorm: channels (or features) and the values of each per example
     float* output = nullptr;            // max_rows x out.size()
 };
 
-cpu::activation to_cpu(activation_kind a)
+compute::activation to_compute(activation_kind a)
 {
-    return a == activation_kind::tanh ? cpu::activation::tanh
-           : a == activation_kind::sigmoid ? cpu::activation::sigmoid
-                                           : cpu::activation::relu;
+    return a == activation_kind::tanh ? compute::activation::tanh
+           : a == activation_kind::sigmoid ? compute::activation::sigmoid
+                                           : compute::activation::relu;
 }
 
 class sequential final : public model {
 public:
     sequential(compute::backend& be, model_spec spec, tensor_shape input, int classes, std::size_t max_batch, std::uint64_t seed)
         : be_(be), spec_(std::move(spec)), input_(input), classes_(classes), max_rows_(std::max<std::size_t>(max_batch, 1)),
-          seed_(seed)
+          seed_(seed), kernels_(be_.make_layer_kernels())
     {
-        if (!be_.host_memory())
-            throw error(fmt::format("--model {}: layer specs run on the CPU only in this version: use --device cpu (cuDNN "
-                                    "support is to come)", spec_.text()));
         auto shapes = infer_shapes(spec_, input_, classes_);
         const std::size_t count = spec_.layers.size();
         steps_.resize(count);
@@ -83,9 +80,13 @@ public:
             case layer_kind::maxpool:
             case layer_kind::avgpool:
                 s.window = {s.in.channels, s.in.height, s.in.width, s.spec.kh, s.spec.kw, s.spec.sh, s.spec.sw};
-                cpu::resolve_padding(s.window, s.spec.same);
-                if (s.spec.kind == layer_kind::conv2d) s.conv = cpu::make_conv2d(s.window, s.spec.units, static_cast<int>(max_rows_));
-                if (s.spec.kind == layer_kind::maxpool) s.argmax = device_array<std::int32_t>(be_, max_rows_ * s.out.size());
+                compute::resolve_padding(s.window, s.spec.same);
+                if (s.spec.kind == layer_kind::conv2d)
+                    s.conv = kernels_->make_conv2d(s.window, s.spec.units, static_cast<int>(max_rows_));
+                else if (s.spec.kind == layer_kind::maxpool)
+                    s.pool = kernels_->make_maxpool(s.window, static_cast<int>(max_rows_));
+                else
+                    s.pool = kernels_->make_avgpool(s.window, static_cast<int>(max_rows_));
                 break;
             case layer_kind::dropout: s.mask = device_array<float>(be_, max_rows_ * s.out.size()); break;
             case layer_kind::batchnorm:
@@ -120,6 +121,12 @@ public:
         dy_ = device_array<float>(be_, max_rows_ * widest);
         dx_ = device_array<float>(be_, max_rows_ * widest);
         labels_ = device_array<std::int32_t>(be_, max_rows_);
+        if (!be_.host_memory()) {
+            host_inputs_ = compute::host_array<float>(be_, max_rows_ * input_.size());
+            host_labels_ = compute::host_array<std::int32_t>(be_, max_rows_);
+            params_ = device_array<float>(be_, num_params());
+            grads_ = device_array<float>(be_, num_params());
+        }
     }
 
     std::string describe() const override { return fmt::format("{} on {}", spec_.text(), input_.text()); }
@@ -162,16 +169,20 @@ public:
     {
         const int n = static_cast<int>(rows.size());
         check_rows(d, rows.size());
+        const float* p = device_params(params);
         stage_batch(d, rows);
-        forward(params.data(), n, true);
+        forward(p, n, true);
         auto sums = loss(n, dy_.get());
-        backward(params.data(), grads.data(), n);
+        float* g = be_.host_memory() ? grads.data() : grads_.get();
+        backward(p, g, n);
+        if (!be_.host_memory()) be_.copy_to_host(grads.data(), grads_.get(), grads.size_bytes());
         return {sums.loss / n, static_cast<double>(sums.correct) / n};
     }
 
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override
     {
         check_rows(d, 0);
+        const float* p = device_params(params);
         double loss_sum = 0;
         std::int64_t correct = 0;
         std::vector<std::uint32_t> rows;
@@ -180,7 +191,7 @@ public:
             rows.resize(n);
             for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<std::uint32_t>(start + i);
             stage_batch(d, rows);
-            forward(params.data(), static_cast<int>(n), false);
+            forward(p, static_cast<int>(n), false);
             auto sums = loss(static_cast<int>(n), nullptr);
             loss_sum += sums.loss;
             correct += sums.correct;
@@ -200,12 +211,26 @@ private:
         if (n > max_rows_) throw error(fmt::format("batch of {} rows is larger than the model's workspace ({})", n, max_rows_));
     }
 
+    const float* device_params(std::span<const float> params)
+    {
+        if (be_.host_memory()) return params.data();
+        be_.copy_to_device(params_.get(), params.data(), params.size_bytes());
+        return params_.get();
+    }
+
+    // Gathers the batch rows into the input and the labels (through
+    // page-locked staging on a GPU).
     void stage_batch(const data::dataset& d, std::span<const std::uint32_t> rows)
     {
-        float* x = input_buffer_.get();
+        float* x = be_.host_memory() ? input_buffer_.get() : host_inputs_.data();
+        std::int32_t* y = be_.host_memory() ? labels_.get() : host_labels_.data();
         for (std::size_t i = 0; i < rows.size(); ++i) {
             std::memcpy(x + i * d.cols, d.row(rows[i]), d.cols * sizeof(float));
-            labels_.get()[i] = d.labels[rows[i]];
+            y[i] = d.labels[rows[i]];
+        }
+        if (!be_.host_memory()) {
+            be_.copy_to_device(input_buffer_.get(), x, rows.size() * d.cols * sizeof(float));
+            be_.copy_to_device(labels_.get(), y, rows.size() * sizeof(std::int32_t));
         }
     }
 
@@ -228,30 +253,30 @@ private:
                 s.conv->forward(x, p + w.offset, p + w.offset + w.size, s.output, n);
                 break;
             }
-            case layer_kind::maxpool: cpu::maxpool_forward(x, s.output, s.argmax.get(), n, s.window); break;
-            case layer_kind::avgpool: cpu::avgpool_forward(x, s.output, n, s.window); break;
+            case layer_kind::maxpool:
+            case layer_kind::avgpool: s.pool->forward(x, s.output, n); break;
             case layer_kind::dropout:
                 if (training && s.spec.rate > 0)
-                    cpu::dropout_forward(x, s.output, s.mask.get(), count, s.spec.rate,
-                                         seed_ ^ (0x9e3779b97f4a7c15ull * ++dropout_draws_));
+                    kernels_->dropout_forward(x, s.output, s.mask.get(), count, s.spec.rate,
+                                              seed_ ^ (0x9e3779b97f4a7c15ull * ++dropout_draws_));
                 else
-                    std::memcpy(s.output, x, count * sizeof(float));
+                    kernels_->copy(s.output, x, count);
                 break;
-            case layer_kind::relu: cpu::activation_forward(cpu::activation::relu, x, s.output, count); break;
-            case layer_kind::tanh: cpu::activation_forward(cpu::activation::tanh, x, s.output, count); break;
-            case layer_kind::sigmoid: cpu::activation_forward(cpu::activation::sigmoid, x, s.output, count); break;
-            case layer_kind::softmax: cpu::softmax_forward(x, s.output, n, static_cast<int>(s.out.size())); break;
+            case layer_kind::relu: kernels_->activation_forward(compute::activation::relu, x, s.output, count); break;
+            case layer_kind::tanh: kernels_->activation_forward(compute::activation::tanh, x, s.output, count); break;
+            case layer_kind::sigmoid: kernels_->activation_forward(compute::activation::sigmoid, x, s.output, count); break;
+            case layer_kind::softmax: kernels_->softmax_forward(x, s.output, n, static_cast<int>(s.out.size())); break;
             case layer_kind::batchnorm: {
                 const float* gamma = p + tensors_[s.weights].offset;
                 const float* beta = p + tensors_[s.weights + 1].offset;
                 if (training) {
                     float* st = s.stats.get();
-                    cpu::batchnorm_forward_train(x, gamma, beta, s.output, st, st + s.groups, st + 2 * s.groups, n, s.groups,
-                                                 s.inner, batchnorm_epsilon);
+                    kernels_->batchnorm_forward_train(x, gamma, beta, s.output, st, st + s.groups, st + 2 * s.groups, n,
+                                                      s.groups, s.inner, batchnorm_epsilon);
                 } else {
-                    cpu::batchnorm_forward_eval(x, gamma, beta, p + tensors_[s.weights + 2].offset,
-                                                p + tensors_[s.weights + 3].offset, s.output, n, s.groups, s.inner,
-                                                batchnorm_epsilon);
+                    kernels_->batchnorm_forward_eval(x, gamma, beta, p + tensors_[s.weights + 2].offset,
+                                                     p + tensors_[s.weights + 3].offset, s.output, n, s.groups, s.inner,
+                                                     batchnorm_epsilon);
                 }
                 break;
             }
@@ -259,20 +284,19 @@ private:
             case layer_kind::flatten: break;
             }
             if (s.spec.activation != activation_kind::none)
-                cpu::activation_forward(to_cpu(s.spec.activation), s.output, s.output, count);
+                kernels_->activation_forward(to_compute(s.spec.activation), s.output, s.output, count);
             x = s.output;
         }
     }
 
     // The loss of the last output; its gradient into `dy` when given.
-    cpu::loss_sums loss(int n, float* dy)
+    compute::backend::loss_sums loss(int n, float* dy)
     {
         const float* out = !fused_softmax_      ? steps_.back().output
                            : steps_.size() >= 2 ? steps_[steps_.size() - 2].output
                                                 : input_buffer_.get();
-        if (spec_.loss == loss_kind::mean_squared_error) return cpu::mse_onehot(out, labels_.get(), dy, n, classes_);
-        auto s = be_.softmax_xent(out, labels_.get(), dy, n, classes_);
-        return {s.loss, s.correct};
+        if (spec_.loss == loss_kind::mean_squared_error) return kernels_->mse_onehot(out, labels_.get(), dy, n, classes_);
+        return be_.softmax_xent(out, labels_.get(), dy, n, classes_);
     }
 
     // dy_ holds d loss / d (last output) on entry.
@@ -287,7 +311,7 @@ private:
             const std::size_t count = std::size_t(n) * s.out.size();
             const bool need_dx = i > first_weighted_;
             if (s.spec.activation != activation_kind::none)
-                cpu::activation_backward(to_cpu(s.spec.activation), s.output, dy, dy, count);
+                kernels_->activation_backward(to_compute(s.spec.activation), s.output, dy, dy, count);
             switch (s.spec.kind) {
             case layer_kind::dense: {
                 const auto& w = tensors_[s.weights];
@@ -300,27 +324,33 @@ private:
                 s.conv->backward(x, p + w.offset, dy, need_dx ? dx : nullptr, g + w.offset, g + w.offset + w.size, n);
                 break;
             }
-            case layer_kind::maxpool: cpu::maxpool_backward(dy, s.argmax.get(), dx, n, s.window); break;
-            case layer_kind::avgpool: cpu::avgpool_backward(dy, dx, n, s.window); break;
+            case layer_kind::maxpool:
+            case layer_kind::avgpool: s.pool->backward(x, s.output, dy, dx, n); break;
             case layer_kind::dropout:
                 if (s.spec.rate > 0)
-                    cpu::dropout_backward(dy, s.mask.get(), dx, count);
+                    kernels_->dropout_backward(dy, s.mask.get(), dx, count);
                 else
-                    std::memcpy(dx, dy, count * sizeof(float));
+                    kernels_->copy(dx, dy, count);
                 break;
-            case layer_kind::relu: cpu::activation_backward(cpu::activation::relu, s.output, dy, dx, count); break;
-            case layer_kind::tanh: cpu::activation_backward(cpu::activation::tanh, s.output, dy, dx, count); break;
-            case layer_kind::sigmoid: cpu::activation_backward(cpu::activation::sigmoid, s.output, dy, dx, count); break;
-            case layer_kind::softmax: cpu::softmax_backward(s.output, dy, dx, n, static_cast<int>(s.out.size())); break;
+            case layer_kind::relu: kernels_->activation_backward(compute::activation::relu, s.output, dy, dx, count); break;
+            case layer_kind::tanh: kernels_->activation_backward(compute::activation::tanh, s.output, dy, dx, count); break;
+            case layer_kind::sigmoid:
+                kernels_->activation_backward(compute::activation::sigmoid, s.output, dy, dx, count);
+                break;
+            case layer_kind::softmax:
+                kernels_->softmax_backward(s.output, dy, dx, n, static_cast<int>(s.out.size()));
+                break;
             case layer_kind::batchnorm: {
                 const auto &tg = tensors_[s.weights], &tb = tensors_[s.weights + 1], &tm = tensors_[s.weights + 2],
                            &tv = tensors_[s.weights + 3];
                 const float* st = s.stats.get();
-                cpu::batchnorm_backward(x, p + tg.offset, st, st + 2 * s.groups, dy, need_dx ? dx : nullptr, g + tg.offset,
-                                        g + tb.offset, n, s.groups, s.inner);
+                // A device writes dx anyway: it gets the buffer.
+                float* bn_dx = need_dx || !be_.host_memory() ? dx : nullptr;
+                kernels_->batchnorm_backward(x, p + tg.offset, st, st + 2 * s.groups, dy, bn_dx, g + tg.offset, g + tb.offset,
+                                             n, s.groups, s.inner, batchnorm_epsilon);
                 // The moving averages' "gradients" are their steps toward this batch's statistics.
-                cpu::moving_average_delta(st, p + tm.offset, g + tm.offset, s.groups, batchnorm_momentum);
-                cpu::moving_average_delta(st + s.groups, p + tv.offset, g + tv.offset, s.groups, batchnorm_momentum);
+                kernels_->moving_average_delta(st, p + tm.offset, g + tm.offset, s.groups, batchnorm_momentum);
+                kernels_->moving_average_delta(st + s.groups, p + tv.offset, g + tv.offset, s.groups, batchnorm_momentum);
                 break;
             }
             case layer_kind::input:
@@ -337,10 +367,13 @@ private:
     std::size_t max_rows_;
     std::uint64_t seed_;
     std::uint64_t dropout_draws_ = 0;
+    std::unique_ptr<compute::layer_kernels> kernels_;
     std::vector<step> steps_;
     std::vector<device_array<float>> buffers_;
-    device_array<float> input_buffer_, dy_, dx_;
+    device_array<float> input_buffer_, dy_, dx_, params_, grads_;
     device_array<std::int32_t> labels_;
+    compute::host_array<float> host_inputs_;  // page-locked staging on a GPU
+    compute::host_array<std::int32_t> host_labels_;
     bool fused_softmax_ = false;
     std::size_t first_weighted_ = 0;
 };

@@ -398,8 +398,8 @@ std::vector<tensor_shape> infer_shapes(const model_spec& spec, const tensor_shap
             if (!cur.image)
                 fail(fmt::format("it needs images (channels x height x width) but gets flat rows of {}: start the spec with "
                                  "input:CxHxW, or use IDX image files", cur.size()));
-            compute::cpu::window2d w{cur.channels, cur.height, cur.width, l.kh, l.kw, l.sh, l.sw};
-            if (!compute::cpu::resolve_padding(w, l.same))
+            compute::window2d w{cur.channels, cur.height, cur.width, l.kh, l.kw, l.sh, l.sw};
+            if (!compute::resolve_padding(w, l.same))
                 fail(fmt::format("the {}x{} window is larger than the {}x{} image: use a smaller window or :same padding", l.kh,
                                  l.kw, cur.height, cur.width));
             cur = {true, l.kind == layer_kind::conv2d ? l.units : cur.channels, w.out_h, w.out_w};

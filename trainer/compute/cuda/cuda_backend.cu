@@ -3,8 +3,13 @@
 // device and pinned buffers owned by RAII types.
 #include "trainer/compute/cuda_backend.hpp"
 
+#include "config.h"
+#include "trainer/compute/cuda/buffers.cuh"
 #include "trainer/compute/cuda/check.cuh"
 #include "trainer/compute/cuda/kernels.cuh"
+#ifdef HAVE_CUDNN
+#include "trainer/compute/cuda/cudnn_layers.cuh"
+#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -43,36 +48,6 @@ struct cublas_owner {
         check(cublasSetStream(h, s), "cublasSetStream");
     }
     ~cublas_owner() { if (h) cublasDestroy(h); }
-};
-
-template <typename T>
-struct pinned_vector {
-    T* p = nullptr;
-    std::size_t n = 0;
-    void reserve(std::size_t want)
-    {
-        if (want <= n) return;
-        if (p) cudaFreeHost(p);
-        p = nullptr;
-        check(cudaMallocHost(&p, want * sizeof(T)), "cudaMallocHost");
-        n = want;
-    }
-    ~pinned_vector() { if (p) cudaFreeHost(p); }
-};
-
-template <typename T>
-struct scratch {
-    T* p = nullptr;
-    std::size_t n = 0;
-    void reserve(std::size_t want)
-    {
-        if (want <= n) return;
-        if (p) cudaFree(p);
-        p = nullptr;
-        check(cudaMalloc(&p, want * sizeof(T)), "cudaMalloc");
-        n = want;
-    }
-    ~scratch() { if (p) cudaFree(p); }
 };
 
 class cuda_backend final : public backend {
@@ -154,6 +129,16 @@ public:
         reserve_rows(rows);
         launch_squared_error(pred, target, dpred, row_loss_.p, rows, stream_.s);
         return sum_rows(rows, false);
+    }
+
+    std::unique_ptr<layer_kernels> make_layer_kernels() override
+    {
+#ifdef HAVE_CUDNN
+        return make_cudnn_layer_kernels(stream_.s);
+#else
+        throw error("layer models (--model with conv2d, pooling or batchnorm layers) on --device cuda need cuDNN, and this "
+                    "pstrain was built without it: install cuDNN beside the CUDA toolkit and rebuild, or use --device cpu");
+#endif
     }
 
 private:

@@ -79,10 +79,10 @@ const conv_case conv_cases[] = {
     {30, 32, 14, 14, 4, 5, 5, 1, 1, true}, // the cnn preset's second layer: chunks of 13, 13 and 4 images
 };
 
-cpu::window2d window_of(const conv_case& k)
+compute::window2d window_of(const conv_case& k)
 {
-    cpu::window2d w{k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw};
-    BOOST_TEST_REQUIRE(cpu::resolve_padding(w, k.same));
+    compute::window2d w{k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw};
+    BOOST_TEST_REQUIRE(compute::resolve_padding(w, k.same));
     return w;
 }
 
@@ -106,9 +106,9 @@ BOOST_DATA_TEST_CASE(padding_matches_tensorflow, bdata::make(conv_cases), k)
 
 BOOST_AUTO_TEST_CASE(valid_window_larger_than_the_image_is_refused)
 {
-    cpu::window2d w{1, 4, 4, 5, 5, 1, 1};
-    BOOST_TEST(!cpu::resolve_padding(w, false));
-    BOOST_TEST(cpu::resolve_padding(w, true));
+    compute::window2d w{1, 4, 4, 5, 5, 1, 1};
+    BOOST_TEST(!compute::resolve_padding(w, false));
+    BOOST_TEST(compute::resolve_padding(w, true));
     BOOST_TEST(w.out_h == 4);
 }
 
@@ -179,12 +179,12 @@ BOOST_DATA_TEST_CASE(conv2d_kernels_match_the_oracle, bdata::make(conv_cases), k
 
 BOOST_AUTO_TEST_CASE(a_conv2d_kernel_is_chosen_by_name)
 {
-    cpu::window2d w{1, 4, 4, 3, 3, 1, 1};
-    BOOST_TEST_REQUIRE(cpu::resolve_padding(w, true));
+    compute::window2d w{1, 4, 4, 3, 3, 1, 1};
+    BOOST_TEST_REQUIRE(compute::resolve_padding(w, true));
     BOOST_TEST(std::string(cpu::make_conv2d(w, 2, 4, cpu::conv2d_impl::im2col)->name()) == "im2col");
     BOOST_TEST(std::string(cpu::make_conv2d(w, 2, 4)->name()) == "im2col", "one input channel: im2col is faster");
-    cpu::window2d deep{8, 4, 4, 3, 3, 1, 1};
-    BOOST_TEST_REQUIRE(cpu::resolve_padding(deep, true));
+    compute::window2d deep{8, 4, 4, 3, 3, 1, 1};
+    BOOST_TEST_REQUIRE(compute::resolve_padding(deep, true));
     BOOST_TEST(std::string(cpu::make_conv2d(deep, 2, 4)->name()) == (cpu::have_onednn() ? "onednn" : "im2col"));
     if (!cpu::have_onednn()) BOOST_CHECK_THROW(cpu::make_conv2d(w, 2, 4, cpu::conv2d_impl::onednn), pstrain::error);
     setenv("PSTRAIN_CONV", "winograd", 1);
@@ -220,8 +220,8 @@ const pool_case pool_cases[] = {
 
 BOOST_DATA_TEST_CASE(pooling_matches_the_oracle, bdata::make(pool_cases), k)
 {
-    cpu::window2d w{k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw};
-    BOOST_TEST_REQUIRE(cpu::resolve_padding(w, k.same));
+    compute::window2d w{k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw};
+    BOOST_TEST_REQUIRE(compute::resolve_padding(w, k.same));
     oracle::geometry g{k.n, k.c, k.h, k.w, k.kh, k.kw, k.sh, k.sw, k.same};
     g.resolve();
     const std::size_t in = std::size_t(k.n) * k.c * k.h * k.w, out = std::size_t(k.n) * k.c * w.out_h * w.out_w;
@@ -244,7 +244,7 @@ BOOST_DATA_TEST_CASE(pooling_matches_the_oracle, bdata::make(pool_cases), k)
 
 BOOST_DATA_TEST_CASE(activations_match_the_oracle, bdata::make({0, 1, 2}), kind)
 {
-    const cpu::activation a[] = {cpu::activation::relu, cpu::activation::tanh, cpu::activation::sigmoid};
+    const compute::activation a[] = {compute::activation::relu, compute::activation::tanh, compute::activation::sigmoid};
     auto x = random_floats(301, 8);
     auto dy = random_floats(301, 9);
     std::vector<float> y(x.size()), dx(x.size());

@@ -1,0 +1,480 @@
+// cuDNN behind compute::layer_kernels.  FP32 throughout with FMA math (no
+// TF32), as the dense layers' cuBLAS, so a GPU step computes what the CPU
+// oracle computes to rounding.  Each conv or pooling layer keeps, per batch
+// size, its descriptors, algorithms and workspace, made at the size's first
+// use: steps of the same size allocate nothing.
+//
+// TensorFlow's "same" padding puts an odd padding row or column at the
+// bottom or right; cuDNN pads symmetrically.  A convolution with symmetric
+// padding uses cuDNN's; otherwise (and for every padded pooling layer, so
+// max pooling never picks padding and average pooling can leave it out of
+// the count) the input is copied into an explicitly padded buffer first, as
+// TensorFlow does on cuDNN.
+#include "trainer/compute/cuda/cudnn_layers.cuh"
+
+#include "pstrain/error.hpp"
+#include "trainer/compute/cuda/buffers.cuh"
+#include "trainer/compute/cuda/check.cuh"
+#include "trainer/compute/cuda/kernels.cuh"
+
+#include <cfloat>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <cudnn.h>
+// (no fmt here: its consteval format strings do not build under nvcc)
+
+namespace pstrain::compute::cuda {
+namespace {
+
+// cuDNN's one mapping from a status to pstrain::error.
+void check(cudnnStatus_t status, const char* call)
+{
+    if (status != CUDNN_STATUS_SUCCESS) throw error(std::string(call) + " failed: " + cudnnGetErrorString(status));
+}
+using cuda::check;
+
+const float one = 1.0f, zero = 0.0f;
+
+struct cudnn_owner {
+    cudnnHandle_t h = nullptr;
+    explicit cudnn_owner(cudaStream_t s)
+    {
+        check(cudnnCreate(&h), "cudnnCreate");
+        check(cudnnSetStream(h, s), "cudnnSetStream");
+    }
+    ~cudnn_owner() { if (h) cudnnDestroy(h); }
+    cudnn_owner(const cudnn_owner&) = delete;
+    cudnn_owner& operator=(const cudnn_owner&) = delete;
+};
+
+template <typename D, cudnnStatus_t (*create)(D*), cudnnStatus_t (*destroy)(D)>
+struct descriptor {
+    D d = nullptr;
+    descriptor() { check(create(&d), "cudnnCreate...Descriptor"); }
+    ~descriptor() { if (d) destroy(d); }
+    descriptor(const descriptor&) = delete;
+    descriptor& operator=(const descriptor&) = delete;
+    operator D() const { return d; }
+};
+using tensor_desc = descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using filter_desc = descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using conv_desc = descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using pool_desc = descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+
+void set_nchw(cudnnTensorDescriptor_t d, int n, int c, int h, int w)
+{
+    check(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w), "cudnnSetTensor4dDescriptor");
+}
+
+std::string shape_text(int n, int c, int h, int w)
+{
+    return std::to_string(n) + "x" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w);
+}
+
+// How a window's padding reaches cuDNN (see the top of this file).
+struct padding_plan {
+    bool copy = false;      // through an explicitly padded input
+    int hp = 0, wp = 0;     // the input's height and width as cuDNN sees it
+    int pad_h = 0, pad_w = 0;  // cuDNN's own (symmetric) padding
+
+    padding_plan(const window2d& w, bool symmetric_allowed)
+    {
+        const int bottom = w.pad_bottom(), right = w.pad_right();
+        const bool padded = w.pad_top || bottom || w.pad_left || right;
+        const bool symmetric = bottom == w.pad_top && right == w.pad_left;
+        copy = padded && !(symmetric_allowed && symmetric);
+        hp = copy ? w.height + w.pad_top + bottom : w.height;
+        wp = copy ? w.width + w.pad_left + right : w.width;
+        pad_h = copy ? 0 : w.pad_top;
+        pad_w = copy ? 0 : w.pad_left;
+    }
+};
+
+// The input cuDNN reads: x itself, or x copied into `buffer` with the
+// padding filled with `fill`.
+const float* padded_input(const padding_plan& p, const window2d& w, const float* x, int n, scratch<float>& buffer, float fill,
+                          cudaStream_t stream)
+{
+    if (!p.copy) return x;
+    const std::size_t planes = std::size_t(n) * w.channels;
+    buffer.reserve(planes * p.hp * p.wp);
+    launch_pad(x, buffer.p, planes, w.height, w.width, w.pad_top, w.pad_left, p.hp, p.wp, fill, stream);
+    return buffer.p;
+}
+
+void check_output(const char* layer, int n, int c, int h, int w, const window2d& win, int channels_out)
+{
+    if (c != channels_out || h != win.out_h || w != win.out_w)
+        throw error(std::string(layer) + ": cuDNN's output " + shape_text(n, c, h, w) + " differs from the model's " +
+                    shape_text(n, channels_out, win.out_h, win.out_w) + " (a pstrain bug: please report it)");
+}
+
+// The first of cuDNN's heuristic choices that runs here, preferring FMA
+// math (FP32 as the CPU); its math type goes with it.
+template <typename Perf>
+Perf pick(const std::vector<Perf>& perfs, int returned, const char* what)
+{
+    for (int i = 0; i < returned; ++i)
+        if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].mathType == CUDNN_FMA_MATH) return perfs[i];
+    for (int i = 0; i < returned; ++i)
+        if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+            return perfs[i];
+    throw error(std::string(what) + ": cuDNN has no algorithm for this convolution on this GPU");
+}
+
+class cudnn_conv2d final : public conv2d {
+public:
+    cudnn_conv2d(cudnnHandle_t h, cudaStream_t s, const window2d& w, int filters)
+        : h_(h), stream_(s), w_(w), filters_(filters), pad_(w, true)
+    {
+        check(cudnnSetFilter4dDescriptor(filter_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, filters, w.channels, w.kh, w.kw),
+              "cudnnSetFilter4dDescriptor");
+        check(cudnnSetConvolution2dDescriptor(conv_, pad_.pad_h, pad_.pad_w, w.sh, w.sw, 1, 1, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT),
+              "cudnnSetConvolution2dDescriptor");
+        set_nchw(bias_, 1, filters, 1, 1);
+    }
+    const char* name() const override { return "cudnn"; }
+
+    void forward(const float* x, const float* k, const float* b, float* y, int n) override
+    {
+        auto& p = plan(n);
+        const float* in = padded_input(pad_, w_, x, n, padded_, 0.0f, stream_);
+        math(p.fwd.mathType);
+        check(cudnnConvolutionForward(h_, &one, p.x, in, filter_, k, conv_, p.fwd.algo, workspace_.p, p.workspace, &zero, p.y,
+                                      y),
+              "cudnnConvolutionForward");
+        check(cudnnAddTensor(h_, &one, bias_, b, &one, p.y, y), "cudnnAddTensor");
+    }
+
+    void backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n) override
+    {
+        auto& p = plan(n);
+        const float* in = padded_input(pad_, w_, x, n, padded_, 0.0f, stream_);
+        check(cudnnConvolutionBackwardBias(h_, &one, p.y, dy, &zero, bias_, db), "cudnnConvolutionBackwardBias");
+        math(p.filter.mathType);
+        check(cudnnConvolutionBackwardFilter(h_, &one, p.x, in, p.y, dy, conv_, p.filter.algo, workspace_.p, p.workspace, &zero,
+                                             filter_, dk),
+              "cudnnConvolutionBackwardFilter");
+        if (!dx) return;
+        float* out = dx;
+        if (pad_.copy) {
+            padded_grad_.reserve(std::size_t(n) * w_.channels * pad_.hp * pad_.wp);
+            out = padded_grad_.p;
+        }
+        math(p.data.mathType);
+        check(cudnnConvolutionBackwardData(h_, &one, filter_, k, p.y, dy, conv_, p.data.algo, workspace_.p, p.workspace, &zero,
+                                           p.x, out),
+              "cudnnConvolutionBackwardData");
+        if (pad_.copy)
+            launch_crop(out, dx, std::size_t(n) * w_.channels, w_.height, w_.width, w_.pad_top, w_.pad_left, pad_.hp, pad_.wp,
+                        stream_);
+    }
+
+private:
+    struct shape_plan {
+        tensor_desc x, y;
+        cudnnConvolutionFwdAlgoPerf_t fwd{};
+        cudnnConvolutionBwdDataAlgoPerf_t data{};
+        cudnnConvolutionBwdFilterAlgoPerf_t filter{};
+        std::size_t workspace = 0;  // bytes, the largest of the three
+    };
+
+    void math(cudnnMathType_t m) { check(cudnnSetConvolutionMathType(conv_, m), "cudnnSetConvolutionMathType"); }
+
+    shape_plan& plan(int n)
+    {
+        auto& slot = plans_[n];
+        if (slot) return *slot;
+        auto p = std::make_unique<shape_plan>();
+        set_nchw(p->x, n, w_.channels, pad_.hp, pad_.wp);
+        int on = 0, oc = 0, oh = 0, ow = 0;
+        check(cudnnGetConvolution2dForwardOutputDim(conv_, p->x, filter_, &on, &oc, &oh, &ow),
+              "cudnnGetConvolution2dForwardOutputDim");
+        check_output("conv2d", on, oc, oh, ow, w_, filters_);
+        set_nchw(p->y, n, filters_, w_.out_h, w_.out_w);
+        math(CUDNN_FMA_MATH);
+        int count = 0, returned = 0;
+        std::size_t bytes = 0;
+
+        check(cudnnGetConvolutionForwardAlgorithmMaxCount(h_, &count), "cudnnGetConvolutionForwardAlgorithmMaxCount");
+        std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(std::size_t(std::max(count, 1)));
+        check(cudnnGetConvolutionForwardAlgorithm_v7(h_, p->x, filter_, conv_, p->y, count, &returned, fwd.data()),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+        p->fwd = pick(fwd, returned, "conv2d forward");
+        math(p->fwd.mathType);
+        check(cudnnGetConvolutionForwardWorkspaceSize(h_, p->x, filter_, conv_, p->y, p->fwd.algo, &bytes),
+              "cudnnGetConvolutionForwardWorkspaceSize");
+        p->workspace = std::max(p->workspace, bytes);
+
+        math(CUDNN_FMA_MATH);
+        check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h_, &count), "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(std::size_t(std::max(count, 1)));
+        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h_, filter_, p->y, conv_, p->x, count, &returned, data.data()),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        p->data = pick(data, returned, "conv2d backward data");
+        math(p->data.mathType);
+        check(cudnnGetConvolutionBackwardDataWorkspaceSize(h_, filter_, p->y, conv_, p->x, p->data.algo, &bytes),
+              "cudnnGetConvolutionBackwardDataWorkspaceSize");
+        p->workspace = std::max(p->workspace, bytes);
+
+        math(CUDNN_FMA_MATH);
+        check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h_, &count),
+              "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
+        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(std::size_t(std::max(count, 1)));
+        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h_, p->x, p->y, conv_, filter_, count, &returned, filter.data()),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        p->filter = pick(filter, returned, "conv2d backward filter");
+        math(p->filter.mathType);
+        check(cudnnGetConvolutionBackwardFilterWorkspaceSize(h_, p->x, p->y, conv_, filter_, p->filter.algo, &bytes),
+              "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+        p->workspace = std::max(p->workspace, bytes);
+
+        workspace_.reserve(std::max<std::size_t>(p->workspace, 1));
+        slot = std::move(p);
+        return *slot;
+    }
+
+    cudnnHandle_t h_;
+    cudaStream_t stream_;
+    window2d w_;
+    int filters_;
+    padding_plan pad_;
+    filter_desc filter_;
+    conv_desc conv_;
+    tensor_desc bias_;
+    std::map<int, std::unique_ptr<shape_plan>> plans_;
+    scratch<unsigned char> workspace_;
+    scratch<float> padded_, padded_grad_;
+};
+
+class cudnn_pool2d final : public pool2d {
+public:
+    cudnn_pool2d(cudnnHandle_t h, cudaStream_t s, const window2d& w, bool max) : h_(h), stream_(s), w_(w), max_(max), pad_(w, false)
+    {
+        // On the padded copy cuDNN needs no padding, and every window is
+        // whole: average pooling divides by kh * kw, which `factor_` turns
+        // into the count of the window's cells inside the image.
+        check(cudnnSetPooling2dDescriptor(pool_, max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
+                                          CUDNN_NOT_PROPAGATE_NAN, w.kh, w.kw, 0, 0, w.sh, w.sw),
+              "cudnnSetPooling2dDescriptor");
+        if (!max && pad_.copy) {
+            std::vector<float> factor(std::size_t(w.out_h) * w.out_w);
+            for (int oy = 0; oy < w.out_h; ++oy) {
+                const int y0 = std::max(oy * w.sh - w.pad_top, 0), y1 = std::min(oy * w.sh - w.pad_top + w.kh, w.height);
+                for (int ox = 0; ox < w.out_w; ++ox) {
+                    const int x0 = std::max(ox * w.sw - w.pad_left, 0), x1 = std::min(ox * w.sw - w.pad_left + w.kw, w.width);
+                    factor[std::size_t(oy) * w.out_w + ox] = float(w.kh * w.kw) / float((y1 - y0) * (x1 - x0));
+                }
+            }
+            factor_.reserve(factor.size());
+            check(cudaMemcpyAsync(factor_.p, factor.data(), factor.size() * sizeof(float), cudaMemcpyHostToDevice, stream_),
+                  "cudaMemcpyAsync(pooling factors)");
+            check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        }
+    }
+
+    void forward(const float* x, float* y, int n) override
+    {
+        auto& p = plan(n);
+        const float* in = padded_input(pad_, w_, x, n, padded_, max_ ? -FLT_MAX : 0.0f, stream_);
+        check(cudnnPoolingForward(h_, pool_, &one, p.x, in, &zero, p.y, y), "cudnnPoolingForward");
+        if (factor_.p) launch_scale_planes(y, factor_.p, y, out_count(n), w_.out_h * w_.out_w, stream_);
+    }
+
+    void backward(const float* x, const float* y, const float* dy, float* dx, int n) override
+    {
+        auto& p = plan(n);
+        const float* in = padded_input(pad_, w_, x, n, padded_, max_ ? -FLT_MAX : 0.0f, stream_);
+        if (factor_.p) {
+            scaled_dy_.reserve(out_count(n));
+            launch_scale_planes(dy, factor_.p, scaled_dy_.p, out_count(n), w_.out_h * w_.out_w, stream_);
+            dy = scaled_dy_.p;
+        }
+        float* out = dx;
+        if (pad_.copy) {
+            padded_grad_.reserve(std::size_t(n) * w_.channels * pad_.hp * pad_.wp);
+            out = padded_grad_.p;
+        }
+        check(cudnnPoolingBackward(h_, pool_, &one, p.y, y, p.y, dy, p.x, in, &zero, p.x, out), "cudnnPoolingBackward");
+        if (pad_.copy)
+            launch_crop(out, dx, std::size_t(n) * w_.channels, w_.height, w_.width, w_.pad_top, w_.pad_left, pad_.hp, pad_.wp,
+                        stream_);
+    }
+
+private:
+    struct shape_plan {
+        tensor_desc x, y;
+    };
+
+    std::size_t out_count(int n) const { return std::size_t(n) * w_.channels * w_.out_h * w_.out_w; }
+
+    shape_plan& plan(int n)
+    {
+        auto& slot = plans_[n];
+        if (slot) return *slot;
+        auto p = std::make_unique<shape_plan>();
+        set_nchw(p->x, n, w_.channels, pad_.hp, pad_.wp);
+        int on = 0, oc = 0, oh = 0, ow = 0;
+        check(cudnnGetPooling2dForwardOutputDim(pool_, p->x, &on, &oc, &oh, &ow), "cudnnGetPooling2dForwardOutputDim");
+        check_output(max_ ? "maxpool" : "avgpool", on, oc, oh, ow, w_, w_.channels);
+        set_nchw(p->y, n, w_.channels, w_.out_h, w_.out_w);
+        slot = std::move(p);
+        return *slot;
+    }
+
+    cudnnHandle_t h_;
+    cudaStream_t stream_;
+    window2d w_;
+    bool max_;
+    padding_plan pad_;
+    pool_desc pool_;
+    std::map<int, std::unique_ptr<shape_plan>> plans_;
+    scratch<float> factor_, padded_, padded_grad_, scaled_dy_;
+};
+
+int kind_of(activation a) { return a == activation::relu ? 0 : a == activation::tanh ? 1 : 2; }
+
+class cudnn_layer_kernels final : public layer_kernels {
+public:
+    explicit cudnn_layer_kernels(cudaStream_t s) : stream_(s), cudnn_(s) {}
+
+    std::unique_ptr<conv2d> make_conv2d(const window2d& w, int filters, int) override
+    {
+        return std::make_unique<cudnn_conv2d>(cudnn_.h, stream_, w, filters);
+    }
+    std::unique_ptr<pool2d> make_maxpool(const window2d& w, int) override
+    {
+        return std::make_unique<cudnn_pool2d>(cudnn_.h, stream_, w, true);
+    }
+    std::unique_ptr<pool2d> make_avgpool(const window2d& w, int) override
+    {
+        return std::make_unique<cudnn_pool2d>(cudnn_.h, stream_, w, false);
+    }
+
+    void copy(float* dst, const float* src, std::size_t count) override
+    {
+        if (dst != src && count)
+            check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
+                  "cudaMemcpyAsync(device to device)");
+    }
+
+    void activation_forward(activation a, const float* x, float* y, std::size_t count) override
+    {
+        launch_activation_forward(kind_of(a), x, y, count, stream_);
+    }
+    void activation_backward(activation a, const float* y, const float* dy, float* dx, std::size_t count) override
+    {
+        launch_activation_backward(kind_of(a), y, dy, dx, count, stream_);
+    }
+
+    void softmax_forward(const float* x, float* y, int rows, int classes) override
+    {
+        set_nchw(rows_, rows, classes, 1, 1);
+        check(cudnnSoftmaxForward(cudnn_.h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, rows_, x, &zero, rows_, y),
+              "cudnnSoftmaxForward");
+    }
+    void softmax_backward(const float* y, const float* dy, float* dx, int rows, int classes) override
+    {
+        set_nchw(rows_, rows, classes, 1, 1);
+        check(cudnnSoftmaxBackward(cudnn_.h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, rows_, y, rows_, dy,
+                                   &zero, rows_, dx),
+              "cudnnSoftmaxBackward");
+    }
+
+    backend::loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, int rows, int classes) override
+    {
+        backend::loss_sums sums;
+        if (rows == 0) return sums;
+        row_loss_.reserve(std::size_t(rows));
+        row_hit_.reserve(std::size_t(rows));
+        host_loss_.reserve(std::size_t(rows));
+        host_hit_.reserve(std::size_t(rows));
+        launch_mse_onehot(pred, labels, dpred, row_loss_.p, row_hit_.p, rows, classes, stream_);
+        check(cudaMemcpyAsync(host_loss_.p, row_loss_.p, sizeof(double) * rows, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+        check(cudaMemcpyAsync(host_hit_.p, row_hit_.p, sizeof(std::int32_t) * rows, cudaMemcpyDeviceToHost, stream_),
+              "cudaMemcpyAsync");
+        check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        for (int r = 0; r < rows; ++r) {
+            sums.loss += host_loss_.p[r];
+            sums.correct += host_hit_.p[r];
+        }
+        return sums;
+    }
+
+    void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate, std::uint64_t seed) override
+    {
+        launch_dropout_forward(x, y, mask, count, rate, seed, stream_);
+    }
+    void dropout_backward(const float* dy, const float* mask, float* dx, std::size_t count) override
+    {
+        launch_multiply(dy, mask, dx, count, stream_);
+    }
+
+    void batchnorm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* var,
+                                 float* inv_std, int n, int channels, int inner, float eps) override
+    {
+        describe_batchnorm(n, channels, inner, eps);
+        // cuDNN's running averages are not the model's (the PS keeps those):
+        // factor 1 just makes them this batch's, in scratch.
+        running_.reserve(2 * std::size_t(channels));
+        check(cudnnBatchNormalizationForwardTraining(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, bn_x_, x, bn_x_, y, bn_param_,
+                                                     gamma, beta, 1.0, running_.p, running_.p + channels, eps, mean, inv_std),
+              "cudnnBatchNormalizationForwardTraining");
+        // The biased variance, as the CPU keeps it, from 1 / sqrt(var + eps).
+        launch_variance_from_inv_std(inv_std, var, channels, eps, stream_);
+    }
+    void batchnorm_forward_eval(const float* x, const float* gamma, const float* beta, const float* moving_mean,
+                                const float* moving_var, float* y, int n, int channels, int inner, float eps) override
+    {
+        describe_batchnorm(n, channels, inner, eps);
+        check(cudnnBatchNormalizationForwardInference(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, bn_x_, x, bn_x_, y,
+                                                      bn_param_, gamma, beta, moving_mean, moving_var, eps),
+              "cudnnBatchNormalizationForwardInference");
+    }
+    void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std, const float* dy,
+                            float* dx, float* dgamma, float* dbeta, int n, int channels, int inner, float eps) override
+    {
+        if (!dx) throw error("batchnorm_backward on a GPU needs a dx buffer (a pstrain bug: please report it)");
+        describe_batchnorm(n, channels, inner, eps);
+        check(cudnnBatchNormalizationBackward(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, bn_x_, x, bn_x_, dy,
+                                              bn_x_, dx, bn_param_, gamma, dgamma, dbeta, eps, mean, inv_std),
+              "cudnnBatchNormalizationBackward");
+    }
+    void moving_average_delta(const float* batch, const float* moving, float* delta, int count, float momentum) override
+    {
+        launch_moving_average_delta(batch, moving, delta, count, momentum, stream_);
+    }
+
+private:
+    // x as n x channels x inner x 1: cuDNN's spatial mode takes statistics
+    // per channel over n * inner values, as the CPU does.
+    void describe_batchnorm(int n, int channels, int inner, float eps)
+    {
+        if (double(eps) < CUDNN_BN_MIN_EPSILON)
+            throw error("batch normalization's epsilon " + std::to_string(eps) + " is below cuDNN's minimum " +
+                        std::to_string(CUDNN_BN_MIN_EPSILON));
+        set_nchw(bn_x_, n, channels, inner, 1);
+        check(cudnnDeriveBNTensorDescriptor(bn_param_, bn_x_, CUDNN_BATCHNORM_SPATIAL), "cudnnDeriveBNTensorDescriptor");
+    }
+
+    cudaStream_t stream_;
+    cudnn_owner cudnn_;
+    tensor_desc rows_, bn_x_, bn_param_;
+    scratch<float> running_;
+    scratch<double> row_loss_;
+    scratch<std::int32_t> row_hit_;
+    pinned_vector<double> host_loss_;
+    pinned_vector<std::int32_t> host_hit_;
+};
+
+}  // namespace
+
+std::unique_ptr<layer_kernels> make_cudnn_layer_kernels(cudaStream_t stream)
+{
+    return std::make_unique<cudnn_layer_kernels>(stream);
+}
+
+}  // namespace pstrain::compute::cuda
