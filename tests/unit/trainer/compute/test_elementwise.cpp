@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "trainer/compute/cpu_backend.hpp"
+#include "trainer/compute/cpu_layers.hpp"
 #include "trainer/compute/elementwise.hpp"
 
 #include <cmath>
@@ -47,6 +48,26 @@ BOOST_AUTO_TEST_CASE(softmax_is_stable_for_huge_logits)
     float loss = xent_loss(logits, 3, 1, m, se);
     BOOST_TEST(std::isfinite(loss));
     BOOST_TEST(loss == std::log(1.0 + std::exp(1.0)), tt::tolerance(1e-4));  // float32 at logits of 1000
+}
+
+// The GPU's dropout kernel draws each element's factor alone
+// (dropout_factor); the CPU's runs the generator in order.  They must agree
+// element for element, or a model would train differently on each device.
+BOOST_AUTO_TEST_CASE(dropout_factor_draws_the_cpu_mask)
+{
+    for (const float rate : {0.1f, 0.4f, 0.5f, 0.9f}) {
+        const std::size_t count = 1001;  // odd: the last draw is half used
+        std::vector<float> x(count, 1.0f), y(count), mask(count);
+        const std::uint64_t seed = 0x1234abcdull + static_cast<std::uint64_t>(rate * 100);
+        cpu::dropout_forward(x.data(), y.data(), mask.data(), count, rate, seed);
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            const float f = dropout_factor(seed, i, dropout_threshold(rate), 1.0f / (1.0f - rate));
+            BOOST_TEST_REQUIRE(f == mask[i], "element " << i << " at rate " << rate);
+            kept += f != 0.0f;
+        }
+        BOOST_TEST(std::abs(double(kept) / count - (1.0 - rate)) < 0.05, "rate " << rate << " kept " << kept);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(cpu_backend_layers)
