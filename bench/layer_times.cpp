@@ -71,8 +71,8 @@ int main(int argc, char** argv)
 
     // conv2d: 1x28x28 -> 32x28x28 (5x5 same) and 32x14x14 -> 64x14x14, with their relu.
     for (int which = 0; which < 2; ++which) {
-        compute::window2d w = which == 0 ? compute::window2d{1, 28, 28, 5, 5, 1, 1} : compute::window2d{32, 14, 14, 5, 5, 1, 1};
-        compute::resolve_padding(w, true);
+        pstrain::compute::window2d w = which == 0 ? pstrain::compute::window2d{1, 28, 28, 5, 5, 1, 1} : pstrain::compute::window2d{32, 14, 14, 5, 5, 1, 1};
+        pstrain::compute::resolve_padding(w, true);
         const int filters = which == 0 ? 32 : 64;
         const std::size_t in = std::size_t(n) * w.channels * w.height * w.width, outn = std::size_t(n) * filters * w.out_h * w.out_w;
         auto x = random_floats(in, 1), k = random_floats(std::size_t(filters) * w.channels * 25, 2), b = random_floats(filters, 3);
@@ -81,16 +81,16 @@ int main(int argc, char** argv)
         auto conv = cpu::make_conv2d(w, filters, n);
         report(which == 0 ? "conv1" : "conv2", median_ms(repeat, [&] {
                    conv->forward(x.data(), k.data(), b.data(), y.data(), n);
-                   cpu::activation_forward(compute::activation::relu, y.data(), y.data(), outn);
-                   cpu::activation_backward(compute::activation::relu, y.data(), dy.data(), dy.data(), outn);
+                   cpu::activation_forward(pstrain::compute::activation::relu, y.data(), y.data(), outn);
+                   cpu::activation_backward(pstrain::compute::activation::relu, y.data(), dy.data(), dy.data(), outn);
                    // conv1 is the first layer: no dx, as in training.
                    conv->backward(x.data(), k.data(), dy.data(), which == 0 ? nullptr : dx.data(), dk.data(), db.data(), n);
                }));
     }
     // maxpool 2: 32x28x28 -> 32x14x14 and 64x14x14 -> 64x7x7.
     for (int which = 0; which < 2; ++which) {
-        compute::window2d w = which == 0 ? compute::window2d{32, 28, 28, 2, 2, 2, 2} : compute::window2d{64, 14, 14, 2, 2, 2, 2};
-        compute::resolve_padding(w, false);
+        pstrain::compute::window2d w = which == 0 ? pstrain::compute::window2d{32, 28, 28, 2, 2, 2, 2} : pstrain::compute::window2d{64, 14, 14, 2, 2, 2, 2};
+        pstrain::compute::resolve_padding(w, false);
         const std::size_t in = std::size_t(n) * w.channels * w.height * w.width, outn = std::size_t(n) * w.channels * w.out_h * w.out_w;
         auto x = random_floats(in, 5), dy = random_floats(outn, 6);
         std::vector<float> y(outn), dx(in);
@@ -109,8 +109,8 @@ int main(int argc, char** argv)
         report(which == 0 ? "dense1" : "dense2", median_ms(repeat, [&] {
                    be.linear_forward(x.data(), w.data(), b.data(), y.data(), n, in, outw);
                    if (which == 0) {
-                       cpu::activation_forward(compute::activation::relu, y.data(), y.data(), y.size());
-                       cpu::activation_backward(compute::activation::relu, y.data(), dy.data(), dy.data(), y.size());
+                       cpu::activation_forward(pstrain::compute::activation::relu, y.data(), y.data(), y.size());
+                       cpu::activation_backward(pstrain::compute::activation::relu, y.data(), dy.data(), dy.data(), y.size());
                    }
                    be.linear_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), n, in, outw);
                }));

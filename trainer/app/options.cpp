@@ -203,19 +203,15 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
             o.spec = model::parse_model_spec(o.model);
             o.layers = true;
         }
-        if (o.layers && o.device == "cuda" && !o.summary) {
-            // Before any data is read: the layer models run on the CPU only.
-            std::size_t position = 0;
-            for (const auto& l : o.spec.layers) {
-                ++position;
-                if (l.kind == model::layer_kind::conv2d || l.kind == model::layer_kind::maxpool ||
-                    l.kind == model::layer_kind::avgpool)
-                    throw error(fmt::format("--device cuda: layer {} '{}' has no CUDA implementation yet (cuDNN support is to "
-                                            "come): use --device cpu",
-                                            position, l.text()));
-            }
-            throw error("--device cuda: layer models run on the CPU only in this version: use --device cpu, or --model mlp");
-        }
+#if defined(HAVE_CUDA) && !defined(HAVE_CUDNN)
+        // Layer models need cuDNN on a GPU: refused before any data is
+        // read, and --device auto keeps them on the CPU.
+        if (o.layers && o.device == "cuda" && !o.summary)
+            throw error(fmt::format("--device cuda: --model {} needs cuDNN, and this pstrain was built without it: install "
+                                    "cuDNN beside the CUDA toolkit and rebuild, or use --device cpu",
+                                    o.model));
+        if (o.layers && o.device == "auto") o.device = "cpu";
+#endif
         if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
             throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",
                                     o.heartbeat_interval));

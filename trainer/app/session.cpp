@@ -25,8 +25,8 @@ session open_session(const train_options& o, int worker)
                                 : o.device == "cuda" ? compute::device_kind::cuda
                                                      : compute::device_kind::automatic;
     // The CPUs Slurm gave this task, unless told otherwise (threads.hpp).
-    if ((o.layers || o.ctr) && kind == compute::device_kind::automatic) {
-        // Layer models run on the CPU in this version (options.cpp refuses --device cuda).
+    if (o.ctr && kind == compute::device_kind::automatic) {
+        // The click-through models run on the CPU in this version (options.cpp refuses --device cuda).
         kind = compute::device_kind::cpu;
     }
     const auto fit = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus());

@@ -251,11 +251,21 @@ BOOST_AUTO_TEST_CASE(model_files)
     expect_error({"--model-file", "/nonexistent/m.json"}, "--model-file /nonexistent/m.json: cannot open: No such file or directory");
 }
 
-BOOST_AUTO_TEST_CASE(cuda_refuses_layer_models_until_cudnn)
+// Layer models go to a GPU where the build has cuDNN; a CUDA build without
+// it refuses --device cuda before reading data and keeps --device auto on
+// the CPU.
+BOOST_AUTO_TEST_CASE(cuda_takes_layer_models_where_cudnn_is_built)
 {
+#if defined(HAVE_CUDA) && !defined(HAVE_CUDNN)
     expect_error({"--model", "cnn", "--device", "cuda"},
-                 "--device cuda: layer 1 'conv2d:32:5x5:relu' has no CUDA implementation yet (cuDNN support is to come): use --device cpu");
-    expect_error({"--model", "dense:10", "--device", "cuda"}, "--device cuda: layer models run on the CPU only in this version");
+                 "--device cuda: --model cnn needs cuDNN, and this pstrain was built without it: install cuDNN beside the CUDA "
+                 "toolkit and rebuild, or use --device cpu");
+    BOOST_TEST(accepted({"--model", "cnn"}).device == "cpu");
+#elif defined(HAVE_CUDNN)
+    BOOST_TEST(accepted({"--model", "cnn", "--device", "cuda"}).device == "cuda");
+    BOOST_TEST(accepted({"--model", "dense:10", "--device", "cuda"}).layers);
+    BOOST_TEST(accepted({"--model", "cnn"}).device == "auto", "auto: the GPU when one is visible");
+#endif
     BOOST_TEST(accepted({"--model", "cnn", "--device", "cuda", "--summary"}).summary, "--summary needs no device");
 }
 
