@@ -23,6 +23,7 @@ struct pinned_vector {
         if (want <= n) return;
         if (p) cudaFreeHost(p);
         p = nullptr;
+        n = 0;  // a failed allocation leaves an empty buffer, not a stale size
         check(cudaMallocHost(&p, want * sizeof(T)), "cudaMallocHost");
         n = want;
     }
@@ -41,6 +42,7 @@ struct scratch {
         if (want <= n) return;
         if (p) cudaFree(p);
         p = nullptr;
+        n = 0;  // a failed allocation leaves an empty buffer, not a stale size
         check(cudaMalloc(&p, want * sizeof(T)), "cudaMalloc");
         n = want;
     }

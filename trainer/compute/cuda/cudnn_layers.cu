@@ -9,7 +9,8 @@
 // padding uses cuDNN's; otherwise (and for every padded pooling layer, so
 // max pooling never picks padding and average pooling can leave it out of
 // the count) the input is copied into an explicitly padded buffer first, as
-// TensorFlow does on cuDNN.
+// TensorFlow does on cuDNN: -inf around a max pooling's input, zeros
+// elsewhere.
 #include "trainer/compute/cuda/cudnn_layers.cuh"
 
 #include "pstrain/error.hpp"
@@ -17,7 +18,7 @@
 #include "trainer/compute/cuda/check.cuh"
 #include "trainer/compute/cuda/kernels.cuh"
 
-#include <cfloat>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,7 +43,12 @@ struct cudnn_owner {
     explicit cudnn_owner(cudaStream_t s)
     {
         check(cudnnCreate(&h), "cudnnCreate");
-        check(cudnnSetStream(h, s), "cudnnSetStream");
+        const cudnnStatus_t rc = cudnnSetStream(h, s);
+        if (rc != CUDNN_STATUS_SUCCESS) {
+            cudnnDestroy(h);
+            h = nullptr;
+            check(rc, "cudnnSetStream");
+        }
     }
     ~cudnn_owner() { if (h) cudnnDestroy(h); }
     cudnn_owner(const cudnn_owner&) = delete;
@@ -111,17 +117,26 @@ void check_output(const char* layer, int n, int c, int h, int w, const window2d&
                     shape_text(n, channels_out, win.out_h, win.out_w) + " (a pstrain bug: please report it)");
 }
 
-// The first of cuDNN's heuristic choices that runs here, preferring FMA
-// math (FP32 as the CPU); its math type goes with it.
+// A workspace no algorithm may ask for more than: cuDNN's heuristics can
+// rank an FFT algorithm first that wants gigabytes.
+constexpr std::size_t max_workspace = std::size_t(512) << 20;
+
+// The first of cuDNN's heuristic choices (fastest expected first) that runs
+// here in FP32 FMA math (no TF32, as the CPU) within max_workspace,
+// preferring a deterministic one: the same batch gives the same gradient
+// bits on every worker and every run.
 template <typename Perf>
 Perf pick(const std::vector<Perf>& perfs, int returned, const char* what)
 {
+    auto usable = [](const Perf& p) {
+        return p.status == CUDNN_STATUS_SUCCESS && p.mathType == CUDNN_FMA_MATH && p.memory <= max_workspace;
+    };
     for (int i = 0; i < returned; ++i)
-        if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].mathType == CUDNN_FMA_MATH) return perfs[i];
+        if (usable(perfs[i]) && perfs[i].determinism == CUDNN_DETERMINISTIC) return perfs[i];
     for (int i = 0; i < returned; ++i)
-        if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-            return perfs[i];
-    throw error(std::string(what) + ": cuDNN has no algorithm for this convolution on this GPU");
+        if (usable(perfs[i])) return perfs[i];
+    throw error(std::string(what) + ": cuDNN offers no FP32 (FMA) algorithm within 512 MiB of workspace for this "
+                "convolution on this GPU: run the model with --device cpu");
 }
 
 class cudnn_conv2d final : public conv2d {
@@ -140,6 +155,7 @@ public:
 
     void forward(const float* x, const float* k, const float* b, float* y, int n) override
     {
+        if (n == 0) return;
         auto& p = plan(n);
         const float* in = padded_input(pad_, w_, x, n, padded_, 0.0f, stream_);
         math(p.fwd.mathType);
@@ -151,6 +167,12 @@ public:
 
     void backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n) override
     {
+        if (n == 0) {  // no examples: zero gradients, as on the CPU
+            const std::size_t kernel = std::size_t(filters_) * w_.channels * w_.kh * w_.kw;
+            check(cudaMemsetAsync(dk, 0, kernel * sizeof(float), stream_), "cudaMemsetAsync");
+            check(cudaMemsetAsync(db, 0, std::size_t(filters_) * sizeof(float), stream_), "cudaMemsetAsync");
+            return;
+        }
         auto& p = plan(n);
         const float* in = padded_input(pad_, w_, x, n, padded_, 0.0f, stream_);
         check(cudnnConvolutionBackwardBias(h_, &one, p.y, dy, &zero, bias_, db), "cudnnConvolutionBackwardBias");
@@ -278,16 +300,18 @@ public:
 
     void forward(const float* x, float* y, int n) override
     {
+        if (n == 0) return;
         auto& p = plan(n);
-        const float* in = padded_input(pad_, w_, x, n, padded_, max_ ? -FLT_MAX : 0.0f, stream_);
+        const float* in = padded_input(pad_, w_, x, n, padded_, max_ ? -INFINITY : 0.0f, stream_);
         check(cudnnPoolingForward(h_, pool_, &one, p.x, in, &zero, p.y, y), "cudnnPoolingForward");
         if (factor_.p) launch_scale_planes(y, factor_.p, y, out_count(n), w_.out_h * w_.out_w, stream_);
     }
 
     void backward(const float* x, const float* y, const float* dy, float* dx, int n) override
     {
+        if (n == 0) return;
         auto& p = plan(n);
-        const float* in = padded_input(pad_, w_, x, n, padded_, max_ ? -FLT_MAX : 0.0f, stream_);
+        const float* in = padded_input(pad_, w_, x, n, padded_, max_ ? -INFINITY : 0.0f, stream_);
         if (factor_.p) {
             scaled_dy_.reserve(out_count(n));
             launch_scale_planes(dy, factor_.p, scaled_dy_.p, out_count(n), w_.out_h * w_.out_w, stream_);
@@ -418,8 +442,12 @@ public:
     {
         describe_batchnorm(n, channels, inner, eps);
         // cuDNN's running averages are not the model's (the PS keeps those):
-        // factor 1 just makes them this batch's, in scratch.
-        running_.reserve(2 * std::size_t(channels));
+        // factor 1 just makes them this batch's, in scratch, zeroed once so
+        // that 0 * (what was there) is 0.
+        if (running_.n < 2 * std::size_t(channels)) {
+            running_.reserve(2 * std::size_t(channels));
+            check(cudaMemsetAsync(running_.p, 0, running_.n * sizeof(float), stream_), "cudaMemsetAsync");
+        }
         check(cudnnBatchNormalizationForwardTraining(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, bn_x_, x, bn_x_, y, bn_param_,
                                                      gamma, beta, 1.0, running_.p, running_.p + channels, eps, mean, inv_std),
               "cudnnBatchNormalizationForwardTraining");

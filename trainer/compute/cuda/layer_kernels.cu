@@ -73,8 +73,9 @@ __global__ void variance_from_inv_std_kernel(const float* inv_std, float* var, i
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
+    // Rounding in 1 / std can put a constant channel's 0 just below zero.
     const double s = inv_std[i];
-    var[i] = static_cast<float>(1.0 / (s * s) - double(eps));
+    var[i] = static_cast<float>(fmax(1.0 / (s * s) - double(eps), 0.0));
 }
 
 // xp[plane, H + top + bottom, W + left + right]: x inside, `fill` around.

@@ -17,6 +17,7 @@
 #include "trainer/model/model.hpp"
 #include "tests/unit/trainer/helpers.hpp"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +29,16 @@ using namespace pstrain;
 namespace bdata = boost::unit_test::data;
 
 namespace {
+
+// n distinct values in [-1, 1), shuffled: no window has two equal maxima,
+// whose gradient the CPU and cuDNN may route to different cells.
+std::vector<float> distinct_floats(std::size_t n, unsigned seed)
+{
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(2.0 * double(i) / double(n) - 1.0);
+    std::shuffle(v.begin(), v.end(), std::mt19937(seed));
+    return v;
+}
 
 std::vector<float> random_floats(std::size_t n, unsigned seed)
 {
@@ -93,12 +104,13 @@ const window_case window_cases[] = {
     {2, 3, 7, 5, 4, 3, 3, 1, 1, true},     // several channels, non-square: symmetric padding
     {1, 1, 5, 5, 2, 1, 1, 1, 1, false},    // 1x1 kernel, batch 1
     {2, 2, 6, 9, 3, 1, 1, 2, 2, false},    // 1x1 kernel with stride 2
-    {3, 2, 9, 6, 3, 3, 2, 2, 3, true},     // non-square kernel, unequal strides: asymmetric padding
+    {3, 2, 9, 6, 3, 3, 2, 2, 3, true},     // non-square kernel, unequal strides
     {1, 4, 8, 8, 2, 5, 5, 2, 2, false},    // stride 2 valid
     {2, 1, 8, 7, 2, 4, 4, 1, 1, true},     // even kernel: the odd padding row at the bottom
     {2, 3, 5, 4, 2, 5, 4, 1, 1, false},    // window as large as the image: 1x1 output
     {2, 1, 28, 28, 4, 5, 5, 1, 1, true},   // the cnn preset's first layer
     {2, 2, 7, 7, 3, 3, 3, 3, 3, true},     // stride 3 same
+    {2, 3, 8, 8, 4, 3, 3, 2, 2, true},     // stride 2 same: no row above, one below (the padded copy)
     {16, 32, 14, 14, 8, 5, 5, 1, 1, true}, // the cnn preset's second layer
 };
 
@@ -156,7 +168,7 @@ BOOST_DATA_TEST_CASE(pooling_matches_the_cpu, bdata::make(window_cases) * bdata:
     devices dev;
     const auto w = window_of(k);
     const std::size_t in = std::size_t(k.n) * k.c * k.h * k.w, out = std::size_t(k.n) * k.c * w.out_h * w.out_w;
-    const auto x = random_floats(in, 5), dy = random_floats(out, 6);
+    const auto x = distinct_floats(in, 5), dy = random_floats(out, 6);
     std::vector<float> y(out), dx(in);
     auto cp = max ? dev.cpu_kernels->make_maxpool(w, k.n) : dev.cpu_kernels->make_avgpool(w, k.n);
     cp->forward(x.data(), y.data(), k.n);
@@ -232,6 +244,8 @@ BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::mak
     const std::size_t count = std::size_t(n) * channels * inner, ch = std::size_t(channels);
     auto x = random_floats(count, 11);
     for (auto& v : x) v = 3.0f * v + 0.5f;  // off zero mean and unit variance
+    for (int i = 0; i < n; ++i)  // channel 1 constant: variance 0 (a dead unit)
+        std::fill_n(x.begin() + (std::size_t(i) * channels + 1) * inner, inner, 0.25f);
     const auto gamma = random_floats(ch, 12), beta = random_floats(ch, 13), dy = random_floats(count, 14),
                moving_mean = random_floats(ch, 15);
     std::vector<float> moving_var(ch, 0.7f), y(count), dx(count), dgamma(ch), dbeta(ch), stats(3 * ch), delta(2 * ch),
@@ -269,9 +283,9 @@ BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::mak
     expect_close(dev.down(gy_eval, count), y_eval, "evaluation y");
 }
 
-// Whole models: the same step's loss and gradients, evaluation, and 100
-// Adam steps of the classic two-conv network (with batch normalization and
-// dropout) following the CPU's curve.
+// Whole models: the same step's loss and gradients, evaluation (70 rows in
+// batches of 32: a second batch size, whose plans are made then), and 100
+// Adam steps following the CPU's curve.
 BOOST_DATA_TEST_CASE(layer_models_match_the_cpu,
                      bdata::make({std::string("conv2d:8:5x5:relu,maxpool:2,conv2d:16:5x5:relu,maxpool:2,flatten,dense:64:relu,"
                                               "dropout:0.4,dense:10"),
@@ -281,7 +295,7 @@ BOOST_DATA_TEST_CASE(layer_models_match_the_cpu,
                      spec)
 {
     devices dev;
-    auto d = image_data(64, 1, 28, 28, 10, 21);
+    auto d = image_data(70, 1, 28, 28, 10, 21);
     auto mc = build(dev.cpu, spec, d, 32);
     auto mg = build(*dev.gpu, spec, d, 32);
     std::vector<float> p(mc->num_params()), gc(p.size()), gg(p.size());
@@ -293,7 +307,7 @@ BOOST_DATA_TEST_CASE(layer_models_match_the_cpu,
     expect_close(gg, gc, "gradient", 32 * 25, 1e-3);
     const auto ec = mc->evaluate(p, d), eg = mg->evaluate(p, d);
     BOOST_TEST(eg.loss == ec.loss, boost::test_tools::tolerance(1e-4));
-    BOOST_TEST(std::abs(eg.accuracy - ec.accuracy) <= 1.0 / 64);
+    BOOST_TEST(std::abs(eg.accuracy - ec.accuracy) <= 1.0 / 70);
 
     auto curve_c = testing::adam_loss_curve(*mc, d, 0.002f, 5, 100, 32);
     auto curve_g = testing::adam_loss_curve(*mg, d, 0.002f, 5, 100, 32);
