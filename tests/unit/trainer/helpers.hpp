@@ -24,6 +24,16 @@ inline data::dataset make_random_data(std::size_t rows, std::size_t cols, int cl
     return d;
 }
 
+// Random images of c x h x w (the shape kept, as an IDX file's).
+inline data::dataset make_image_data(std::size_t rows, int c, int h, int w, int classes, unsigned seed)
+{
+    auto d = make_random_data(rows, std::size_t(c) * h * w, classes, seed);
+    d.channels = c;
+    d.height = h;
+    d.width = w;
+    return d;
+}
+
 // The loss of every step of an Adam run of `steps` batches of `batch` rows,
 // from the seed's initialisation and data order.
 inline std::vector<double> adam_loss_curve(model::model& m, const data::dataset& d, float learning_rate, std::uint64_t seed,

@@ -11,42 +11,32 @@
 
 namespace pstrain::compute::cuda {
 
-template <typename T>
-struct pinned_vector {
+// Memory from `allocate` that grows to the largest request and is then
+// reused; `release` frees it.
+template <typename T, cudaError_t (*allocate)(void**, std::size_t), cudaError_t (*release)(void*)>
+struct growing_buffer {
     T* p = nullptr;
     std::size_t n = 0;
-    pinned_vector() = default;
-    pinned_vector(const pinned_vector&) = delete;
-    pinned_vector& operator=(const pinned_vector&) = delete;
+    growing_buffer() = default;
+    growing_buffer(const growing_buffer&) = delete;
+    growing_buffer& operator=(const growing_buffer&) = delete;
+    ~growing_buffer() { if (p) release(p); }
     void reserve(std::size_t want)
     {
         if (want <= n) return;
-        if (p) cudaFreeHost(p);
+        if (p) release(p);
         p = nullptr;
         n = 0;  // a failed allocation leaves an empty buffer, not a stale size
-        check(cudaMallocHost(&p, want * sizeof(T)), "cudaMallocHost");
+        void* q = nullptr;
+        check(allocate(&q, want * sizeof(T)), "allocating a GPU buffer");
+        p = static_cast<T*>(q);
         n = want;
     }
-    ~pinned_vector() { if (p) cudaFreeHost(p); }
 };
 
 template <typename T>
-struct scratch {
-    T* p = nullptr;
-    std::size_t n = 0;
-    scratch() = default;
-    scratch(const scratch&) = delete;
-    scratch& operator=(const scratch&) = delete;
-    void reserve(std::size_t want)
-    {
-        if (want <= n) return;
-        if (p) cudaFree(p);
-        p = nullptr;
-        n = 0;  // a failed allocation leaves an empty buffer, not a stale size
-        check(cudaMalloc(&p, want * sizeof(T)), "cudaMalloc");
-        n = want;
-    }
-    ~scratch() { if (p) cudaFree(p); }
-};
+using scratch = growing_buffer<T, cudaMalloc, cudaFree>;  // device memory
+template <typename T>
+using pinned_vector = growing_buffer<T, cudaMallocHost, cudaFreeHost>;  // page-locked host memory
 
 }  // namespace pstrain::compute::cuda

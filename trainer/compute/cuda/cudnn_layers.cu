@@ -110,6 +110,21 @@ const float* padded_input(const padding_plan& p, const window2d& w, const float*
     return buffer.p;
 }
 
+// Where cuDNN writes the gradient of a padded_input: dx itself, or
+// `buffer`, whose inside crop_gradient then copies to dx.
+float* padded_gradient(const padding_plan& p, const window2d& w, float* dx, int n, scratch<float>& buffer)
+{
+    if (!p.copy) return dx;
+    buffer.reserve(std::size_t(n) * w.channels * p.hp * p.wp);
+    return buffer.p;
+}
+
+void crop_gradient(const padding_plan& p, const window2d& w, const float* grad, float* dx, int n, cudaStream_t stream)
+{
+    if (p.copy)
+        launch_crop(grad, dx, std::size_t(n) * w.channels, w.height, w.width, w.pad_top, w.pad_left, p.hp, p.wp, stream);
+}
+
 void check_output(const char* layer, int n, int c, int h, int w, const window2d& win, int channels_out)
 {
     if (c != channels_out || h != win.out_h || w != win.out_w)
@@ -181,18 +196,12 @@ public:
                                              filter_, dk),
               "cudnnConvolutionBackwardFilter");
         if (!dx) return;
-        float* out = dx;
-        if (pad_.copy) {
-            padded_grad_.reserve(std::size_t(n) * w_.channels * pad_.hp * pad_.wp);
-            out = padded_grad_.p;
-        }
+        float* out = padded_gradient(pad_, w_, dx, n, padded_grad_);
         math(p.data.mathType);
         check(cudnnConvolutionBackwardData(h_, &one, filter_, k, p.y, dy, conv_, p.data.algo, workspace_.p, p.workspace, &zero,
                                            p.x, out),
               "cudnnConvolutionBackwardData");
-        if (pad_.copy)
-            launch_crop(out, dx, std::size_t(n) * w_.channels, w_.height, w_.width, w_.pad_top, w_.pad_left, pad_.hp, pad_.wp,
-                        stream_);
+        crop_gradient(pad_, w_, out, dx, n, stream_);
     }
 
 private:
@@ -317,15 +326,9 @@ public:
             launch_scale_planes(dy, factor_.p, scaled_dy_.p, out_count(n), w_.out_h * w_.out_w, stream_);
             dy = scaled_dy_.p;
         }
-        float* out = dx;
-        if (pad_.copy) {
-            padded_grad_.reserve(std::size_t(n) * w_.channels * pad_.hp * pad_.wp);
-            out = padded_grad_.p;
-        }
+        float* out = padded_gradient(pad_, w_, dx, n, padded_grad_);
         check(cudnnPoolingBackward(h_, pool_, &one, p.y, y, p.y, dy, p.x, in, &zero, p.x, out), "cudnnPoolingBackward");
-        if (pad_.copy)
-            launch_crop(out, dx, std::size_t(n) * w_.channels, w_.height, w_.width, w_.pad_top, w_.pad_left, pad_.hp, pad_.wp,
-                        stream_);
+        crop_gradient(pad_, w_, out, dx, n, stream_);
     }
 
 private:

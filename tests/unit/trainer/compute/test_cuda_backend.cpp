@@ -14,7 +14,6 @@
 #include "tests/unit/trainer/helpers.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <random>
 
 using namespace pstrain;
@@ -69,12 +68,4 @@ BOOST_AUTO_TEST_CASE(training_curve_matches_the_cpu_run)
     BOOST_TEST(ref.back() < ref.front());
 }
 
-int main(int argc, char* argv[])
-{
-    std::string why;
-    if (!compute::cuda_device_available(why)) {
-        std::printf("SKIP: %s\n", why.c_str());
-        return 77;
-    }
-    return boost::unit_test::unit_test_main([] { return true; }, argc, argv);
-}
+#include "tests/unit/trainer/compute/cuda_main.hpp"

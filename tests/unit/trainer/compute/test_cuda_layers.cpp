@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 #include <ostream>
 #include <random>
@@ -124,15 +123,6 @@ compute::window2d window_of(const window_case& k)
 std::unique_ptr<model::model> build(compute::backend& be, const std::string& spec, const data::dataset& d, std::size_t batch)
 {
     return model::make_sequential(be, model::parse_model_spec(spec), model::data_shape(d), d.num_classes, batch, 7);
-}
-
-data::dataset image_data(std::size_t rows, int c, int h, int w, int classes, unsigned seed)
-{
-    auto d = testing::make_random_data(rows, std::size_t(c) * h * w, classes, seed);
-    d.channels = c;
-    d.height = h;
-    d.width = w;
-    return d;
 }
 
 }  // namespace
@@ -295,7 +285,7 @@ BOOST_DATA_TEST_CASE(layer_models_match_the_cpu,
                      spec)
 {
     devices dev;
-    auto d = image_data(70, 1, 28, 28, 10, 21);
+    auto d = testing::make_image_data(70, 1, 28, 28, 10, 21);
     auto mc = build(dev.cpu, spec, d, 32);
     auto mg = build(*dev.gpu, spec, d, 32);
     std::vector<float> p(mc->num_params()), gc(p.size()), gg(p.size());
@@ -317,12 +307,4 @@ BOOST_DATA_TEST_CASE(layer_models_match_the_cpu,
     BOOST_TEST(curve_c.back() < curve_c.front());
 }
 
-int main(int argc, char* argv[])
-{
-    std::string why;
-    if (!compute::cuda_device_available(why)) {
-        std::printf("SKIP: %s\n", why.c_str());
-        return 77;
-    }
-    return boost::unit_test::unit_test_main([] { return true; }, argc, argv);
-}
+#include "tests/unit/trainer/compute/cuda_main.hpp"

@@ -25,15 +25,6 @@ namespace bdata = boost::unit_test::data;
 
 namespace {
 
-data::dataset image_data(std::size_t rows, int c, int h, int w, int classes, unsigned seed)
-{
-    auto d = testing::make_random_data(rows, std::size_t(c) * h * w, classes, seed);
-    d.channels = c;
-    d.height = h;
-    d.width = w;
-    return d;
-}
-
 std::unique_ptr<model::model> build(compute::backend& be, const std::string& spec, const data::dataset& d,
                                     std::size_t batch = 16)
 {
@@ -95,7 +86,7 @@ const fd_case fd_cases[] = {
 BOOST_DATA_TEST_CASE(gradients_match_finite_differences, bdata::make(fd_cases), k)
 {
     compute::cpu_backend be(1);
-    auto d = image_data(8, k.c, k.h, k.w, 3, 11);
+    auto d = testing::make_image_data(8, k.c, k.h, k.w, 3, 11);
     if (std::string(k.spec).starts_with("input:")) d.channels = d.height = d.width = 0;
     auto m = build(be, k.spec, d);
     std::vector<std::uint32_t> rows(k.batch);
@@ -132,7 +123,7 @@ BOOST_AUTO_TEST_CASE(a_dense_layer_matches_the_oracle_through_the_model)
 BOOST_AUTO_TEST_CASE(tensors_are_named_shaped_and_counted)
 {
     compute::cpu_backend be(1);
-    auto d = image_data(4, 1, 28, 28, 10, 1);
+    auto d = testing::make_image_data(4, 1, 28, 28, 10, 1);
     auto m = build(be, "cnn", d);
     BOOST_TEST(m->num_params() == 3274634u);  // the TensorFlow tutorial's model
     const auto& t = m->tensors();
@@ -150,7 +141,7 @@ BOOST_AUTO_TEST_CASE(tensors_are_named_shaped_and_counted)
 BOOST_AUTO_TEST_CASE(initialisation_follows_glorot_and_he)
 {
     compute::cpu_backend be(1);
-    auto d = image_data(4, 3, 16, 16, 10, 1);
+    auto d = testing::make_image_data(4, 3, 16, 16, 10, 1);
     auto m = build(be, "conv2d:64:3x3:he,flatten,dense:200,dense:10", d);
     std::vector<float> p(m->num_params());
     m->initialize(p, 5);
@@ -181,7 +172,7 @@ BOOST_AUTO_TEST_CASE(initialisation_follows_glorot_and_he)
 BOOST_AUTO_TEST_CASE(dropout_draws_masks_in_training_and_is_off_at_evaluation)
 {
     compute::cpu_backend be(1);
-    auto d = image_data(20, 1, 6, 6, 3, 2);
+    auto d = testing::make_image_data(20, 1, 6, 6, 3, 2);
     auto m = build(be, "conv2d:4:3x3:relu,flatten,dropout:0.5,dense:3", d, 20);
     std::vector<float> p(m->num_params()), g1(p.size()), g2(p.size());
     m->initialize(p, 1);
@@ -199,7 +190,7 @@ BOOST_AUTO_TEST_CASE(dropout_draws_masks_in_training_and_is_off_at_evaluation)
 BOOST_AUTO_TEST_CASE(evaluation_in_chunks_equals_one_batch)
 {
     compute::cpu_backend be(1);
-    auto d = image_data(23, 2, 5, 4, 3, 4);
+    auto d = testing::make_image_data(23, 2, 5, 4, 3, 4);
     auto small = build(be, "conv2d:3:3x3:tanh,maxpool:2:same,dense:3", d, 5);   // 5 chunks, the last partial
     auto large = build(be, "conv2d:3:3x3:tanh,maxpool:2:same,dense:3", d, 23);
     std::vector<float> p(small->num_params());
@@ -215,7 +206,7 @@ BOOST_AUTO_TEST_CASE(a_small_cnn_learns)
     compute::cpu_backend be(1);
     // Labels from the brightest quadrant of the image: a convolution and a
     // pool find it; chance is 1/4.
-    auto d = image_data(400, 1, 8, 8, 4, 9);
+    auto d = testing::make_image_data(400, 1, 8, 8, 4, 9);
     for (std::size_t i = 0; i < d.rows; ++i) {
         double q[4] = {0, 0, 0, 0};
         for (int y = 0; y < 8; ++y)
@@ -310,7 +301,7 @@ BOOST_DATA_TEST_CASE(on_device_memory_a_step_gives_what_the_cpu_gives,
 {
     compute::cpu_backend cpu(1);
     device_memory_backend dev;
-    auto d = image_data(9, 2, 7, 5, 3, 6);
+    auto d = testing::make_image_data(9, 2, 7, 5, 3, 6);
     auto on_cpu = build(cpu, spec, d, 9);
     auto on_dev = build(dev, spec, d, 9);
     std::vector<float> p(on_cpu->num_params()), gc(p.size()), gd(p.size(), -1.0f);
@@ -333,9 +324,9 @@ BOOST_DATA_TEST_CASE(on_device_memory_a_step_gives_what_the_cpu_gives,
 BOOST_AUTO_TEST_CASE(wrong_data_is_refused)
 {
     compute::cpu_backend be(1);
-    auto d = image_data(4, 1, 6, 6, 3, 1);
+    auto d = testing::make_image_data(4, 1, 6, 6, 3, 1);
     auto m = build(be, "conv2d:2:3x3,dense:3", d);
-    auto other = image_data(4, 1, 5, 5, 3, 1);
+    auto other = testing::make_image_data(4, 1, 5, 5, 3, 1);
     std::vector<float> p(m->num_params()), g(p.size());
     std::vector<std::uint32_t> rows{0};
     BOOST_CHECK_EXCEPTION(m->compute_gradients(p, other, rows, g), error, [](const error& e) {
@@ -353,7 +344,7 @@ BOOST_AUTO_TEST_CASE(wrong_data_is_refused)
 BOOST_AUTO_TEST_CASE(batchnorm_trains_on_batch_statistics_and_evaluates_on_the_moving_ones)
 {
     compute::cpu_backend be(1);
-    const auto d = image_data(12, 2, 5, 4, 3, 17);
+    const auto d = testing::make_image_data(12, 2, 5, 4, 3, 17);
     for (const char* spec : {"conv2d:3:3x3:tanh,batchnorm,flatten,dense:3", "flatten,dense:4,batchnorm,tanh,dense:3"}) {
         BOOST_TEST_CONTEXT(spec)
         {
