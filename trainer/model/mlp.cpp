@@ -36,12 +36,7 @@ public:
         delta_a_ = device_array<float>(be_, max_rows_ * static_cast<std::size_t>(*std::max_element(widths_.begin(), widths_.end())));
         delta_z_ = device_array<float>(be_, delta_a_.size());
         labels_ = device_array<std::int32_t>(be_, max_rows_);
-        host_inputs_ = compute::host_array<float>(be_, max_rows_ * static_cast<std::size_t>(inputs));
-        host_labels_ = compute::host_array<std::int32_t>(be_, max_rows_);
-        if (!be_.host_memory()) {
-            params_ = device_array<float>(be_, num_params());
-            grads_ = device_array<float>(be_, num_params());
-        }
+        staging_ = std::make_unique<device_staging>(be_, max_rows_, static_cast<std::size_t>(inputs), num_params());
     }
 
     std::string describe() const override
@@ -67,20 +62,19 @@ public:
     {
         const int n = static_cast<int>(rows.size());
         check_rows(d, rows.size());
-        const float* p = device_params(params);
-        stage_batch(d, rows);
+        const float* p = staging_->parameters(params);
+        staging_->gather(d, rows, act_[0].get(), labels_.get());
         forward(p, n);
         auto sums = be_.softmax_xent(act_.back().get(), labels_.get(), delta_z_.get(), n, classes_);
-        float* g = be_.host_memory() ? grads.data() : grads_.get();
-        backward(p, g, n);
-        if (!be_.host_memory()) be_.copy_to_host(grads.data(), grads_.get(), grads.size_bytes());
+        backward(p, staging_->gradients(grads), n);
+        staging_->gradients_out(grads);
         return {sums.loss / n, static_cast<double>(sums.correct) / n};
     }
 
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override
     {
         check_rows(d, 0);
-        const float* p = device_params(params);
+        const float* p = staging_->parameters(params);
         eval_result r;
         double loss = 0;
         std::int64_t correct = 0;
@@ -89,7 +83,7 @@ public:
             std::size_t n = std::min(eval_chunk, d.rows - start);
             rows.resize(n);
             for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<std::uint32_t>(start + i);
-            stage_batch(d, rows);
+            staging_->gather(d, rows, act_[0].get(), labels_.get());
             forward(p, static_cast<int>(n));
             auto sums = be_.softmax_xent(act_.back().get(), labels_.get(), nullptr, static_cast<int>(n), classes_);
             loss += sums.loss;
@@ -107,29 +101,6 @@ private:
         if (d.cols != static_cast<std::size_t>(widths_.front()))
             throw error(fmt::format("the data has {} features per example but the model takes {}", d.cols, widths_.front()));
         if (n > max_rows_) throw error(fmt::format("batch of {} rows is larger than the model's workspace ({})", n, max_rows_));
-    }
-
-    const float* device_params(std::span<const float> params)
-    {
-        if (be_.host_memory()) return params.data();
-        be_.copy_to_device(params_.get(), params.data(), params.size_bytes());
-        return params_.get();
-    }
-
-    // Gathers the batch rows into the input activation and the labels.
-    void stage_batch(const data::dataset& d, std::span<const std::uint32_t> rows)
-    {
-        const std::size_t cols = d.cols;
-        float* x = be_.host_memory() ? act_[0].get() : host_inputs_.data();
-        std::int32_t* y = be_.host_memory() ? labels_.get() : host_labels_.data();
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-            std::copy_n(d.row(rows[i]), cols, x + i * cols);
-            y[i] = d.labels[rows[i]];
-        }
-        if (!be_.host_memory()) {
-            be_.copy_to_device(act_[0].get(), x, rows.size() * cols * sizeof(float));
-            be_.copy_to_device(labels_.get(), y, rows.size() * sizeof(std::int32_t));
-        }
     }
 
     void forward(const float* p, int n)
@@ -163,10 +134,9 @@ private:
     std::size_t max_rows_;
     std::vector<int> widths_;
     std::vector<device_array<float>> act_, pre_;
-    device_array<float> delta_a_, delta_z_, params_, grads_;
+    device_array<float> delta_a_, delta_z_;
     device_array<std::int32_t> labels_;
-    compute::host_array<float> host_inputs_;  // page-locked staging on a GPU
-    compute::host_array<std::int32_t> host_labels_;
+    std::unique_ptr<device_staging> staging_;
 };
 
 class linear final : public model {

@@ -4,6 +4,7 @@
 #include "common/parse.hpp"
 #include "common/random.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -20,6 +21,43 @@ void tensor_model::add_tensor(std::string name, std::vector<int> shape)
     for (int d : t.shape) t.size *= static_cast<std::size_t>(d);
     t.offset = num_params();
     tensors_.push_back(std::move(t));
+}
+
+device_staging::device_staging(compute::backend& be, std::size_t max_rows, std::size_t cols, std::size_t num_params) : be_(be)
+{
+    if (be_.host_memory()) return;
+    params_ = compute::device_array<float>(be_, num_params);
+    grads_ = compute::device_array<float>(be_, num_params);
+    inputs_ = compute::host_array<float>(be_, max_rows * cols);
+    labels_ = compute::host_array<std::int32_t>(be_, max_rows);
+}
+
+const float* device_staging::parameters(std::span<const float> host)
+{
+    if (be_.host_memory()) return host.data();
+    be_.copy_to_device(params_.get(), host.data(), host.size_bytes());
+    return params_.get();
+}
+
+float* device_staging::gradients(std::span<float> host) { return be_.host_memory() ? host.data() : grads_.get(); }
+
+void device_staging::gradients_out(std::span<float> host)
+{
+    if (!be_.host_memory()) be_.copy_to_host(host.data(), grads_.get(), host.size_bytes());
+}
+
+void device_staging::gather(const data::dataset& d, std::span<const std::uint32_t> rows, float* x, std::int32_t* labels)
+{
+    float* xs = be_.host_memory() ? x : inputs_.data();
+    std::int32_t* ys = be_.host_memory() ? labels : labels_.data();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        std::copy_n(d.row(rows[i]), d.cols, xs + i * d.cols);
+        ys[i] = d.labels[rows[i]];
+    }
+    if (!be_.host_memory()) {
+        be_.copy_to_device(x, xs, rows.size() * d.cols * sizeof(float));
+        be_.copy_to_device(labels, ys, rows.size() * sizeof(std::int32_t));
+    }
 }
 
 std::vector<int> parse_hidden_units(const std::string& text)

@@ -71,6 +71,31 @@ public:
     virtual eval_result evaluate(std::span<const float> params, const data::dataset& d) = 0;
 };
 
+// What a model of dense examples moves between the host and its backend's
+// memory each step: the parameters in, the batch's rows and labels in, the
+// gradient out.  On a host-memory (CPU) backend nothing moves: the host
+// spans are used in place.  On a GPU the batch goes through page-locked
+// staging.  Allocated once, for max_rows rows of `cols` values.
+class device_staging {
+public:
+    device_staging(compute::backend& be, std::size_t max_rows, std::size_t cols, std::size_t num_params);
+    // The parameters where the kernels read them.
+    const float* parameters(std::span<const float> host);
+    // Where the backward pass writes the gradient; gradients_out then
+    // brings it to `host`.
+    float* gradients(std::span<float> host);
+    void gradients_out(std::span<float> host);
+    // Rows `rows` of d into x (rows x d.cols) and their labels, both in the
+    // backend's memory.
+    void gather(const data::dataset& d, std::span<const std::uint32_t> rows, float* x, std::int32_t* labels);
+
+private:
+    compute::backend& be_;
+    compute::device_array<float> params_, grads_;
+    compute::host_array<float> inputs_;
+    compute::host_array<std::int32_t> labels_;
+};
+
 // "256,128" -> {256, 128}; throws pstrain::error naming the flag and the fix.
 std::vector<int> parse_hidden_units(const std::string& text);
 

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -121,12 +120,7 @@ public:
         dy_ = device_array<float>(be_, max_rows_ * widest);
         dx_ = device_array<float>(be_, max_rows_ * widest);
         labels_ = device_array<std::int32_t>(be_, max_rows_);
-        if (!be_.host_memory()) {
-            host_inputs_ = compute::host_array<float>(be_, max_rows_ * input_.size());
-            host_labels_ = compute::host_array<std::int32_t>(be_, max_rows_);
-            params_ = device_array<float>(be_, num_params());
-            grads_ = device_array<float>(be_, num_params());
-        }
+        staging_ = std::make_unique<device_staging>(be_, max_rows_, input_.size(), num_params());
     }
 
     std::string describe() const override { return fmt::format("{} on {}", spec_.text(), input_.text()); }
@@ -169,20 +163,19 @@ public:
     {
         const int n = static_cast<int>(rows.size());
         check_rows(d, rows.size());
-        const float* p = device_params(params);
-        stage_batch(d, rows);
+        const float* p = staging_->parameters(params);
+        staging_->gather(d, rows, input_buffer_.get(), labels_.get());
         forward(p, n, true);
         auto sums = loss(n, dy_.get());
-        float* g = be_.host_memory() ? grads.data() : grads_.get();
-        backward(p, g, n);
-        if (!be_.host_memory()) be_.copy_to_host(grads.data(), grads_.get(), grads.size_bytes());
+        backward(p, staging_->gradients(grads), n);
+        staging_->gradients_out(grads);
         return {sums.loss / n, static_cast<double>(sums.correct) / n};
     }
 
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override
     {
         check_rows(d, 0);
-        const float* p = device_params(params);
+        const float* p = staging_->parameters(params);
         double loss_sum = 0;
         std::int64_t correct = 0;
         std::vector<std::uint32_t> rows;
@@ -190,7 +183,7 @@ public:
             const std::size_t n = std::min(max_rows_, d.rows - start);
             rows.resize(n);
             for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<std::uint32_t>(start + i);
-            stage_batch(d, rows);
+            staging_->gather(d, rows, input_buffer_.get(), labels_.get());
             forward(p, static_cast<int>(n), false);
             auto sums = loss(static_cast<int>(n), nullptr);
             loss_sum += sums.loss;
@@ -209,29 +202,6 @@ private:
         if (d.cols != input_.size())
             throw error(fmt::format("the data has {} features per example but the model takes {}", d.cols, input_.text()));
         if (n > max_rows_) throw error(fmt::format("batch of {} rows is larger than the model's workspace ({})", n, max_rows_));
-    }
-
-    const float* device_params(std::span<const float> params)
-    {
-        if (be_.host_memory()) return params.data();
-        be_.copy_to_device(params_.get(), params.data(), params.size_bytes());
-        return params_.get();
-    }
-
-    // Gathers the batch rows into the input and the labels (through
-    // page-locked staging on a GPU).
-    void stage_batch(const data::dataset& d, std::span<const std::uint32_t> rows)
-    {
-        float* x = be_.host_memory() ? input_buffer_.get() : host_inputs_.data();
-        std::int32_t* y = be_.host_memory() ? labels_.get() : host_labels_.data();
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-            std::memcpy(x + i * d.cols, d.row(rows[i]), d.cols * sizeof(float));
-            y[i] = d.labels[rows[i]];
-        }
-        if (!be_.host_memory()) {
-            be_.copy_to_device(input_buffer_.get(), x, rows.size() * d.cols * sizeof(float));
-            be_.copy_to_device(labels_.get(), y, rows.size() * sizeof(std::int32_t));
-        }
     }
 
     void forward(const float* p, int n, bool training)
@@ -370,10 +340,9 @@ private:
     std::unique_ptr<compute::layer_kernels> kernels_;
     std::vector<step> steps_;
     std::vector<device_array<float>> buffers_;
-    device_array<float> input_buffer_, dy_, dx_, params_, grads_;
+    device_array<float> input_buffer_, dy_, dx_;
     device_array<std::int32_t> labels_;
-    compute::host_array<float> host_inputs_;  // page-locked staging on a GPU
-    compute::host_array<std::int32_t> host_labels_;
+    std::unique_ptr<device_staging> staging_;
     bool fused_softmax_ = false;
     std::size_t first_weighted_ = 0;
 };
