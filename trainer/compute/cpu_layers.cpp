@@ -181,34 +181,40 @@ void conv2d_backward(const float* x, const float* k, const float* dy, float* dx,
     }
 }
 
-void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, const window2d& w)
+namespace {
+
+// Calls f(in, out, window) for every output of every one of `planes`
+// channel planes: `in` and `out` the offsets of the plane's first input and
+// of the output, `window` the output's window inside the image.
+template <typename F>
+void for_each_window(const window2d& w, std::size_t planes, F&& f)
 {
     const std::size_t in_plane = std::size_t(w.height) * w.width;
     const std::size_t out_plane = std::size_t(w.out_h) * w.out_w;
-    const std::size_t planes = std::size_t(n) * w.channels;
-    for (std::size_t p = 0; p < planes; ++p) {
-        const float* xp = x + p * in_plane;
-        float* yp = y + p * out_plane;
-        std::int32_t* ap = argmax + p * out_plane;
-        for (int oy = 0; oy < w.out_h; ++oy) {
-            const int y0 = std::max(oy * w.sh - w.pad_top, 0), y1 = std::min(oy * w.sh - w.pad_top + w.kh, w.height);
-            for (int ox = 0; ox < w.out_w; ++ox) {
-                const int x0 = std::max(ox * w.sw - w.pad_left, 0), x1 = std::min(ox * w.sw - w.pad_left + w.kw, w.width);
-                float best = -std::numeric_limits<float>::infinity();
-                std::int32_t at = y0 * w.width + x0;
-                for (int iy = y0; iy < y1; ++iy)
-                    for (int ix = x0; ix < x1; ++ix) {
-                        const float v = xp[iy * w.width + ix];
-                        if (v > best) {
-                            best = v;
-                            at = iy * w.width + ix;
-                        }
-                    }
-                yp[oy * w.out_w + ox] = best;
-                ap[oy * w.out_w + ox] = at;
+    for (std::size_t p = 0; p < planes; ++p)
+        for (int oy = 0; oy < w.out_h; ++oy)
+            for (int ox = 0; ox < w.out_w; ++ox) f(p * in_plane, p * out_plane + std::size_t(oy) * w.out_w + ox, w.under(oy, ox));
+}
+
+}  // namespace
+
+void maxpool_forward(const float* x, float* y, std::int32_t* argmax, int n, const window2d& w)
+{
+    for_each_window(w, std::size_t(n) * w.channels, [&](std::size_t in, std::size_t o, window2d::span2d s) {
+        const float* xp = x + in;
+        float best = -std::numeric_limits<float>::infinity();
+        std::int32_t at = s.y0 * w.width + s.x0;
+        for (int iy = s.y0; iy < s.y1; ++iy)
+            for (int ix = s.x0; ix < s.x1; ++ix) {
+                const float v = xp[iy * w.width + ix];
+                if (v > best) {
+                    best = v;
+                    at = iy * w.width + ix;
+                }
             }
-        }
-    }
+        y[o] = best;
+        argmax[o] = at;
+    });
 }
 
 void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, int n, const window2d& w)
@@ -227,44 +233,25 @@ void maxpool_backward(const float* dy, const std::int32_t* argmax, float* dx, in
 
 void avgpool_forward(const float* x, float* y, int n, const window2d& w)
 {
-    const std::size_t in_plane = std::size_t(w.height) * w.width;
-    const std::size_t out_plane = std::size_t(w.out_h) * w.out_w;
-    const std::size_t planes = std::size_t(n) * w.channels;
-    for (std::size_t p = 0; p < planes; ++p) {
-        const float* xp = x + p * in_plane;
-        float* yp = y + p * out_plane;
-        for (int oy = 0; oy < w.out_h; ++oy) {
-            const int y0 = std::max(oy * w.sh - w.pad_top, 0), y1 = std::min(oy * w.sh - w.pad_top + w.kh, w.height);
-            for (int ox = 0; ox < w.out_w; ++ox) {
-                const int x0 = std::max(ox * w.sw - w.pad_left, 0), x1 = std::min(ox * w.sw - w.pad_left + w.kw, w.width);
-                float s = 0.0f;
-                for (int iy = y0; iy < y1; ++iy)
-                    for (int ix = x0; ix < x1; ++ix) s += xp[iy * w.width + ix];
-                yp[oy * w.out_w + ox] = s / static_cast<float>((y1 - y0) * (x1 - x0));
-            }
-        }
-    }
+    for_each_window(w, std::size_t(n) * w.channels, [&](std::size_t in, std::size_t o, window2d::span2d s) {
+        const float* xp = x + in;
+        float sum = 0.0f;
+        for (int iy = s.y0; iy < s.y1; ++iy)
+            for (int ix = s.x0; ix < s.x1; ++ix) sum += xp[iy * w.width + ix];
+        y[o] = sum / static_cast<float>(s.cells());
+    });
 }
 
 void avgpool_backward(const float* dy, float* dx, int n, const window2d& w)
 {
-    const std::size_t in_plane = std::size_t(w.height) * w.width;
-    const std::size_t out_plane = std::size_t(w.out_h) * w.out_w;
     const std::size_t planes = std::size_t(n) * w.channels;
-    std::fill(dx, dx + planes * in_plane, 0.0f);
-    for (std::size_t p = 0; p < planes; ++p) {
-        float* dxp = dx + p * in_plane;
-        const float* dyp = dy + p * out_plane;
-        for (int oy = 0; oy < w.out_h; ++oy) {
-            const int y0 = std::max(oy * w.sh - w.pad_top, 0), y1 = std::min(oy * w.sh - w.pad_top + w.kh, w.height);
-            for (int ox = 0; ox < w.out_w; ++ox) {
-                const int x0 = std::max(ox * w.sw - w.pad_left, 0), x1 = std::min(ox * w.sw - w.pad_left + w.kw, w.width);
-                const float g = dyp[oy * w.out_w + ox] / static_cast<float>((y1 - y0) * (x1 - x0));
-                for (int iy = y0; iy < y1; ++iy)
-                    for (int ix = x0; ix < x1; ++ix) dxp[iy * w.width + ix] += g;
-            }
-        }
-    }
+    std::fill(dx, dx + planes * std::size_t(w.height) * w.width, 0.0f);
+    for_each_window(w, planes, [&](std::size_t in, std::size_t o, window2d::span2d s) {
+        float* dxp = dx + in;
+        const float g = dy[o] / static_cast<float>(s.cells());
+        for (int iy = s.y0; iy < s.y1; ++iy)
+            for (int ix = s.x0; ix < s.x1; ++ix) dxp[iy * w.width + ix] += g;
+    });
 }
 
 void activation_forward(activation a, const float* x, float* y, std::size_t count)

@@ -28,6 +28,18 @@ struct window2d {
     // the odd one there, so it can exceed pad_top or pad_left by one.
     int pad_bottom() const { return std::max((out_h - 1) * sh + kh - height - pad_top, 0); }
     int pad_right() const { return std::max((out_w - 1) * sw + kw - width - pad_left, 0); }
+
+    // The window of output (oy, ox) inside the image: rows [y0, y1) and
+    // columns [x0, x1) (padding cut off).
+    struct span2d {
+        int y0, y1, x0, x1;
+        int cells() const { return (y1 - y0) * (x1 - x0); }
+    };
+    span2d under(int oy, int ox) const
+    {
+        return {std::max(oy * sh - pad_top, 0), std::min(oy * sh - pad_top + kh, height), std::max(ox * sw - pad_left, 0),
+                std::min(ox * sw - pad_left + kw, width)};
+    }
 };
 
 // TensorFlow's padding rules: "valid" uses whole windows only,

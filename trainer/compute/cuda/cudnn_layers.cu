@@ -293,13 +293,9 @@ public:
               "cudnnSetPooling2dDescriptor");
         if (!max && pad_.copy) {
             std::vector<float> factor(std::size_t(w.out_h) * w.out_w);
-            for (int oy = 0; oy < w.out_h; ++oy) {
-                const int y0 = std::max(oy * w.sh - w.pad_top, 0), y1 = std::min(oy * w.sh - w.pad_top + w.kh, w.height);
-                for (int ox = 0; ox < w.out_w; ++ox) {
-                    const int x0 = std::max(ox * w.sw - w.pad_left, 0), x1 = std::min(ox * w.sw - w.pad_left + w.kw, w.width);
-                    factor[std::size_t(oy) * w.out_w + ox] = float(w.kh * w.kw) / float((y1 - y0) * (x1 - x0));
-                }
-            }
+            for (int oy = 0; oy < w.out_h; ++oy)
+                for (int ox = 0; ox < w.out_w; ++ox)
+                    factor[std::size_t(oy) * w.out_w + ox] = float(w.kh * w.kw) / float(w.under(oy, ox).cells());
             factor_.reserve(factor.size());
             check(cudaMemcpyAsync(factor_.p, factor.data(), factor.size() * sizeof(float), cudaMemcpyHostToDevice, stream_),
                   "cudaMemcpyAsync(pooling factors)");
