@@ -22,6 +22,23 @@ concept bits64 = requires(G& g) {
 
 // splitmix64 (Steele, Lea and Flood, 2014), as in Vigna's reference
 // splitmix64.c: a Weyl sequence through a mixing function.
+constexpr std::uint64_t splitmix64_increment = 0x9e3779b97f4a7c15ull;
+
+constexpr std::uint64_t splitmix64_mix(std::uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// The k-th output (k >= 1) of splitmix64 seeded with `seed`, one mix away:
+// a GPU thread draws what the sequential generator draws (constexpr, so
+// CUDA kernels call it too).
+constexpr std::uint64_t splitmix64_at(std::uint64_t seed, std::uint64_t k)
+{
+    return splitmix64_mix(seed + k * splitmix64_increment);
+}
+
 class splitmix64 {
 public:
     using result_type = std::uint64_t;
@@ -31,13 +48,7 @@ public:
     static constexpr result_type min() { return 0; }
     static constexpr result_type max() { return std::numeric_limits<result_type>::max(); }
 
-    constexpr result_type operator()()
-    {
-        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
+    constexpr result_type operator()() { return splitmix64_mix(state_ += splitmix64_increment); }
 
 private:
     std::uint64_t state_;

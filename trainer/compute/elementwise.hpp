@@ -3,6 +3,8 @@
 // CPU unit tests exercise the formulas the GPU runs.
 #pragma once
 
+#include "common/random.hpp"
+
 #include <cmath>
 #include <cstdint>
 
@@ -52,17 +54,6 @@ PSTRAIN_HD float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 PSTRAIN_HD float tanh_grad(float y, float upstream) { return upstream * (1.0f - y * y); }
 PSTRAIN_HD float sigmoid_grad(float y, float upstream) { return upstream * y * (1.0f - y); }
 
-// The k-th output (k >= 1) of splitmix64 seeded with `seed`: the generator
-// is a Weyl sequence through a mixer, so any output is one mix away and a
-// GPU thread draws what the CPU's sequential generator draws.
-PSTRAIN_HD std::uint64_t splitmix64_at(std::uint64_t seed, std::uint64_t k)
-{
-    std::uint64_t z = seed + k * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 // dropout_factor's threshold for a rate: the keep probability in 2^-24 units.
 PSTRAIN_HD std::uint32_t dropout_threshold(float rate)
 {
@@ -73,7 +64,7 @@ PSTRAIN_HD std::uint32_t dropout_threshold(float rate)
 // (i / 2 + 1)-th draw) against keep * 2^24; the kept get `scale`.
 PSTRAIN_HD float dropout_factor(std::uint64_t seed, std::uint64_t i, std::uint32_t threshold, float scale)
 {
-    const std::uint64_t bits = splitmix64_at(seed, i / 2 + 1);
+    const std::uint64_t bits = random::splitmix64_at(seed, i / 2 + 1);
     const auto u = static_cast<std::uint32_t>(bits >> ((i % 2) * 32)) >> 8;
     return u < threshold ? scale : 0.0f;
 }
