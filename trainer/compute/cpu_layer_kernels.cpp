@@ -77,8 +77,7 @@ public:
     }
     backend::loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, int rows, int classes) override
     {
-        const auto s = cpu::mse_onehot(pred, labels, dpred, rows, classes);
-        return {s.loss, s.correct};
+        return cpu::mse_onehot(pred, labels, dpred, rows, classes);
     }
     void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate, std::uint64_t seed) override
     {

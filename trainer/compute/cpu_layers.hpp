@@ -44,10 +44,7 @@ void activation_backward(activation a, const float* y, const float* dy, float* d
 void softmax_forward(const float* x, float* y, int rows, int classes);
 void softmax_backward(const float* y, const float* dy, float* dx, int rows, int classes);
 
-struct loss_sums {
-    double loss = 0;        // summed over rows
-    std::int64_t correct = 0;
-};
+using loss_sums = backend::loss_sums;
 // Mean squared error against one-hot labels, averaged over the classes of
 // a row (Keras' mean_squared_error); dpred (may be null) = d(mean over rows) / d pred.
 loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, int rows, int classes);
