@@ -117,9 +117,8 @@ public:
     // Evaluation: the moving mean and variance instead of the batch's.
     virtual void batchnorm_forward_eval(const float* x, const float* gamma, const float* beta, const float* moving_mean,
                                         const float* moving_var, float* y, int n, int channels, int inner, float eps) = 0;
-    // dgamma = sum dy * xhat, dbeta = sum dy (both overwritten), and dx
-    // through the batch statistics of batchnorm_forward_train.  dx may be
-    // null on the CPU only (a device writes it anyway: pass a buffer).
+    // dgamma = sum dy * xhat, dbeta = sum dy (both overwritten), and dx (may
+    // be null) through the batch statistics of batchnorm_forward_train.
     virtual void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std,
                                     const float* dy, float* dx, float* dgamma, float* dbeta, int n, int channels, int inner,
                                     float eps) = 0;

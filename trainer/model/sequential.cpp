@@ -314,10 +314,8 @@ private:
                 const auto &tg = tensors_[s.weights], &tb = tensors_[s.weights + 1], &tm = tensors_[s.weights + 2],
                            &tv = tensors_[s.weights + 3];
                 const float* st = s.stats.get();
-                // A device writes dx anyway: it gets the buffer.
-                float* bn_dx = need_dx || !be_.host_memory() ? dx : nullptr;
-                kernels_->batchnorm_backward(x, p + tg.offset, st, st + 2 * s.groups, dy, bn_dx, g + tg.offset, g + tb.offset,
-                                             n, s.groups, s.inner, batchnorm_epsilon);
+                kernels_->batchnorm_backward(x, p + tg.offset, st, st + 2 * s.groups, dy, need_dx ? dx : nullptr, g + tg.offset,
+                                             g + tb.offset, n, s.groups, s.inner, batchnorm_epsilon);
                 // The moving averages' "gradients" are their steps toward this batch's statistics.
                 kernels_->moving_average_delta(st, p + tm.offset, g + tm.offset, s.groups, batchnorm_momentum);
                 kernels_->moving_average_delta(st + s.groups, p + tv.offset, g + tv.offset, s.groups, batchnorm_momentum);

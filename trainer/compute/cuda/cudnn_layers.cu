@@ -464,8 +464,11 @@ public:
     void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std, const float* dy,
                             float* dx, float* dgamma, float* dbeta, int n, int channels, int inner, float eps) override
     {
-        if (!dx) throw error("batchnorm_backward on a GPU needs a dx buffer (a pstrain bug: please report it)");
         describe_batchnorm(n, channels, inner, eps);
+        if (!dx) {  // cuDNN writes dx in any case
+            unused_dx_.reserve(std::size_t(n) * channels * inner);
+            dx = unused_dx_.p;
+        }
         check(cudnnBatchNormalizationBackward(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, bn_x_, x, bn_x_, dy,
                                               bn_x_, dx, bn_param_, gamma, dgamma, dbeta, eps, mean, inv_std),
               "cudnnBatchNormalizationBackward");
@@ -490,7 +493,7 @@ private:
     cudaStream_t stream_;
     cudnn_owner cudnn_;
     tensor_desc rows_, bn_x_, bn_param_;
-    scratch<float> running_;
+    scratch<float> running_, unused_dx_;
     scratch<double> row_loss_;
     scratch<std::int32_t> row_hit_;
     pinned_vector<double> host_loss_;

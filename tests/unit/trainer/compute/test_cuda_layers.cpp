@@ -271,6 +271,12 @@ BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::mak
     expect_close(dev.down(gdbeta, ch), dbeta, "dbeta", per_channel);
     expect_close(dev.down(gdelta, 2 * ch), delta, "moving-average steps", per_channel);
     expect_close(dev.down(gy_eval, count), y_eval, "evaluation y");
+
+    // Without dx (batch normalization as a model's first weighted layer).
+    g.batchnorm_backward(gx.get(), ggamma.get(), st, st + 2 * ch, gdy.get(), nullptr, gdgamma.get(), gdbeta.get(), n, channels,
+                         inner, eps);
+    expect_close(dev.down(gdgamma, ch), dgamma, "dgamma without dx", per_channel);
+    expect_close(dev.down(gdbeta, ch), dbeta, "dbeta without dx", per_channel);
 }
 
 // Whole models: the same step's loss and gradients, evaluation (70 rows in
