@@ -358,8 +358,6 @@ private:
     scratch<float> factor_, padded_, padded_grad_, scaled_dy_;
 };
 
-int kind_of(activation a) { return a == activation::relu ? 0 : a == activation::tanh ? 1 : 2; }
-
 class cudnn_layer_kernels final : public layer_kernels {
 public:
     explicit cudnn_layer_kernels(cudaStream_t s) : stream_(s), cudnn_(s) {}
@@ -386,11 +384,11 @@ public:
 
     void activation_forward(activation a, const float* x, float* y, std::size_t count) override
     {
-        launch_activation_forward(kind_of(a), x, y, count, stream_);
+        launch_activation_forward(a, x, y, count, stream_);
     }
     void activation_backward(activation a, const float* y, const float* dy, float* dx, std::size_t count) override
     {
-        launch_activation_backward(kind_of(a), y, dy, dx, count, stream_);
+        launch_activation_backward(a, y, dy, dx, count, stream_);
     }
 
     void softmax_forward(const float* x, float* y, int rows, int classes) override

@@ -2,6 +2,8 @@
 // checks the launch.  The backend calls these, never <<<>>> directly.
 #pragma once
 
+#include "trainer/compute/layers.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -18,9 +20,10 @@ void launch_softmax_xent(const float* logits, const std::int32_t* labels, float*
 void launch_squared_error(const float* pred, const float* target, float* dpred, float* row_loss, int rows,
                           cudaStream_t stream);
 
-// Layer models (layer_kernels.cu).  Activation kinds: 0 relu, 1 tanh, 2 sigmoid.
-void launch_activation_forward(int kind, const float* x, float* y, std::size_t n, cudaStream_t stream);
-void launch_activation_backward(int kind, const float* y, const float* dy, float* dx, std::size_t n, cudaStream_t stream);
+// Layer models (layer_kernels.cu).
+void launch_activation_forward(activation kind, const float* x, float* y, std::size_t n, cudaStream_t stream);
+void launch_activation_backward(activation kind, const float* y, const float* dy, float* dx, std::size_t n,
+                                cudaStream_t stream);
 void launch_dropout_forward(const float* x, float* y, float* mask, std::size_t n, float rate, std::uint64_t seed,
                             cudaStream_t stream);
 void launch_multiply(const float* a, const float* b, float* out, std::size_t n, cudaStream_t stream);

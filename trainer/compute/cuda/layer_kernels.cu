@@ -16,18 +16,20 @@ unsigned grid_for(std::size_t n) { return static_cast<unsigned>((n + block - 1) 
 
 __device__ std::size_t thread_index() { return blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; }
 
-__global__ void activation_forward_kernel(int kind, const float* x, float* y, std::size_t n)
+__global__ void activation_forward_kernel(activation kind, const float* x, float* y, std::size_t n)
 {
     const std::size_t i = thread_index();
     if (i >= n) return;
-    y[i] = kind == 0 ? relu(x[i]) : kind == 1 ? tanhf(x[i]) : sigmoid(x[i]);
+    y[i] = kind == activation::relu ? relu(x[i]) : kind == activation::tanh ? tanhf(x[i]) : sigmoid(x[i]);
 }
 
-__global__ void activation_backward_kernel(int kind, const float* y, const float* dy, float* dx, std::size_t n)
+__global__ void activation_backward_kernel(activation kind, const float* y, const float* dy, float* dx, std::size_t n)
 {
     const std::size_t i = thread_index();
     if (i >= n) return;
-    dx[i] = kind == 0 ? relu_grad(y[i], dy[i]) : kind == 1 ? tanh_grad(y[i], dy[i]) : sigmoid_grad(y[i], dy[i]);
+    dx[i] = kind == activation::relu   ? relu_grad(y[i], dy[i])
+            : kind == activation::tanh ? tanh_grad(y[i], dy[i])
+                                       : sigmoid_grad(y[i], dy[i]);
 }
 
 __global__ void dropout_forward_kernel(const float* x, float* y, float* mask, std::size_t n, std::uint64_t seed,
@@ -110,14 +112,15 @@ __global__ void scale_planes_kernel(const float* in, const float* factor, float*
 
 }  // namespace
 
-void launch_activation_forward(int kind, const float* x, float* y, std::size_t n, cudaStream_t stream)
+void launch_activation_forward(activation kind, const float* x, float* y, std::size_t n, cudaStream_t stream)
 {
     if (n == 0) return;
     activation_forward_kernel<<<grid_for(n), block, 0, stream>>>(kind, x, y, n);
     check_launch("activation_forward_kernel");
 }
 
-void launch_activation_backward(int kind, const float* y, const float* dy, float* dx, std::size_t n, cudaStream_t stream)
+void launch_activation_backward(activation kind, const float* y, const float* dy, float* dx, std::size_t n,
+                                cudaStream_t stream)
 {
     if (n == 0) return;
     activation_backward_kernel<<<grid_for(n), block, 0, stream>>>(kind, y, dy, dx, n);
