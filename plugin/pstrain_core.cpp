@@ -6,7 +6,11 @@
 #include "common/parse.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <numeric>
+#include <random>
+
+#include <sys/random.h>
 
 #include <fmt/format.h>
 
@@ -292,6 +296,31 @@ void spank_plugin::export_sizes(spank_host& host) const
     if (shape_->evaluator) host.setenv("PSTRAIN_EVALUATOR", "1");
 }
 
+std::string submission_id(std::int64_t when, std::uint32_t random)
+{
+    const auto t = static_cast<std::time_t>(when);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
+    return fmt::format("{}-{:08x}", buf, random);
+}
+
+std::uint32_t random_bits()
+{
+    std::uint32_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) == static_cast<ssize_t>(sizeof r)) return r;
+    return std::random_device{}();  // getrandom missing or interrupted
+}
+
+void spank_plugin::export_submission(spank_host& host)
+{
+    // An srun inside the job (and a job started again by Slurm) keeps the
+    // job's own: only a new submission makes one.
+    if (auto given = host.getenv("PSTRAIN_SUBMISSION"); given && !given->empty()) return;
+    host.setenv("PSTRAIN_SUBMISSION", submission_id(static_cast<std::int64_t>(std::time(nullptr)), random_bits()));
+}
+
 int spank_plugin::init(const std::vector<std::string>& args, spank_host& host)
 {
     try {
@@ -334,7 +363,10 @@ int spank_plugin::init_post_opt(spank_host& host)
     }
     if (!shape_ || host.where() == context::remote) return 0;
     // The batch script and an srun inside it see the sizes.
-    if (host.where() == context::allocator || host.where() == context::local) export_sizes(host);
+    if (host.where() == context::allocator || host.where() == context::local) {
+        export_sizes(host);
+        export_submission(host);
+    }
     return 0;
 }
 

@@ -99,6 +99,15 @@ std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& lay
 
 using environment = std::vector<std::pair<std::string, std::string>>;
 
+// PSTRAIN_SUBMISSION: one submission of a job, made when sbatch, salloc or
+// srun submits it: the UTC time `when` and 8 hex digits of `random`,
+// "20261124T193000-a1b2c3d4".  Slurm keeps it with the job's environment,
+// so a requeued job has it still, while a job submitted anew under a job id
+// seen before (a controller started afresh) has another.
+std::string submission_id(std::int64_t when, std::uint32_t random);
+// 32 bits from the kernel's random source (getrandom).
+std::uint32_t random_bits();
+
 // The PSTRAIN_*/TF_CONFIG/CUDA_VISIBLE_DEVICES variables of one task.
 // Throws pstrain::error; appends non-fatal findings to `warnings`.
 environment task_environment(const job_shape& shape, const config& cfg, const step_info& step,
@@ -118,6 +127,7 @@ public:
 private:
     static void report(spank_host& host, const std::string& line);  // one "pstrain: " error line
     void export_sizes(spank_host& host) const;  // PSTRAIN_NUM_PS, _NUM_WORKERS, _CHIEF, _EVALUATOR
+    static void export_submission(spank_host& host);  // PSTRAIN_SUBMISSION, unless already set
 
     config cfg_;
     option_values given_;

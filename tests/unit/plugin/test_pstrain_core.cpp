@@ -9,6 +9,7 @@
 #include "tests/unit/allocation_probe.hpp"
 
 #include <map>
+#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -217,6 +218,57 @@ BOOST_AUTO_TEST_CASE(submit_side_exports_the_sizes)
     BOOST_TEST(p.init_post_opt(h) == 0);
     BOOST_TEST(h.env["PSTRAIN_NUM_PS"] == "2");
     BOOST_TEST(h.env["PSTRAIN_NUM_WORKERS"] == "3");
+}
+
+BOOST_AUTO_TEST_CASE(a_submission_is_named_by_its_utc_time_and_random_hex)
+{
+    BOOST_TEST(submission_id(1795548600, 0xa1b2c3d4u) == "20261124T193000-a1b2c3d4");
+    BOOST_TEST(submission_id(0, 0x1fu) == "19700101T000000-0000001f");
+    // two draws from the kernel's source differ (a 1 in 2^32 chance of a false failure, three times over)
+    BOOST_TEST((random_bits() != random_bits() || random_bits() != random_bits() || random_bits() != random_bits()));
+}
+
+BOOST_AUTO_TEST_CASE(sbatch_and_srun_make_a_submission_id_once)
+{
+    for (auto where : {context::allocator, context::local}) {
+        fake_host h(where);
+        spank_plugin p;
+        p.init({}, h);
+        p.set_option(option::ps, "1");
+        p.set_option(option::workers, "2");
+        BOOST_TEST(p.init_post_opt(h) == 0);
+        BOOST_TEST(std::regex_match(h.env["PSTRAIN_SUBMISSION"], std::regex(R"(20\d{6}T\d{6}-[0-9a-f]{8})")),
+                   h.env["PSTRAIN_SUBMISSION"]);
+        // Another submission gets another id.
+        fake_host other(where);
+        spank_plugin q;
+        q.init({}, other);
+        q.set_option(option::ps, "1");
+        q.set_option(option::workers, "2");
+        q.init_post_opt(other);
+        BOOST_TEST(other.env["PSTRAIN_SUBMISSION"] != h.env["PSTRAIN_SUBMISSION"]);
+    }
+    // An srun inside the job (its environment has the job's id) keeps it.
+    fake_host inner(context::local);
+    inner.env["PSTRAIN_SUBMISSION"] = "20261124T193000-a1b2c3d4";
+    spank_plugin p;
+    p.init({}, inner);
+    p.set_option(option::ps, "1");
+    p.set_option(option::workers, "2");
+    BOOST_TEST(p.init_post_opt(inner) == 0);
+    BOOST_TEST(inner.env["PSTRAIN_SUBMISSION"] == "20261124T193000-a1b2c3d4");
+}
+
+BOOST_AUTO_TEST_CASE(compute_nodes_never_make_a_submission_id)
+{
+    // The batch step and the tasks have the job's, from its stored
+    // environment: one made there would differ after a requeue.
+    auto batch = remote_task(0, 1, "n1", "1", "", 42, batch_step_id);
+    BOOST_TEST(run_remote(batch, "1", "2") == 0);
+    BOOST_TEST(batch.env.count("PSTRAIN_SUBMISSION") == 0u);
+    auto task = remote_task(0, 3, "n1", "3");
+    BOOST_TEST(run_remote(task, "1", "2") == 0);
+    BOOST_TEST(task.env.count("PSTRAIN_SUBMISSION") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(batch_step_gets_only_the_sizes)
