@@ -4,6 +4,7 @@
 #include "trainer/checkpoint/file_io.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <regex>
@@ -49,10 +50,27 @@ nlohmann::json manifest_body(const manifest& m)
                              {"kind", f.full ? "full" : "incremental"}, {"base_step", f.base_step}, {"chain", f.chain}});
         body["tables"] = {{"layout", layout}, {"files", files}};
     }
+    if (m.job)
+        body["job"] = {{"cluster", m.job->cluster}, {"job_id", m.job->job_id}, {"submission", m.job->submission},
+                       {"submit_time", m.job->submit_time}};
+    // Milliseconds: every number of a manifest is an integer (integers_only).
+    const double ms = std::isfinite(m.trained_seconds) && m.trained_seconds > 0 ? std::round(m.trained_seconds * 1000) : 0.0;
+    body["trained"] = {{"milliseconds", static_cast<std::uint64_t>(ms)}, {"samples", m.trained_samples}};
     return body;
 }
 
 }  // namespace
+
+std::string job_identity::describe() const
+{
+    std::string out;
+    const auto add = [&](std::string part) { out += (out.empty() ? "" : ", ") + part; };
+    if (!cluster.empty()) add("cluster " + cluster);
+    add("job " + (job_id.empty() ? std::string("?") : job_id));
+    if (!submission.empty()) add("submission " + submission);
+    if (!submit_time.empty()) out += fmt::format(" (submitted {})", submit_time);
+    return out;
+}
 
 std::string manifest_name(std::uint64_t step) { return fmt::format("ckpt-{:010}.json", step); }
 
@@ -177,6 +195,16 @@ manifest read_manifest(const std::string& dir, const std::string& file)
                 m.table_files.push_back(e);
             }
             if (m.tables.empty() || m.table_files.empty()) throw error("it names embedding tables but no table layout or no table file");
+        }
+        if (j.contains("job")) {
+            const auto& w = j.at("job");
+            m.job = job_identity{w.at("cluster").get<std::string>(), w.at("job_id").get<std::string>(),
+                                 w.at("submission").get<std::string>(), w.at("submit_time").get<std::string>()};
+        }
+        if (j.contains("trained")) {
+            const auto& t = j.at("trained");
+            m.trained_seconds = static_cast<double>(t.at("milliseconds").get<std::uint64_t>()) / 1000;
+            m.trained_samples = t.at("samples").get<std::uint64_t>();
         }
     } catch (const error& e) {
         throw error(fmt::format("{}: {}", file, e.what()));

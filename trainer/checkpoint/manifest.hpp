@@ -15,9 +15,16 @@
 //               "files": [{"file", "ps", "num_ps", "bytes", "crc32",
 //                          "kind" ("full" or "incremental"), "base_step",
 //                          "chain": [steps, the full save's first]}]},
+//    "job": {"cluster", "job_id", "submission", "submit_time"},
+//    "trained": {"milliseconds", "samples"},
 //    "crc32"}
 // "tables" is there only when the PS tasks hold embedding tables; a
-// manifest without it (older ones too) has none.
+// manifest without it (older ones too) has none.  "job" is the Slurm job
+// that wrote the checkpoint (cluster, job id, the submission id the SPANK
+// plugin made at sbatch, and that submission's UTC time): there only under
+// Slurm; older manifests and runs outside Slurm have none.  "trained" is the
+// training time and examples of every segment up to this checkpoint (a
+// requeued job adds its own to them); older manifests have none (0).
 // where "crc32" is zlib's crc32 of the compact dump (nlohmann::json's
 // dump(), keys sorted) of everything else.
 #pragma once
@@ -27,6 +34,7 @@
 #include "pstrain/partition.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +73,27 @@ struct table_entry {
     std::vector<std::uint64_t> chain;   // the steps of the files to apply in order, base_step first, this one's last
 };
 
+// The Slurm job that wrote a checkpoint: what tells a requeue of the same
+// job (the same submission, kept by Slurm with the job's environment) from
+// another job that found the directory, also one with the same job id (a
+// controller started afresh, another cluster sharing the path).  The
+// application decides it from the environment; this layer only records it.
+struct job_identity {
+    std::string cluster;       // SLURM_CLUSTER_NAME; empty: unknown
+    std::string job_id;        // SLURM_JOB_ID
+    std::string submission;    // PSTRAIN_SUBMISSION, e.g. "20261124T193000-a1b2c3d4"; empty: unknown
+    std::string submit_time;   // UTC, ISO 8601; empty: unknown
+    // The same job: cluster, job id and submission (the submit time is the
+    // submission's, for people).
+    bool same_job(const job_identity& o) const
+    {
+        return cluster == o.cluster && job_id == o.job_id && submission == o.submission;
+    }
+    // "cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted
+    // 2026-11-24T19:30:00Z)", leaving out what is unknown.
+    std::string describe() const;
+};
+
 struct manifest {
     std::uint64_t global_step = 0;
     std::string created;                // UTC, ISO 8601; write_manifest fills it when empty
@@ -80,6 +109,9 @@ struct manifest {
     std::vector<shard_entry> shards;    // complete: in range order, together covering [0, num_params)
     std::vector<table_layout> tables;   // embedding tables; empty: none
     std::vector<table_entry> table_files;  // one per PS task, in PS order
+    std::optional<job_identity> job;    // the job that wrote it; none: not under Slurm, or an older manifest
+    double trained_seconds = 0;         // training time of every segment up to this step (0: unknown)
+    std::uint64_t trained_samples = 0;  // examples trained on in that time
 };
 
 // <step> is zero-padded to 10 digits so that `ls` sorts by step:

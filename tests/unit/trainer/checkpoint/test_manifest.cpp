@@ -133,6 +133,66 @@ BOOST_AUTO_TEST_CASE(a_manifest_has_the_documented_layout)
     BOOST_TEST(stored == static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
 }
 
+BOOST_AUTO_TEST_CASE(the_job_that_wrote_it_and_the_time_trained_round_trip)
+{
+    temp_dir d;
+    auto m = sample_manifest();
+    m.job = job_identity{"c1", "4", "20261124T193000-a1b2c3d4", "2026-11-24T19:30:00Z"};
+    m.trained_seconds = 12.3456;
+    m.trained_samples = 98765;
+    write_manifest(d.path, m);
+    const auto j = nlohmann::json::parse(read_text(d.path + "/" + manifest_name(42)));
+    BOOST_TEST(j.at("job").dump() ==
+               R"({"cluster":"c1","job_id":"4","submission":"20261124T193000-a1b2c3d4","submit_time":"2026-11-24T19:30:00Z"})");
+    BOOST_TEST(j.at("trained").dump() == R"({"milliseconds":12346,"samples":98765})");
+    const auto r = read_manifest(d.path, manifest_name(42));
+    BOOST_REQUIRE(r.job.has_value());
+    BOOST_TEST(r.job->cluster == "c1");
+    BOOST_TEST(r.job->job_id == "4");
+    BOOST_TEST(r.job->submission == "20261124T193000-a1b2c3d4");
+    BOOST_TEST(r.job->submit_time == "2026-11-24T19:30:00Z");
+    BOOST_TEST(r.job->same_job(*m.job));
+    BOOST_TEST(r.trained_seconds == 12.346, boost::test_tools::tolerance(1e-9));
+    BOOST_TEST(r.trained_samples == 98765u);
+    BOOST_TEST(r.job->describe() == "cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z)");
+}
+
+BOOST_AUTO_TEST_CASE(a_manifest_without_job_or_training_time_reads_as_none)
+{
+    // What pstrain wrote before it recorded the job, and what a run outside Slurm writes.
+    temp_dir d;
+    write_manifest(d.path, sample_manifest());
+    const auto path = d.path + "/" + manifest_name(42);
+    BOOST_TEST(read_text(path).find("\"job\"") == std::string::npos);
+    auto j = nlohmann::json::parse(read_text(path));
+    j.erase("crc32");
+    j.erase("trained");
+    const auto body = j.dump();
+    j["crc32"] = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+    write_text(path, j.dump(2));
+    const auto r = read_manifest(d.path, manifest_name(42));
+    BOOST_TEST(!r.job.has_value());
+    BOOST_TEST(r.trained_seconds == 0.0);
+    BOOST_TEST(r.trained_samples == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_changed_job_is_a_checksum_mismatch_and_a_bad_one_is_named)
+{
+    temp_dir d;
+    auto m = sample_manifest();
+    m.job = job_identity{"c1", "4", "20261124T193000-a1b2c3d4", "2026-11-24T19:30:00Z"};
+    write_manifest(d.path, m);
+    const auto file = manifest_name(42), path = d.path + "/" + file;
+    const auto good = read_text(path);
+    auto text = good;
+    text.replace(text.find("\"job_id\": \"4\""), 13, "\"job_id\": \"5\"");
+    write_text(path, text);
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) == file + ": checksum mismatch (the manifest was changed or is corrupt)");
+    write_text(path, good);
+    rewrite_with_crc(path, "\"job_id\":\"4\"", "\"job_id\":4");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }).find(file + ": unreadable (") == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(write_manifest_stamps_the_time_when_none_is_given)
 {
     temp_dir d;
