@@ -63,8 +63,10 @@ public:
 enum class device_kind { automatic, cpu, cuda };
 
 // Makes the backend for --device; `threads` > 0 sets the BLAS threads.
-// Throws pstrain::error with the fix when the device cannot be used.
-std::unique_ptr<backend> make_backend(device_kind kind, int threads);
+// Throws pstrain::error with the fix when the device cannot be used.  With
+// --device auto and no GPU, the chief (and only the chief) says once that it
+// trains on the CPU; the reason is logged at debug level.
+std::unique_ptr<backend> make_backend(device_kind kind, int threads, bool chief = true);
 
 // BLAS facts for logs and benchmarks: the OpenBLAS kernel and threads.
 std::string blas_description();

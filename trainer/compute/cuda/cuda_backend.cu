@@ -195,3 +195,10 @@ bool cuda_device_available(std::string& why)
 std::unique_ptr<backend> make_cuda_backend() { return std::make_unique<cuda::cuda_backend>(); }
 
 }  // namespace pstrain::compute
+
+extern "C" __attribute__((visibility("default"))) const pstrain::compute::cuda_module* pstrain_cuda_module()
+{
+    static const pstrain::compute::cuda_module module{PACKAGE_VERSION, pstrain::compute::cuda_device_available,
+                                                      pstrain::compute::make_cuda_backend};
+    return &module;
+}
