@@ -91,6 +91,9 @@ int main(int argc, char** argv)
         log::error("no role given: run under srun --mpi=pmix with --ps=N --workers=M, set TF_CONFIG, give "
                    "--ps-hosts/--worker-hosts/--job-name/--task-index, or use --standalone");
         return 2;
+    } catch (const bootstrap::stopped_by_peer& e) {
+        // Another task reported the error: one line pointing at it.
+        log::write(log::level::info, e.what());
     } catch (const error& e) {
         log::error("{}", e.what());
     } catch (const std::bad_alloc&) {

@@ -11,7 +11,9 @@
 #include "trainer/app/training_loop.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -175,23 +177,82 @@ loop_role role_of(const bootstrap::job& j)
     return r;
 }
 
+// A worker's transport that casts the start-up vote (bootstrap::start_vote)
+// before the first message of the PS protocol: by then the worker has
+// loaded its data, built its model and (the chief) chosen its checkpoint,
+// and every error before that is a start-up error, reported once per job.
+class voting_transport final : public ps::transport {
+public:
+    voting_transport(ps::transport& net, std::function<void()> vote) : net_(net), vote_(std::move(vote)) {}
+    bool voted() const { return voted_; }
+
+    std::size_t num_peers() const override { return net_.num_peers(); }
+    std::string peer_name(std::size_t peer) const override { return net_.peer_name(peer); }
+    ps::request send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes) override
+    {
+        before_talking();
+        return net_.send(peer, ch, data, bytes);
+    }
+    ps::request recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity) override
+    {
+        before_talking();
+        return net_.recv(peer, ch, buffer, capacity);
+    }
+    bool wait_until(const std::function<bool()>& pred, ps::clock::time_point deadline) override
+    {
+        return net_.wait_until(pred, deadline);
+    }
+    bool failed(std::size_t peer) const override { return net_.failed(peer); }
+    std::string failure(std::size_t peer) const override { return net_.failure(peer); }
+    std::unique_ptr<ps::exchange_memory> allocate(std::size_t bytes) override { return net_.allocate(bytes); }
+    std::unique_ptr<ps::peer_memory> map(std::size_t peer, std::span<const std::uint8_t> key) override
+    {
+        return net_.map(peer, key);
+    }
+    void close(bool force) override { net_.close(force); }
+
+private:
+    void before_talking()
+    {
+        if (voted_) return;
+        voted_ = true;
+        vote_();
+    }
+
+    ps::transport& net_;
+    std::function<void()> vote_;
+    bool voted_ = false;
+};
+
 }  // namespace
 
 int run_distributed(const train_options& o, bootstrap::job j)
 {
     log::set_prefix(fmt::format("pstrain[{}]", j.name()));
-    if (o.replicas_to_aggregate > j.num_workers)
-        throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}",
-                                o.replicas_to_aggregate, j.num_workers, j.num_workers));
-    if (!o.checkpoint_dir.empty()) {
-        checkpoint::prepare_directory(o.checkpoint_dir);  // every task: it fails here, before any training
-        catch_termination();
+    // Start-up errors of this task (and, below, of a worker's data, model
+    // and checkpoint): voted on with the other tasks once connected, so
+    // that the job reports each once (bootstrap::start_vote).
+    std::string startup_error;
+    try {
+        if (o.replicas_to_aggregate > j.num_workers)
+            throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}",
+                                    o.replicas_to_aggregate, j.num_workers, j.num_workers));
+        if (!o.checkpoint_dir.empty()) {
+            checkpoint::prepare_directory(o.checkpoint_dir);  // every task: it fails here, before any training
+            catch_termination();
+        }
+    } catch (const error& e) {
+        startup_error = e.what();
     }
     log::debug("role from {}: {} of {} ps + {} workers", j.source, j.name(), j.num_ps, j.num_workers);
     transport::heartbeat_config beats;
     beats.interval = std::chrono::milliseconds(static_cast<long long>(o.heartbeat_interval * 1000 + 0.5));
+    bootstrap::start_vote vote;
     auto net = bootstrap::connect(j, o.progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event,
-                                  std::chrono::seconds(o.bootstrap_timeout), beats);
+                                  std::chrono::seconds(o.bootstrap_timeout), beats, &vote);
+    // The others may take a while to load their data.
+    const auto vote_within = std::chrono::seconds(std::max(o.bootstrap_timeout, o.stall_timeout));
+    if (!startup_error.empty() || j.me.role == role::ps) vote.cast(startup_error, vote_within);
     // From here on (the bootstrap has its own --bootstrap-timeout) a task
     // that makes no progress for --stall-timeout reports and exits.
     progress_meter meter;
@@ -204,7 +265,26 @@ int run_distributed(const train_options& o, bootstrap::job j)
             auto who = role_of(j);
             who.meter = &meter;
             who.dog = dog.get();
-            code = run_training_loop(o, who, *net);
+            voting_transport voting(*net, [&] {
+                progress_meter::busy waiting(meter, "waiting for every task to start");
+                vote.cast("", vote_within);
+            });
+            try {
+                code = run_training_loop(o, who, voting);
+            } catch (const error& e) {
+                if (!voting.voted()) vote.cast(e.what(), vote_within);  // reports it here, or stops with a line naming who did
+                throw;
+            } catch (...) {
+                // Not a configuration error: this task's own line says what,
+                // and the others learn that it could not start.
+                if (!voting.voted()) {
+                    try {
+                        vote.cast("could not start (see its error line)", vote_within);
+                    } catch (...) {
+                    }
+                }
+                throw;
+            }
         }
     } catch (...) {
         progress_meter::busy closing(meter, "closing its connections");

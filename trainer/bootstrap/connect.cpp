@@ -171,9 +171,22 @@ void authenticate_pmix(const job& j, transport::engine& w, const transport::job_
     }
 }
 
-connections connect_pmix(const job& j, transport::engine& w, std::chrono::seconds timeout)
+}  // namespace
+
+// A start_vote: under PMIx the session stays open for its fence, with
+// every rank's name.
+struct start_vote::impl {
+    std::unique_ptr<pmix_session> pmix;  // none: a static spec
+    std::vector<std::string> names;      // by rank
+    std::size_t me = 0, chief = 0;
+};
+
+namespace {
+
+connections connect_pmix(const job& j, transport::engine& w, std::chrono::seconds timeout, start_vote::impl* vote)
 {
-    pmix_session pmix;
+    auto session = std::make_unique<pmix_session>();
+    auto& pmix = *session;
     const std::uint32_t size = pmix.job_size();
     if (size != static_cast<std::uint32_t>(j.num_ps + j.num_workers))
         throw error(fmt::format("PMIx says the step has {} ranks but --ps={} --workers={} needs {}", size, j.num_ps,
@@ -218,6 +231,8 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
     std::copy(key_bytes->begin(), key_bytes->end(), key.begin());
 
     connections c;
+    std::vector<std::string> names(size);
+    std::size_t chief = 0;
     const role peer_role = j.me.role == role::ps ? role::worker : role::ps;
     const int peers = peer_role == role::ps ? j.num_ps : j.num_workers;
     c.peers.resize(static_cast<std::size_t>(peers));
@@ -234,6 +249,8 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
         if (host && *host != spec_host)
             throw error(fmt::format("rank {} ({} {}) runs on {} but PSTRAIN_CLUSTER puts it on {}: the plugin's layout is wrong; report it with the srun line",
                                     r, role_name(rr), p.index, *host, spec_host));
+        names[r] = j.peer_name(rr, static_cast<int>(p.index));
+        if (rr == role::worker && p.index == 0) chief = r;
         if (rr != peer_role) continue;
         std::span<const std::uint8_t> addr(by_rank[r].data() + sizeof p, by_rank[r].size() - sizeof p);
         c.peers[p.index] = transport::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)));
@@ -244,6 +261,12 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
             throw error(fmt::format("bootstrap: no rank published {}", j.peer_name(peer_role, i)));
     authenticate_pmix(j, w, key, c, timeout);
     log::debug("bootstrap: connected to {} {} tasks through PMIx ({} ranks), each authenticated", peers, role_name(peer_role), size);
+    if (vote) {
+        vote->pmix = std::move(session);
+        vote->names = std::move(names);
+        vote->me = pmix.me().rank;
+        vote->chief = chief;
+    }
     return c;
 }
 
@@ -324,8 +347,43 @@ std::string resolve_address(const std::string& host)
     return out;
 }
 
+start_vote::start_vote() : impl_(std::make_unique<impl>()) {}
+start_vote::~start_vote() = default;
+
+void start_vote::cast(const std::string& my_error, std::chrono::seconds timeout)
+{
+    if (!impl_->pmix) {
+        if (!my_error.empty()) throw error(my_error);
+        return;
+    }
+    auto& pmix = *impl_->pmix;
+    // A prefix, so that "no error" is a value too.
+    constexpr std::string_view mark = "start:";
+    const std::string mine = std::string(mark) + my_error;
+    pmix.put("pstrain.start", mine.data(), mine.size());
+    const pmix_status_t rc = pmix.fence(timeout);
+    if (rc != PMIX_SUCCESS) {
+        if (!my_error.empty()) throw error(my_error);
+        throw error(fmt::format("start-up: not every task of the step got ready within {}s ({}): see the other tasks' "
+                                "lines, or raise --stall-timeout when loading the data takes longer", timeout.count(),
+                                PMIx_Error_string(rc)));
+    }
+    std::vector<std::string> errors(impl_->names.size());
+    for (std::size_t r = 0; r < errors.size(); ++r) {
+        if (r == impl_->me) {
+            errors[r] = my_error;
+            continue;
+        }
+        const auto got = pmix.get_bytes(static_cast<std::uint32_t>(r), "pstrain.start");
+        if (got && got->size() >= mark.size()) errors[r].assign(got->begin() + static_cast<std::ptrdiff_t>(mark.size()), got->end());
+    }
+    const auto v = judge_start(errors, impl_->names, impl_->me, impl_->chief);
+    if (v.what == start_verdict::action::report) throw error(my_error);
+    if (v.what == start_verdict::action::stop) throw stopped_by_peer(v.line);
+}
+
 std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout,
-                                                  transport::heartbeat_config beats)
+                                                  transport::heartbeat_config beats, start_vote* vote)
 {
     auto ctx = std::make_unique<transport::context>();
     auto eng = std::make_unique<transport::engine>(*ctx, progress);
@@ -337,7 +395,7 @@ std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progr
                       "PSTRAIN_AUTH_KEY (`export PSTRAIN_AUTH_KEY=$(openssl rand -hex 32)`) so that only they can connect",
                       j.source);
     }
-    auto c = j.how == mode::pmix                ? connect_pmix(j, *eng, timeout)
+    auto c = j.how == mode::pmix                ? connect_pmix(j, *eng, timeout, vote ? &vote->state() : nullptr)
              : j.me.role == role::ps ? connect_static_ps(j, *eng, key, timeout)
                                                 : connect_static_worker(j, *eng, key, timeout);
     // The peers' addresses, for the message that names a silent one.

@@ -5,6 +5,7 @@
 #include "common/log.hpp"
 #include "common/parse.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +56,27 @@ std::string job::peer_name(role r, int index) const
     std::string host = static_cast<std::size_t>(index) < list.size() ? split_host_port(list[index]).first : "?";
     std::string chief = r == role::worker && index == 0 ? ", the chief" : "";
     return fmt::format("{} {} ({}{})", role_name(r), index, host, chief);
+}
+
+start_verdict judge_start(const std::vector<std::string>& errors, const std::vector<std::string>& names, std::size_t me,
+                          std::size_t chief)
+{
+    // Who reports an error: the chief when it has it, else the first task that has it.
+    const auto reporter_of = [&](const std::string& e) {
+        if (chief < errors.size() && errors[chief] == e) return chief;
+        return static_cast<std::size_t>(std::find(errors.begin(), errors.end(), e) - errors.begin());
+    };
+    const auto name = [&](std::size_t i) { return i < names.size() ? names[i] : fmt::format("rank {}", i); };
+    if (me < errors.size() && !errors[me].empty()) {
+        const auto r = reporter_of(errors[me]);
+        if (r == me) return {start_verdict::action::report, {}};
+        return {start_verdict::action::stop, fmt::format("stopped: {} reported the same configuration error", name(r))};
+    }
+    std::size_t first = chief < errors.size() && !errors[chief].empty() ? chief : errors.size();
+    for (std::size_t i = 0; first == errors.size() && i < errors.size(); ++i)
+        if (!errors[i].empty()) first = i;
+    if (first == errors.size()) return {};
+    return {start_verdict::action::stop, fmt::format("stopped: {} reported a configuration error", name(first))};
 }
 
 std::vector<std::string> peer_names(const job& j)
