@@ -24,6 +24,15 @@ fs::path find_idx(const fs::path& dir, const std::string& base)
     return {};
 }
 
+// A Criteo-style .tsv file in `dir`: click-through data.
+bool holds_tsv(const fs::path& dir)
+{
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".tsv") return true;
+    return false;
+}
+
 }  // namespace
 
 void standardize(train_test& t, normalization how)
@@ -84,7 +93,8 @@ train_test load_directory(const fs::path& dir, normalization how)
 {
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
-        throw error(fmt::format("--data-dir {}: no such directory: install dataset-fashion-mnist or point --data-dir at MNIST-format files",
+        throw error(fmt::format("--data-dir {}: no such directory: point --data-dir at MNIST-format IDX files, train.csv/test.csv "
+                                "or Criteo-style .tsv click-through files (or install dataset-fashion-mnist)",
                                 dir.string()));
     train_test out;
     auto train_images = find_idx(dir, "train-images-idx3-ubyte");
@@ -102,8 +112,16 @@ train_test load_directory(const fs::path& dir, normalization how)
         out.train = read_csv(dir / "train.csv");
         out.test = read_csv(dir / "test.csv");
         out.description = fmt::format("CSV files in {}", dir.string());
+    } else if (holds_tsv(dir)) {
+        // Click-through data, and a model for images (options.cpp picks
+        // deepfm for .tsv files only when --model is not given).
+        throw error(fmt::format("--data-dir {} holds .tsv click-through data, which trains --model deepfm or wide-deep; the "
+                                "image models (mlp, lenet5, cnn, layer specs) need MNIST-format IDX files or "
+                                "train.csv/test.csv: pick one of those models, or another --data-dir",
+                                dir.string()));
     } else {
-        throw error(fmt::format("--data-dir {}: no train-images-idx3-ubyte[.gz] nor train.csv: point --data-dir at a dataset",
+        throw error(fmt::format("--data-dir {}: no train-images-idx3-ubyte[.gz], train.csv or .tsv files: point --data-dir at "
+                                "MNIST-format IDX files, train.csv/test.csv, or Criteo-style .tsv click-through files",
                                 dir.string()));
     }
     if (out.train.cols != out.test.cols)

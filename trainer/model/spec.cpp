@@ -376,15 +376,45 @@ std::size_t layer_params(const layer_spec& l, const tensor_shape& in)
     return 0;
 }
 
+namespace {
+
+// The spec with its 2-D layers (and the activations, dropouts and batch
+// normalizations that follow each) moved before its first flatten or
+// dense layer: what a spec that mixes them up most likely meant.
+std::string reordered(const model_spec& spec)
+{
+    const auto two_d = [](layer_kind k) { return k == layer_kind::conv2d || k == layer_kind::maxpool || k == layer_kind::avgpool; };
+    const auto flat = [](layer_kind k) { return k == layer_kind::flatten || k == layer_kind::dense; };
+    std::vector<const layer_spec*> front, back;
+    bool seen_flat = false, in_two_d = false;
+    for (const auto& l : spec.layers) {
+        if (l.kind == layer_kind::input) {
+            front.push_back(&l);
+            continue;
+        }
+        if (two_d(l.kind)) in_two_d = true;
+        else if (flat(l.kind)) in_two_d = false, seen_flat = true;
+        (in_two_d || !seen_flat ? front : back).push_back(&l);
+    }
+    std::string text;
+    for (const auto* group : {&front, &back})
+        for (const auto* l : *group) text += (text.empty() ? "" : ",") + l->text();
+    return text;
+}
+
+}  // namespace
+
 std::vector<tensor_shape> infer_shapes(const model_spec& spec, const tensor_shape& input, int classes)
 {
     std::vector<tensor_shape> out;
     tensor_shape cur = input;
     std::size_t position = 0;
+    std::size_t flat_at = 0;  // the first flatten or dense layer (1-based), 0 while none
     for (const auto& l : spec.layers) {
         ++position;
         auto fail = [&](const std::string& why) {
-            throw error(fmt::format("--model: layer {} '{}' takes {} input: {}", position, l.text(), cur.text(), why));
+            throw error(fmt::format("--model: layer {} '{}' takes {} input: {}", position, l.text(),
+                                    cur.image ? cur.text() : fmt::format("flat rows of {} values as", cur.size()), why));
         };
         switch (l.kind) {
         case layer_kind::input:
@@ -395,9 +425,14 @@ std::vector<tensor_shape> infer_shapes(const model_spec& spec, const tensor_shap
         case layer_kind::conv2d:
         case layer_kind::maxpool:
         case layer_kind::avgpool: {
+            if (!cur.image && flat_at > 0)
+                throw error(fmt::format("--model: layer {} '{}' comes after layer {} '{}': 2-D layers (conv2d, maxpool, avgpool) "
+                                        "must come before flatten and dense: reorder them, e.g. --model '{}'",
+                                        position, l.text(), flat_at, spec.layers[flat_at - 1].text(), reordered(spec)));
             if (!cur.image)
-                fail(fmt::format("it needs images (channels x height x width) but gets flat rows of {}: start the spec with "
-                                 "input:CxHxW, or use IDX image files", cur.size()));
+                throw error(fmt::format("--model: layer {} '{}' needs images (channels x height x width) but the data gives flat "
+                                        "rows of {} values: start the spec with input:CxHxW, or use IDX image files",
+                                        position, l.text(), cur.size()));
             compute::window2d w{cur.channels, cur.height, cur.width, l.kh, l.kw, l.sh, l.sw};
             if (!compute::resolve_padding(w, l.same))
                 fail(fmt::format("the {}x{} window is larger than the {}x{} image: use a smaller window or :same padding", l.kh,
@@ -407,6 +442,7 @@ std::vector<tensor_shape> infer_shapes(const model_spec& spec, const tensor_shap
         }
         case layer_kind::flatten:
         case layer_kind::dense:
+            if (flat_at == 0) flat_at = position;
             cur = {false, static_cast<int>(l.kind == layer_kind::dense ? l.units : cur.size()), 1, 1};
             if (l.kind == layer_kind::flatten && cur.size() > (std::size_t(1) << 28)) fail("more than 2^28 values per example");
             break;
