@@ -4,6 +4,7 @@
 #include "pstrain/error.hpp"
 #include "trainer/app/options.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -36,11 +37,22 @@ std::string quoted(const std::string& s)
 
 struct run_series {
     std::string name;
-    std::string loss_file, accuracy_file;  // "step seconds value" rows
-    std::size_t losses = 0, accuracies = 0;
+    std::string loss_file, metric_file, test_loss_file;  // "step seconds value" rows, a blank line between segments
+    run_points points;
 };
 
-// Reads one metrics file into two data files in `dir`.
+void write_points(const std::string& file, const std::vector<plot_point>& points)
+{
+    std::ofstream out(file);
+    int segment = points.empty() ? 0 : points.front().segment;
+    for (const auto& p : points) {
+        if (p.segment != segment) out << '\n';  // gnuplot breaks the line here
+        segment = p.segment;
+        out << p.step << ' ' << p.seconds << ' ' << p.value << '\n';
+    }
+}
+
+// Reads one metrics file into data files in `dir`.
 run_series read_run(const std::string& path, const fs::path& dir, std::size_t index)
 {
     std::ifstream in(path);
@@ -49,40 +61,54 @@ run_series read_run(const std::string& path, const fs::path& dir, std::size_t in
     r.name = fs::path(path).parent_path().filename().string();
     if (r.name.empty() || r.name == ".") r.name = fs::path(path).filename().string();
     else r.name += "/" + fs::path(path).filename().string();
-    r.loss_file = (dir / fmt::format("loss-{}.dat", index)).string();
-    r.accuracy_file = (dir / fmt::format("accuracy-{}.dat", index)).string();
-    std::ofstream loss(r.loss_file), accuracy(r.accuracy_file);
-    std::string line;
-    while (std::getline(in, line)) {
-        auto e = nlohmann::json::parse(line, nullptr, false);
-        if (e.is_discarded() || !e.is_object() || !e.contains("global_step")) continue;
-        const double t = e.value("elapsed_seconds", -1.0);
-        const auto kind = e.value("event", "");
-        if (kind == "progress" && e.contains("loss") && e["loss"].is_number()) {
-            loss << e["global_step"].get<long long>() << ' ' << t << ' ' << e["loss"].get<double>() << '\n';
-            ++r.losses;
-        } else if (kind == "eval" && e.contains("test_accuracy") && e["test_accuracy"].is_number()) {
-            accuracy << e["global_step"].get<long long>() << ' ' << t << ' ' << e["test_accuracy"].get<double>() << '\n';
-            ++r.accuracies;
-        }
-    }
-    if (r.losses == 0 && r.accuracies == 0)
+    r.points = read_points(in);
+    if (r.points.loss.empty() && r.points.metric.empty())
         throw error(fmt::format("{}: no progress or evaluation events: is it a pstrain --metrics-file?", path));
+    if (r.points.segments > 1) r.name += fmt::format(" ({} segments)", r.points.segments);
+    r.loss_file = (dir / fmt::format("loss-{}.dat", index)).string();
+    r.metric_file = (dir / fmt::format("metric-{}.dat", index)).string();
+    r.test_loss_file = (dir / fmt::format("test-loss-{}.dat", index)).string();
+    write_points(r.loss_file, r.points.loss);
+    write_points(r.metric_file, r.points.metric);
+    write_points(r.test_loss_file, r.points.test_loss);
     return r;
 }
 
-// One panel: `column` (1 step, 2 seconds) against the value, a line per run.
-std::string panel(const std::vector<run_series>& runs, bool accuracy, int column, const std::string& xlabel)
+// What the metric panels show: test AUC when every run with evaluations is
+// a click-through run, test accuracy when none is, both (each run its own)
+// when they are mixed.
+std::string metric_label(const std::vector<run_series>& runs)
 {
-    std::string s = fmt::format("set key {} right\nset xlabel {}\nset ylabel {}\nset title {}\n", accuracy ? "bottom" : "top", quoted(xlabel),
-                                quoted(accuracy ? "test accuracy" : "loss (mean over the logged steps)"),
-                                quoted(fmt::format("{} against {}", accuracy ? "test accuracy" : "loss", xlabel)));
+    bool auc = false, accuracy = false;
+    for (const auto& r : runs)
+        if (!r.points.metric.empty()) (r.points.auc ? auc : accuracy) = true;
+    if (auc && accuracy) return "test AUC (click-through) or accuracy";
+    return auc ? "test AUC" : "test accuracy";
+}
+
+// One panel: `column` (1 step, 2 seconds) against the value, a line per
+// run (and, in the loss panel, a dashed one per click-through run for its
+// test log loss).
+std::string panel(const std::vector<run_series>& runs, bool metric, int column, const std::string& xlabel)
+{
+    const auto what = metric ? metric_label(runs) : std::string("loss");
+    const bool test_losses = !metric && std::any_of(runs.begin(), runs.end(), [](const run_series& r) { return !r.points.test_loss.empty(); });
+    std::string s = fmt::format("set key {} right\nset xlabel {}\nset ylabel {}\nset title {}\n", metric ? "bottom" : "top", quoted(xlabel),
+                                quoted(metric ? what
+                                              : test_losses ? "loss (train: mean over the logged steps; test: dashed)"
+                                                            : "loss (mean over the logged steps)"),
+                                quoted(fmt::format("{} against {}", what, xlabel)));
     std::vector<std::string> lines;
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto& r = runs[i];
-        if ((accuracy ? r.accuracies : r.losses) == 0) continue;
-        lines.push_back(fmt::format("{} using {}:3 with linespoints linestyle {} title {}",
-                                    quoted(accuracy ? r.accuracy_file : r.loss_file), column, i + 1, quoted(r.name)));
+        const auto& points = metric ? r.points.metric : r.points.loss;
+        if (!points.empty())
+            lines.push_back(fmt::format("{} using {}:3 with linespoints linestyle {} title {}",
+                                        quoted(metric ? r.metric_file : r.loss_file), column, i + 1,
+                                        quoted(metric && r.points.auc && what != "test AUC" ? r.name + " (AUC)" : r.name)));
+        if (!metric && !r.points.test_loss.empty())
+            lines.push_back(fmt::format("{} using {}:3 with linespoints linestyle {} dashtype 2 title {}", quoted(r.test_loss_file),
+                                        column, i + 1, quoted(r.name + " test log loss")));
     }
     if (lines.empty()) return s + "set label 1 'no evaluations in these runs' at graph 0.5, 0.5 center\nplot NaN notitle\nunset label 1\n";
     s += "plot ";
@@ -91,6 +117,46 @@ std::string panel(const std::vector<run_series>& runs, bool accuracy, int column
 }
 
 }  // namespace
+
+run_points read_points(std::istream& in)
+{
+    run_points r;
+    double last_seconds = -1, offset = 0;
+    std::int64_t last_step = -1;
+    int segment = -1;
+    std::string line;
+    while (std::getline(in, line)) {
+        auto e = nlohmann::json::parse(line, nullptr, false);
+        if (e.is_discarded() || !e.is_object() || !e.contains("global_step") || !e["global_step"].is_number_integer()) continue;
+        const auto step = e["global_step"].get<std::int64_t>();
+        const double elapsed = e.contains("elapsed_seconds") && e["elapsed_seconds"].is_number() ? e["elapsed_seconds"].get<double>() : 0.0;
+        // A start of the job: its clock starts at 0 again, its steps at its checkpoint's.
+        if (segment < 0 || elapsed < last_seconds || step < last_step) {
+            if (segment >= 0) offset += last_seconds;
+            ++segment;
+        }
+        last_seconds = elapsed;
+        last_step = step;
+        const plot_point at{step, offset + elapsed, 0, segment};
+        const auto number = [&](const char* field, std::vector<plot_point>& into) {
+            if (!e.contains(field) || !e[field].is_number()) return false;
+            auto p = at;
+            p.value = e[field].get<double>();
+            into.push_back(p);
+            return true;
+        };
+        const auto kind = e.value("event", "");
+        if (kind == "progress") {
+            number("loss", r.loss);
+        } else if (kind == "eval") {
+            if (number("test_auc", r.metric)) r.auc = true;
+            else number("test_accuracy", r.metric);
+            number("test_logloss", r.test_loss);
+        }
+    }
+    r.segments = segment + 1;
+    return r;
+}
 
 void plot(const plot_request& r)
 {
@@ -151,7 +217,7 @@ void plot(const plot_request& r)
 
 int plot_command(int argc, char** argv)
 {
-    CLI::App app{"pstrain plot: loss and accuracy of one or more runs against step and time, as a PNG", "pstrain plot"};
+    CLI::App app{"pstrain plot: loss and test accuracy (click-through runs: AUC and log loss) of one or more runs against step and time, as a PNG", "pstrain plot"};
     plot_request r;
     std::string size = "1200x800";
     app.add_option("metrics", r.metrics, "metrics files (--metrics-file, or DIR/metrics.jsonl), one run each")->required();
