@@ -1,5 +1,6 @@
 # The README's commands, run as written: every command block of its
-# "Using it" section (and that section's subsections), in order, from a
+# "Using it" section (and that section's subsections) and of "The
+# parameter-server library", in order, from a
 # scratch directory, with pstrain installed into /usr/local as
 # scripts/quickstart installs it, and STEPS/SAMPLES small (the README says
 # so).  Each block runs as one bash script that stops at its first failing
@@ -12,6 +13,7 @@ readme_install() {
   # What quickstart does: make install into the default prefix.
   make -C "$PSTRAIN_BUILDDIR" install >>"$TEST_LOG" 2>&1 || fail "make install failed: see $TEST_LOG"
   [ -x /usr/local/bin/pstrain ] || fail "make install put no pstrain in /usr/local/bin"
+  ldconfig
 }
 
 # The shell functions a block runs with: sbatch waits for the job it
@@ -55,6 +57,7 @@ test_readme_using_it_commands_run_as_written() {
   export README_JOBS=$PWD/jobs
   : >"$README_JOBS"
   python3 "$PSTRAIN_SRCDIR/tests/integration/readme_blocks.py" "$PSTRAIN_SRCDIR/README.md" "$blocks" "Using it" \
+    "The parameter-server library" \
     >blocks.list || fail "cannot read the README's blocks"
   [ "$(wc -l <blocks.list)" -ge 5 ] || fail "only $(wc -l <blocks.list) command blocks in the README's Using it section"
   readme_shims >shims.sh
