@@ -132,6 +132,17 @@ test_make_install_gives_a_loadable_plugin() {
   grep -qx "required $prefix/lib/slurm/spank_pstrain.so" "$snippet" || fail "$snippet does not name the installed plugin"
   [ -f "$prefix/share/pstrain/cli_filter.lua" ] || fail "cli_filter.lua not installed"
   [ -f "$prefix/share/man/man8/spank-pstrain.8" ] || fail "spank-pstrain(8) not installed"
+  [ -f "$prefix/share/man/man8/pstrain-admin.8" ] || fail "pstrain-admin(8), the admin guide, not installed"
+  # Login nodes need nothing for it beyond Slurm and the C/C++ runtime.
+  run ldd "$prefix/lib/slurm/spank_pstrain.so"
+  expect_rc 0
+  local lib
+  for lib in $(printf '%s\n' "$out" | awk '{print $1}' | sed 's|.*/||'); do
+    case $lib in
+      linux-vdso.so.*|libc.so.*|libstdc++.so.*|libm.so.*|libgcc_s.so.*|ld-linux*|libslurm*) ;;
+      *) fail "the installed spank_pstrain.so needs $lib: a login node without it refuses every job" ;;
+    esac
+  done
   # Slurm loads the installed snippet as it is.
   stack=${SLURM_CONF%/slurm.conf}/plugstack.conf
   cp "$stack" plugstack.saved

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -26,7 +27,45 @@ bool holds_tsv(const std::string& dir)
     return false;
 }
 
+// Edits (insertions, deletions, substitutions) that turn `a` into `b`.
+std::size_t edit_distance(std::string_view a, std::string_view b)
+{
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
 }  // namespace
+
+std::string closest_option(const CLI::App& app, std::string_view typed)
+{
+    // "--batch-szie=64": the name only.
+    std::string_view name = typed.substr(0, typed.find('='));
+    while (!name.empty() && name.front() == '-') name.remove_prefix(1);
+    if (name.empty()) return {};
+    std::string best;
+    std::size_t best_distance = std::max<std::size_t>(2, name.size() / 3) + 1;  // farther is no likely typo
+    for (const auto* opt : app.get_options()) {
+        for (const auto& candidate : opt->get_lnames()) {
+            const auto d = edit_distance(name, candidate);
+            // Among equals the first registered name wins: the dashed spelling before the underscore one.
+            if (d < best_distance) {
+                best_distance = d;
+                best = "--" + candidate;
+            }
+        }
+    }
+    return best;
+}
 
 std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code)
 {
@@ -38,6 +77,12 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.set_version_flag("--version", std::string("pstrain ") + PACKAGE_VERSION);
     app.get_formatter()->column_width(34);
+    app.footer("Commands (each with its own --help):\n"
+               "  pstrain status DIR                where a run stands: its newest checkpoint, accuracy and metrics\n"
+               "  pstrain plot METRICS... -o PNG    loss and accuracy (click-through: AUC, log loss) against step and time\n"
+               "  pstrain checkpoint inspect DIR    list the checkpoints of a --checkpoint-dir: steps, shards, checksums\n"
+               "  pstrain datagen ctr OUT           make synthetic click-through .tsv data with a known best AUC\n"
+               "See pstrain(1).");
 
     app.add_flag("--standalone", o.standalone, "train in this one process with an in-process parameter server");
 
@@ -75,7 +120,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     auto* data = "Data";
     app.add_option("--data-dir", o.data_dir,
                    "MNIST-format IDX files (.gz or plain), train.csv/test.csv, or Criteo-style .tsv files with a held-out "
-                   "test.tsv (click-through data: --model wide-deep)")
+                   "test.tsv (click-through data: --model deepfm, the default for them, or wide-deep)")
         ->group(data)->capture_default_str();
     app.add_flag("--skip-bad-lines", o.skip_bad_lines,
                  "count and skip malformed .tsv lines instead of stopping at the first, which is named with its file and line")
@@ -224,10 +269,16 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         exit_code = 0;
         return std::nullopt;
     } catch (const CLI::ExtrasError&) {
-        // "The following arguments were not expected: 3 --nosuch": name the flag.
+        // "The following arguments were not expected: 3 --nosuch": name the
+        // flag, and the registered one it most likely meant.
         auto rest = app.remaining();
         auto flag = std::find_if(rest.begin(), rest.end(), [](const std::string& a) { return a.rfind("-", 0) == 0; });
-        log::error("unknown argument '{}': see pstrain --help", flag != rest.end() ? *flag : rest.empty() ? "?" : rest.front());
+        const std::string typed = flag != rest.end() ? *flag : rest.empty() ? "?" : rest.front();
+        const auto meant = flag != rest.end() ? closest_option(app, typed) : std::string();
+        if (!meant.empty())
+            log::error("unknown argument '{}': did you mean {}? (see pstrain --help)", typed, meant);
+        else
+            log::error("unknown argument '{}': see pstrain --help", typed);
         exit_code = 2;
         return std::nullopt;
     } catch (const CLI::ParseError& e) {

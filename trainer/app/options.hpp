@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace CLI {
@@ -86,6 +87,11 @@ struct train_options {
 // `exit_code` (after --help or --version, or a usage error already printed
 // as one line).
 std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code);
+
+// The registered option of `app` nearest to what was typed ("--batch-szie"
+// or "--batch-szie=64"), "--batch-size"; "" when none is within a likely
+// typo's distance (edit distance at most max(2, length/3)).
+std::string closest_option(const CLI::App& app, std::string_view typed);
 
 // A tool's command line (`pstrain NAME ...`, argv[1] being NAME): parses
 // argv[2...] into `app`.  Returns the exit status when the program should

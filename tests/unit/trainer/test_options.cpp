@@ -211,6 +211,23 @@ BOOST_AUTO_TEST_CASE(an_unknown_flag_is_named_alone)
     BOOST_TEST(err.find("unknown argument '--frobnicate': see pstrain --help") != std::string::npos, err);
 }
 
+BOOST_AUTO_TEST_CASE(a_mistyped_flag_gets_did_you_mean)
+{
+    std::optional<train_options> o;
+    int code = 0;
+    auto err = parse({"--batch-szie", "64"}, o, code);
+    BOOST_TEST(!o.has_value());
+    BOOST_TEST(code == 2);
+    BOOST_TEST(err == "pstrain: error: unknown argument '--batch-szie': did you mean --batch-size? (see pstrain --help)\n", err);
+    err = parse({"--learning_rate=0.1"}, o, code);
+    BOOST_TEST(err.find("did you mean --learning-rate?") != std::string::npos, err);
+    err = parse({"--chekpoint-dir", "/tmp/x"}, o, code);
+    BOOST_TEST(err.find("did you mean --checkpoint-dir?") != std::string::npos, err);
+    err = parse({"--sync"}, o, code);  // a prefix far from any whole name: no guess
+    BOOST_TEST(err.find("did you mean") == std::string::npos, err);
+    BOOST_TEST(code == 2);
+}
+
 BOOST_AUTO_TEST_CASE(model_presets_and_layer_specs)
 {
     BOOST_TEST(!accepted({}).layers, "the default is the mlp preset, on its own code");
