@@ -108,7 +108,7 @@ std::string format_status(const nlohmann::json& s)
         out += fmt::format("accuracy: {:.4f} on the test set at global step {}\n", a["test_accuracy"].get<double>(),
                            a["global_step"].get<std::uint64_t>());
     if (s["metrics_file"].is_null()) {
-        out += "metrics: none in this directory (the job was given another --metrics-file: pass it with --metrics)\n";
+        out += "metrics: no metrics.jsonl in this directory (pass the job's --metrics-file with --metrics)\n";
         return out;
     }
     out += fmt::format("metrics ({}), last {}:\n", s["metrics_file"].get<std::string>(), s["metrics_tail"].size());
@@ -149,6 +149,9 @@ int status_command(int argc, char** argv)
         if (!std::filesystem::is_directory(dir))
             throw error(fmt::format("{} is not a directory: give the --checkpoint-dir of a job", dir));
         const auto s = run_status(dir, metrics, tail);
+        if (s["checkpoint"].is_null() && s["metrics_file"].is_null())
+            throw error(fmt::format("{} holds no complete checkpoint and no metrics.jsonl: give the --checkpoint-dir of a job "
+                                    "that has saved one (or its --metrics-file with --metrics)", dir));
         fmt::print("{}", json ? s.dump() + "\n" : format_status(s));
         return 0;
     } catch (const error& e) {
