@@ -5,6 +5,7 @@
 #include "trainer/bootstrap/job.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -389,11 +390,16 @@ std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progr
     auto eng = std::make_unique<transport::engine>(*ctx, progress);
     transport::job_key key{};
     if (j.how == mode::static_spec) {
+        const bool plugin = std::getenv("PSTRAIN_ROLE") != nullptr;
         if (j.key) key = *j.key;
-        else
-            log::warn("peer authentication is off: a static cluster spec ({}) has no key; give every task the same "
+        else if (!plugin || j.is_chief())
+            // Under the SPANK plugin without PMIx (srun --mpi=none): PMIx
+            // would make the key; the chief says it for the step's tasks.
+            log::warn("peer authentication is off: a static cluster spec ({}) has no key; {}give every task the same "
                       "PSTRAIN_AUTH_KEY (`export PSTRAIN_AUTH_KEY=$(openssl rand -hex 32)`) so that only they can connect",
-                      j.source);
+                      j.source, plugin ? "run the step with srun --mpi=pmix, which turns it on (a key "
+                                                              "per step, nothing to set), or "
+                                                            : "");
     }
     auto c = j.how == mode::pmix                ? connect_pmix(j, *eng, timeout, vote ? &vote->state() : nullptr)
              : j.me.role == role::ps ? connect_static_ps(j, *eng, key, timeout)
