@@ -191,6 +191,11 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_option("--full-checkpoint-every", o.full_checkpoint_every,
                    "embedding tables: every Nth checkpoint saves every row, the others only the rows changed since (1: always full)")
         ->check(CLI::Range(1, 1000000))->group(ckpt)->capture_default_str();
+    app.add_option("--resume", o.resume,
+                   "any (default): resume the newest checkpoint in --checkpoint-dir whatever job wrote it; own: only one this "
+                   "Slurm job wrote (the same job id and submission, as after a requeue), refusing another job's")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, resume_policy>{{"any", resume_policy::any}, {"own", resume_policy::own}}))
+        ->group(ckpt);
 
     auto* compute = "Compute";
     app.add_option("--device", o.device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")

@@ -16,6 +16,12 @@ class App;
 
 namespace pstrain::trainer {
 
+// Which checkpoint in --checkpoint-dir a job resumes (--resume): any
+// (whatever run wrote it: the user named the directory), or only its own
+// (the same Slurm job: cluster, job id and submission; train.sh's default
+// directory).
+enum class resume_policy { any, own };
+
 struct train_options {
     // what to run
     bool standalone = false;
@@ -70,6 +76,7 @@ struct train_options {
     std::int64_t save_checkpoint_steps = 0;  // 0: not by steps
     int keep_checkpoints = 5;
     int full_checkpoint_every = 10; // embedding tables: every Nth save of a PS is full, the others incremental
+    resume_policy resume = resume_policy::any;
     // compute
     std::string device = "auto";
     int threads = 0;

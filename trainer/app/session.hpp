@@ -12,7 +12,10 @@
 #include "pstrain/optimizer.hpp"
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -51,8 +54,10 @@ nlohmann::json record_evaluation(nlohmann::json fields, std::int64_t step, repor
 nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, reporter& prog);
 
 // The final JSON line (event "done": global step, test metrics, samples/s,
-// ps, workers, mode) from the last evaluation.
-nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, const reporter& prog, int ps, int workers,
+// ps, workers, mode) from the last evaluation; `train_seconds` and
+// `samples` count every segment of the run (a requeued job's earlier ones
+// too).
+nlohmann::json done_line(nlohmann::json last_eval, double train_seconds, std::uint64_t samples, int ps, int workers,
                          const char* mode);
 
 // A manifest for this session's model and options (shards, data position
@@ -61,6 +66,22 @@ checkpoint::manifest manifest_for(const session& s, const train_options& o, std:
 
 // Refuses (pstrain::error) a checkpoint of another model or optimizer.
 void check_compatible(const checkpoint::manifest& m, const session& s, const train_options& o);
+
+// The Slurm job this process belongs to, as its checkpoints record it:
+// SLURM_CLUSTER_NAME, SLURM_JOB_ID and PSTRAIN_SUBMISSION (the SPANK
+// plugin's, whose time is the submit time); none outside a job (no
+// SLURM_JOB_ID).  `env` is getenv.
+std::optional<checkpoint::job_identity> current_job(const std::function<const char*(const char*)>& env);
+
+// Whether this job may resume checkpoint `m` of `dir` under `policy`: empty
+// when it may (always with any; with own when the manifest's job is `me`),
+// else the one line that refuses it, naming the other job and the fix.
+std::string resume_refusal(const checkpoint::manifest& m, const std::string& dir, resume_policy policy,
+                           const std::optional<checkpoint::job_identity>& me);
+
+// The line of a restore that finds the run already at --train-steps
+// (nothing to train), with the fix.
+std::string nothing_to_train(const checkpoint::manifest& m, const std::string& dir, std::int64_t train_steps);
 
 // When the chief checkpoints: every --save-checkpoint-steps global steps (a
 // step that jumps past a multiple counts, as async steps can) and when

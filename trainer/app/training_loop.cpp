@@ -99,7 +99,14 @@ public:
 
     int train()
     {
+        // The chief decides what to resume before it writes anything (the
+        // metrics file, TensorBoard events): a refused checkpoint leaves
+        // the directory as it found it.
+        std::optional<checkpoint::manifest> resumed;
         if (chief()) {
+            if (auto id = job_comment::job_id(); id && o_.job_comment == "on") comment_.emplace(*id);
+            resumed = find_checkpoint();
+            if (resumed && static_cast<std::int64_t>(resumed->global_step) >= o_.train_steps) return nothing_left(*resumed);
             report_config rc;
             rc.train_steps = o_.train_steps;
             rc.log_every = o_.log_every;
@@ -109,16 +116,14 @@ public:
             rc.learning_rate = std::strtod(fmt::format("{}", o_.learning_rate).c_str(), nullptr);
             rc.classifier = s_.shape().is_classifier();
             report_.emplace(rc);
-            if (auto id = job_comment::job_id(); id && o_.job_comment == "on") {
-                comment_.emplace(*id);
-                report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
-            }
+            if (comment_) report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
         }
-        start();
+        start(resumed);
         const auto step = [&] { return static_cast<std::int64_t>(client_.global_step()); };
         std::int64_t next_eval = o_.eval_every > 0 ? (step() / o_.eval_every + 1) * o_.eval_every : 0;
         std::int64_t last_step = step(), local_steps = 0;
-        auto t0 = clock::now();
+        const auto t0 = clock::now();
+        train_start_ = t0;
         schedule_.attempted();
         std::vector<std::uint32_t> rows;
         while (!client_.done()) {
@@ -161,7 +166,9 @@ public:
         const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == step() || save_checkpoint();
         auto done = [&] {
             progress_meter::busy busy(meter_, "evaluating");
-            return done_line(evaluate(step()), seconds, *report_,
+            // Every segment of the run: a requeued job's earlier ones are in the checkpoint it resumed.
+            return done_line(evaluate(step()), trained_before_ + seconds,
+                             samples_before_ + static_cast<std::uint64_t>(report_->samples()),
                              who_.standalone ? 0 : who_.num_ps, who_.num_workers, mode_);
         }();
         client_.shutdown();
@@ -215,17 +222,47 @@ private:
         return record_evaluation(std::move(fields), step, *report_);
     }
 
-    // The chief restores the newest complete checkpoint or initialises
-    // every shard; the others pull.  Everyone resumes its data position.
-    void start()
+    // The chief's checkpoint to resume: the newest complete one in
+    // --checkpoint-dir, if --resume lets this job resume it (the error
+    // line says why not) and it holds this model; none: start afresh.
+    std::optional<checkpoint::manifest> find_checkpoint()
+    {
+        progress_meter::busy busy(meter_, "looking for a checkpoint to resume from");
+        if (o_.checkpoint_dir.empty()) return std::nullopt;
+        job_ = current_job([](const char* name) { return std::getenv(name); });
+        if (o_.resume == resume_policy::own && !job_)
+            throw error(resume_refusal(checkpoint::manifest{}, o_.checkpoint_dir, o_.resume, job_));
+        auto m = checkpoint::find_latest(o_.checkpoint_dir);
+        if (!m) return std::nullopt;
+        if (auto why = resume_refusal(*m, o_.checkpoint_dir, o_.resume, job_); !why.empty()) throw error(why);
+        check_compatible(*m, s_, o_);
+        return m;
+    }
+
+    // A checkpoint already at --train-steps: the PS tasks take it (they
+    // wait for it, and then tell every worker that training is done), and
+    // the run ends with one line saying so, no evaluation and no final
+    // line: nothing was trained.
+    int nothing_left(const checkpoint::manifest& m)
+    {
+        client_.wait(client_.restore(m.global_step));
+        client_.shutdown();
+        if (who_.after_shutdown) who_.after_shutdown();
+        log::info("{}", nothing_to_train(m, o_.checkpoint_dir, o_.train_steps));
+        if (comment_)
+            comment_->update(fmt::format("nothing to train: checkpoint at step {}, --train-steps {}", m.global_step, o_.train_steps),
+                             true);
+        return 0;
+    }
+
+    // The chief restores `m` (find_checkpoint's) or initialises every
+    // shard; the others pull.  Everyone resumes its data position.
+    void start(const std::optional<checkpoint::manifest>& m)
     {
         if (chief()) {
-            auto m = [&] {
-                progress_meter::busy busy(meter_, "looking for a checkpoint to resume from");
-                return o_.checkpoint_dir.empty() ? std::nullopt : checkpoint::find_latest(o_.checkpoint_dir);
-            }();
             if (m) {
-                check_compatible(*m, s_, o_);
+                trained_before_ = m->trained_seconds;
+                samples_before_ = m->trained_samples;
                 client_.wait(client_.restore(m->global_step));
                 schedule_.saved(static_cast<std::int64_t>(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
@@ -306,6 +343,9 @@ private:
                 continue;
             }
             auto m = manifest_for(s_, o_, step, mode_);
+            m.job = job_;
+            m.trained_seconds = trained_before_ + (train_start_ ? std::chrono::duration<double>(clock::now() - *train_start_).count() : 0.0);
+            m.trained_samples = samples_before_ + (report_ ? static_cast<std::uint64_t>(report_->samples()) : 0);
             std::uint64_t bytes = 0;
             for (std::size_t p = 0; p < replies.size(); ++p) {
                 checkpoint::shard_entry e;
@@ -351,6 +391,11 @@ private:
         log::info("SIGTERM at global step {}: saving a checkpoint, then stopping every task", step);
         const bool saved = schedule_.last_saved() == step || save_checkpoint();
         client_.shutdown(true);
+        // squeue shows this, not the last progress line, while a requeued
+        // job waits (Slurm holds it about 2 minutes, PENDING (BeginTime)).
+        if (comment_ && saved)
+            comment_->update(fmt::format("stopped at step {} by SIGTERM, checkpoint saved: resumes from it when requeued",
+                                         schedule_.last_saved()), true);
         if (!saved) {
             log::error("stopped at global step {} without a new checkpoint (see the error above): a requeued job resumes "
                        "from the previous one", step);
@@ -384,6 +429,10 @@ private:
     std::optional<reporter> report_;    // the chief's progress lines and metrics file
     std::optional<job_comment> comment_;  // the chief's status in the Slurm job's comment
     const char* mode_;                  // in the final line and the manifest: sync, async or standalone
+    std::optional<checkpoint::job_identity> job_;  // the chief's Slurm job, recorded in its manifests
+    double trained_before_ = 0;         // training seconds and examples of the segments before this one (the
+    std::uint64_t samples_before_ = 0;  // checkpoint resumed), counted in the final line and the manifests
+    std::optional<clock::time_point> train_start_;  // when this segment's training began
 };
 
 }  // namespace
