@@ -10,13 +10,24 @@
 #   sbatch --ps=1 --workers=2 train.sh --sync-replicas --train-steps 6000
 #
 # Checkpoints and preemption: pstrain checkpoints to --checkpoint-dir
-# (default $PSTRAIN_CHECKPOINT_DIR, else pstrain-checkpoints/<job id> in the
-# submit directory, which must be a path every node shares; a job started
-# again with the same directory resumes from it).  On SIGTERM
-# (preemption, scontrol requeue, or --signal=TERM@120 two minutes before the
-# time limit) the chief checkpoints and every task exits with status 143;
-# this script then requeues the job, which resumes from the checkpoint.
-# Set PSTRAIN_REQUEUE=0 to exit instead.
+# (default $PSTRAIN_CHECKPOINT_DIR, else
+# pstrain-checkpoints/<cluster>-<job id>-<submission> in the submit
+# directory, which must be a path every node shares).  The default directory
+# is this job's alone: <submission> is the id the SPANK plugin made at
+# sbatch (PSTRAIN_SUBMISSION), which a requeued job keeps and a new
+# submission does not, also when job ids repeat (a controller started
+# afresh, two clusters sharing the directory), and pstrain is told
+# --resume own, so it resumes only this job's own checkpoints.  A directory
+# you name (--checkpoint-dir or PSTRAIN_CHECKPOINT_DIR) resumes whatever
+# run checkpointed there: that is how to continue a run on purpose.  On
+# SIGTERM (preemption, scontrol requeue, or --signal=TERM@120 two minutes
+# before the time limit) the chief checkpoints and every task exits with
+# status 143; this script then requeues the job, which resumes from the
+# checkpoint.  Slurm holds a requeued job PENDING (BeginTime) for about 2
+# minutes before it starts again (its requeue delay; `scontrol update
+# JobId=<id> StartTime=now` starts it at once); meanwhile the job's comment
+# (squeue -o %k) says at which step it stopped.  Set PSTRAIN_REQUEUE=0 to
+# exit instead.
 #
 #SBATCH --job-name=pstrain
 #SBATCH --output=pstrain-%j.out
@@ -35,29 +46,43 @@ if [ -z "$pstrain" ] || [ ! -x "$pstrain" ]; then
   echo "train.sh: pstrain not found: install it (make install) or export PSTRAIN=/path/to/pstrain" >&2
   exit 2
 fi
-data_dir=${PSTRAIN_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 # Threads: each task uses the CPUs Slurm gave it (pstrain(1), --threads).
 
-checkpoint_args=()
-case " $* " in
-  *" --checkpoint-dir "* | *" --checkpoint-dir="* | *" --checkpoint_dir "* | *" --checkpoint_dir="*) ;;
-  *)
-    if [ -n "${PSTRAIN_CHECKPOINT_DIR:-}" ]; then
-      checkpoint_args=(--checkpoint-dir "$PSTRAIN_CHECKPOINT_DIR")
-    else
-      mkdir -p "${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints"
-      checkpoint_args=(--checkpoint-dir "${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints/${SLURM_JOB_ID:-manual}")
-    fi
-    ;;
-esac
+# The data and checkpoint directories: the user's flags when given (the
+# banner names what pstrain will use), else the defaults.
+data_dir=${PSTRAIN_DATA_DIR:-/usr/share/datasets/fashion-mnist} data_args=()
+checkpoint_dir=${PSTRAIN_CHECKPOINT_DIR:-} checkpoint_args=() given_data=0 given_checkpoint=0
+previous=
+for arg in "$@"; do
+  case $previous in
+    --data-dir | --data_dir) data_dir=$arg given_data=1 ;;
+    --checkpoint-dir | --checkpoint_dir) checkpoint_dir=$arg given_checkpoint=1 ;;
+  esac
+  case $arg in
+    --data-dir=* | --data_dir=*) data_dir=${arg#*=} given_data=1 ;;
+    --checkpoint-dir=* | --checkpoint_dir=*) checkpoint_dir=${arg#*=} given_checkpoint=1 ;;
+  esac
+  previous=$arg
+done
+[ "$given_data" = 1 ] || data_args=(--data-dir "$data_dir")
+if [ "$given_checkpoint" = 0 ]; then
+  if [ -n "$checkpoint_dir" ]; then
+    checkpoint_args=(--checkpoint-dir "$checkpoint_dir")
+  else
+    # This job's own: another submission, also under the same job id, gets another.
+    checkpoint_dir=${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints/${SLURM_CLUSTER_NAME:-cluster}-${SLURM_JOB_ID:-manual}${PSTRAIN_SUBMISSION:+-$PSTRAIN_SUBMISSION}
+    mkdir -p "${checkpoint_dir%/*}"
+    checkpoint_args=(--checkpoint-dir "$checkpoint_dir" --resume own)
+  fi
+fi
 
-echo "train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, data $data_dir"
+echo "train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, data $data_dir, checkpoints $checkpoint_dir"
 # A SIGTERM to this shell (preemption, scontrol requeue) must not end it
 # before srun: pstrain is checkpointing meanwhile.
 shell_signalled=0
 trap 'shell_signalled=1; echo "train.sh: SIGTERM: waiting for pstrain to checkpoint and stop" >&2' TERM
 set +e
-srun --mpi=pmix "$pstrain" --data-dir "$data_dir" "${checkpoint_args[@]}" "$@" &
+srun --mpi=pmix "$pstrain" "${data_args[@]}" "${checkpoint_args[@]}" "$@" &
 srun_pid=$!
 while :; do
   wait "$srun_pid"

@@ -132,11 +132,15 @@ test_killed_job_resumes_at_the_checkpoint_and_reaches_the_same_accuracy() {
 }
 
 # sbatch train.sh, SIGTERM by $1 once training runs; the job must
-# checkpoint, come back (requeued) and complete at --train-steps.
+# checkpoint, come back (requeued) and complete at --train-steps.  $2 is
+# the checkpoint directory: "default" is train.sh's own for this job
+# (--resume own: the requeued job must still resume it).
 signal_sbatch_job() {
   export PSTRAIN=$pstrain
+  local dir_args=(--checkpoint-dir "$PWD/ckpt") dir=$PWD/ckpt
+  [ "${2:-}" != default ] || dir_args=()
   run sbatch --parsable --ps=1 --workers=2 -o "$PWD/job.out" "$train_sh" --device cpu --sync-replicas --train-steps 4000 \
-    --log-every 200 --checkpoint-dir "$PWD/ckpt"
+    --log-every 200 "${dir_args[@]}"
   expect_rc 0
   local id=$out i
   for i in $(seq 1 300); do
@@ -153,6 +157,14 @@ signal_sbatch_job() {
     scontrol show job "$id" | grep -q 'Restarts=1' && scontrol show job "$id" | grep -q 'JobState=PENDING' && break
     sleep 0.2
   done
+  # Meanwhile squeue shows where it stopped, not its last progress line.
+  local comment
+  comment=$(squeue -h -j "$id" -o %k)
+  echo "comment while pending: $comment" >>"$TEST_LOG"
+  case "$comment" in
+    "stopped at step "*" by SIGTERM, checkpoint saved: resumes from it when requeued") ;;
+    *) scancel "$id" || true; fail "the comment of the pending requeued job is '$comment'" ;;
+  esac
   scontrol update JobId="$id" StartTime=now
   wait_job "$id" 300
   cat job.out >>"$TEST_LOG"
@@ -164,8 +176,19 @@ signal_sbatch_job() {
   [ -n "$step" ] || fail "no SIGTERM line in the job output"
   expect_contains "checkpoint at global step $step saved"
   expect_contains "exiting with status 143 so that a requeued job resumes"
-  expect_contains "restored 784-100-10 mlp from $PWD/ckpt/ckpt-$(printf %010d "$step").json (global step $step,"
-  expect_eq "$(field "$(last_json job.out)" global_step)" 4000 "global_step of the final line"
+  [ "${2:-}" != default ] || dir=$(sed -n 's/^train\.sh: job .*, checkpoints \(.*\)$/\1/p' job.out | head -n 1)
+  expect_eq "$(sed -n 's/^train\.sh: job .*, checkpoints \(.*\)$/\1/p' job.out | sort -u)" "$dir" "the checkpoint directory of both starts"
+  local manifest
+  manifest=$dir/ckpt-$(printf %010d "$step").json
+  expect_contains "restored 784-100-10 mlp from $manifest (global step $step,"
+  local done
+  done=$(last_json job.out)
+  expect_eq "$(field "$done" global_step)" 4000 "global_step of the final line"
+  # The final line counts the first segment's training too (its time is in the manifest).
+  local before
+  before=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['trained']['milliseconds'] / 1000)" "$manifest")
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) > 0 else 1)" "$(field "$done" train_seconds)" "$before" ||
+    fail "train_seconds $(field "$done" train_seconds) does not count the $before s before the requeue"
 }
 
 test_scancel_signal_term_checkpoints_requeues_and_completes() {
@@ -174,8 +197,103 @@ test_scancel_signal_term_checkpoints_requeues_and_completes() {
 }
 
 test_scontrol_requeue_checkpoints_and_completes() {
-  signal_sbatch_job requeue
+  # train.sh's default directory: --resume own, and the requeued job is the same job.
+  signal_sbatch_job requeue default
   expect_contains "train.sh: SIGTERM: waiting for pstrain to checkpoint and stop"
+}
+
+# Stops and starts the test cluster again with the same directory, port and
+# nodes: its controller forgets every job, and job ids start again at 1.
+restart_cluster() {
+  local conf=$SLURM_CONF port nodes gpus plugin netns_args=()
+  port=$(sed -n 's/^SlurmctldPort=//p' "$conf")
+  nodes=$(grep -c '^NodeName=' "$conf")
+  gpus=$(sed -n 's/^NodeName=.* Gres=gpu:\([0-9]*\).*/\1/p' "$conf" | head -n 1)
+  plugin=$(awk '{print $2; exit}' "$(dirname "$conf")/plugstack.conf")
+  [ "$(cluster_mode)" = plain ] || netns_args=(--netns)
+  cluster stop >>"$TEST_LOG" 2>&1 || fail "pstrain-cluster stop failed"
+  cluster start --port "$port" --nodes "$nodes" ${gpus:+--gpus-per-node "$gpus"} --plugin "$plugin" "${netns_args[@]}" \
+    >>"$TEST_LOG" 2>&1 || fail "pstrain-cluster start failed after stop: see $TEST_LOG"
+}
+
+# The output of the last start of job $1's train.sh in pstrain-$1.out
+# (appended to by every job of that id).
+last_start_of() { awk '/^train\.sh: job /{text = ""} {text = text $0 "\n"} END {printf "%s", text}' "pstrain-$1.out"; }
+
+test_a_job_id_seen_before_trains_anew_in_its_own_directory() {
+  export PSTRAIN=$pstrain
+  local args=(--device cpu --sync-replicas --train-steps 200 --log-every 100)
+  restart_cluster
+  run sbatch --parsable --ps=1 --workers=2 "$train_sh" "${args[@]}"
+  expect_rc 0
+  local first=$out
+  wait_job "$first" 300
+  expect_eq "$job_state" COMPLETED "state of the first job"
+  # The controller starts afresh: the same submission gets the same job id.
+  restart_cluster
+  run sbatch --parsable --ps=1 --workers=2 "$train_sh" "${args[@]}"
+  expect_rc 0
+  local second=$out
+  wait_job "$second" 300
+  cat "pstrain-$second.out" >>"$TEST_LOG"
+  expect_eq "$job_state" COMPLETED "state of the second job"
+  expect_eq "$second" "$first" "job id after the controller started afresh"
+  out=$(last_start_of "$second")
+  local dirs
+  dirs=$(sed -n 's/^train\.sh: job .*, checkpoints \(.*\)$/\1/p' "pstrain-$second.out")
+  [ "$(sort -u <<<"$dirs" | wc -l)" -eq 2 ] || fail "the two jobs $first used one checkpoint directory: $dirs"
+  case "$(tail -n 1 <<<"$dirs")" in
+    "$PWD/pstrain-checkpoints/pstrain-$second-"*) ;;
+    *) fail "the default directory is $(tail -n 1 <<<"$dirs"), not pstrain-checkpoints/<cluster>-<job id>-<submission>" ;;
+  esac
+  expect_contains "initialised 784-100-10 mlp"
+  expect_not_contains "restored"
+  local done
+  done=$(last_json <<<"$out")
+  expect_eq "$(field "$done" global_step)" 200 "global_step of the second job"
+  expect_at_least "$(field "$done" samples_per_sec)" 1 "samples/s of the second job (it trained)"
+  expect_at_least "$(field "$done" test_accuracy)" 0.5 "test accuracy of the second job"
+}
+
+test_resume_own_refuses_another_jobs_checkpoint() {
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 100 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  local events metrics writer
+  events=$(ls ckpt/events)
+  metrics=$(md5sum <ckpt/metrics.jsonl)
+  writer=$(python3 -c "import json, sys; j = json.load(open(sys.argv[1]))['job']; print(f\"cluster {j['cluster']}, job {j['job_id']}, submission {j['submission']} (submitted {j['submit_time']})\")" ckpt/ckpt-0000000100.json)
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 200 --checkpoint-dir "$PWD/ckpt" --resume own
+  expect_rc 1
+  expect_contains "pstrain[worker 0]: error: $PWD/ckpt holds another job's checkpoint, ckpt-0000000100.json at global step 100 written by $writer; --resume own resumes only this job's (cluster pstrain, job "
+  expect_contains "): train in a fresh --checkpoint-dir, or, to continue that run on purpose, name this directory with --checkpoint-dir (or PSTRAIN_CHECKPOINT_DIR for train.sh) without --resume own"
+  expect_not_contains "initialised"
+  expect_not_contains '{"event":"done"'
+  # Nothing written into the other run's directory.
+  expect_eq "$(ls ckpt/events)" "$events" "TensorBoard files after the refused run"
+  expect_eq "$(md5sum <ckpt/metrics.jsonl)" "$metrics" "metrics file after the refused run"
+  expect_nodes_idle
+  # Named without --resume own, the directory is continued on purpose.
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 200 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  expect_contains "restored 784-100-10 mlp from $PWD/ckpt/ckpt-0000000100.json (global step 100,"
+}
+
+test_a_checkpoint_already_at_train_steps_trains_nothing_and_says_so() {
+  job 1 2 "${adam[@]}" --sync-replicas --train-steps 100 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  local events metrics t0=$SECONDS
+  events=$(ls ckpt/events)
+  metrics=$(md5sum <ckpt/metrics.jsonl)
+  RUN_TIMEOUT=90 job 1 2 "${adam[@]}" --sync-replicas --train-steps 100 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  echo "ended in $((SECONDS - t0)) s" >>"$TEST_LOG"
+  expect_contains "pstrain[worker 0]: $PWD/ckpt/ckpt-0000000100.json is at global step 100, which is --train-steps 100: nothing to train; raise --train-steps to train on from it, or give a fresh --checkpoint-dir to train anew"
+  expect_not_contains '{"event":"done"'
+  expect_not_contains "error"
+  expect_eq "$(grep -c 'nothing to train' <<<"$out")" 1 "lines saying there is nothing to train"
+  expect_eq "$(ls ckpt/events)" "$events" "TensorBoard files after the run that trained nothing"
+  expect_eq "$(md5sum <ckpt/metrics.jsonl)" "$metrics" "metrics file after the run that trained nothing"
+  expect_nodes_idle
 }
 
 test_restore_with_another_number_of_ps_tasks() {
