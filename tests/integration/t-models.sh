@@ -37,6 +37,26 @@ test_shapes_are_checked_before_training() {
   expect_contains "error: --model: the last layer 2 'dense:7' outputs 7 values but the data has 10 classes: end with dense:10"
 }
 
+# A 2-D layer after dense is told to reorder the layers, with the spec
+# reordered, in one line.
+test_a_pool_after_dense_says_to_reorder() {
+  run "$pstrain" --standalone --device cpu --model 'conv2d:32:5x5,dense:10,maxpool:2'
+  expect_rc 1
+  expect_eq "$(printf '%s\n' "$out" | wc -l)" 1 "lines of output"
+  expect_contains "error: --model: layer 3 'maxpool:2' comes after layer 2 'dense:10': 2-D layers (conv2d, maxpool, avgpool) must come before flatten and dense: reorder them, e.g. --model 'conv2d:32:5x5,maxpool:2,dense:10'"
+  expect_not_contains "input:CxHxW"
+}
+
+# An image model on click-through .tsv data says which models .tsv trains.
+test_an_image_model_on_tsv_data_names_the_ctr_models() {
+  run "$pstrain" datagen ctr --samples 200 "$PWD/ctr"
+  expect_rc 0
+  run "$pstrain" --standalone --device cpu --model cnn --data-dir "$PWD/ctr"
+  expect_rc 1
+  expect_eq "$(printf '%s\n' "$out" | wc -l)" 1 "lines of output"
+  expect_contains "error: --data-dir $PWD/ctr holds .tsv click-through data, which trains --model deepfm or wide-deep; the image models (mlp, lenet5, cnn, layer specs) need MNIST-format IDX files or train.csv/test.csv"
+}
+
 # Layer models run on GPUs through cuDNN; where no GPU is visible (CI, this
 # cluster's fake GRES), --device cuda is one line naming the missing device
 # and the fix, and --device auto trains on the CPU.

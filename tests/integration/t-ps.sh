@@ -267,3 +267,37 @@ test_train_sh_flags_override_the_scripts_defaults() {
   grep -q "error: --optimizer: rmsprop not in {sgd,momentum,adagrad,adam}: see pstrain --help" bad.out ||
     fail "no one-line error for --optimizer rmsprop: $(grep error bad.out | head -n 2)"
 }
+
+# A start-up error is reported once per job (by the chief), the other
+# tasks stop with one line naming it: no "lost worker 0 ... before it said
+# hello", no Endpoint timeout, no UCX warnings about unmatched messages.
+expect_one_error_per_job() {  # expect_one_error_per_job TEXT
+  expect_fail
+  expect_contains "$1"
+  expect_eq "$(printf '%s\n' "$out" | grep -c '^pstrain.*: error: ')" 1 "pstrain's error lines in the job"
+  expect_contains "pstrain[ps 0]: stopped: worker 0 (n"
+  expect_contains "pstrain[worker 1]: stopped: worker 0 (n"
+  expect_not_contains "Endpoint timeout"
+  expect_not_contains "before it said hello"
+  expect_not_contains "unexpected tag-receive descriptor"
+}
+
+test_a_configuration_error_is_one_line_per_job() {
+  run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --data-dir "$PWD/nowhere" --train-steps 20
+  expect_one_error_per_job "pstrain[worker 0]: error: --data-dir $PWD/nowhere: no such directory"
+  run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --model 'conv2d:8:5x5,dense:10,maxpool:2' --train-steps 20
+  expect_one_error_per_job "comes after layer 2 'dense:10'"
+  run srun -N3 --ps=2 --workers=2 --mpi=pmix "$pstrain" --device cpu --replicas-to-aggregate 3 --sync-replicas --train-steps 20
+  expect_fail
+  expect_contains "--replicas-to-aggregate 3 is more than the 2 workers"
+  expect_contains "pstrain[worker 1]: stopped: worker 0 (n"
+  expect_not_contains "Endpoint timeout"
+}
+
+test_a_refused_checkpoint_is_one_line_per_job() {
+  RUN_TIMEOUT=200 run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --train-steps 20 --checkpoint-dir "$PWD/ck"
+  expect_rc 0
+  RUN_TIMEOUT=200 run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --model 'conv2d:4:3x3,flatten,dense:10' \
+    --train-steps 20 --checkpoint-dir "$PWD/ck"
+  expect_one_error_per_job "pstrain[worker 0]: error: the checkpoint at global step 20 in $PWD/ck holds the model"
+}

@@ -120,6 +120,16 @@ test_key_file_and_no_key() {
   expect_contains "pstrain[worker 0]: warning: peer authentication is off: a static cluster spec (--ps-hosts/--worker-hosts) has no key"
 }
 
+# Under srun without PMIx (TF_CONFIG, no key) the chief says once that
+# authentication is off and that srun --mpi=pmix turns it on.
+test_mpi_none_says_that_pmix_turns_authentication_on() {
+  RUN_TIMEOUT=200 run env -u PSTRAIN_AUTH_KEY -u PSTRAIN_AUTH_KEY_FILE srun -N3 --ps=1 --workers=2 --mpi=none "$pstrain" \
+    --device cpu --train-steps 20
+  expect_rc 0
+  expect_contains "pstrain[worker 0]: warning: peer authentication is off: a static cluster spec (TF_CONFIG) has no key; run the step with srun --mpi=pmix, which turns it on"
+  expect_eq "$(printf '%s\n' "$out" | grep -c 'authentication is off')" 1 "warnings"
+}
+
 # Under srun the key comes through PMIx: nothing to set, nothing printed.
 test_pmix_job_is_authenticated_without_settings() {
   run env -u PSTRAIN_AUTH_KEY srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --train-steps 100 --log-level debug

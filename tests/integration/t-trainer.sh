@@ -126,3 +126,37 @@ test_unwritable_metrics_file() {
   expect_rc 1
   expect_contains "--metrics-file /nonexistent/m.jsonl: cannot open for appending"
 }
+
+test_a_mistyped_flag_gets_did_you_mean() {
+  run "$pstrain" --standalone --trian-steps 10
+  expect_rc 2
+  expect_eq "$out" "pstrain: error: unknown argument '--trian-steps': did you mean --train-steps? (see pstrain --help)" "the one line"
+}
+
+test_help_lists_the_commands_and_the_tsv_default() {
+  run "$pstrain" --help
+  expect_rc 0
+  expect_contains "click-through data: --model deepfm, the default for them, or wide-deep"
+  local c
+  for c in "pstrain status DIR" "pstrain plot METRICS" "pstrain checkpoint inspect DIR" "pstrain datagen ctr OUT"; do
+    expect_contains "$c"
+  done
+}
+
+test_status_of_a_directory_without_a_run_fails() {
+  mkdir empty
+  run "$pstrain" status "$PWD/empty"
+  expect_rc 1
+  expect_eq "$out" "pstrain status: error: $PWD/empty holds no complete checkpoint and no metrics.jsonl: give the --checkpoint-dir of a job that has saved one (or its --metrics-file with --metrics)" "the one line"
+}
+
+test_wrong_data_dir_messages_name_tsv() {
+  mkdir nothing
+  run "$pstrain" --standalone --device cpu --data-dir "$PWD/nothing"
+  expect_rc 1
+  expect_contains "Criteo-style .tsv click-through files"
+  run "$pstrain" --standalone --device cpu --data-dir "$PWD/missing"
+  expect_rc 1
+  expect_contains "--data-dir $PWD/missing: no such directory"
+  expect_contains ".tsv click-through files"
+}
