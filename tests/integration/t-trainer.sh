@@ -89,7 +89,7 @@ test_bad_values_are_one_line_each() {
 test_missing_data_dir() {
   run "$pstrain" --standalone --device cpu --data-dir /nonexistent --train-steps 1
   expect_rc 1
-  expect_eq "$out" "pstrain[standalone]: error: --data-dir /nonexistent: no such directory: install dataset-fashion-mnist or point --data-dir at MNIST-format files" "error line"
+  expect_eq "$out" "pstrain[standalone]: error: --data-dir /nonexistent: no such directory: point --data-dir at MNIST-format IDX files, train.csv/test.csv or Criteo-style .tsv click-through files (or install dataset-fashion-mnist)" "error line"
 }
 
 test_corrupt_dataset_is_named() {
