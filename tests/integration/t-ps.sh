@@ -294,6 +294,21 @@ test_a_configuration_error_is_one_line_per_job() {
   expect_not_contains "Endpoint timeout"
 }
 
+test_a_command_line_error_is_one_line_per_job() {
+  # Every task parses the same command line: the chief reports it.
+  local flags
+  for flags in "--batch-szie 10" "--batch-size 0"; do
+    # shellcheck disable=SC2086
+    run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu $flags
+    expect_fail
+    expect_eq "$(printf '%s\n' "$out" | grep -c '^pstrain.*: error: ')" 1 "pstrain's error lines for $flags"
+    expect_contains "pstrain[worker 0]: error: "
+    expect_contains "pstrain[ps 0]: stopped: the command line is wrong, and worker 0 (the chief) says how"
+    expect_contains "pstrain[worker 1]: stopped: the command line is wrong"
+  done
+  expect_contains "--batch-size"
+}
+
 test_a_refused_checkpoint_is_one_line_per_job() {
   RUN_TIMEOUT=200 run srun -N3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --device cpu --train-steps 20 --checkpoint-dir "$PWD/ck"
   expect_rc 0

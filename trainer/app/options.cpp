@@ -8,6 +8,7 @@
 #include "trainer/model/model.hpp"
 #include "pstrain/optimizer.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,21 @@ std::size_t edit_distance(std::string_view a, std::string_view b)
         }
     }
     return row[b.size()];
+}
+
+// A command-line error is the same in every task of a step (they share
+// argv and the step's environment), so under the plugin only the chief
+// (worker 0) reports it; the others stop with one line pointing at it.
+void report_command_line_error(const std::string& line)
+{
+    const char* role = std::getenv("PSTRAIN_ROLE");
+    const char* index = std::getenv("PSTRAIN_TASK_INDEX");
+    const bool in_step = role && index && std::getenv("PSTRAIN_NUM_WORKERS");
+    if (in_step) log::set_prefix(fmt::format("pstrain[{} {}]", role, index));
+    if (!in_step || (std::string_view(role) == "worker" && std::string_view(index) == "0"))
+        log::error("{}", line);
+    else
+        log::info("stopped: the command line is wrong, and worker 0 (the chief) says how");
 }
 
 }  // namespace
@@ -281,17 +297,18 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         const std::string typed = flag != rest.end() ? *flag : rest.empty() ? "?" : rest.front();
         const auto meant = flag != rest.end() ? closest_option(app, typed) : std::string();
         if (!meant.empty())
-            log::error("unknown argument '{}': did you mean {}? (see pstrain --help)", typed, meant);
+            report_command_line_error(
+                fmt::format("unknown argument '{}': did you mean {}? (see pstrain --help)", typed, meant));
         else
-            log::error("unknown argument '{}': see pstrain --help", typed);
+            report_command_line_error(fmt::format("unknown argument '{}': see pstrain --help", typed));
         exit_code = 2;
         return std::nullopt;
     } catch (const CLI::ParseError& e) {
-        log::error("{}: see pstrain --help", e.what());
+        report_command_line_error(fmt::format("{}: see pstrain --help", e.what()));
         exit_code = 2;
         return std::nullopt;
     } catch (const error& e) {
-        log::error("{}", e.what());
+        report_command_line_error(e.what());
         exit_code = 2;
         return std::nullopt;
     }

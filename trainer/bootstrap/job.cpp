@@ -70,13 +70,13 @@ start_verdict judge_start(const std::vector<std::string>& errors, const std::vec
     if (me < errors.size() && !errors[me].empty()) {
         const auto r = reporter_of(errors[me]);
         if (r == me) return {start_verdict::action::report, {}};
-        return {start_verdict::action::stop, fmt::format("stopped: {} reported the same configuration error", name(r))};
+        return {start_verdict::action::stop, fmt::format("stopped: {} reported the same error at start-up", name(r))};
     }
     std::size_t first = chief < errors.size() && !errors[chief].empty() ? chief : errors.size();
     for (std::size_t i = 0; first == errors.size() && i < errors.size(); ++i)
         if (!errors[i].empty()) first = i;
     if (first == errors.size()) return {};
-    return {start_verdict::action::stop, fmt::format("stopped: {} reported a configuration error", name(first))};
+    return {start_verdict::action::stop, fmt::format("stopped: {} reported an error at start-up", name(first))};
 }
 
 std::vector<std::string> peer_names(const job& j)

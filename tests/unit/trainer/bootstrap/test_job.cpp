@@ -30,10 +30,10 @@ BOOST_AUTO_TEST_CASE(the_chief_reports_an_error_every_worker_shares)
     BOOST_TEST((judge_start(errors, names, chief, chief).what == action::report));
     const auto ps = judge_start(errors, names, 0, chief);
     BOOST_TEST((ps.what == action::stop));
-    BOOST_TEST(ps.line == "stopped: worker 0 (n1, the chief) reported a configuration error");
+    BOOST_TEST(ps.line == "stopped: worker 0 (n1, the chief) reported an error at start-up");
     const auto worker = judge_start(errors, names, 2, chief);
     BOOST_TEST((worker.what == action::stop));
-    BOOST_TEST(worker.line == "stopped: worker 0 (n1, the chief) reported the same configuration error");
+    BOOST_TEST(worker.line == "stopped: worker 0 (n1, the chief) reported the same error at start-up");
 }
 
 BOOST_AUTO_TEST_CASE(a_task_that_disagrees_reports_its_own)
@@ -41,7 +41,7 @@ BOOST_AUTO_TEST_CASE(a_task_that_disagrees_reports_its_own)
     const std::vector<std::string> errors{"", "the chief's refusal", "worker 1's own problem"};
     BOOST_TEST((judge_start(errors, names, chief, chief).what == action::report));
     BOOST_TEST((judge_start(errors, names, 2, chief).what == action::report));
-    BOOST_TEST(judge_start(errors, names, 0, chief).line == "stopped: worker 0 (n1, the chief) reported a configuration error");
+    BOOST_TEST(judge_start(errors, names, 0, chief).line == "stopped: worker 0 (n1, the chief) reported an error at start-up");
 }
 
 BOOST_AUTO_TEST_CASE(without_the_chief_the_first_task_with_it_reports)
@@ -50,8 +50,8 @@ BOOST_AUTO_TEST_CASE(without_the_chief_the_first_task_with_it_reports)
     BOOST_TEST((judge_start(errors, names, 0, chief).what == action::report));
     const auto w = judge_start(errors, names, chief, chief);
     BOOST_TEST((w.what == action::stop));
-    BOOST_TEST(w.line == "stopped: ps 0 (n1) reported a configuration error");
+    BOOST_TEST(w.line == "stopped: ps 0 (n1) reported an error at start-up");
     const std::vector<std::string> both{"same", "", "same"};
     BOOST_TEST((judge_start(both, names, 0, chief).what == action::report));
-    BOOST_TEST(judge_start(both, names, 2, chief).line == "stopped: ps 0 (n1) reported the same configuration error");
+    BOOST_TEST(judge_start(both, names, 2, chief).line == "stopped: ps 0 (n1) reported the same error at start-up");
 }
