@@ -66,6 +66,13 @@ int inspect(const std::string& dir)
     }
     fmt::print("newest complete: {} (global step {}, {}, {})\n", newest->manifest_file, newest->step, newest->m->model,
                newest->m->mode);
+    // Whose it is: a job started with --resume own resumes only its own.
+    const auto& m = *newest->m;
+    const auto trained = m.trained_samples > 0 ? fmt::format(", after {:.1f} s of training on {} examples", m.trained_seconds,
+                                                             m.trained_samples)
+                                               : std::string();
+    if (m.job) fmt::print("written by {}{}\n", m.job->describe(), trained);
+    else fmt::print("written by no recorded job (a run outside Slurm, or an older pstrain){}\n", trained);
     return 0;
 }
 

@@ -70,6 +70,22 @@ BOOST_AUTO_TEST_CASE(the_table_names_each_checkpoint_and_the_newest_complete_one
     BOOST_TEST(contains(r.out, "newest complete: ckpt-0000000100.json (global step 100, test model, sync)\n"), r.out);
 }
 
+BOOST_AUTO_TEST_CASE(the_newest_says_which_job_wrote_it)
+{
+    temp_dir d;
+    auto m = write_checkpoint(d.path, 100, 300, 1);
+    auto r = run_inspect(d.path);
+    BOOST_TEST(contains(r.out, "written by no recorded job (a run outside Slurm, or an older pstrain)\n"), r.out);
+    m.job = checkpoint::job_identity{"c1", "4", "20261124T193000-a1b2c3d4", "2026-11-24T19:30:00Z"};
+    m.trained_seconds = 12.3;
+    m.trained_samples = 5000;
+    checkpoint::write_manifest(d.path, m);
+    r = run_inspect(d.path);
+    BOOST_TEST(r.status == 0);
+    BOOST_TEST(contains(r.out, "written by cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z), "
+                               "after 12.3 s of training on 5000 examples\n"), r.out);
+}
+
 BOOST_AUTO_TEST_CASE(only_broken_checkpoints_fail_and_say_a_job_would)
 {
     temp_dir d;
