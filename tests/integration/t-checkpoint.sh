@@ -439,6 +439,12 @@ test_bad_checkpoint_flags() {
   run "$pstrain" --standalone --save-checkpoint-secs -5
   expect_rc 2
   expect_contains "--save-checkpoint-secs"
+  run "$pstrain" --standalone --resume mine
+  expect_rc 2
+  expect_eq "$out" "pstrain: error: --resume: mine not in {any,own}: see pstrain --help" "--resume mine"
+  run "$pstrain" --standalone --resume own --train-steps 10 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 1
+  expect_contains "pstrain[standalone]: error: --resume own: this run is not in a Slurm job (SLURM_JOB_ID is unset), so no checkpoint in $PWD/ckpt is its own: run it under sbatch or srun, or pass --resume any to resume whatever is there"
   run "$pstrain" checkpoint inspect "$PWD/none"
   expect_rc 1
   expect_contains "pstrain checkpoint: error: cannot read checkpoint directory $PWD/none: No such file or directory"

@@ -207,11 +207,12 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_option("--full-checkpoint-every", o.full_checkpoint_every,
                    "embedding tables: every Nth checkpoint saves every row, the others only the rows changed since (1: always full)")
         ->check(CLI::Range(1, 1000000))->group(ckpt)->capture_default_str();
-    app.add_option("--resume", o.resume,
-                   "any (default): resume the newest checkpoint in --checkpoint-dir whatever job wrote it; own: only one this "
-                   "Slurm job wrote (the same job id and submission, as after a requeue), refusing another job's")
-        ->transform(CLI::CheckedTransformer(std::map<std::string, resume_policy>{{"any", resume_policy::any}, {"own", resume_policy::own}}))
-        ->group(ckpt);
+    // A word on the command line, resume_policy after the parse.
+    std::string resume = "any";
+    app.add_option("--resume", resume,
+                   "any: resume the newest checkpoint in --checkpoint-dir whatever job wrote it; own: only one this Slurm "
+                   "job wrote (the same job id and submission, as after a requeue), refusing another job's")
+        ->check(CLI::IsMember({"any", "own"}))->group(ckpt)->capture_default_str();
 
     auto* compute = "Compute";
     app.add_option("--device", o.device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
@@ -246,6 +247,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     try {
         app.parse(argc, argv);
         if (!o.log_format.empty()) log::set_format(log::parse_format(o.log_format));
+        o.resume = resume == "own" ? resume_policy::own : resume_policy::any;
         // With checkpoints and no --metrics-file, the metrics go beside the
         // checkpoints, where `pstrain status` finds them.
         if (o.metrics_file.empty() && !o.checkpoint_dir.empty()) o.metrics_file = o.checkpoint_dir + "/metrics.jsonl";
