@@ -165,7 +165,7 @@ private:
         } catch (const std::bad_alloc&) {
             throw peer_error(who, fmt::format("{} announced {} parameters: this PS cannot allocate its shard of {} ({:.1f} GB "
                                               "for each copy): use more PS tasks, or check that every task builds the same model",
-                                              who, num_params_, range_.size(), range_.size() * 4 / 1e9));
+                                              who, num_params_, range_.size(), wire::dense_bytes(range_) / 1e9));
         } catch (const std::length_error&) {
             throw peer_error(who, fmt::format("{} announced {} parameters: more than this machine can address", who, num_params_));
         }
@@ -174,7 +174,7 @@ private:
             if (h.num_moving > wire::max_moving_ranges)
                 throw peer_error(who, fmt::format("{} announced {} moving-average ranges (at most {})", who, h.num_moving,
                                                   wire::max_moving_ranges));
-            const std::uint64_t moving_bytes = std::uint64_t(h.num_moving) * wire::moving_range_bytes;
+            const std::uint64_t moving_bytes = wire::hello_moving_bytes(h);
             if (chief.in.payload_bytes < moving_bytes || chief.in.payload_bytes - moving_bytes > wire::max_key_bytes)
                 throw peer_error(who, fmt::format("{} sent a hello of {} payload bytes for {} moving-average ranges and a memory "
                                                   "key of at most {} bytes", who, chief.in.payload_bytes, h.num_moving,
@@ -186,15 +186,11 @@ private:
             wait_for_chief(chief.payload_recv, "sent its memory key");
             std::memcpy(chief.slot.data(), payload.data(), chief.in.payload_bytes - moving_bytes);
             // The moving averages (a batch normalization's statistics) get no optimizer.
-            std::vector<shard_range> moving(h.num_moving);
-            const auto* bytes = payload.data() + (chief.in.payload_bytes - moving_bytes);
-            for (std::size_t r = 0; r < moving.size(); ++r) {
-                std::memcpy(&moving[r].begin, bytes + r * wire::moving_range_bytes, sizeof(std::uint64_t));
-                std::memcpy(&moving[r].end, bytes + r * wire::moving_range_bytes + sizeof(std::uint64_t), sizeof(std::uint64_t));
-                if (moving[r].end > num_params_)
+            const auto moving = wire::hello_moving_ranges(h, payload);
+            for (const auto& r : moving)
+                if (r.end > num_params_)
                     throw peer_error(who, fmt::format("{} announced a moving-average range [{}, {}) past the model's {} parameters",
-                                                      who, moving[r].begin, moving[r].end, num_params_));
-            }
+                                                      who, r.begin, r.end, num_params_));
             try {
                 shard_->set_moving_averages(moving);
             } catch (const error& e) {
@@ -245,7 +241,7 @@ private:
             shard_->assign(std::span<const float>(chief.slot.data(), range_.size()));
         }
         log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range_.begin, range_.end,
-                  num_params_, range_.size() * 4 / 1000.0, cfg_.sync ? "sync" : "async",
+                  num_params_, wire::dense_bytes(range_) / 1000.0, cfg_.sync ? "sync" : "async",
                   cfg_.sync ? fmt::format(" aggregating {} of {} workers", replicas_, workers_.size()) : "",
                   restoring ? "restored from the checkpoint at" : "starting at", step_);
         done_ = hooks_.step_completed && hooks_.step_completed(step_);
@@ -434,13 +430,14 @@ private:
             return;
         case wire::kind::sparse_pull: {
             const auto m = wire::body<wire::sparse_pull>(p.in);
-            if (!check_sparse(i, m.table, m.count) || !payload_is(m.count * 8)) return;
+            if (!check_sparse(i, m.table, m.count) || !payload_is(wire::sparse_pull_bytes(m.count))) return;
             on_sparse_pull(i, m);
             return;
         }
         case wire::kind::sparse_push: {
             const auto m = wire::body<wire::sparse_push>(p.in);
-            if (!check_sparse(i, m.table, m.count) || !payload_is(m.count * (8 + 4 * tables_[m.table].config().dim))) return;
+            if (!check_sparse(i, m.table, m.count) || !payload_is(wire::sparse_push_bytes(m.count, tables_[m.table].config().dim)))
+                return;
             on_sparse_push(i, m);
             return;
         }
@@ -496,11 +493,7 @@ private:
 
     void refuse(std::size_t i, wire::refusal_code code, std::uint64_t a, std::uint64_t b)
     {
-        wire::refusal r;
-        r.code = static_cast<std::uint32_t>(code);
-        r.detail_begin = a;
-        r.detail_end = b;
-        refuse(i, r);
+        refuse(i, wire::refusal_of(code, a, b));
     }
 
     // The message broke the protocol: say so in the log and to the peer,
@@ -522,18 +515,12 @@ private:
         begin_reply(i);
         wire::refusal r;
         if (h.num_params != num_params_) {
-            r.code = static_cast<std::uint32_t>(wire::refusal_code::model_mismatch);
-            r.detail_begin = h.num_params;
-            r.detail_end = num_params_;
+            r = wire::refusal_of(wire::refusal_code::model_mismatch, h.num_params, num_params_);
         } else if (h.num_tables != tables_.size()) {
-            r.code = static_cast<std::uint32_t>(wire::refusal_code::tables_mismatch);
-            r.detail_begin = h.num_tables;
-            r.detail_end = tables_.size();
+            r = wire::refusal_of(wire::refusal_code::tables_mismatch, h.num_tables, tables_.size());
         } else if (h.worker_index != i || h.num_workers != workers_.size()) {
             // Another task's place, or another job's size: its gradients would count as someone else's.
-            r.code = static_cast<std::uint32_t>(wire::refusal_code::wrong_peer);
-            r.detail_begin = h.worker_index;
-            r.detail_end = h.num_workers;
+            r = wire::refusal_of(wire::refusal_code::wrong_peer, h.worker_index, h.num_workers);
             r.peer_index = static_cast<std::uint32_t>(i);
         }
         if (r.code != 0) {
@@ -544,9 +531,7 @@ private:
         std::string why;
         const bool mapped = map_buffers(i, h, why);
         if (!why.empty()) {
-            r.code = static_cast<std::uint32_t>(wire::refusal_code::bad_buffers);
-            r.detail_begin = h.params_address;
-            r.detail_end = h.grads_address;
+            r = wire::refusal_of(wire::refusal_code::bad_buffers, h.params_address, h.grads_address);
             log::error("refused the hello of {}: its exchange buffers at {:#x} and {:#x} are not inside the memory its key "
                        "maps ({}): is another program talking to this PS?", net_.peer_name(i), h.params_address,
                        h.grads_address, why);
@@ -572,8 +557,7 @@ private:
     {
         auto& p = workers_[i];
         // The key comes before the moving-average ranges (the chief's hello).
-        const std::uint64_t moving_bytes = std::uint64_t(h.num_moving) * wire::moving_range_bytes;
-        const auto key_bytes = p.in.payload_bytes >= moving_bytes ? p.in.payload_bytes - moving_bytes : 0;
+        const auto key_bytes = wire::hello_key_bytes(h, p.in.payload_bytes);
         if (!cfg_.share_memory || key_bytes == 0 || key_bytes > wire::max_key_bytes || h.params_address == 0 ||
             h.grads_address == 0 || range_.size() == 0)
             return false;
@@ -802,8 +786,7 @@ private:
     std::span<const std::uint64_t> sparse_keys(std::size_t i, std::uint64_t count)
     {
         auto& p = workers_[i];
-        p.sparse_keys.resize(count);
-        if (count > 0) std::memcpy(p.sparse_keys.data(), p.slot.data(), count * 8);
+        wire::decode_sparse_keys(p.slot.data(), count, p.sparse_keys);
         return p.sparse_keys;
     }
 
@@ -850,7 +833,7 @@ private:
         wait_for_payload_send(i);
         const auto keys = sparse_keys(i, m.count);
         auto& table = tables_[m.table];
-        const auto* grads = reinterpret_cast<const float*>(reinterpret_cast<const std::byte*>(p.slot.data()) + m.count * 8);
+        const auto* grads = wire::sparse_push_grads(p.slot.data(), m.count);
         const std::span<const float> row_grads{grads, m.count * table.config().dim};
         if (!done_ && cfg_.sync && range_.size() > 0) {
             std::uint64_t held = m.count;
