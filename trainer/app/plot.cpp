@@ -110,7 +110,12 @@ std::string panel(const std::vector<run_series>& runs, bool metric, int column, 
             lines.push_back(fmt::format("{} using {}:3 with linespoints linestyle {} dashtype 2 title {}", quoted(r.test_loss_file),
                                         column, i + 1, quoted(r.name + " test log loss")));
     }
-    if (lines.empty()) return s + "set label 1 'no evaluations in these runs' at graph 0.5, 0.5 center\nplot NaN notitle\nunset label 1\n";
+    // An empty panel (a run shorter than --log-every or --eval-every): a
+    // fixed range, or gnuplot stops at "all points y value undefined".
+    if (lines.empty())
+        return s + fmt::format("set xrange [0:1]\nset yrange [0:1]\nset label 1 {} at graph 0.5, 0.5 center\n"
+                               "plot NaN notitle\nunset label 1\nset autoscale\n",
+                               quoted(metric ? "no evaluations in these runs" : "no progress lines in these runs (shorter than --log-every)"));
     s += "plot ";
     for (std::size_t i = 0; i < lines.size(); ++i) s += (i ? ", \\\n     " : "") + lines[i];
     return s + "\n";
