@@ -5,11 +5,11 @@
 #include "pstrain/error.hpp"
 #include "trainer/ps/activity_recorder.hpp"
 #include "trainer/ps/exchange.hpp"
+#include "trainer/ps/key_layout.hpp"
 #include "trainer/ps/protocol.hpp"
 #include "trainer/ps/ticket_book.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,23 +17,6 @@
 namespace pstrain::ps {
 
 namespace {
-
-// The exchange buffers' bytes: the values, then the gradients, of the whole
-// vector.  Checked before they are allocated: 2 * 4 * num_params must not wrap.
-std::size_t exchange_bytes(std::uint64_t num_params)
-{
-    const std::uint64_t one = wire::float_bytes(num_params);
-    if ((num_params > 0 && one == 0) || one > std::numeric_limits<std::size_t>::max() / 2)
-        throw error(fmt::format("{} parameters are more than this machine can address", num_params));
-    return std::max<std::size_t>(1, 2 * one);
-}
-
-std::vector<std::string> names_of(const transport& net)
-{
-    std::vector<std::string> names;
-    for (std::size_t p = 0; p < net.num_peers(); ++p) names.push_back(net.peer_name(p));
-    return names;
-}
 
 bool asks_whole_model(wire::kind kind)
 {
@@ -58,33 +41,13 @@ class client::impl {
 public:
     impl(transport& net, client_config c)
         : net_(net), cfg_(std::move(c)), partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
-          memory_(net.allocate(exchange_bytes(cfg_.num_params))),
-          params_(static_cast<float*>(memory_->data())), grads_(params_ + cfg_.num_params), mapped_(net.num_peers(), 0),
-          base_step_(net.num_peers(), 0), activity_(names_of(net)),
+          memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
+          grads_(params_ + cfg_.num_params), layout_(lay_out_keys(cfg_)), keys_(layout_.keys), moving_(layout_.moving),
+          mapped_(net.num_peers(), 0),
+          base_step_(net.num_peers(), 0), activity_(peer_names(net)),
           exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_), book_(partition_.size() + 1)
     {
         if (net.num_peers() == 0) throw error("a parameter-server client needs at least one PS");
-        std::uint64_t at = 0;
-        for (auto size : cfg_.key_sizes) {
-            if (size > cfg_.num_params - at)
-                throw error(fmt::format("the keys' sizes add up to more than the model's {} parameters", cfg_.num_params));
-            keys_.push_back({at, at + size});
-            at += size;
-        }
-        if (keys_.empty()) keys_.push_back({0, cfg_.num_params});
-        if (!cfg_.key_sizes.empty() && at != cfg_.num_params)
-            throw error(fmt::format("the keys' sizes add up to {}, the model has {} parameters", at, cfg_.num_params));
-        if (!cfg_.key_kinds.empty() && cfg_.key_kinds.size() != keys_.size())
-            throw error(fmt::format("{} key kinds for {} keys: give one kind per key, or none (all trainable)",
-                                    cfg_.key_kinds.size(), keys_.size()));
-        for (std::size_t k = 0; k < cfg_.key_kinds.size(); ++k) {
-            if (cfg_.key_kinds[k] != client_config::key_kind::moving_average || keys_[k].size() == 0) continue;
-            if (!moving_.empty() && moving_.back().end == keys_[k].begin) moving_.back().end = keys_[k].end;  // adjacent keys: one range
-            else moving_.push_back(keys_[k]);
-        }
-        if (moving_.size() > wire::max_moving_ranges)
-            throw error(fmt::format("{} separate moving-average ranges, at most {}: put the moving averages side by side",
-                                    moving_.size(), wire::max_moving_ranges));
     }
 
     ~impl()
@@ -226,11 +189,12 @@ public:
     transport& net_;
     const client_config cfg_;
     const std::vector<shard_range> partition_;
-    std::vector<shard_range> keys_;
-    std::vector<shard_range> moving_;  // moving-average ranges, merged, in order
     std::unique_ptr<exchange_memory> memory_;  // params, then grads
     float* params_;
     float* grads_;
+    const key_layout layout_;
+    const std::vector<shard_range>& keys_;
+    const std::vector<shard_range>& moving_;  // moving-average ranges, merged, in order
     std::vector<char> mapped_;                 // per PS: it reads and writes the buffers in place
     std::vector<std::uint64_t> base_step_;     // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;

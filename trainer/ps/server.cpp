@@ -22,13 +22,6 @@ namespace pstrain::ps {
 
 namespace {
 constexpr auto far_future = std::chrono::hours(24 * 365);
-
-std::vector<std::string> names_of(const transport& net)
-{
-    std::vector<std::string> names;
-    for (std::size_t p = 0; p < net.num_peers(); ++p) names.push_back(net.peer_name(p));
-    return names;
-}
 }  // namespace
 
 // The dispatcher: starts the server (startup.hpp), then takes each
@@ -41,7 +34,7 @@ std::vector<std::string> names_of(const transport& net)
 class server::impl {
 public:
     impl(transport& net, server_config c, server_hooks h)
-        : activity_(names_of(net)), net_(net), cfg_(std::move(c)), hooks_(std::move(h)),
+        : activity_(peer_names(net)), net_(net), cfg_(std::move(c)), hooks_(std::move(h)),
           replicas_(cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(net.num_peers())),
           links_(net, activity_, profile_), sparse_(cfg_.tables, hooks_, links_, state_, profile_),
           startup_(net, links_, cfg_, hooks_)
