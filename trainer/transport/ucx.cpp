@@ -291,9 +291,9 @@ void engine::wait(request& r, const std::string& peer, clock::time_point deadlin
 
 void endpoint::on_error(void* arg, ucp_ep_h, ucs_status_t status)
 {
-    auto* self = static_cast<endpoint*>(arg);
-    self->failed_ = true;
-    self->failure_ = status;
+    auto* record = static_cast<endpoint_failure*>(arg);
+    record->failed = true;
+    record->status = status;
 }
 
 std::unique_ptr<endpoint> endpoint::create(engine& w, ucp_ep_params_t& params, std::string peer, bool detect_failure)
@@ -301,10 +301,11 @@ std::unique_ptr<endpoint> endpoint::create(engine& w, ucp_ep_params_t& params, s
     auto ep = std::make_unique<endpoint>();
     ep->engine_ = &w;
     ep->peer_ = std::move(peer);
+    ep->failure_ = &w.failures_.emplace_back();
     params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.err_mode = detect_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = &endpoint::on_error;
-    params.err_handler.arg = ep.get();
+    params.err_handler.arg = ep->failure_;
     ucs_status_t s = ucp_ep_create(w.get(), &params, &ep->h_);
     if (s != UCS_OK) throw error(fmt::format("connecting to {}: ucp_ep_create failed: {}", ep->peer_, ucs_status_string(s)));
     return ep;
@@ -352,7 +353,7 @@ void endpoint::close(std::chrono::milliseconds timeout, bool force)
     if (!h_) return;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = failed_ || force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    param.flags = failure_->failed || force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     request r(ucp_ep_close_nbx(h_, &param), "close");
     h_ = nullptr;
     // A graceful close that does not finish in time is left to UCX, which

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -67,6 +68,15 @@ private:
 
 class endpoint;
 
+// What UCX's error callback reports of one endpoint.  The engine owns these
+// records, not the endpoints: an endpoint whose close did not finish in time
+// is left to UCX, whose progress (the engine's last drain) may still call
+// its error callback after the endpoint object is gone.
+struct endpoint_failure {
+    bool failed = false;
+    ucs_status_t status = UCS_OK;
+};
+
 class engine {
 public:
     engine(context& ctx, progress_mode mode);
@@ -105,6 +115,8 @@ private:
     progress_mode mode_;
     std::uint64_t spins_ = 0, sleeps_ = 0;
     std::chrono::microseconds typical_wait_{1000};  // moving average of the waits that waited
+    friend class endpoint;
+    std::deque<endpoint_failure> failures_;  // one per endpoint made; freed after ucp_worker_destroy
 };
 
 // An endpoint, with peer-failure detection (UCX's PEER error mode: the
@@ -127,8 +139,8 @@ public:
     endpoint& operator=(const endpoint&) = delete;
 
     ucp_ep_h get() const { return h_; }
-    bool failed() const { return failed_; }
-    ucs_status_t failure() const { return failure_; }
+    bool failed() const { return failure_->failed; }
+    ucs_status_t failure() const { return failure_->status; }
     const std::string& peer() const { return peer_; }
     // Flushes and closes (waits up to `timeout`); forced when failed or
     // asked (on an error path: drops what is still queued for the peer).
@@ -140,8 +152,7 @@ private:
 
     engine* engine_ = nullptr;
     ucp_ep_h h_ = nullptr;
-    bool failed_ = false;
-    ucs_status_t failure_ = UCS_OK;
+    endpoint_failure* failure_ = nullptr;  // the engine's record, the error callback's argument
     std::string peer_;
 };
 

@@ -97,8 +97,8 @@ BOOST_AUTO_TEST_CASE(shapes_are_checked_against_the_data)
     BOOST_TEST(error_of([] { infer_shapes(parse_model_spec("dense:5"), mnist, 10); }) ==
                "--model: the last layer 1 'dense:5' outputs 5 values but the data has 10 classes: end with dense:10");
     BOOST_TEST(error_of([] { infer_shapes(parse_model_spec("conv2d:4:3x3,dense:3"), tensor_shape{false, 784, 1, 1}, 3); }) ==
-               "--model: layer 1 'conv2d:4:3x3' takes 784 input: it needs images (channels x height x width) but gets flat "
-               "rows of 784: start the spec with input:CxHxW, or use IDX image files");
+               "--model: layer 1 'conv2d:4:3x3' needs images (channels x height x width) but the data gives flat rows of "
+               "784 values: start the spec with input:CxHxW, or use IDX image files");
     BOOST_TEST(error_of([] { infer_shapes(parse_model_spec("input:3x28x28,dense:3"), mnist, 3); }).starts_with(
         "--model: layer 1 'input:3x28x28' takes 1x28x28 input: 784 values do not make 3x28x28 images"));
     BOOST_TEST(error_of([] { infer_shapes(parse_model_spec("conv2d:8:3x3,maxpool:2"), mnist, 10); }).starts_with(
