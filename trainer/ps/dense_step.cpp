@@ -32,6 +32,8 @@ void dense_step::on_push(std::size_t i, const wire::push& m)
         sparse_.drop_held(i);
         return reply_values(i, part, shared, values_status::stale);
     }
+    // One gradient per worker and step: a second would count twice in the mean.
+    if (contributed(i)) return links_.refuse(i, wire::refusal_of(wire::refusal_code::pushed_twice, m.step, 0));
     contribute(i, m, shared);
 }
 

@@ -132,6 +132,10 @@ std::string describe(const refusal& r)
     case refusal_code::rows_without_step:
         return fmt::format("{} row updates held for one step (at most {}): in sync mode push() the dense gradient after "
                            "each batch's push_rows()", r.detail_begin, r.detail_end);
+    case refusal_code::pushed_twice:
+        return fmt::format("a second push to sync step {} before the first was answered: wait() on a push's ticket "
+                           "before the next push",
+                           r.detail_begin);
     case refusal_code::tables_mismatch:
         return fmt::format("a model with {} embedding tables where this PS has {}: do all tasks build the same model?",
                            r.detail_begin, r.detail_end);

@@ -164,6 +164,7 @@ struct abort {
 enum class refusal_code : std::uint32_t {
     bad_frame = 1, bad_version, bad_kind, bad_range, bad_length, not_mapped, model_mismatch, needs_whole_shard, not_chief,
     wrong_peer, no_hello, bad_buffers, bad_table, too_many_keys, tables_mismatch, rows_without_step,
+    pushed_twice,
 };
 
 struct refusal {
@@ -176,7 +177,8 @@ struct refusal {
                                         // bad_table: the table asked for, the tables this PS has;
                                         // too_many_keys: the keys in the request, the most a request may carry;
                                         // tables_mismatch: the worker's tables, this PS's;
-                                        // rows_without_step: the row updates held, the most held for one worker
+                                        // rows_without_step: the row updates held, the most held for one worker;
+                                        // pushed_twice: the sync step the worker already pushed to
     std::uint64_t detail_end = 0;
     std::uint32_t peer_index = 0;       // wrong_peer: the worker the PS knows the connection as
 };

@@ -154,3 +154,24 @@ BOOST_FIXTURE_TEST_CASE(async_applies_each_gradient_on_arrival_and_counts_its_st
     BOOST_TEST(reply_to(1)->step == 1u);
     BOOST_TEST(reply_to(2)->step == 2u);
 }
+
+BOOST_FIXTURE_TEST_CASE(a_second_sync_push_of_one_worker_to_a_step_is_refused_and_counts_once, three_workers)
+{
+    push(1, {4, 4}, 0);
+    links.post(1);       // the server listens again, as its serve loop does
+    push(1, {4, 4}, 0);  // before its first was answered
+    auto& t = net.worker(1);
+    wire::frame f;
+    auto frame = t.recv(0, channel::control, &f, sizeof f);
+    t.wait_until([&] { return frame.done(); }, clock::now() + std::chrono::seconds(5));
+    BOOST_TEST_REQUIRE(frame.done());
+    BOOST_TEST(f.kind == static_cast<std::uint16_t>(wire::kind::refusal));
+    const auto r = wire::body<wire::refusal>(f);
+    BOOST_TEST(r.code == static_cast<std::uint32_t>(wire::refusal_code::pushed_twice));
+    BOOST_TEST(wire::describe(r).starts_with("a second push to sync step 0 before the first was answered"));
+    BOOST_TEST(step.contributions() == 1u);
+    BOOST_TEST(state.step == 0u);  // one worker's gradient is not a step of two
+    push(0, {0, 0}, 0);
+    BOOST_TEST(state.step == 1u);
+    BOOST_TEST(values_of(shard) == (std::vector<float>{8, 18}), boost::test_tools::per_element());
+}
