@@ -156,13 +156,14 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
 }
 
 // The stall watchdog of --stall-timeout, none with 0.
-std::unique_ptr<watchdog> watchdog_for(const train_options& o, progress_meter& meter, std::string task)
+std::unique_ptr<watchdog> watchdog_for(const train_options& o, progress_meter& meter, std::string task, bool sync_worker)
 {
     if (o.stall_timeout <= 0) return nullptr;
     meter.warn_busy_after(std::chrono::seconds(o.stall_timeout) / 2, o.stall_timeout);
     watchdog_config c;
     c.timeout = std::chrono::seconds(o.stall_timeout);
     c.task = std::move(task);
+    if (sync_worker) c.waiting_grace = std::max(std::chrono::milliseconds(3000), c.timeout / 5);
     return std::make_unique<watchdog>(meter, std::move(c));
 }
 
@@ -256,7 +257,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
     // From here on (the bootstrap has its own --bootstrap-timeout) a task
     // that makes no progress for --stall-timeout reports and exits.
     progress_meter meter;
-    auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index));
+    auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index), j.me.role == role::worker && o.sync_replicas);
     int code = 1;
     try {
         if (j.me.role == role::ps) {
@@ -310,7 +311,7 @@ int run_standalone(const train_options& o)
     // between them (the PS works in the loop's buffers in place).
     ps::loopback_network net(1, 1);
     progress_meter meter;
-    auto dog = watchdog_for(o, meter, "the standalone trainer");
+    auto dog = watchdog_for(o, meter, "the standalone trainer", false);
     ps::server server(net.ps(0), server_config_for(o, 0, 1), server_hooks_for(o, &meter));
     std::exception_ptr server_error;
     std::thread ps_thread([&] {

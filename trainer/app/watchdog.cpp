@@ -43,7 +43,7 @@ std::optional<std::chrono::milliseconds> stall_detector::observe(const watch_sam
         return std::nullopt;
     }
     const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - since_);
-    if (quiet >= timeout_) return quiet;
+    if (quiet >= timeout_ + s.grace) return quiet;
     return std::nullopt;
 }
 
@@ -119,6 +119,7 @@ void watchdog::run()
         watch_sample s;
         s.progress = meter_.ticks() + source_base_ + a.progress;
         s.paused = meter_.busy_with() != nullptr || a.ending;
+        if (a.waiting) s.grace = cfg_.waiting_grace;
         if (detector.observe(s, watch_clock::now())) {
             fired_ = true;
             const auto line = stall_line(cfg_.task, cfg_.timeout, a);

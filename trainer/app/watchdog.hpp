@@ -77,6 +77,7 @@ private:
 struct watch_sample {
     std::uint64_t progress = 0;  // grows with progress (any counter)
     bool paused = false;         // busy with its own work, or in a bounded end of job
+    std::chrono::milliseconds grace{0};  // more quiet than `timeout` allowed now (see watchdog_config)
 };
 
 // The decision, on the caller's clock: a stall is `timeout` of unchanged
@@ -108,6 +109,11 @@ struct watchdog_config {
     // peer hangs could block them).
     std::function<void(const std::string& line)> on_stall;
     std::chrono::milliseconds poll{0};  // how often it looks; 0: timeout / 10, at most 1 s
+    // More time before a wait on peers counts as a stall.  A sync worker
+    // gets some: when a worker of a sync step stops, the PS and the other
+    // workers go quiet together, and the PS, which knows whose gradient is
+    // missing, is the one to name it.
+    std::chrono::milliseconds waiting_grace{0};
 };
 
 // A thread that watches `meter` and the PS library's activity (see watch()).

@@ -80,6 +80,15 @@ BOOST_AUTO_TEST_CASE(no_progress_for_the_timeout_is_a_stall_and_progress_restart
     BOOST_TEST(e.observe({1, false}, t0 + 550s).has_value());
 }
 
+BOOST_AUTO_TEST_CASE(a_wait_with_grace_is_a_stall_only_after_the_timeout_and_the_grace)
+{
+    stall_detector d(10s, t0);
+    watch_sample waiting{0, false, 3s};
+    BOOST_TEST(!d.observe(waiting, t0 + 1s));
+    for (int s = 2; s <= 12; ++s) BOOST_TEST(!d.observe(waiting, t0 + std::chrono::seconds(s)));
+    BOOST_TEST(d.observe(waiting, t0 + 13s).has_value());
+}
+
 BOOST_AUTO_TEST_CASE(a_busy_stretch_is_not_a_stall_and_the_count_restarts_after_it)
 {
     stall_detector d(10s, t0);
