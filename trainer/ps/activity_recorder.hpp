@@ -5,6 +5,7 @@
 #pragma once
 
 #include "pstrain/activity.hpp"
+#include "pstrain/transport.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -16,6 +17,14 @@
 #include <fmt/format.h>
 
 namespace pstrain::ps {
+
+// How a transport names each of its peers, in order.
+inline std::vector<std::string> peer_names(const transport& net)
+{
+    std::vector<std::string> names;
+    for (std::size_t p = 0; p < net.num_peers(); ++p) names.push_back(net.peer_name(p));
+    return names;
+}
 
 class activity_recorder {
 public:

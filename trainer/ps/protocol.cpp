@@ -1,5 +1,7 @@
 #include "trainer/ps/protocol.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace pstrain::ps::wire {
@@ -30,22 +32,67 @@ const char* kind_name(std::uint16_t k)
 
 std::optional<refusal> check_envelope(const frame& f)
 {
-    refusal r;
-    if (f.magic != magic) {
-        r.code = static_cast<std::uint32_t>(refusal_code::bad_frame);
-        return r;
-    }
+    if (f.magic != magic) return refusal_of(refusal_code::bad_frame);
     if (f.version != version) {
-        r.code = static_cast<std::uint32_t>(refusal_code::bad_version);
+        auto r = refusal_of(refusal_code::bad_version);
         r.frame_version = f.version;
         return r;
     }
-    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::rows)) {
-        r.code = static_cast<std::uint32_t>(refusal_code::bad_kind);
-        r.detail_begin = f.kind;
-        return r;
-    }
+    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::rows))
+        return refusal_of(refusal_code::bad_kind, f.kind);
     return std::nullopt;
+}
+
+std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> key, std::span<const shard_range> moving)
+{
+    std::vector<std::uint8_t> out(key.begin(), key.end());
+    out.resize(key.size() + moving.size() * moving_range_bytes);
+    auto* at = out.data() + key.size();
+    for (const auto& r : moving) {
+        std::memcpy(at, &r.begin, sizeof r.begin);
+        std::memcpy(at + sizeof r.begin, &r.end, sizeof r.end);
+        at += moving_range_bytes;
+    }
+    return out;
+}
+
+std::vector<shard_range> hello_moving_ranges(const hello& h, std::span<const std::uint8_t> payload)
+{
+    std::vector<shard_range> moving(h.num_moving);
+    const auto* at = payload.data() + (payload.size() - hello_moving_bytes(h));
+    for (auto& r : moving) {
+        std::memcpy(&r.begin, at, sizeof r.begin);
+        std::memcpy(&r.end, at + sizeof r.begin, sizeof r.end);
+        at += moving_range_bytes;
+    }
+    return moving;
+}
+
+void encode_sparse_push(std::span<const std::uint64_t> keys, std::span<const float> grads,
+                        std::span<const std::uint32_t> places, std::uint32_t dim, std::vector<std::uint8_t>& out)
+{
+    out.resize(sparse_push_bytes(places.size(), dim));
+    auto* key_at = out.data();
+    auto* row_at = out.data() + sparse_pull_bytes(places.size());
+    const std::size_t row_bytes = sparse_rows_bytes(1, dim);
+    for (const auto place : places) {
+        std::memcpy(key_at, &keys[place], sparse_key_bytes);
+        std::memcpy(row_at, grads.data() + std::size_t(place) * dim, row_bytes);
+        key_at += sparse_key_bytes;
+        row_at += row_bytes;
+    }
+}
+
+void decode_sparse_keys(const void* payload, std::uint64_t count, std::vector<std::uint64_t>& out)
+{
+    out.resize(count);
+    if (count > 0) std::memcpy(out.data(), payload, sparse_pull_bytes(count));
+}
+
+void scatter_rows(std::span<const float> rows, std::span<const std::uint32_t> places, std::uint32_t dim, float* out)
+{
+    for (std::size_t k = 0; k < places.size(); ++k)
+        std::copy_n(rows.data() + k * dim, dim, out + std::size_t(places[k]) * dim);
 }
 
 std::string describe(const refusal& r)
@@ -85,6 +132,10 @@ std::string describe(const refusal& r)
     case refusal_code::rows_without_step:
         return fmt::format("{} row updates held for one step (at most {}): in sync mode push() the dense gradient after "
                            "each batch's push_rows()", r.detail_begin, r.detail_end);
+    case refusal_code::pushed_twice:
+        return fmt::format("a second push to sync step {} before the first was answered: wait() on a push's ticket "
+                           "before the next push",
+                           r.detail_begin);
     case refusal_code::tables_mismatch:
         return fmt::format("a model with {} embedding tables where this PS has {}: do all tasks build the same model?",
                            r.detail_begin, r.detail_end);

@@ -39,18 +39,26 @@
 //
 // A server answers each worker's messages one at a time and in order, so a
 // worker may have several requests in flight to one PS.  Every field is
-// checked on receipt (decode_* and the server's checks): nothing a peer
+// checked on receipt (check_envelope here, then the server's one
+// check_request, and the client's check of each reply): nothing a peer
 // sends can make a PS allocate, read or write outside what it owns.
+//
+// This file is the only owner of byte layouts: the frames, the hello's
+// payload, the dense and sparse payloads and the refusals are encoded and
+// measured here, and nowhere else.
 #pragma once
 
 #include "pstrain/error.hpp"
 #include "pstrain/partition.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace pstrain::ps::wire {
 
@@ -156,6 +164,7 @@ struct abort {
 enum class refusal_code : std::uint32_t {
     bad_frame = 1, bad_version, bad_kind, bad_range, bad_length, not_mapped, model_mismatch, needs_whole_shard, not_chief,
     wrong_peer, no_hello, bad_buffers, bad_table, too_many_keys, tables_mismatch, rows_without_step,
+    pushed_twice,
 };
 
 struct refusal {
@@ -168,7 +177,8 @@ struct refusal {
                                         // bad_table: the table asked for, the tables this PS has;
                                         // too_many_keys: the keys in the request, the most a request may carry;
                                         // tables_mismatch: the worker's tables, this PS's;
-                                        // rows_without_step: the row updates held, the most held for one worker
+                                        // rows_without_step: the row updates held, the most held for one worker;
+                                        // pushed_twice: the sync step the worker already pushed to
     std::uint64_t detail_end = 0;
     std::uint32_t peer_index = 0;       // wrong_peer: the worker the PS knows the connection as
 };
@@ -223,6 +233,16 @@ inline constexpr std::uint64_t max_sparse_keys = 65536;
 // What a refusal says, in words (for the worker's exception and the PS's log).
 std::string describe(const refusal& r);
 
+// A refusal of `code` with its two details (see refusal's fields).
+inline refusal refusal_of(refusal_code code, std::uint64_t detail_begin = 0, std::uint64_t detail_end = 0)
+{
+    refusal r;
+    r.code = static_cast<std::uint32_t>(code);
+    r.detail_begin = detail_begin;
+    r.detail_end = detail_end;
+    return r;
+}
+
 // ---------------------------------------------------------------- encoding
 
 template <typename M>
@@ -271,10 +291,52 @@ inline std::optional<byte_span> bytes_of(std::uint64_t address, const shard_rang
     return byte_span{address + offset, bytes};
 }
 
+// ---------------------------------------------------------------- payloads
+
+// Dense: the floats of a range of the flat vector (init, push, values).
+inline std::uint64_t dense_bytes(const shard_range& part) { return float_bytes(part.size()); }
+
 // The largest packed memory key a hello may carry.
 inline constexpr std::size_t max_key_bytes = 4096;
 // The most moving-average ranges a hello may carry (16 bytes each).
 inline constexpr std::size_t max_moving_ranges = 4096;
 inline constexpr std::size_t moving_range_bytes = 2 * sizeof(std::uint64_t);
+
+// hello: the packed key, then the moving-average ranges as (begin, end)
+// pairs of 64-bit element indices.
+std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> key, std::span<const shard_range> moving);
+// The bytes of a hello's ranges, and of its key (what is left before them).
+inline std::uint64_t hello_moving_bytes(const hello& h) { return std::uint64_t(h.num_moving) * moving_range_bytes; }
+inline std::uint64_t hello_key_bytes(const hello& h, std::uint64_t payload_bytes)
+{
+    return payload_bytes >= hello_moving_bytes(h) ? payload_bytes - hello_moving_bytes(h) : 0;
+}
+// The ranges of a hello's payload (`payload` holds all of it, checked to
+// hold h.num_moving of them).
+std::vector<shard_range> hello_moving_ranges(const hello& h, std::span<const std::uint8_t> payload);
+
+// Sparse: a pull's payload is `count` keys; a push's the keys, then one
+// row of `dim` floats per key; a rows reply's `count` rows.
+inline constexpr std::uint64_t sparse_key_bytes = sizeof(std::uint64_t);
+inline std::uint64_t sparse_pull_bytes(std::uint64_t count) { return count * sparse_key_bytes; }
+inline std::uint64_t sparse_rows_bytes(std::uint64_t count, std::uint64_t dim) { return count * dim * sizeof(float); }
+inline std::uint64_t sparse_push_bytes(std::uint64_t count, std::uint64_t dim)
+{
+    return sparse_pull_bytes(count) + sparse_rows_bytes(count, dim);
+}
+// A push's payload: keys[places[k]] and the row of grads at places[k],
+// for each k, into `out` (resized).
+void encode_sparse_push(std::span<const std::uint64_t> keys, std::span<const float> grads,
+                        std::span<const std::uint32_t> places, std::uint32_t dim, std::vector<std::uint8_t>& out);
+// The keys of a sparse payload (copied out: a payload need not be 8-byte
+// aligned), into `out` (resized).
+void decode_sparse_keys(const void* payload, std::uint64_t count, std::vector<std::uint64_t>& out);
+// The gradients of a push's payload of `count` keys, where they lie.
+inline const float* sparse_push_grads(const void* payload, std::uint64_t count)
+{
+    return reinterpret_cast<const float*>(static_cast<const std::byte*>(payload) + sparse_pull_bytes(count));
+}
+// Row k of `rows` to row places[k] of `out`, for each k.
+void scatter_rows(std::span<const float> rows, std::span<const std::uint32_t> places, std::uint32_t dim, float* out);
 
 }  // namespace pstrain::ps::wire

@@ -11,6 +11,7 @@
 #include "trainer/ps/protocol.hpp"
 
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -603,4 +604,65 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
     BOOST_TEST(!wire::check_envelope(f).has_value());
     f.kind = static_cast<std::uint16_t>(wire::kind::stats_reply);
     BOOST_TEST(!wire::check_envelope(f).has_value());
+}
+
+// ------------------------------------------------------------ the payloads
+
+BOOST_AUTO_TEST_CASE(a_hello_payload_is_the_key_then_the_moving_ranges_as_64_bit_pairs)
+{
+    const std::vector<std::uint8_t> key{7, 8, 9};
+    const std::vector<shard_range> moving{{2, 5}, {two_to_32, two_to_32 + 3}};
+    const auto payload = wire::hello_payload(key, moving);
+    BOOST_TEST_REQUIRE(payload.size() == 3u + 2 * 16);
+    BOOST_TEST(std::vector<std::uint8_t>(payload.begin(), payload.begin() + 3) == key, boost::test_tools::per_element());
+    std::uint64_t second_begin = 0;
+    std::memcpy(&second_begin, payload.data() + 3 + 16, 8);
+    BOOST_TEST(second_begin == two_to_32);
+    wire::hello h;
+    h.num_moving = 2;
+    BOOST_TEST(wire::hello_moving_bytes(h) == 32u);
+    BOOST_TEST(wire::hello_key_bytes(h, payload.size()) == 3u);
+    BOOST_TEST(wire::hello_key_bytes(h, 31) == 0u);  // too short for its ranges: no key
+    const auto back = wire::hello_moving_ranges(h, payload);
+    BOOST_TEST_REQUIRE(back.size() == 2u);
+    BOOST_TEST(back[0].begin == 2u);
+    BOOST_TEST(back[0].end == 5u);
+    BOOST_TEST(back[1].end == two_to_32 + 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_sparse_push_payload_is_the_keys_then_one_row_per_key_in_the_order_of_places)
+{
+    const std::vector<std::uint64_t> keys{10, 20, 30};
+    const std::vector<float> grads{1, 1, 2, 2, 3, 3};  // dim 2: one row per key
+    const std::vector<std::uint32_t> places{2, 0};
+    std::vector<std::uint8_t> payload;
+    wire::encode_sparse_push(keys, grads, places, 2, payload);
+    BOOST_TEST_REQUIRE(payload.size() == wire::sparse_push_bytes(2, 2));
+    BOOST_TEST(payload.size() == 2u * 8 + 2u * 2 * 4);
+    std::vector<std::uint64_t> back;
+    wire::decode_sparse_keys(payload.data(), 2, back);
+    BOOST_TEST(back == (std::vector<std::uint64_t>{30, 10}), boost::test_tools::per_element());
+    const float* rows = wire::sparse_push_grads(payload.data(), 2);
+    BOOST_TEST(std::vector<float>(rows, rows + 4) == (std::vector<float>{3, 3, 1, 1}), boost::test_tools::per_element());
+    BOOST_TEST(wire::sparse_pull_bytes(3) == 24u);
+    BOOST_TEST(wire::sparse_rows_bytes(3, 4) == 48u);
+}
+
+BOOST_AUTO_TEST_CASE(rows_scatter_to_the_places_their_keys_had_in_the_request)
+{
+    const std::vector<float> rows{1, 1, 2, 2};
+    const std::vector<std::uint32_t> places{2, 0};
+    std::vector<float> out(6, 0.0f);
+    wire::scatter_rows(rows, places, 2, out.data());
+    BOOST_TEST(out == (std::vector<float>{2, 2, 0, 0, 1, 1}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_typed_refusal_carries_its_code_and_details)
+{
+    const auto r = wire::refusal_of(wire::refusal_code::bad_range, 4, 9);
+    BOOST_TEST(r.code == code(wire::refusal_code::bad_range));
+    BOOST_TEST(r.detail_begin == 4u);
+    BOOST_TEST(r.detail_end == 9u);
+    BOOST_TEST(wire::describe(r) == "the range [4, 9) is not inside this PS's shard: do all tasks build the same model?");
+    BOOST_TEST(wire::dense_bytes({4, 9}) == 20u);
 }
