@@ -17,7 +17,7 @@
 #include "pstrain/client.hpp"
 #include "pstrain/error.hpp"
 #include "pstrain/server.hpp"
-#include "trainer/bootstrap/job.hpp"
+#include "library/bootstrap/job.hpp"
 
 #include <algorithm>
 #include <chrono>

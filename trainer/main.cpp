@@ -1,7 +1,7 @@
 // pstrain: the trainer.  One binary for the parameter server and the worker.
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
-#include "trainer/bootstrap/job.hpp"
+#include "library/bootstrap/job.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
 #include "trainer/data/ctr.hpp"
 #include "trainer/app/options.hpp"

@@ -13,8 +13,8 @@
 // whatever it received, with its outcome or a pstrain::error: never
 // another exception, a crash, a sanitizer report or a hang.
 #include "pstrain/error.hpp"
-#include "tests/unit/trainer/ps/loopback_job.hpp"
-#include "trainer/ps/protocol.hpp"
+#include "tests/unit/library/ps/loopback_job.hpp"
+#include "library/ps/protocol.hpp"
 
 #include <chrono>
 #include <cstddef>

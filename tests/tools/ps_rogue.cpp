@@ -8,9 +8,9 @@
 //   3. sends random bytes where the handshake's answer goes.
 // Exit 0 when it did all three (whatever the PS said), 1 when it could not
 // reach the PS.  The integration tests check that the job is unaffected.
-#include "trainer/transport/handshake.hpp"
-#include "trainer/transport/ucx.hpp"
-#include "trainer/transport/ucx_transport.hpp"
+#include "library/transport/handshake.hpp"
+#include "library/transport/ucx.hpp"
+#include "library/transport/ucx_transport.hpp"
 
 #include <chrono>
 #include <cstdlib>

@@ -7,7 +7,7 @@
 #include "pstrain/server.hpp"
 #include "trainer/app/options.hpp"
 #include "trainer/app/watchdog.hpp"
-#include "trainer/bootstrap/job.hpp"
+#include "library/bootstrap/job.hpp"
 
 namespace pstrain::trainer {
 

@@ -4,7 +4,7 @@
 #include "trainer/data/dataset.hpp"
 #include "trainer/data/sampler.hpp"
 #include "trainer/model/model.hpp"
-#include "trainer/ps/shard.hpp"
+#include "library/ps/shard.hpp"
 
 #include <random>
 #include <vector>

@@ -10,7 +10,7 @@
 
 #include "pstrain/embedding.hpp"
 #include "tests/unit/trainer/checkpoint/helpers.hpp"
-#include "tests/unit/trainer/ps/loopback_job.hpp"
+#include "tests/unit/library/ps/loopback_job.hpp"
 #include "trainer/app/options.hpp"
 #include "trainer/app/tasks.hpp"
 

@@ -10,7 +10,7 @@
 #include "trainer/compute/cuda_backend.hpp"
 #include "trainer/data/sampler.hpp"
 #include "trainer/model/model.hpp"
-#include "trainer/ps/shard.hpp"
+#include "library/ps/shard.hpp"
 #include "tests/unit/trainer/helpers.hpp"
 
 #include <cmath>

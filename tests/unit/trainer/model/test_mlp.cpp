@@ -7,7 +7,7 @@
 #include "trainer/compute/cpu_backend.hpp"
 #include "trainer/data/sampler.hpp"
 #include "trainer/model/model.hpp"
-#include "trainer/ps/shard.hpp"
+#include "library/ps/shard.hpp"
 #include "tests/unit/trainer/helpers.hpp"
 
 #include <cmath>

@@ -1,0 +1,496 @@
+#include "pstrain/client.hpp"
+#include "pstrain/embedding.hpp"
+
+#include "common/log.hpp"
+#include "pstrain/error.hpp"
+#include "library/ps/activity_recorder.hpp"
+#include "library/ps/exchange.hpp"
+#include "library/ps/key_layout.hpp"
+#include "library/ps/protocol.hpp"
+#include "library/ps/ticket_book.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace pstrain::ps {
+
+namespace {
+
+bool asks_whole_model(wire::kind kind)
+{
+    return kind == wire::kind::init || kind == wire::kind::restore || kind == wire::kind::snapshot ||
+           kind == wire::kind::stats;
+}
+
+wire::kind reply_kind(wire::kind kind)
+{
+    return kind == wire::kind::snapshot ? wire::kind::snapshot_done
+           : kind == wire::kind::stats  ? wire::kind::stats_reply
+                                        : wire::kind::values;
+}
+
+}  // namespace
+
+// The client's state and its verbs.  The request/reply exchange
+// (exchange.hpp) moves and checks the messages, the ticket book
+// (ticket_book.hpp) keeps the calls in flight; what is asked, and what a
+// reply means to the client, is decided here.
+class client::impl {
+public:
+    impl(transport& net, client_config c)
+        : net_(net), cfg_(std::move(c)), partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
+          memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
+          grads_(params_ + cfg_.num_params), layout_(lay_out_keys(cfg_)), keys_(layout_.keys), moving_(layout_.moving),
+          mapped_(net.num_peers(), 0),
+          base_step_(net.num_peers(), 0), activity_(peer_names(net)),
+          exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_), book_(partition_.size() + 1)
+    {
+        if (net.num_peers() == 0) throw error("a parameter-server client needs at least one PS");
+    }
+
+    ~impl()
+    {
+        // Receives still posted go back to the transport before the buffers
+        // (and the frames of the operations) go.
+        book_.for_each_op([](operation& op) {
+            op.recv.cancel();
+            op.payload_recv.cancel();
+        });
+        try {
+            net_.wait_until(
+                [&] {
+                    bool all = true;
+                    book_.for_each_op([&](operation& op) { all = all && op.recv.done() && op.payload_recv.done(); });
+                    return all;
+                },
+                clock::now() + std::chrono::seconds(1));
+        } catch (...) {
+        }
+    }
+
+    std::span<float> params() const { return {params_, cfg_.num_params}; }
+    std::span<float> grads() const { return {grads_, cfg_.num_params}; }
+    std::span<float> buffers() const { return {params_, 2 * cfg_.num_params}; }
+
+    shard_range key(std::size_t k) const
+    {
+        if (k >= keys_.size()) throw error(fmt::format("key {} does not exist: the client has {} keys", k, keys_.size()));
+        return keys_[k];
+    }
+
+    ticket init()
+    {
+        chief_only("init");
+        return issue(wire::kind::init, everything(), 0, 0);
+    }
+    ticket restore(std::uint64_t step)
+    {
+        chief_only("restore");
+        return issue(wire::kind::restore, everything(), step, 0);
+    }
+    ticket pull(shard_range r) { return issue(wire::kind::pull, r, 0, 0); }
+
+    // Sparse requests: each key to its PS (shard_of_key), at most
+    // wire::max_sparse_keys a message.
+    ticket pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+    {
+        check_rows("pull_rows", table, keys, out.size(), "output");
+        return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), {});
+    }
+
+    ticket lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+    {
+        check_rows("lookup_rows", table, keys, out.size(), "output");
+        return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), {}, wire::sparse_lookup);
+    }
+
+    ticket push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
+    {
+        check_rows("push_rows", table, keys, grads.size(), "gradient");
+        return issue_sparse(wire::kind::sparse_push, table, keys, nullptr, grads);
+    }
+    ticket push(shard_range r, std::uint64_t position) { return issue(wire::kind::push, r, 0, position); }
+
+    void wait(ticket t)
+    {
+        auto& pending = book_.at(t);
+        try {
+            complete(pending);
+        } catch (...) {
+            retire(t);
+            throw;
+        }
+        book_.close(t);
+    }
+
+    bool test(ticket t) { return exchange_.test(book_.at(t).ops); }
+
+    std::vector<snapshot_result> snapshot(std::uint64_t step)
+    {
+        chief_only("snapshot");
+        const auto t = ask_every_ps(wire::kind::snapshot, step);
+        std::vector<snapshot_result> out;
+        for (auto& op : book_.at(t).ops) {
+            const auto d = wire::body<wire::snapshot_done>(op.in);
+            snapshot_result r;
+            r.outcome = d.status == static_cast<std::uint32_t>(wire::snapshot_status::taken)      ? snapshot_result::status::taken
+                        : d.status == static_cast<std::uint32_t>(wire::snapshot_status::moved_on) ? snapshot_result::status::moved_on
+                                                                                                    : snapshot_result::status::failed;
+            r.step = d.step;
+            r.bytes = d.bytes;
+            r.checksum = d.checksum;
+            out.push_back(r);
+        }
+        book_.close(t);
+        return out;
+    }
+
+    std::vector<ps_stats> stats()
+    {
+        const auto t = ask_every_ps(wire::kind::stats, 0);
+        std::vector<ps_stats> out;
+        for (auto& op : book_.at(t).ops) {
+            const auto r = wire::body<wire::stats_reply>(op.in);
+            auto& s = out.emplace_back();
+            s.step = r.step;
+            s.bytes_received = r.bytes_received;
+            s.bytes_sent = r.bytes_sent;
+            for (const auto& c : op.counters) s.workers.push_back({c.gradients, c.stale, c.staleness_sum, c.staleness_max});
+        }
+        book_.close(t);
+        return out;
+    }
+
+    void shutdown(bool stop)
+    {
+        chief_only("shutdown");
+        std::vector<wire::frame> frames(net_.num_peers());
+        std::vector<request> sends;
+        for (std::size_t p = 0; p < net_.num_peers(); ++p) {
+            wire::shutdown m;
+            m.stop = stop ? 1 : 0;
+            frames[p] = wire::encode(m);
+            sends.push_back(net_.send(p, channel::control, &frames[p], sizeof frames[p]));
+        }
+        for (std::size_t p = 0; p < sends.size(); ++p) {
+            activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
+            activity_.pending(p, true);
+            net_.wait_until([&] { return sends[p].done() || net_.failed(p); }, clock::now() + std::chrono::seconds(30));
+            if (!sends[p].done() || !sends[p].ok())
+                throw peer_error(net_.peer_name(p), fmt::format("telling {} that training ends failed: {}", net_.peer_name(p),
+                                                                sends[p].done() ? sends[p].failure() : "no answer in 30s"));
+        }
+    }
+
+    shard_range everything() const { return {0, cfg_.num_params}; }
+
+    transport& net_;
+    const client_config cfg_;
+    const std::vector<shard_range> partition_;
+    std::unique_ptr<exchange_memory> memory_;  // params, then grads
+    float* params_;
+    float* grads_;
+    const key_layout layout_;
+    const std::vector<shard_range>& keys_;
+    const std::vector<shard_range>& moving_;  // moving-average ranges, merged, in order
+    std::vector<char> mapped_;                 // per PS: it reads and writes the buffers in place
+    std::vector<std::uint64_t> base_step_;     // per PS: the step of the values last received
+    std::uint64_t global_step_ = 0;
+    bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
+    bool started_ = false;  // the first request has been answered (the profile's start ends)
+    std::optional<std::uint64_t> restored_;
+    activity_recorder activity_;
+    client_clock profile_{{{{"outside", "outside the client's calls (the program's own work: computing gradients)"},
+                            {"start", "the first words with every PS (waiting for the chief's initialisation)"},
+                            {"issue", "encoding requests and posting their sends and receives"},
+                            {"wait", "waiting for the replies"},
+                            {"check", "checking the replies"}}}};
+
+private:
+    void chief_only(const char* what) const
+    {
+        if (cfg_.index != 0) throw error(fmt::format("only the chief (worker 0) may {}; this is worker {}", what, cfg_.index));
+    }
+
+    // A ticket whose wait failed: the client is broken, and the ticket's
+    // receives from other PS tasks may still be posted, into its frames and
+    // params(): the book keeps it until the destructor takes them back.
+    void retire(ticket t)
+    {
+        broken_ = true;
+        book_.retire(t);
+    }
+
+    // Waits for the operations of ticket t; retires it when that fails.
+    void wait_ops(ticket t)
+    {
+        try {
+            exchange_.wait(book_.at(t).ops, profile_, started_ ? client_phase::waiting : client_phase::starting);
+        } catch (...) {
+            retire(t);
+            throw;
+        }
+    }
+
+    // Sends `kind` to every PS and waits for every answer; the caller reads
+    // them from the ticket's operations, then closes it.
+    ticket ask_every_ps(wire::kind kind, std::uint64_t step)
+    {
+        const auto t = issue(kind, everything(), step, 0);
+        wait_ops(t);
+        return t;
+    }
+
+    // Before any request: the client can be used, and has said hello.
+    void ready_to_issue()
+    {
+        if (broken_) throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
+        if (greeted_) return;
+        client_clock::scope timed(profile_, client_phase::starting);
+        greet();
+    }
+
+    // Sends `kind` to every PS whose shard meets `range`; returns its ticket.
+    ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position)
+    {
+        client_clock::scope timed(profile_, client_phase::issuing);
+        if (broken_) throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
+        if (range.begin > range.end || range.end > cfg_.num_params)
+            throw error(fmt::format("range [{}, {}) is outside the model's {} parameters", range.begin, range.end, cfg_.num_params));
+        ready_to_issue();
+        const ticket id = book_.open();
+        auto& t = book_.at(id);
+        for (std::size_t p = 0; p < partition_.size(); ++p) {
+            shard_range part{std::max(range.begin, partition_[p].begin), std::min(range.end, partition_[p].end)};
+            if (asks_whole_model(kind)) part = partition_[p];
+            else if (part.begin >= part.end) continue;
+            auto& op = t.ops.emplace_back();
+            op.ps = p;
+            op.part = part;
+            op.expected = reply_kind(kind);
+            op.shared = mapped_[p] && (kind == wire::kind::pull || kind == wire::kind::push);
+            if (kind == wire::kind::stats) op.counters.assign(static_cast<std::size_t>(cfg_.num_workers), {});
+            exchange_.post_and_send(op, encode_request(kind, op, step, position));
+        }
+        return id;
+    }
+
+    // The frame of op's request (into op.out); returns its payload, if any.
+    const float* encode_request(wire::kind kind, operation& op, std::uint64_t step, std::uint64_t position)
+    {
+        const auto& part = op.part;
+        const std::uint32_t shared = op.shared ? 1 : 0;
+        switch (kind) {
+        case wire::kind::init:
+            op.out = wire::encode(wire::init{part.begin, part.end}, wire::dense_bytes(part));
+            return params_ + part.begin;
+        case wire::kind::restore: op.out = wire::encode(wire::restore{step}); return nullptr;
+        case wire::kind::pull: op.out = wire::encode(wire::pull{part.begin, part.end, shared}); return nullptr;
+        case wire::kind::push:
+            op.out = wire::encode(wire::push{base_step_[op.ps], part.begin, part.end, position, shared},
+                                  op.shared ? 0 : wire::dense_bytes(part));
+            return op.shared ? nullptr : grads_ + part.begin;
+        case wire::kind::snapshot: op.out = wire::encode(wire::snapshot{step}); return nullptr;
+        case wire::kind::stats: op.out = wire::encode(wire::stats{}); return nullptr;
+        default: throw error("internal error: the client cannot issue this request");
+        }
+    }
+
+    std::uint32_t table_dim(std::size_t table) const
+    {
+        if (table >= cfg_.table_dims.size())
+            throw error(fmt::format("embedding table {} does not exist: the client was given {}", table, cfg_.table_dims.size()));
+        return cfg_.table_dims[table];
+    }
+
+    // `floats` (the caller's output or gradient) holds one row per key.
+    void check_rows(const char* verb, std::size_t table, std::span<const std::uint64_t> keys, std::size_t floats,
+                    const char* of) const
+    {
+        const auto dim = table_dim(table);
+        if (floats != keys.size() * dim)
+            throw error(fmt::format("{}: {} keys of table {} (dim {}) need {} floats of {}, not {}", verb, keys.size(), table,
+                                    dim, keys.size() * dim, of, floats));
+    }
+
+    ticket issue_sparse(wire::kind kind, std::size_t table, std::span<const std::uint64_t> keys, float* out,
+                        std::span<const float> grads, std::uint32_t flags = 0)
+    {
+        client_clock::scope timed(profile_, client_phase::issuing);
+        ready_to_issue();
+        const std::uint32_t dim = cfg_.table_dims[table];
+        const std::size_t num_ps = partition_.size();
+        // Each key's place, grouped by PS.
+        std::vector<std::vector<std::uint32_t>> by_ps(num_ps);
+        for (std::size_t i = 0; i < keys.size(); ++i) by_ps[shard_of_key(keys[i], num_ps)].push_back(static_cast<std::uint32_t>(i));
+        std::size_t messages = 0;
+        for (const auto& v : by_ps) messages += (v.size() + wire::max_sparse_keys - 1) / wire::max_sparse_keys;
+        const ticket id = book_.open();
+        auto& t = book_.at(id);
+        t.ops.reserve(messages);  // never reallocated while in flight
+        for (std::size_t p = 0; p < num_ps; ++p) {
+            for (std::size_t from = 0; from < by_ps[p].size(); from += wire::max_sparse_keys) {
+                const std::size_t n = std::min<std::size_t>(wire::max_sparse_keys, by_ps[p].size() - from);
+                auto& op = t.ops.emplace_back();
+                op.ps = p;
+                op.table = static_cast<std::uint32_t>(table);
+                op.dim = dim;
+                op.expected = wire::kind::rows;
+                op.places.assign(by_ps[p].begin() + static_cast<long>(from), by_ps[p].begin() + static_cast<long>(from + n));
+                op.keys.resize(n);
+                for (std::size_t k = 0; k < n; ++k) op.keys[k] = keys[op.places[k]];
+                if (kind == wire::kind::sparse_pull) {
+                    op.rows.resize(n * dim);
+                    op.scatter_to = out;
+                    op.out = wire::encode(wire::sparse_pull{n, op.table, flags}, wire::sparse_pull_bytes(n));
+                    exchange_.post_and_send(op, op.keys.data());
+                } else {
+                    wire::encode_sparse_push(keys, grads, op.places, dim, op.bytes);
+                    op.out = wire::encode(wire::sparse_push{n, op.table}, op.bytes.size());
+                    exchange_.post_and_send(op, op.bytes.data());
+                }
+            }
+        }
+        return id;
+    }
+
+    // The first words with every PS: the model's size and an offer of the
+    // exchange buffers.  Each PS answers with its range and whether it
+    // mapped them.
+    void greet()
+    {
+        greeted_ = true;
+        std::vector<std::uint8_t> key;
+        if (cfg_.share_memory) {
+            key = memory_->packed_key();
+            if (key.size() > wire::max_key_bytes) {
+                log::debug("the transport's memory key is {} bytes: exchanges go through messages", key.size());
+                key.clear();
+            }
+        }
+        // The chief tells every PS which ranges hold moving averages, after the key.
+        const auto moving = cfg_.index == 0 ? std::span<const shard_range>(moving_) : std::span<const shard_range>();
+        const auto payload = wire::hello_payload(key, moving);
+        const ticket id = book_.open();
+        auto& t = book_.at(id);
+        for (std::size_t p = 0; p < partition_.size(); ++p) {
+            auto& op = t.ops.emplace_back();
+            op.ps = p;
+            op.part = partition_[p];
+            op.expected = wire::kind::welcome;
+            op.out = wire::encode(hello_of(!key.empty(), moving.size()), payload.size());
+            exchange_.post_and_send(op, payload.empty() ? nullptr : payload.data());
+        }
+        wait_ops(id);
+        for (auto& op : t.ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
+        book_.close(id);
+        log_exchange_paths();
+    }
+
+    wire::hello hello_of(bool offer_buffers, std::size_t num_moving) const
+    {
+        wire::hello h;
+        h.num_params = cfg_.num_params;
+        h.worker_index = static_cast<std::uint32_t>(cfg_.index);
+        h.num_workers = static_cast<std::uint32_t>(cfg_.num_workers);
+        h.num_tables = static_cast<std::uint32_t>(cfg_.table_dims.size());
+        if (offer_buffers) {
+            h.params_address = reinterpret_cast<std::uintptr_t>(params_);
+            h.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
+        }
+        h.num_moving = static_cast<std::uint32_t>(num_moving);
+        return h;
+    }
+
+    // Which PS tasks map the buffers, in the log.
+    void log_exchange_paths() const
+    {
+        if (!cfg_.share_memory) {
+            log::info("gradients and parameters go through UCX messages with every PS (--shared-memory off)");
+            return;
+        }
+        std::vector<std::string> shared, messages;
+        for (std::size_t p = 0; p < partition_.size(); ++p) (mapped_[p] ? shared : messages).push_back(net_.peer_name(p));
+        if (messages.empty())
+            log::info("gradients and parameters go through shared memory with {}", fmt::join(shared, ", "));
+        else if (shared.empty())
+            log::info("gradients and parameters go through UCX messages with {}", fmt::join(messages, ", "));
+        else
+            log::info("gradients and parameters go through shared memory with {} and through UCX messages with {}",
+                      fmt::join(shared, ", "), fmt::join(messages, ", "));
+    }
+
+    void complete(pending_ticket& t)
+    {
+        client_clock::scope timed(profile_, client_phase::checking);
+        exchange_.wait(t.ops, profile_, started_ ? client_phase::waiting : client_phase::starting);
+        started_ = true;
+        if (!t.ops.empty() && t.ops.front().out.kind == static_cast<std::uint16_t>(wire::kind::push)) profile_.step_done();
+        for (auto& op : t.ops) {
+            if (op.expected == wire::kind::rows) {
+                const auto r = wire::body<wire::rows>(op.in);
+                if (op.ps == 0) global_step_ = std::max(global_step_, r.step);
+                heard_status(static_cast<wire::values_status>(r.status));
+                if (op.scatter_to) wire::scatter_rows(op.rows, op.places, op.dim, op.scatter_to);
+                continue;
+            }
+            if (op.expected != wire::kind::values) continue;
+            const auto v = wire::body<wire::values>(op.in);
+            base_step_[op.ps] = v.step;
+            if (op.ps == 0) global_step_ = v.step;
+            heard_status(static_cast<wire::values_status>(v.status));
+            if (v.restored > 0) restored_ = v.restored - 1;
+        }
+    }
+
+    void heard_status(wire::values_status s)
+    {
+        if (s == wire::values_status::done || s == wire::values_status::stopped) done_ = true;
+        if (s == wire::values_status::stopped) stopped_ = true;
+    }
+
+    exchange exchange_;
+    ticket_book book_;
+};
+
+client::client(transport& net, client_config config) : impl_(std::make_unique<impl>(net, std::move(config))) {}
+client::~client() = default;
+
+std::span<float> client::params() const { return impl_->params(); }
+std::span<float> client::grads() const { return impl_->grads(); }
+std::span<float> client::buffers() const { return impl_->buffers(); }
+shard_range client::everything() const { return impl_->everything(); }
+shard_range client::key(std::size_t k) const { return impl_->key(k); }
+const std::vector<shard_range>& client::partition() const { return impl_->partition_; }
+ticket client::init() { return impl_->init(); }
+ticket client::restore(std::uint64_t step) { return impl_->restore(step); }
+ticket client::pull(shard_range range) { return impl_->pull(range); }
+ticket client::push(shard_range range, std::uint64_t position) { return impl_->push(range, position); }
+ticket client::pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+{
+    return impl_->pull_rows(table, keys, out);
+}
+ticket client::lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+{
+    return impl_->lookup_rows(table, keys, out);
+}
+ticket client::push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
+{
+    return impl_->push_rows(table, keys, grads);
+}
+void client::wait(ticket t) { impl_->wait(t); }
+bool client::test(ticket t) { return impl_->test(t); }
+std::vector<snapshot_result> client::snapshot(std::uint64_t step) { return impl_->snapshot(step); }
+std::vector<ps_stats> client::stats() { return impl_->stats(); }
+void client::shutdown(bool stop) { impl_->shutdown(stop); }
+std::uint64_t client::global_step() const { return impl_->global_step_; }
+bool client::done() const { return impl_->done_; }
+bool client::stopped() const { return impl_->stopped_; }
+std::optional<std::uint64_t> client::restored_step() const { return impl_->restored_; }
+bool client::mapped(std::size_t p) const { return impl_->mapped_.at(p) != 0; }
+ps::activity client::activity() const { return impl_->activity_.snapshot(); }
+time_profile client::profile() const { return impl_->profile_.snapshot(); }
+
+}  // namespace pstrain::ps

@@ -1,0 +1,143 @@
+#include "library/ps/dense_step.hpp"
+
+#include "common/log.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace pstrain::ps {
+
+using values_status = wire::values_status;
+
+dense_step::dense_step(worker_links& links, served_shard& shard, sparse_service& sparse, training_state& state,
+                       server_clock& profile, activity_recorder& activity, const server_hooks& hooks, bool sync,
+                       int replicas)
+    : links_(links), shard_(shard), sparse_(sparse), state_(state), profile_(profile), activity_(activity), hooks_(hooks),
+      sync_(sync), replicas_(replicas)
+{
+}
+
+void dense_step::on_push(std::size_t i, const wire::push& m)
+{
+    const shard_range part{m.range_begin, m.range_end};
+    const bool shared = m.in_shared_memory != 0;
+    if (shared) links_.received_mapped(wire::dense_bytes(part));
+    if (state_.done) return reply_values(i, part, shared, values_status::done);
+    if (!sync_) return apply_now(i, m, part, shared);
+    if (m.step != state_.step) {  // computed on older values: dropped, with its batch's row updates
+        ++state_.stale;
+        ++links_[i].counters.stale;
+        links_[i].position = m.position;
+        sparse_.drop_held(i);
+        return reply_values(i, part, shared, values_status::stale);
+    }
+    // One gradient per worker and step: a second would count twice in the mean.
+    if (contributed(i)) return links_.refuse(i, wire::refusal_of(wire::refusal_code::pushed_twice, m.step, 0));
+    contribute(i, m, shared);
+}
+
+// Async: the gradient applies on arrival.
+void dense_step::apply_now(std::size_t i, const wire::push& m, shard_range part, bool shared)
+{
+    auto& p = links_[i];
+    const std::uint64_t staleness = state_.step > m.step ? state_.step - m.step : 0;
+    ++p.counters.gradients;
+    p.counters.staleness_sum += staleness;
+    p.counters.staleness_max = std::max(p.counters.staleness_max, staleness);
+    p.position = m.position;
+    {
+        server_clock::scope timed(profile_, updating);
+        shard_.apply(links_.gradient(i, part, shared, shard_.range().begin), part,
+                     [&](const float* values) { return links_.read_by_a_reply(values); });
+    }
+    advance();
+    reply_values(i, part, shared, values_status::ok);
+}
+
+// Sync: its position counts once the step is applied (a snapshot of the
+// current step, which the chief's request may come in between, must not
+// skip a batch whose gradient is not in it).
+void dense_step::contribute(std::size_t i, const wire::push& m, bool shared)
+{
+    const auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& c) { return c.worker > i; });
+    waiting_.insert(at, contribution{i, shared, m.position});
+    ++links_[i].counters.gradients;
+    if (waiting_.size() < static_cast<std::size_t>(replicas_)) return;
+    const auto& step = take_contributions();
+    links_.drain_sends();
+    workers_.clear();
+    for (const auto& c : step) workers_.push_back(c.worker);
+    sparse_.apply_held(workers_);
+    apply_step(step);
+    advance();
+    answer(step);
+}
+
+// The current step's contributions, taken: the next step begins empty.
+const std::vector<contribution>& dense_step::take_contributions()
+{
+    applying_.swap(waiting_);
+    waiting_.clear();
+    return applying_;
+}
+
+bool dense_step::contributed(std::size_t i) const
+{
+    return std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& c) { return c.worker == i; });
+}
+
+// The mean of the step's gradients, its new values also written into the
+// mapped buffers of the contributors on this host.
+void dense_step::apply_step(const std::vector<contribution>& step)
+{
+    server_clock::scope timed(profile_, updating);
+    grads_.clear();
+    copies_.clear();
+    const auto& range = shard_.range();
+    for (const auto& c : step) {
+        auto& w = links_[c.worker];
+        w.position = c.position;
+        grads_.push_back(links_.gradient(c.worker, range, c.shared, range.begin).data());
+        if (c.shared) {
+            copies_.push_back(w.mapped_params);
+            w.values_written = true;
+        }
+    }
+    shard_.apply_mean(grads_, 1.0f / static_cast<float>(replicas_), copies_);
+}
+
+// Every gradient of the step gets the new values.
+void dense_step::answer(const std::vector<contribution>& step)
+{
+    for (const auto& c : step) reply_values(c.worker, shard_.range(), c.shared, values_status::ok);
+}
+
+void dense_step::reply_values(std::size_t i, shard_range part, bool shared, values_status status)
+{
+    values_reply v;
+    v.part = part;
+    v.shared = shared;
+    v.status = state_.status(status);
+    v.step = state_.step;
+    v.restored = state_.restored;
+    v.values = shard_.values(part);
+    v.buffer = shard_.shard().values().data();
+    v.range_begin = shard_.range().begin;
+    links_.reply_values(i, v);
+}
+
+void dense_step::advance()
+{
+    ++state_.step;
+    profile_.step_done();
+    sparse_.step_done(state_.step);
+    activity_.progressed();
+    if (!state_.done && hooks_.step_completed && hooks_.step_completed(state_.step)) {
+        state_.done = true;
+        log::info("global step {} reached: training done{}", state_.step,
+                  sync_ ? fmt::format(" ({} stale gradients dropped)", state_.stale) : "");
+    }
+}
+
+}  // namespace pstrain::ps

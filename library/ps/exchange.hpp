@@ -1,0 +1,96 @@
+// A client's request/reply exchange with its PS tasks: one `operation` is
+// one request to one PS and the reply it waits for; `exchange` posts an
+// operation's receives and sends, waits for a set of them and checks each
+// reply against what was asked (its kind, range, lengths), throwing a
+// pstrain::peer_error that names the PS when a reply is missing, refused
+// or wrong.  It knows no verbs: the client decides what to ask.
+//
+// An exchange is used by the client's thread only.
+#pragma once
+
+#include "pstrain/client.hpp"
+#include "pstrain/transport.hpp"
+#include "library/ps/activity_recorder.hpp"
+#include "library/ps/phase_clock.hpp"
+#include "library/ps/protocol.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pstrain::ps {
+
+// One request to one PS, part of a ticket.  Its frames live here until the
+// transport is done with them.
+struct operation {
+    std::size_t ps = 0;
+    shard_range part;
+    wire::kind expected = wire::kind::values;  // the reply's kind
+    bool shared = false;                       // through the mapped buffers
+    wire::frame out, in;
+    request send, payload_send, recv, payload_recv;
+    std::vector<wire::worker_counters> counters;  // a stats reply's payload
+    // Sparse: the keys sent (a pull's payload), a push's payload (keys then
+    // gradients), the rows received and where each goes in the caller's out.
+    std::vector<std::uint64_t> keys;
+    std::vector<std::uint8_t> bytes;
+    std::vector<float> rows;
+    std::vector<std::uint32_t> places;
+    float* scatter_to = nullptr;
+    std::uint32_t table = 0, dim = 0;
+
+    bool is_abort() { return recv.done() && recv.ok() && in.kind == static_cast<std::uint16_t>(wire::kind::abort); }
+    bool pending()
+    {
+        return !recv.done() || !send.done() || !payload_send.done() ||
+               (recv.ok() && in.payload_bytes > 0 && !payload_recv.done());
+    }
+    // A whole reply counts even if its PS goes away right after it (a PS
+    // exits once the chief has ended training).
+    bool whole()
+    {
+        return !pending() && recv.ok() && send.ok() && payload_send.ok() && (in.payload_bytes == 0 || payload_recv.ok());
+    }
+};
+
+// The client's profile: its phases, in this order.
+enum client_phase : std::size_t { outside, starting, issuing, waiting, checking };
+using client_clock = phase_clock<5>;
+
+class exchange {
+public:
+    // `values` is element 0 of the client's values buffer: a values reply's
+    // payload lands at its range there.
+    exchange(transport& net, float* values, std::chrono::seconds timeout, std::vector<std::string> worker_names,
+             activity_recorder& activity);
+
+    // Posts the operation's receives first, so that replies land in place,
+    // then sends its frame (`out`) and `payload` (out.payload_bytes bytes).
+    void post_and_send(operation& op, const void* payload);
+    // Waits for every operation's reply (timing the wait as `phase` of
+    // `profile`); throws pstrain::peer_error naming the PS that was lost,
+    // did not answer, refused, ended training or answered wrongly.
+    void wait(std::vector<operation>& ops, client_clock& profile, client_phase phase);
+    // True when no operation waits any longer (polls once; a lost PS or an
+    // abort counts as an answer: wait() then throws).
+    bool test(std::vector<operation>& ops);
+
+private:
+    void check_reply(operation& op, const std::string& who) const;
+    [[noreturn]] void throw_incomplete(operation& op, const std::string& who, bool in_time) const;
+    std::string lost_worker(std::uint32_t index) const;
+
+    transport& net_;
+    float* values_;
+    const std::chrono::seconds timeout_;
+    const std::vector<std::string> worker_names_;
+    activity_recorder& activity_;
+};
+
+// What a wait for replies to `k` waits for, for activity().
+const char* reply_to(std::uint16_t k);
+// The step a push (its gradient's), snapshot or restore request names.
+std::uint64_t step_of(const operation& op);
+
+}  // namespace pstrain::ps

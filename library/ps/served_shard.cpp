@@ -1,0 +1,72 @@
+#include "library/ps/served_shard.hpp"
+
+#include "common/log.hpp"
+
+#include <algorithm>
+
+namespace pstrain::ps {
+
+served_shard::served_shard(shard_range range, optimizer_config cfg, int update_threads)
+    : shard_(range, cfg), sum_(range.size())
+{
+    if (update_threads > 1 && range.size() >= threaded_update_elements) {
+        pool_.emplace(update_threads);
+        log::info("{} threads share the updates of this PS's {} parameters", update_threads, range.size());
+    }
+}
+
+void served_shard::apply(std::span<const float> grads, shard_range part,
+                         const std::function<bool(const float*)>& read_by_a_reply)
+{
+    if (read_by_a_reply(shard_.values().data()))
+        shard_.apply_into(free_spare(read_by_a_reply), grads, part);
+    else if (pool_ && part.size() >= threaded_update_elements)
+        apply_in_blocks(grads, part.begin - range().begin);
+    else
+        shard_.apply(grads, part);
+}
+
+float_buffer& served_shard::free_spare(const std::function<bool(const float*)>& read_by_a_reply)
+{
+    for (auto& b : spares_)
+        if (b.empty() || !read_by_a_reply(b.data())) return b;
+    return spares_.emplace_back();
+}
+
+// One gradient onto elements [at, at + grads.size()) of the shard, in place, on the update threads.
+void served_shard::apply_in_blocks(std::span<const float> grads, std::size_t at)
+{
+    const std::uint64_t update = shard_.begin_update();
+    const std::size_t blocks = (grads.size() + update_block - 1) / update_block;
+    pool_->run(blocks, [&](std::size_t b) {
+        const std::size_t from = b * update_block;
+        shard_.apply_block(grads.subspan(from, std::min(update_block, grads.size() - from)), at + from, update);
+    });
+}
+
+// Each block's sum (in the order of `grads`, so a run is the same whatever
+// the arrival order), update and copies done while the block is in cache;
+// a large shard's blocks spread over the update threads.
+void served_shard::apply_mean(std::span<const float* const> grads, float scale, std::span<float* const> copies)
+{
+    const std::uint64_t update = shard_.begin_update();
+    const std::size_t n = range().size();
+    const float* values = shard_.values().data();
+    const auto one_block = [&](std::size_t b) {
+        const std::size_t at = b * update_block, len = std::min(update_block, n - at);
+        float* sum = sum_.data() + at;
+        std::fill(sum, sum + len, 0.0f);
+        for (const float* g : grads)
+            for (std::size_t e = 0; e < len; ++e) sum[e] += g[at + e];
+        for (std::size_t e = 0; e < len; ++e) sum[e] *= scale;
+        shard_.apply_block({sum, len}, at, update);
+        for (float* copy : copies) std::copy(values + at, values + at + len, copy + at);
+    };
+    const std::size_t blocks = (n + update_block - 1) / update_block;
+    if (pool_ && n >= threaded_update_elements)
+        pool_->run(blocks, one_block);
+    else
+        for (std::size_t b = 0; b < blocks; ++b) one_block(b);
+}
+
+}  // namespace pstrain::ps

@@ -1,0 +1,38 @@
+#include "library/ps/ticket_book.hpp"
+
+#include "pstrain/error.hpp"
+
+#include <fmt/format.h>
+
+namespace pstrain::ps {
+
+ticket ticket_book::open()
+{
+    const ticket id = next_++;
+    if (spare_.empty()) {
+        auto [it, inserted] = tickets_.try_emplace(id);
+        it->second.ops.reserve(ops_hint_);  // never reallocated while in flight
+        return id;
+    }
+    auto node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = id;
+    node.mapped().ops.clear();
+    tickets_.insert(std::move(node));
+    return id;
+}
+
+ticket_book::book::iterator ticket_book::find(ticket t)
+{
+    auto it = tickets_.find(t);
+    if (it == tickets_.end()) throw error(fmt::format("ticket {} is not outstanding (already waited for?)", t));
+    return it;
+}
+
+pending_ticket& ticket_book::at(ticket t) { return find(t)->second; }
+
+void ticket_book::close(ticket t) { spare_.push_back(tickets_.extract(find(t))); }
+
+void ticket_book::retire(ticket t) { retired_.push_back(tickets_.extract(find(t))); }
+
+}  // namespace pstrain::ps

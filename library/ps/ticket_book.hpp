@@ -1,0 +1,59 @@
+// A client's outstanding tickets: each names the operations of one call
+// (one request per PS it reaches), in flight until wait() completes it.
+// A completed ticket's storage is kept for the next one, so a training
+// step allocates nothing; a ticket whose wait failed is retired and kept
+// until the book goes, because receives of it may still be posted into
+// its frames.
+//
+// A ticket_book is used by the client's thread only.
+#pragma once
+
+#include "pstrain/client.hpp"
+#include "library/ps/exchange.hpp"
+
+#include <cstddef>
+#include <map>
+#include <vector>
+
+namespace pstrain::ps {
+
+struct pending_ticket {
+    std::vector<operation> ops;
+};
+
+class ticket_book {
+public:
+    // A new ticket's operations reserve room for `ops_hint` operations.
+    explicit ticket_book(std::size_t ops_hint) : ops_hint_(ops_hint) {}
+
+    // A new ticket (numbered from 1 on, never reused) with no operation.
+    ticket open();
+    // Its operations; throws pstrain::error when the ticket is not outstanding.
+    pending_ticket& at(ticket t);
+    // Done with it: its storage goes to the next ticket.
+    void close(ticket t);
+    // Its wait failed: kept, with its operations, until the book goes.
+    void retire(ticket t);
+    bool outstanding(ticket t) const { return tickets_.count(t) > 0; }
+
+    // Every operation of the outstanding and the retired tickets.
+    template <typename F>
+    void for_each_op(F&& f)
+    {
+        for (auto& [id, t] : tickets_)
+            for (auto& op : t.ops) f(op);
+        for (auto& node : retired_)
+            for (auto& op : node.mapped().ops) f(op);
+    }
+
+private:
+    using book = std::map<ticket, pending_ticket>;
+    book::iterator find(ticket t);
+
+    const std::size_t ops_hint_;
+    book tickets_;
+    std::vector<book::node_type> spare_, retired_;
+    ticket next_ = 1;
+};
+
+}  // namespace pstrain::ps

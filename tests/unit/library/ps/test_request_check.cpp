@@ -1,0 +1,181 @@
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE request_check
+#include <boost/test/unit_test.hpp>
+
+#include "library/ps/request_check.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+using namespace pstrain::ps;
+using stage = request_context::stage;
+
+namespace {
+
+const std::vector<std::uint32_t> dims{4};  // one table of dim 4
+
+// Worker 1, greeted, of 2, by a PS holding [8, 16) of 32 parameters.
+request_context worker_1()
+{
+    request_context c;
+    c.worker = 1;
+    c.num_workers = 2;
+    c.greeted = true;
+    c.range = {8, 16};
+    c.num_params = 32;
+    c.table_dims = dims;
+    return c;
+}
+
+std::optional<wire::refusal_code> code_of(const wire::frame& f, const request_context& c,
+                                          std::optional<std::uint64_t> received = std::nullopt)
+{
+    const auto r = check_request(f, received, c);
+    if (!r) return std::nullopt;
+    return static_cast<wire::refusal_code>(r->code);
+}
+
+wire::frame push(std::uint64_t b, std::uint64_t e, std::uint32_t shared = 0)
+{
+    return wire::encode(wire::push{0, b, e, 0, shared}, shared ? 0 : wire::float_bytes(e - b));
+}
+
+wire::frame hello(std::uint64_t num_params, std::uint32_t index, std::uint32_t workers, std::uint32_t tables)
+{
+    wire::hello h;
+    h.num_params = num_params;
+    h.worker_index = index;
+    h.num_workers = workers;
+    h.num_tables = tables;
+    return wire::encode(h);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_push_inside_the_shard_with_its_whole_payload_is_served)
+{
+    BOOST_TEST(!check_request(push(8, 12), 16, worker_1()).has_value());
+    BOOST_TEST(!check_request(push(10, 16), std::nullopt, worker_1()).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_payload_other_than_the_frame_says_is_refused_first_naming_both_lengths)
+{
+    auto f = push(8, 12);
+    f.magic = 0;  // even before the envelope: the next message's payload must not be taken for this one's
+    const auto r = check_request(f, 12, worker_1());
+    BOOST_TEST_REQUIRE(r.has_value());
+    BOOST_TEST(r->code == static_cast<std::uint32_t>(wire::refusal_code::bad_length));
+    BOOST_TEST(r->detail_begin == 16u);
+    BOOST_TEST(r->detail_end == 12u);
+}
+
+BOOST_AUTO_TEST_CASE(pushes_outside_the_shard_unmapped_or_of_the_wrong_length_are_refused)
+{
+    BOOST_TEST((code_of(push(4, 12), worker_1()) == wire::refusal_code::bad_range));
+    BOOST_TEST((code_of(push(12, 10), worker_1()) == wire::refusal_code::bad_range));
+    BOOST_TEST((code_of(push(8, 12, 1), worker_1()) == wire::refusal_code::not_mapped));
+    auto mapped = worker_1();
+    mapped.mapped = true;
+    BOOST_TEST(!code_of(push(8, 12, 1), mapped).has_value());
+    auto f = push(8, 12);
+    f.payload_bytes = 8;
+    BOOST_TEST((code_of(f, worker_1()) == wire::refusal_code::bad_length));
+}
+
+BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard_until_training_is_done)
+{
+    auto c = worker_1();
+    c.whole_shard_pushes = true;
+    BOOST_TEST((code_of(push(8, 12), c) == wire::refusal_code::needs_whole_shard));
+    BOOST_TEST(!code_of(push(8, 16), c).has_value());
+    c.whole_shard_pushes = false;  // done: answered with done, not refused
+    BOOST_TEST(!code_of(push(8, 12), c).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(before_its_hello_a_worker_gets_only_no_hello)
+{
+    auto c = worker_1();
+    c.greeted = false;
+    BOOST_TEST((code_of(wire::encode(wire::pull{8, 16, 0}), c) == wire::refusal_code::no_hello));
+    BOOST_TEST((code_of(wire::encode(wire::stats{}), c) == wire::refusal_code::no_hello));
+    BOOST_TEST(!code_of(hello(32, 1, 2, 1), c).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_hello_of_another_model_tables_or_place_is_refused_in_that_order)
+{
+    const auto c = worker_1();
+    BOOST_TEST((code_of(hello(33, 0, 3, 0), c) == wire::refusal_code::model_mismatch));
+    BOOST_TEST((code_of(hello(32, 0, 3, 0), c) == wire::refusal_code::tables_mismatch));
+    const auto r = check_request(hello(32, 0, 2, 1), std::nullopt, c);
+    BOOST_TEST_REQUIRE(r.has_value());
+    BOOST_TEST(r->code == static_cast<std::uint32_t>(wire::refusal_code::wrong_peer));
+    BOOST_TEST(r->detail_begin == 0u);
+    BOOST_TEST(r->detail_end == 2u);
+    BOOST_TEST(r->peer_index == 1u);
+    BOOST_TEST((code_of(hello(32, 1, 3, 1), c) == wire::refusal_code::wrong_peer));
+}
+
+BOOST_AUTO_TEST_CASE(only_the_chief_snapshots_ends_training_or_initialises_again)
+{
+    auto c = worker_1();
+    for (auto f : {wire::encode(wire::snapshot{}), wire::encode(wire::shutdown{}), wire::encode(wire::init{8, 16}),
+                   wire::encode(wire::restore{})})
+        BOOST_TEST((code_of(f, c) == wire::refusal_code::not_chief), "kind " << f.kind);
+    c.worker = 0;
+    BOOST_TEST(!code_of(wire::encode(wire::snapshot{}), c).has_value());
+    BOOST_TEST((code_of(wire::encode(wire::snapshot{}, 4), c) == wire::refusal_code::bad_length));
+}
+
+BOOST_AUTO_TEST_CASE(sparse_requests_name_a_table_the_ps_has_and_at_most_max_sparse_keys)
+{
+    const auto c = worker_1();
+    const auto r = check_request(wire::encode(wire::sparse_pull{1, 3, 0}, 8), std::nullopt, c);
+    BOOST_TEST_REQUIRE(r.has_value());
+    BOOST_TEST(r->code == static_cast<std::uint32_t>(wire::refusal_code::bad_table));
+    BOOST_TEST(r->detail_begin == 3u);
+    BOOST_TEST(r->detail_end == 1u);
+    const auto many = wire::max_sparse_keys + 1;
+    BOOST_TEST((code_of(wire::encode(wire::sparse_pull{many, 0, 0}, many * 8), c) == wire::refusal_code::too_many_keys));
+    BOOST_TEST(!code_of(wire::encode(wire::sparse_pull{2, 0, 0}, 16), c).has_value());
+    BOOST_TEST((code_of(wire::encode(wire::sparse_pull{2, 0, 0}, 12), c) == wire::refusal_code::bad_length));
+    // A push: 2 keys of 8 bytes, then 2 rows of 4 floats.
+    BOOST_TEST(!code_of(wire::encode(wire::sparse_push{2, 0}, 16 + 32), c).has_value());
+    BOOST_TEST((code_of(wire::encode(wire::sparse_push{2, 0}, 16 + 16), c) == wire::refusal_code::bad_length));
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_kind_of_message_from_a_worker_is_a_bad_kind)
+{
+    for (auto k : {wire::kind::welcome, wire::kind::values, wire::kind::refusal, wire::kind::rows}) {
+        auto f = wire::encode(wire::stats{});
+        f.kind = static_cast<std::uint16_t>(k);
+        const auto r = check_request(f, std::nullopt, worker_1());
+        BOOST_TEST_REQUIRE(r.has_value());
+        BOOST_TEST(r->code == static_cast<std::uint32_t>(wire::refusal_code::bad_kind));
+        BOOST_TEST(r->detail_begin == static_cast<std::uint64_t>(k));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_chiefs_first_message_must_be_a_well_formed_hello)
+{
+    request_context first;
+    first.at = stage::chief_hello;
+    BOOST_TEST(!code_of(hello(1ull << 62, 0, 1, 0), first).has_value());  // its size is checked by start-up's plan
+    BOOST_TEST((code_of(wire::encode(wire::pull{0, 6, 0}), first) == wire::refusal_code::no_hello));
+    auto f = hello(6, 0, 1, 0);
+    f.version = 5;
+    BOOST_TEST((code_of(f, first) == wire::refusal_code::bad_version));
+}
+
+BOOST_AUTO_TEST_CASE(the_chiefs_second_message_initialises_the_whole_shard_or_restores)
+{
+    request_context second;
+    second.at = stage::chief_init;
+    second.range = {0, 6};
+    BOOST_TEST(!code_of(wire::encode(wire::init{0, 6}, 24), second, 24).has_value());
+    BOOST_TEST(!code_of(wire::encode(wire::restore{4}), second, 0).has_value());
+    BOOST_TEST((code_of(wire::encode(wire::init{0, 5}, 20), second, 20) == wire::refusal_code::bad_range));
+    BOOST_TEST((code_of(wire::encode(wire::init{0, 6}, 20), second, 20) == wire::refusal_code::bad_length));
+    BOOST_TEST((code_of(wire::encode(wire::init{0, 6}, 24), second, 20) == wire::refusal_code::bad_length));
+    BOOST_TEST((code_of(wire::encode(wire::pull{0, 6, 0}), second, 0) == wire::refusal_code::bad_kind));
+}

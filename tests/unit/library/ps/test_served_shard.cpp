@@ -1,0 +1,82 @@
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE served_shard
+#include <boost/test/unit_test.hpp>
+
+#include "library/ps/served_shard.hpp"
+
+#include <vector>
+
+using namespace pstrain::ps;
+
+namespace {
+
+optimizer_config sgd(float lr)
+{
+    optimizer_config c;
+    c.kind = optimizer_kind::sgd;
+    c.learning_rate = lr;
+    return c;
+}
+
+std::vector<float> values_of(const served_shard& s)
+{
+    const auto v = s.shard().values();
+    return {v.begin(), v.end()};
+}
+
+const auto nobody_reads = [](const float*) { return false; };
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_push_nobody_reads_applies_in_place)
+{
+    served_shard s({10, 14}, sgd(0.5f), 1);
+    s.shard().assign(std::vector<float>{1, 2, 3, 4});
+    const float* before = s.shard().values().data();
+    s.apply(std::vector<float>{2, 2}, {11, 13}, nobody_reads);
+    BOOST_TEST(values_of(s) == (std::vector<float>{1, 1, 2, 4}), boost::test_tools::per_element());
+    BOOST_TEST(s.shard().values().data() == before);
+    BOOST_TEST(s.shard().updates() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(while_a_reply_reads_the_values_a_push_goes_into_a_spare_and_the_old_values_stay)
+{
+    served_shard s({0, 4}, sgd(1.0f), 1);
+    s.shard().assign(std::vector<float>{1, 2, 3, 4});
+    const float* read = s.shard().values().data();
+    s.apply(std::vector<float>{1, 1, 1, 1}, {0, 4}, [&](const float* v) { return v == read; });
+    BOOST_TEST(values_of(s) == (std::vector<float>{0, 1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(s.shard().values().data() != read);
+    BOOST_TEST((std::vector<float>(read, read + 4) == std::vector<float>{1, 2, 3, 4}), boost::test_tools::per_element());
+    // Another while that reply still reads the first buffer: a buffer that nobody reads, not the first.
+    const float* second = s.shard().values().data();
+    s.apply(std::vector<float>{1, 1, 1, 1}, {0, 4}, [&](const float* v) { return v == read || v == second; });
+    BOOST_TEST(s.shard().values().data() != read);
+    BOOST_TEST(values_of(s) == (std::vector<float>{-1, 0, 1, 2}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_large_shard_applies_a_push_in_blocks_on_the_update_threads_as_one_update)
+{
+    const std::size_t n = served_shard::threaded_update_elements + 5;
+    served_shard threaded({0, n}, sgd(1.0f), 3), alone({0, n}, sgd(1.0f), 1);
+    std::vector<float> grads(n);
+    for (std::size_t i = 0; i < n; ++i) grads[i] = static_cast<float>(i % 7);
+    threaded.apply(grads, {0, n}, nobody_reads);
+    alone.apply(grads, {0, n}, nobody_reads);
+    BOOST_TEST(values_of(threaded) == values_of(alone));
+    BOOST_TEST(threaded.shard().updates() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_sync_step_applies_the_mean_and_copies_the_new_values)
+{
+    const std::size_t n = served_shard::update_block + 3;  // two blocks
+    served_shard s({0, n}, sgd(1.0f), 1);
+    const std::vector<float> a(n, 1.0f), b(n, 3.0f);
+    std::vector<float> copy(n, -9.0f);
+    const std::vector<const float*> grads{a.data(), b.data()};
+    const std::vector<float*> copies{copy.data()};
+    s.apply_mean(grads, 0.5f, copies);
+    BOOST_TEST(values_of(s) == std::vector<float>(n, -2.0f), boost::test_tools::per_element());
+    BOOST_TEST(copy == std::vector<float>(n, -2.0f), boost::test_tools::per_element());
+    BOOST_TEST(s.shard().updates() == 1u);
+}

@@ -1,0 +1,866 @@
+// The parameter server's semantics, over the in-process loopback: each
+// server runs in a thread, the test drives the workers' clients in the
+// order it chooses.
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE server
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "tests/unit/library/ps/loopback_job.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using namespace pstrain::ps;
+using pstrain::testing::fill;
+using pstrain::testing::job_options;
+using pstrain::testing::ps_job;
+using pstrain::testing::to_vector;
+namespace bdata = boost::unit_test::data;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Exact binary fractions, so that every expected value below is exact.
+const std::vector<float> initial{1, 2, 3, 4, 5, 6};
+const std::vector<float> g0{1, 0, 2, -2, 0.5f, 4};
+const std::vector<float> g1{3, 2, 0, 2, 0.5f, -4};
+// Their average is {2, 1, 1, 0, 0.5, 0}; SGD with learning rate 0.5:
+const std::vector<float> after_one_step{0, 1.5f, 2.5f, 4, 4.75f, 6};   // initial - 0.5 * average
+const std::vector<float> after_two_steps{-1, 1, 2, 4, 4.5f, 6};        // ... twice
+
+server_config sync_config(int replicas = 0)
+{
+    server_config c;
+    c.sync = true;
+    c.replicas_to_aggregate = replicas;
+    c.optimizer.kind = optimizer_kind::sgd;
+    c.optimizer.learning_rate = 0.5f;
+    c.shutdown_wait = 2s;
+    return c;
+}
+
+server_config async_config()
+{
+    auto c = sync_config();
+    c.sync = false;
+    return c;
+}
+
+job_options sharing(bool share)
+{
+    job_options o;
+    o.share_memory = share;
+    return o;
+}
+
+// The chief initialises the model with `values`, every other worker pulls it.
+void start(ps_job& job, int workers, const std::vector<float>& values = initial)
+{
+    fill(job.worker(0).params(), values);
+    job.worker(0).wait(job.worker(0).init());
+    for (int w = 1; w < workers; ++w) job.worker(w).wait(job.worker(w).pull());
+}
+
+// A worker asks until a reply says training is done (the chief's shutdown
+// may reach the PS after the worker's request).
+void leave(client& c)
+{
+    for (int i = 0; i < 100 && !c.done(); ++i) c.wait(c.pull());
+    BOOST_TEST(c.done(), "no reply said training is done");
+}
+
+// A ticket that is still pending after the PS had time to answer it.
+bool still_pending(client& c, ticket t)
+{
+    std::this_thread::sleep_for(100ms);
+    return !c.test(t);
+}
+
+// What the hooks saw, from the servers' threads.
+struct recorder {
+    std::mutex mu;
+    std::vector<std::uint64_t> steps;
+    struct snapshot_seen {
+        std::uint64_t step = 0;
+        int index = -1, num_ps = 0;
+        shard_range range;
+        std::uint64_t num_params = 0;
+        optimizer_kind optimizer = optimizer_kind::sgd;
+        std::vector<float> values, state;
+        std::uint64_t updates = 0;
+        std::vector<std::uint64_t> positions;
+    };
+    std::vector<snapshot_seen> snapshots;
+    bool fail_snapshots = false;
+    struct restore_seen {
+        std::uint64_t step = 0;
+        shard_range range;
+        std::uint64_t num_params = 0;
+    };
+    std::vector<restore_seen> restores;
+
+    server_hooks hooks(std::uint64_t end_at = 0)
+    {
+        server_hooks h;
+        h.step_completed = [this, end_at](std::uint64_t step) {
+            std::lock_guard lock(mu);
+            steps.push_back(step);
+            return end_at > 0 && step >= end_at;
+        };
+        h.snapshot = [this](const shard_snapshot& s) {
+            std::lock_guard lock(mu);
+            if (fail_snapshots) throw pstrain::error("the test's snapshot hook fails");
+            snapshots.push_back({s.step, s.index, s.num_ps, s.range, s.num_params, s.optimizer, to_vector(s.values),
+                                 to_vector(s.state), s.updates, {s.positions.begin(), s.positions.end()}});
+            return snapshot_receipt{1000 + static_cast<std::uint64_t>(s.index), 0xc0ffee00 + static_cast<std::uint64_t>(s.index)};
+        };
+        return h;
+    }
+    std::vector<snapshot_seen> take_snapshots()
+    {
+        std::lock_guard lock(mu);
+        auto s = std::move(snapshots);
+        snapshots.clear();
+        std::sort(s.begin(), s.end(), [](auto& a, auto& b) { return a.index < b.index; });
+        return s;
+    }
+};
+
+std::vector<float> part(const std::vector<float>& v, shard_range r)
+{
+    return {v.begin() + static_cast<std::ptrdiff_t>(r.begin), v.begin() + static_cast<std::ptrdiff_t>(r.end)};
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ sync
+
+BOOST_DATA_TEST_CASE(sync_step_applies_sgd_to_the_average_of_every_workers_gradient, bdata::make({false, true}), share)
+{
+    ps_job job(1, 2, sync_config(), {}, sharing(share));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    BOOST_TEST(to_vector(w1.params()) == initial, boost::test_tools::per_element());
+    BOOST_TEST(w0.mapped(0) == share);
+    BOOST_TEST(w1.mapped(0) == share);
+
+    for (const auto& expected : {after_one_step, after_two_steps}) {
+        fill(w0.grads(), g0);
+        const auto t0 = w0.push();
+        BOOST_TEST(still_pending(w0, t0), "one gradient of two completed a step");
+        fill(w1.grads(), g1);
+        const auto t1 = w1.push();
+        w0.wait(t0);
+        w1.wait(t1);
+        BOOST_TEST(to_vector(w0.params()) == expected, boost::test_tools::per_element());
+        BOOST_TEST(to_vector(w1.params()) == expected, boost::test_tools::per_element());
+    }
+    BOOST_TEST(w0.global_step() == 2u);
+    BOOST_TEST(w1.global_step() == 2u);
+    BOOST_TEST(!w0.done());
+
+    w0.shutdown();
+    leave(w1);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == server_outcome::done));
+    BOOST_TEST(job.server(0).global_step() == 2u);
+    BOOST_TEST(job.server(0).stale_gradients() == 0u);
+}
+
+BOOST_DATA_TEST_CASE(backup_workers_a_step_takes_the_first_replicas_to_aggregate_gradients, bdata::make({false, true}), share)
+{
+    // 3 workers, 2 gradients a step: worker 1 is a backup that never pushes.
+    ps_job job(1, 3, sync_config(2), {}, sharing(share));
+    auto &w0 = job.worker(0), &w2 = job.worker(2);
+    start(job, 3);
+    fill(w0.grads(), g0);
+    const auto t0 = w0.push();
+    BOOST_TEST(still_pending(w0, t0), "one gradient of two completed a step");
+    fill(w2.grads(), g1);
+    const auto t2 = w2.push();
+    w0.wait(t0);
+    w2.wait(t2);
+    BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(w2.global_step() == 1u);
+    // The backup worker, a step behind, still gets the new values.
+    job.worker(1).wait(job.worker(1).pull());
+    BOOST_TEST(to_vector(job.worker(1).params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(job.worker(1).global_step() == 1u);
+
+    w0.shutdown();
+    leave(job.worker(1));
+    leave(w2);
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
+BOOST_DATA_TEST_CASE(a_stale_gradient_is_dropped_and_answered_with_the_current_values, bdata::make({false, true}), share)
+{
+    ps_job job(1, 3, sync_config(2), {}, sharing(share));
+    auto &w0 = job.worker(0), &w1 = job.worker(1), &w2 = job.worker(2);
+    start(job, 3);  // worker 2 holds the values of step 0
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    auto t0 = w0.push();
+    auto t1 = w1.push();
+    w0.wait(t0);
+    w1.wait(t1);
+
+    // Worker 2's gradient was computed on step 0's values: the PS is at 1.
+    fill(w2.grads(), {100, 100, 100, 100, 100, 100});
+    w2.wait(w2.push());  // answered at once, not kept for step 2
+    BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(w2.global_step() == 1u);
+
+    // Step 2 is workers 0 and 1's alone: worker 2's gradient is not in it.
+    t0 = w0.push();
+    t1 = w1.push();
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w0.params()) == after_two_steps, boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 2u);
+
+    w0.shutdown();
+    leave(w1);
+    leave(w2);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(job.server(0).stale_gradients() == 1u);
+    BOOST_TEST(job.server(0).global_step() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
+{
+    ps_job job(1, 2, sync_config(1));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    fill(w1.grads(), g1);
+    try {
+        w1.wait(w1.push({0, 3}));
+        BOOST_ERROR("a push of [0, 3) of a shard of 6 was accepted in sync mode");
+    } catch (const pstrain::peer_error& e) {
+        BOOST_TEST(e.peer() == "ps 0");
+        BOOST_TEST(std::string(e.what()).find("whole-shard") != std::string::npos, e.what());
+    }
+    // The PS goes on with the chief: one gradient a step, and not worker 1's.
+    fill(w0.grads(), g0);
+    w0.wait(w0.push());
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}), boost::test_tools::per_element());
+    job.net().kill_worker(1);
+    w0.shutdown();
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
+// ----------------------------------------------------------------- async
+
+BOOST_DATA_TEST_CASE(async_applies_each_push_on_arrival, bdata::make({false, true}), share)
+{
+    ps_job job(1, 2, async_config(), {}, sharing(share));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    w0.wait(w0.push());
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}), boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 1u);
+    // Worker 1's gradient, computed on step 0's values, is applied too.
+    fill(w1.grads(), g1);
+    w1.wait(w1.push());
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-1, 1, 2, 4, 4.5f, 6}), boost::test_tools::per_element());
+    BOOST_TEST(w1.global_step() == 2u);
+    w1.wait(w1.push());
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-2.5f, 0, 2, 3, 4.25f, 8}), boost::test_tools::per_element());
+    BOOST_TEST(w1.global_step() == 3u);
+    w0.wait(w0.pull());
+    BOOST_TEST(to_vector(w0.params()) == to_vector(w1.params()), boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 3u);
+
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST_REQUIRE(job.finish().returned);
+    BOOST_TEST(job.server(0).global_step() == 3u);
+}
+
+BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, bdata::make({false, true}), share)
+{
+    // Keys [0, 2) [2, 6) [6, 8) over 2 PS holding [0, 4) and [4, 8).
+    auto o = sharing(share);
+    o.num_params = 8;
+    o.key_sizes = {2, 4, 2};
+    ps_job job(2, 2, async_config(), {}, o);
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    const std::vector<float> v{1, 2, 3, 4, 5, 6, 7, 8};
+    start(job, 2, v);
+    BOOST_TEST((w0.key(1) == shard_range{2, 6}));
+
+    fill(w0.grads(), std::vector<float>(8, 2.0f));  // a gradient everywhere; only key 1's part goes
+    w0.wait(w0.push(w0.key(1)));
+    const std::vector<float> updated{1, 2, 2, 3, 4, 5, 7, 8};
+    BOOST_TEST(to_vector(w0.params()) == updated, boost::test_tools::per_element());
+
+    // A pull of [1, 3) writes only there.
+    fill(w1.params(), std::vector<float>(8, -100.0f));
+    w1.wait(w1.pull({1, 3}));
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-100, 2, 2, -100, -100, -100, -100, -100}),
+               boost::test_tools::per_element());
+    w1.wait(w1.pull());
+    BOOST_TEST(to_vector(w1.params()) == updated, boost::test_tools::per_element());
+
+    // A push inside PS 1's range is one update there, none on PS 0.
+    fill(w1.grads(), std::vector<float>(8, 4.0f));
+    w1.wait(w1.push({4, 6}));
+    w1.wait(w1.pull());
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{1, 2, 2, 3, 2, 3, 7, 8}), boost::test_tools::per_element());
+    BOOST_TEST(w1.global_step() == 1u);  // PS 0's
+
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST_REQUIRE(job.finish(0).returned);
+    BOOST_TEST_REQUIRE(job.finish(1).returned);
+    BOOST_TEST(job.server(0).global_step() == 1u);
+    BOOST_TEST(job.server(1).global_step() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(two_ps_tasks_split_the_vector_as_make_partition_says)
+{
+    recorder rec;
+    job_options o;
+    o.num_params = 7;
+    ps_job job(2, 1, async_config(), rec.hooks(), o);
+    auto& w0 = job.worker(0);
+    const std::vector<float> v{1, 2, 3, 4, 5, 6, 7};
+    start(job, 1, v);
+    BOOST_TEST((w0.partition() == make_partition(7, 2)));
+
+    const auto taken = w0.snapshot(0);
+    BOOST_TEST_REQUIRE(taken.size() == 2u);
+    BOOST_TEST((taken[1].outcome == snapshot_result::status::taken));
+    const auto seen = rec.take_snapshots();
+    BOOST_TEST_REQUIRE(seen.size() == 2u);
+    // make_partition(7, 2): [0, 3) and [3, 7).
+    BOOST_TEST((seen[0].range == shard_range{0, 3}));
+    BOOST_TEST((seen[1].range == shard_range{3, 7}));
+    BOOST_TEST(seen[0].values == (std::vector<float>{1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(seen[1].values == (std::vector<float>{4, 5, 6, 7}), boost::test_tools::per_element());
+    BOOST_TEST(seen[1].num_ps == 2);
+
+    // [2, 4) meets both shards: each updates its part.
+    fill(w0.grads(), std::vector<float>(7, 2.0f));
+    w0.wait(w0.push({2, 4}));
+    w0.wait(w0.pull());
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{1, 2, 2, 3, 5, 6, 7}), boost::test_tools::per_element());
+    w0.shutdown();
+    BOOST_TEST_REQUIRE(job.finish(0).returned);
+    BOOST_TEST_REQUIRE(job.finish(1).returned);
+    BOOST_TEST(job.server(0).global_step() == 1u);
+    BOOST_TEST(job.server(1).global_step() == 1u);
+}
+
+// ------------------------------------------------------- moving averages
+
+// A key of kind moving_average (a batch normalization's moving mean or
+// variance) gets no optimizer: the PS adds the step's average of the
+// pushed deltas.  Its range [2, 4) crosses the two PS tasks' shards; the
+// chief's hello tells both.
+BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_the_optimizer, bdata::make({false, true}),
+                     share)
+{
+    auto o = sharing(share);
+    o.key_sizes = {2, 2, 2};
+    o.key_kinds = {client_config::key_kind::trainable, client_config::key_kind::moving_average,
+                   client_config::key_kind::trainable};
+    ps_job job(2, 2, sync_config(), {}, o);
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    auto t0 = w0.push();
+    auto t1 = w1.push();
+    w0.wait(t0);
+    w1.wait(t1);
+    w0.wait(w0.pull());
+    // The average is {2, 1, 1, 0, 0.5, 0}: SGD (learning rate 0.5) on
+    // elements 0, 1, 4, 5; elements 2 and 3 are 3 + 1 and 4 + 0.
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0, 1.5f, 4, 4, 4.75f, 6}), boost::test_tools::per_element());
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST((job.finish(0).outcome == server_outcome::done));
+    BOOST_TEST((job.finish(1).outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(a_kind_for_each_key_or_none)
+{
+    pstrain::ps::loopback_network net(1, 1);
+    client_config c;
+    c.num_params = 6;
+    c.key_sizes = {3, 3};
+    c.key_kinds = {client_config::key_kind::moving_average};
+    BOOST_CHECK_EXCEPTION(client(net.worker(0), c), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()).find("1 key kinds for 2 keys") != std::string::npos;
+    });
+}
+
+// ------------------------------------------------------------------ stats
+
+BOOST_DATA_TEST_CASE(async_stats_count_each_workers_gradients_and_their_staleness, bdata::make({false, true}), share)
+{
+    ps_job job(1, 2, async_config(), {}, sharing(share));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);  // both hold the values of step 0
+    w0.wait(w0.push());  // on step 0 at step 0: staleness 0, now step 1
+    w1.wait(w1.push());  // on step 0 at step 1: 1, now step 2
+    w1.wait(w1.push());  // on step 2 at step 2: 0, now step 3
+    w0.wait(w0.push());  // on step 1 at step 3: 2, now step 4
+
+    const auto stats = w1.stats();  // any worker may ask
+    BOOST_TEST_REQUIRE(stats.size() == 1u);
+    const auto& s = stats[0];
+    BOOST_TEST(s.step == 4u);
+    BOOST_TEST_REQUIRE(s.workers.size() == 2u);
+    BOOST_TEST(s.workers[0].gradients == 2u);
+    BOOST_TEST(s.workers[0].staleness_sum == 2u);
+    BOOST_TEST(s.workers[0].staleness_max == 2u);
+    BOOST_TEST(s.workers[1].gradients == 2u);
+    BOOST_TEST(s.workers[1].staleness_sum == 1u);
+    BOOST_TEST(s.workers[1].staleness_max == 1u);
+    BOOST_TEST(s.workers[0].stale == 0u);
+    if (!share) {
+        // 64-byte frames; the model is 6 floats (24 bytes).  In: 2 hellos,
+        // init + 24, a pull, 4 pushes + 24, this stats request.  Out: 2
+        // welcomes, 6 values replies + 24 (this reply is not counted yet).
+        BOOST_TEST(s.bytes_received == 2 * 64u + 88u + 64u + 4 * 88u + 64u);
+        BOOST_TEST(s.bytes_sent == 2 * 64u + 6 * 88u);
+    } else {
+        // Gradients are read from and values written into the mapped buffers: counted too.
+        BOOST_TEST(s.bytes_received >= 2 * 64u + 88u + 64u + 4 * 88u + 64u);
+        BOOST_TEST(s.bytes_sent >= 2 * 64u + 6 * 88u);
+    }
+    // The counters move on with training.
+    w0.wait(w0.push());
+    const auto later = w0.stats();
+    BOOST_TEST(later[0].workers[0].gradients == 3u);
+    BOOST_TEST(later[0].bytes_received > s.bytes_received);
+    BOOST_TEST(later[0].bytes_sent > s.bytes_sent);
+
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(sync_stats_count_aggregated_and_stale_gradients_on_every_ps)
+{
+    // 3 workers, 2 gradients a step: worker 2's late gradient is stale.
+    ps_job job(2, 3, sync_config(2), {}, sharing(false));
+    auto &w0 = job.worker(0), &w1 = job.worker(1), &w2 = job.worker(2);
+    start(job, 3);
+    auto t0 = w0.push();
+    auto t1 = w1.push();
+    w0.wait(t0);
+    w1.wait(t1);
+    w2.wait(w2.push());  // computed on step 0, the PS tasks are at 1
+
+    const auto stats = w0.stats();
+    BOOST_TEST_REQUIRE(stats.size() == 2u);
+    for (const auto& s : stats) {
+        BOOST_TEST(s.step == 1u);
+        BOOST_TEST_REQUIRE(s.workers.size() == 3u);
+        BOOST_TEST(s.workers[0].gradients == 1u);
+        BOOST_TEST(s.workers[1].gradients == 1u);
+        BOOST_TEST(s.workers[2].gradients == 0u);
+        BOOST_TEST(s.workers[2].stale == 1u);
+        BOOST_TEST(s.workers[0].staleness_max == 0u);
+    }
+    w0.shutdown();
+    leave(w1);
+    leave(w2);
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
+// ------------------------------------------------------------------ hooks
+
+BOOST_AUTO_TEST_CASE(the_step_completed_hook_ends_training_at_the_step_it_decides)
+{
+    recorder rec;
+    ps_job job(1, 2, sync_config(), rec.hooks(2));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    BOOST_TEST(!w0.done());
+    for (int step = 1; step <= 2; ++step) {
+        fill(w0.grads(), g0);
+        fill(w1.grads(), g1);
+        const auto t0 = w0.push();
+        const auto t1 = w1.push();
+        w0.wait(t0);
+        w1.wait(t1);
+        BOOST_TEST(w0.done() == (step == 2), "after step " << step);
+        BOOST_TEST(w1.done() == (step == 2), "after step " << step);
+    }
+    BOOST_TEST(!w0.stopped());
+    // Once done, a push is answered at once and not applied.
+    w0.wait(w0.push());
+    BOOST_TEST(to_vector(w0.params()) == after_two_steps, boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 2u);
+    w0.shutdown();
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST((end.outcome == server_outcome::done));
+    std::lock_guard lock(rec.mu);
+    BOOST_TEST(rec.steps == (std::vector<std::uint64_t>{0, 1, 2}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_hook_that_ends_training_at_the_start_makes_the_first_reply_done)
+{
+    std::vector<std::uint64_t> steps;  // read after the server ended
+    server_hooks ends;
+    ends.step_completed = [&](std::uint64_t step) {
+        steps.push_back(step);
+        return true;
+    };
+    ps_job job(1, 1, async_config(), ends);
+    start(job, 1);
+    BOOST_TEST(job.worker(0).done());
+    BOOST_TEST(job.worker(0).global_step() == 0u);
+    job.worker(0).shutdown();
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+    BOOST_TEST(steps == (std::vector<std::uint64_t>{0}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back_to_the_chief)
+{
+    recorder rec;
+    auto c = sync_config();
+    c.optimizer.kind = optimizer_kind::momentum;
+    c.optimizer.momentum = 0.5f;
+    ps_job job(2, 2, c, rec.hooks());
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.push(11);
+    const auto t1 = w1.push(22);
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());  // momentum's first step is SGD's
+
+    const auto taken = w0.snapshot(1);
+    BOOST_TEST_REQUIRE(taken.size() == 2u);
+    for (std::uint64_t p = 0; p < 2; ++p) {
+        BOOST_TEST((taken[p].outcome == snapshot_result::status::taken));
+        BOOST_TEST(taken[p].step == 1u);
+        BOOST_TEST(taken[p].bytes == 1000 + p);
+        BOOST_TEST(taken[p].checksum == 0xc0ffee00 + p);
+    }
+    const auto seen = rec.take_snapshots();
+    BOOST_TEST_REQUIRE(seen.size() == 2u);
+    const std::vector<float> average{2, 1, 1, 0, 0.5f, 0};  // momentum's accumulator after one step
+    for (int p = 0; p < 2; ++p) {
+        const auto& s = seen[static_cast<std::size_t>(p)];
+        const auto range = make_partition(6, 2)[static_cast<std::size_t>(p)];
+        BOOST_TEST(s.index == p);
+        BOOST_TEST(s.step == 1u);
+        BOOST_TEST((s.range == range));
+        BOOST_TEST(s.num_params == 6u);
+        BOOST_TEST((s.optimizer == optimizer_kind::momentum));
+        BOOST_TEST(s.values == part(after_one_step, range), boost::test_tools::per_element());
+        BOOST_TEST(s.state == part(average, range), boost::test_tools::per_element());
+        BOOST_TEST(s.updates == 1u);
+        BOOST_TEST(s.positions == (std::vector<std::uint64_t>{11, 22}), boost::test_tools::per_element());
+    }
+
+    // Sync: a gradient waiting for step 2 when the chief asks for step 1's
+    // snapshot is not in it, so its position is not either (a resumed
+    // worker would skip that batch).
+    fill(w1.grads(), g1);
+    const auto waiting = w1.push(23);
+    BOOST_TEST(still_pending(w1, waiting));
+    BOOST_TEST_REQUIRE(w0.snapshot(1).size() == 2u);
+    for (const auto& s : rec.take_snapshots())
+        BOOST_TEST(s.positions == (std::vector<std::uint64_t>{11, 22}), boost::test_tools::per_element());
+    fill(w0.grads(), g0);
+    const auto t0b = w0.push(12);
+    w0.wait(t0b);
+    w1.wait(waiting);
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
+    for (const auto& s : rec.take_snapshots())
+        BOOST_TEST(s.positions == (std::vector<std::uint64_t>{12, 23}), boost::test_tools::per_element());
+
+    // Sync: a snapshot at a step the shards have left is refused with theirs.
+    const auto old = w0.snapshot(0);
+    BOOST_TEST_REQUIRE(old.size() == 2u);
+    BOOST_TEST((old[0].outcome == snapshot_result::status::moved_on));
+    BOOST_TEST(old[0].step == 2u);
+    BOOST_TEST(rec.take_snapshots().empty());
+
+    // A hook that cannot store it: the chief hears it failed.
+    {
+        std::lock_guard lock(rec.mu);
+        rec.fail_snapshots = true;
+    }
+    const auto failed = w0.snapshot(2);  // the step the shards are at
+    BOOST_TEST_REQUIRE(failed.size() == 2u);
+    BOOST_TEST((failed[0].outcome == snapshot_result::status::failed));
+    BOOST_TEST((failed[1].outcome == snapshot_result::status::failed));
+
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST((job.finish(0).outcome == server_outcome::done));
+    BOOST_TEST((job.finish(1).outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
+{
+    recorder rec;
+    const std::vector<float> values{10, 20, 30, 40, 50, 60}, state{2, 0, -2, 4, 0, 1};
+    auto hooks = rec.hooks();
+    hooks.restore = [&](std::uint64_t step, shard_range range, std::uint64_t n) {
+        {
+            std::lock_guard lock(rec.mu);
+            rec.restores.push_back({step, range, n});
+        }
+        shard_state s;
+        s.values = part(values, range);
+        s.state = part(state, range);
+        s.updates = 7;
+        s.positions = {5, 9};
+        return s;
+    };
+    auto c = sync_config();
+    c.optimizer.kind = optimizer_kind::momentum;
+    c.optimizer.momentum = 0.5f;
+    ps_job job(2, 2, c, hooks);
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    fill(w0.params(), std::vector<float>(6, -1.0f));
+    BOOST_TEST(!w0.restored_step().has_value());
+    w0.wait(w0.restore(4));
+    BOOST_TEST(to_vector(w0.params()) == values, boost::test_tools::per_element());
+    BOOST_TEST((w0.restored_step() == std::optional<std::uint64_t>(4)));
+    BOOST_TEST(w0.global_step() == 4u);
+    w1.wait(w1.pull());
+    BOOST_TEST(to_vector(w1.params()) == values, boost::test_tools::per_element());
+    BOOST_TEST((w1.restored_step() == std::optional<std::uint64_t>(4)));
+    BOOST_TEST(w1.global_step() == 4u);
+    {
+        std::lock_guard lock(rec.mu);
+        BOOST_TEST_REQUIRE(rec.restores.size() == 2u);
+        std::sort(rec.restores.begin(), rec.restores.end(), [](auto& a, auto& b) { return a.range.begin < b.range.begin; });
+        BOOST_TEST(rec.restores[0].step == 4u);
+        BOOST_TEST((rec.restores[0].range == shard_range{0, 3}));
+        BOOST_TEST((rec.restores[1].range == shard_range{3, 6}));
+        BOOST_TEST(rec.restores[1].num_params == 6u);
+        BOOST_TEST(rec.steps == (std::vector<std::uint64_t>{4, 4}), boost::test_tools::per_element());
+    }
+
+    // The restored state, positions and update count are the shard's.
+    const auto taken = w0.snapshot(4);
+    BOOST_TEST((taken.at(0).outcome == snapshot_result::status::taken));
+    auto seen = rec.take_snapshots();
+    BOOST_TEST_REQUIRE(seen.size() == 2u);
+    BOOST_TEST(seen[0].state == (std::vector<float>{2, 0, -2}), boost::test_tools::per_element());
+    BOOST_TEST(seen[1].positions == (std::vector<std::uint64_t>{5, 9}), boost::test_tools::per_element());
+    BOOST_TEST(seen[1].updates == 7u);
+
+    // A step goes on from them: accumulator 0.5 * state + average, values - 0.5 * accumulator.
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.push();
+    const auto t1 = w1.push();
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{8.5f, 19.5f, 30, 39, 49.75f, 59.75f}), boost::test_tools::per_element());
+    BOOST_TEST(w1.global_step() == 5u);
+
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST(job.finish(0).returned);
+    BOOST_TEST(job.finish(1).returned);
+}
+
+// ----------------------------------------------------------- the ending
+
+BOOST_DATA_TEST_CASE(the_chiefs_shutdown_reaches_a_worker_waiting_for_its_step, bdata::make({false, true}), stop)
+{
+    ps_job job(1, 2, sync_config());
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    fill(w1.grads(), g1);
+    const auto t1 = w1.push();  // waits for the chief's gradient, which never comes
+    BOOST_TEST(still_pending(w1, t1));
+    w0.shutdown(stop);
+    w1.wait(t1);
+    BOOST_TEST(w1.done());
+    BOOST_TEST(w1.stopped() == stop);
+    BOOST_TEST(to_vector(w1.params()) == initial, boost::test_tools::per_element());  // no step was applied
+    BOOST_TEST(w1.global_step() == 0u);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == (stop ? server_outcome::stopped : server_outcome::done)));
+}
+
+BOOST_AUTO_TEST_CASE(a_stop_makes_every_other_worker_see_stopped)
+{
+    ps_job job(1, 3, async_config());
+    start(job, 3);
+    job.worker(0).shutdown(true);
+    for (int w = 1; w < 3; ++w) {
+        leave(job.worker(w));
+        BOOST_TEST(job.worker(w).stopped(), "worker " << w);
+    }
+    BOOST_TEST((job.finish().outcome == server_outcome::stopped));
+}
+
+// ---------------------------------------------------------- lost peers
+
+BOOST_AUTO_TEST_CASE(async_goes_on_without_a_lost_worker)
+{
+    ps_job job(1, 3, async_config());
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 3);
+    job.net().kill_worker(2);
+    fill(w0.grads(), g0);
+    w0.wait(w0.push());
+    fill(w1.grads(), g1);
+    w1.wait(w1.push());
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-1, 1, 2, 4, 4.5f, 6}), boost::test_tools::per_element());
+    w0.shutdown();
+    leave(w1);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_a_lost_worker)
+{
+    ps_job job(1, 3, sync_config(2));
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 3);
+    job.net().kill_worker(2);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.push();
+    const auto t1 = w1.push();
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w1.params()) == after_one_step, boost::test_tools::per_element());
+    w0.shutdown();
+    leave(w1);
+    const auto end = job.finish();
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(losing_the_chief_ends_the_server_and_the_other_workers_hear_why)
+{
+    ps_job job(1, 2, async_config());
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    job.net().kill_worker(0);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.peer_error, end.what);
+    BOOST_TEST(end.who == "worker 0");
+    BOOST_TEST(end.what.find("chief") != std::string::npos, end.what);
+    try {
+        w1.wait(w1.pull());
+        BOOST_ERROR("worker 1 pulled from a PS that ended the job");
+    } catch (const pstrain::peer_error& e) {
+        BOOST_TEST(e.peer() == "ps 0");
+        BOOST_TEST(std::string(e.what()).find("lost worker 0") != std::string::npos, e.what());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(sync_without_enough_workers_ends_and_tells_the_waiting_workers)
+{
+    ps_job job(1, 3, sync_config());  // every worker's gradient, every step
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 3);
+    const auto t0 = w0.push();
+    const auto t1 = w1.push();
+    BOOST_TEST(still_pending(w0, t0));
+    job.net().kill_worker(2);
+    for (auto [w, t] : {std::pair{&w0, t0}, std::pair{&w1, t1}}) {
+        try {
+            w->wait(t);
+            BOOST_ERROR("a step completed without worker 2");
+        } catch (const pstrain::peer_error& e) {
+            BOOST_TEST(e.peer() == "ps 0");
+            BOOST_TEST(std::string(e.what()).find("lost worker 2") != std::string::npos, e.what());
+        }
+    }
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.peer_error, end.what);
+    BOOST_TEST(end.who == "worker 2");
+    BOOST_TEST(end.what.find("only 2 workers are left") != std::string::npos, end.what);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_ps_makes_the_waiting_worker_throw_naming_it)
+{
+    ps_job job(1, 2, sync_config());
+    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    start(job, 2);
+    const auto t0 = w0.push();  // waits for worker 1's gradient
+    BOOST_TEST(still_pending(w0, t0));
+    job.net().kill_ps(0);
+    for (auto* w : {&w0, &w1}) {
+        try {
+            w->wait(w == &w0 ? t0 : w->pull());
+            BOOST_ERROR("a request to a dead PS completed");
+        } catch (const pstrain::peer_error& e) {
+            BOOST_TEST(e.peer() == "ps 0");
+            BOOST_TEST(std::string(e.what()).find("lost ps 0") != std::string::npos, e.what());
+        }
+    }
+    // A client that failed stays failed.
+    BOOST_CHECK_THROW(w0.pull(), pstrain::error);
+}
+
+BOOST_AUTO_TEST_CASE(of_two_ps_the_dead_one_is_named)
+{
+    ps_job job(2, 1, async_config());
+    auto& w0 = job.worker(0);
+    start(job, 1);
+    w0.wait(w0.pull({0, 3}));  // PS 0 alone: fine
+    job.net().kill_ps(1);
+    w0.wait(w0.pull({0, 3}));  // still fine: PS 1 is not asked
+    try {
+        w0.wait(w0.pull());
+        BOOST_ERROR("a pull from a dead PS completed");
+    } catch (const pstrain::peer_error& e) {
+        BOOST_TEST(e.peer() == "ps 1");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_request_that_failed_on_one_ps_leaves_no_receive_behind_for_the_others_reply)
+{
+    // The push waits on both PS tasks; PS 0 dies, so the wait throws while
+    // PS 1's reply is still to come: it comes (an abort, when PS 1 loses
+    // worker 1) into a receive the client must still own.  (A use after
+    // free here shows under valgrind or ASan.)
+    ps_job job(2, 2, sync_config());
+    auto& w0 = job.worker(0);
+    start(job, 2);
+    const auto t0 = w0.push();
+    BOOST_TEST(still_pending(w0, t0));
+    job.net().kill_ps(0);
+    try {
+        w0.wait(t0);
+        BOOST_ERROR("a push to a dead PS completed");
+    } catch (const pstrain::peer_error& e) {
+        BOOST_TEST(e.peer() == "ps 0");
+    }
+    job.net().kill_worker(1);
+    const auto end = job.finish(1);
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.who == "worker 1");
+}
