@@ -107,10 +107,10 @@ int main(int argc, char** argv)
         double seconds = 0;
         bool mapped = false;
         {
-            ps::client c(*net, cc);
+            ps::chief_client c(*net, cc);  // the benchmark's one worker is the chief
             std::ranges::fill(c.params(), 0.5f);
             std::ranges::fill(c.grads(), 0.25f);
-            c.wait(c.init());
+            c.wait(c.async_init());
             for (int i = 0; i < warmup; ++i) c.step(0);
             auto t0 = std::chrono::steady_clock::now();
             for (int i = 0; i < iters; ++i) c.step(0);

@@ -260,9 +260,31 @@ void run_ps(const options& o, ps::transport& net, int index, int num_ps)
                      static_cast<unsigned long long>(server.stale_gradients()));
 }
 
-// A worker: trains on its shard until a reply says training is done.  The
-// chief initialises first and evaluates, ends training and reports last.
-// Returns the exit status.
+// Trains on `shard` until a reply says training is done; returns the last
+// batch's loss.
+double train(const options& o, ps::client& client, const examples& shard, int d, int index)
+{
+    rng batches(stream(o.seed, set_id::train, 1000003ULL * static_cast<std::uint64_t>(index + 1)));
+    std::vector<std::size_t> rows(static_cast<std::size_t>(o.batch));
+    std::uint64_t local_steps = 0, next_report = 100;
+    double loss = 0;
+    while (!client.done()) {
+        for (auto& r : rows) r = static_cast<std::size_t>(batches.next() % shard.size());
+        loss = gradient(client.params(), shard, rows, d, client.grads());
+        client.step(++local_steps);  // push, and wait for the new values
+        if (index == 0 && client.global_step() >= next_report) {
+            std::fprintf(stderr, "logistic_regression[worker 0]: step %llu, batch loss %.4f\n",
+                         static_cast<unsigned long long>(client.global_step()), loss);
+            next_report += 100;
+        }
+    }
+    return loss;
+}
+
+// A worker: pulls the values the chief initialised, then trains.  The
+// chief (worker 0) has a chief_client: it initialises first, and after
+// training evaluates, ends training and reports last.  Returns the exit
+// status.
 int run_worker(const options& o, ps::transport& net, int index, int num_ps, int num_workers,
                std::vector<std::string> worker_names)
 {
@@ -279,34 +301,18 @@ int run_worker(const options& o, ps::transport& net, int index, int num_ps, int 
     cc.num_params = static_cast<std::uint64_t>(d) + 1;
     cc.key_sizes = {static_cast<std::uint64_t>(d), 1};  // key 0: the weights, key 1: the bias
     cc.worker_names = std::move(worker_names);
-    ps::client client(net, cc);
-    const bool chief = index == 0;
-
-    // The chief's initial values (zeros: logistic regression is convex);
-    // the others pull them.  Between a call and its wait() the buffers
-    // belong to the library.
-    if (chief) {
-        std::fill(client.params().begin(), client.params().end(), 0.0f);
-        client.wait(client.init());
-    } else {
-        client.wait(client.pull());
+    // Between a call and its wait() the buffers belong to the library.
+    if (index != 0) {
+        ps::client client(net, cc);
+        client.wait(client.async_pull());
+        train(o, client, shard, d, index);
+        return 0;
     }
 
-    rng batches(stream(o.seed, set_id::train, 1000003ULL * static_cast<std::uint64_t>(index + 1)));
-    std::vector<std::size_t> rows(static_cast<std::size_t>(o.batch));
-    std::uint64_t local_steps = 0, next_report = 100;
-    double loss = 0;
-    while (!client.done()) {
-        for (auto& r : rows) r = static_cast<std::size_t>(batches.next() % shard.size());
-        loss = gradient(client.params(), shard, rows, d, client.grads());
-        client.step(++local_steps);  // push, and wait for the new values
-        if (chief && client.global_step() >= next_report) {
-            std::fprintf(stderr, "logistic_regression[worker 0]: step %llu, batch loss %.4f\n",
-                         static_cast<unsigned long long>(client.global_step()), loss);
-            next_report += 100;
-        }
-    }
-    if (!chief) return 0;
+    ps::chief_client client(net, cc);
+    std::fill(client.params().begin(), client.params().end(), 0.0f);  // zeros: logistic regression is convex
+    client.wait(client.async_init());
+    const double loss = train(o, client, shard, d, index);
 
     const examples test = make_test_set(p, o);
     const std::span<const float> w = client.params();

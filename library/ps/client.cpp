@@ -31,6 +31,15 @@ wire::kind reply_kind(wire::kind kind)
                                         : wire::kind::values;
 }
 
+client_config chiefs_config(client_config c)
+{
+    if (c.index != 0)
+        throw error(fmt::format("worker {} made a chief_client: only worker 0, the chief, starts, saves and ends "
+                                "the job (make a client)",
+                                c.index));
+    return c;
+}
+
 }  // namespace
 
 // The client's state and its verbs.  The request/reply exchange
@@ -96,19 +105,19 @@ public:
     // wire::max_sparse_keys a message.
     ticket pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
     {
-        check_rows("pull_rows", table, keys, out.size(), "output");
+        check_rows("async_pull_rows", table, keys, out.size(), "output");
         return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), {});
     }
 
     ticket lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
     {
-        check_rows("lookup_rows", table, keys, out.size(), "output");
+        check_rows("async_lookup_rows", table, keys, out.size(), "output");
         return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), {}, wire::sparse_lookup);
     }
 
     ticket push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
     {
-        check_rows("push_rows", table, keys, grads.size(), "gradient");
+        check_rows("async_push_rows", table, keys, grads.size(), "gradient");
         return issue_sparse(wire::kind::sparse_push, table, keys, nullptr, grads);
     }
     ticket push(shard_range r, std::uint64_t position) { return issue(wire::kind::push, r, 0, position); }
@@ -464,27 +473,23 @@ std::span<float> client::buffers() const { return impl_->buffers(); }
 shard_range client::everything() const { return impl_->everything(); }
 shard_range client::key(std::size_t k) const { return impl_->key(k); }
 const std::vector<shard_range>& client::partition() const { return impl_->partition_; }
-ticket client::init() { return impl_->init(); }
-ticket client::restore(std::uint64_t step) { return impl_->restore(step); }
-ticket client::pull(shard_range range) { return impl_->pull(range); }
-ticket client::push(shard_range range, std::uint64_t position) { return impl_->push(range, position); }
-ticket client::pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+ticket client::async_pull(shard_range range) { return impl_->pull(range); }
+ticket client::async_push(shard_range range, std::uint64_t position) { return impl_->push(range, position); }
+ticket client::async_pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
 {
     return impl_->pull_rows(table, keys, out);
 }
-ticket client::lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
+ticket client::async_lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
 {
     return impl_->lookup_rows(table, keys, out);
 }
-ticket client::push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
+ticket client::async_push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
 {
     return impl_->push_rows(table, keys, grads);
 }
 void client::wait(ticket t) { impl_->wait(t); }
 bool client::test(ticket t) { return impl_->test(t); }
-std::vector<snapshot_result> client::snapshot(std::uint64_t step) { return impl_->snapshot(step); }
 std::vector<ps_stats> client::stats() { return impl_->stats(); }
-void client::shutdown(bool stop) { impl_->shutdown(stop); }
 std::uint64_t client::global_step() const { return impl_->global_step_; }
 bool client::done() const { return impl_->done_; }
 bool client::stopped() const { return impl_->stopped_; }
@@ -492,5 +497,11 @@ std::optional<std::uint64_t> client::restored_step() const { return impl_->resto
 bool client::mapped(std::size_t p) const { return impl_->mapped_.at(p) != 0; }
 ps::activity client::activity() const { return impl_->activity_.snapshot(); }
 time_profile client::profile() const { return impl_->profile_.snapshot(); }
+
+chief_client::chief_client(transport& net, client_config config) : client(net, chiefs_config(std::move(config))) {}
+ticket chief_client::async_init() { return core().init(); }
+ticket chief_client::async_restore(std::uint64_t step) { return core().restore(step); }
+std::vector<snapshot_result> chief_client::snapshot(std::uint64_t step) { return core().snapshot(step); }
+void chief_client::shutdown(bool stop) { core().shutdown(stop); }
 
 }  // namespace pstrain::ps

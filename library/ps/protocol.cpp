@@ -130,8 +130,8 @@ std::string describe(const refusal& r)
         return fmt::format("a sparse request of {} keys (at most {}): run the same pstrain version in every task",
                            r.detail_begin, r.detail_end);
     case refusal_code::rows_without_step:
-        return fmt::format("{} row updates held for one step (at most {}): in sync mode push() the dense gradient after "
-                           "each batch's push_rows()", r.detail_begin, r.detail_end);
+        return fmt::format("{} row updates held for one step (at most {}): in sync mode async_push() the dense gradient after "
+                           "each batch's async_push_rows()", r.detail_begin, r.detail_end);
     case refusal_code::pushed_twice:
         return fmt::format("a second push to sync step {} before the first was answered: wait() on a push's ticket "
                            "before the next push",

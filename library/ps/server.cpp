@@ -257,6 +257,7 @@ private:
         wire::snapshot_done d;
         try {
             const auto receipt = hooks_.snapshot(s);
+            for (auto& table : sparse_.tables()) table.clear_changed();  // stored: the next snapshot starts from here
             d.status = static_cast<std::uint32_t>(wire::snapshot_status::taken);
             d.step = step;
             d.bytes = receipt.bytes;

@@ -99,7 +99,7 @@ namespace {
 
 using net_state = loopback_network::state;
 
-class loopback_request : public request::impl {
+class loopback_request : public request::operation {
 public:
     loopback_request(std::shared_ptr<net_state> s, std::shared_ptr<op_state> op, mailbox* box)
         : s_(std::move(s)), op_(std::move(op)), box_(box)

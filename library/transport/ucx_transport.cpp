@@ -9,7 +9,7 @@ namespace pstrain::transport {
 
 namespace {
 
-class ucx_request : public ps::request::impl {
+class ucx_request : public ps::request::operation {
 public:
     explicit ucx_request(request r) : r_(std::move(r)) {}
     bool done() override { return r_.done(); }

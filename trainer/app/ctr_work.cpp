@@ -162,7 +162,7 @@ void ctr_work::pull(std::span<const std::uint64_t> keys, bool lookup)
     std::vector<ps::ticket> pulls;
     for (std::size_t t = 0; t < tables.size(); ++t) {
         rows_[t].resize(keys.size() * static_cast<std::size_t>(tables[t].dim));
-        pulls.push_back(lookup ? client_.lookup_rows(t, keys, rows_[t]) : client_.pull_rows(t, keys, rows_[t]));
+        pulls.push_back(lookup ? client_.async_lookup_rows(t, keys, rows_[t]) : client_.async_pull_rows(t, keys, rows_[t]));
     }
     for (auto id : pulls) client_.wait(id);
     for (std::size_t t = 0; t < tables.size(); ++t) row_views_[t] = rows_[t];
@@ -186,7 +186,7 @@ model::batch_result ctr_work::compute()
     const auto r = model_.compute_gradients(client_.params(), b, row_views_, client_.grads(), grad_views_);
     model_time_ += std::chrono::steady_clock::now() - c0;
     pushes_.clear();
-    for (std::size_t t = 0; t < tables.size(); ++t) pushes_.push_back(client_.push_rows(t, batch_.unique(), row_grads_[t]));
+    for (std::size_t t = 0; t < tables.size(); ++t) pushes_.push_back(client_.async_push_rows(t, batch_.unique(), row_grads_[t]));
     return r;
 }
 

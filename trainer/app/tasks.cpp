@@ -105,8 +105,6 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
                 t.chain.push_back(s.step);
                 const auto t1 = std::chrono::steady_clock::now();
                 auto te = checkpoint::write_tables(dir, t, s.tables);
-                // The file is durable (atomic_file synced it): only now are the marks forgotten.
-                for (auto& table : s.tables) table.clear_changed();
                 chain.steps = t.chain;
                 chain.saves = t.full ? 1 : chain.saves + 1;
                 log::debug("wrote {} ({}, {} bytes) in {:.3f}s", te.file, t.full ? "full" : "incremental", te.bytes,

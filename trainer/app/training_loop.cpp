@@ -42,6 +42,14 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
     return c;
 }
 
+// Worker 0's client is the chief's, with the calls that start, save and
+// end the job.
+std::unique_ptr<ps::client> make_client(ps::transport& net, ps::client_config c)
+{
+    if (c.index == 0) return std::make_unique<ps::chief_client>(net, std::move(c));
+    return std::make_unique<ps::client>(net, std::move(c));
+}
+
 progress_meter& meter_of(const loop_role& who)
 {
     static progress_meter unwatched;
@@ -59,7 +67,7 @@ class training_loop {
 public:
     training_loop(const train_options& o, const loop_role& who, ps::transport& net)
         : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, who.index, meter_)), n_(s_.shape().num_params()),
-          client_(net, client_config_for(o, who, s_)), watched_(who.dog, [this] { return client_.activity(); }),
+          owned_client_(make_client(net, client_config_for(o, who, s_))), client_(*owned_client_), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o),
           mode_(who.standalone ? "standalone" : o.sync_replicas ? "sync" : "async")
@@ -171,7 +179,7 @@ public:
                              samples_before_ + static_cast<std::uint64_t>(report_->samples()),
                              who_.standalone ? 0 : who_.num_ps, who_.num_workers, mode_);
         }();
-        client_.shutdown();
+        chief_calls().shutdown();
         if (who_.after_shutdown) who_.after_shutdown();
         if (who_.standalone && !s_.shape().is_classifier())
             log::info("linear model: weight {:.4f} (true 2), bias {:.4f} (true 10)", client_.params()[0], client_.params()[1]);
@@ -187,6 +195,8 @@ public:
 
 private:
     bool chief() const { return who_.index == 0; }
+    // The chief's calls (make_client gave worker 0 a chief_client).
+    ps::chief_client& chief_calls() { return dynamic_cast<ps::chief_client&>(client_); }
 
     // One batch's gradient in the client's grads() (and, for a
     // click-through model, its rows' update sent).
@@ -245,8 +255,8 @@ private:
     // line: nothing was trained.
     int nothing_left(const checkpoint::manifest& m)
     {
-        client_.wait(client_.restore(m.global_step));
-        client_.shutdown();
+        client_.wait(chief_calls().async_restore(m.global_step));
+        chief_calls().shutdown();
         if (who_.after_shutdown) who_.after_shutdown();
         log::info("{}", nothing_to_train(m, o_.checkpoint_dir, o_.train_steps));
         if (comment_)
@@ -263,7 +273,7 @@ private:
             if (m) {
                 trained_before_ = m->trained_seconds;
                 samples_before_ = m->trained_samples;
-                client_.wait(client_.restore(m->global_step));
+                client_.wait(chief_calls().async_restore(m->global_step));
                 schedule_.saved(static_cast<std::int64_t>(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
                           s_.shape().describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
@@ -275,10 +285,10 @@ private:
                           o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, who_.num_workers)
                                            : std::string(mode_),
                           o_.train_steps);
-                client_.wait(client_.init());
+                client_.wait(chief_calls().async_init());
             }
         } else {
-            client_.wait(client_.pull());
+            client_.wait(client_.async_pull());
         }
         if (auto step = client_.restored_step()) resume_data_position(*step);
     }
@@ -324,7 +334,7 @@ private:
         const auto t0 = clock::now();
         auto step = client_.global_step();
         for (int attempt = 0; attempt < 20; ++attempt) {
-            const auto replies = client_.snapshot(step);
+            const auto replies = chief_calls().snapshot(step);
             std::uint64_t newest = step;
             bool moved_on = false;
             for (std::size_t p = 0; p < replies.size(); ++p) {
@@ -390,7 +400,7 @@ private:
         const auto step = static_cast<std::int64_t>(client_.global_step());
         log::info("SIGTERM at global step {}: saving a checkpoint, then stopping every task", step);
         const bool saved = schedule_.last_saved() == step || save_checkpoint();
-        client_.shutdown(true);
+        chief_calls().shutdown(true);
         // squeue shows this, not the last progress line, while a requeued
         // job waits (Slurm holds it about 2 minutes, PENDING (BeginTime)).
         if (comment_ && saved)
@@ -411,7 +421,8 @@ private:
     progress_meter& meter_;
     session s_;
     std::size_t n_;
-    ps::client client_;
+    std::unique_ptr<ps::client> owned_client_;  // the chief's is a chief_client
+    ps::client& client_;
     watchdog::source watched_;          // the watchdog reads client_'s activity (goes before client_)
     // The model reads the parameters and writes the gradients in the
     // client's exchange buffers; page-locked on a GPU.

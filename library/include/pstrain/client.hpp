@@ -1,12 +1,23 @@
 // A worker's side of the parameter server: push gradients and pull values
-// by key range (or by key: the k-th of the tensors the client was given),
-// asynchronously: each call returns a ticket, wait(ticket) completes it.
+// by key range (or by key: the k-th of the tensors the client was given).
+//
+// Two kinds of call, told apart by their names: the async_ ones (pushes,
+// pulls, rows) start a request and return a ticket at once, and wait(ticket)
+// completes it; the others (wait, step, stats, and the chief's snapshot and
+// shutdown) return when the answers are in.
 //
 // The client owns two exchange buffers of the whole flat vector: params(),
 // where values arrive, and grads(), which pushes send.  A PS on the same
 // host maps them and works in place; others get messages.  Between a call
 // and its wait(), the range it names in these buffers belongs to the
 // library: read or write it only after wait().
+//
+// The calls that start, save and end the job (async_init, async_restore,
+// snapshot, shutdown) belong to chief_client, the client that worker 0
+// (the chief) makes: a worker's plain client has none of them.
+//
+// Threads: a client belongs to the thread that calls its verbs; only
+// activity() and profile() may be called from any thread.
 //
 // Errors are pstrain::peer_error exceptions that name the PS (lost, timed
 // out, refused the request, or ended training because it lost a task);
@@ -79,7 +90,7 @@ class client {
 public:
     // The transport's peers are the PS tasks.
     client(transport& net, client_config config);
-    ~client();
+    virtual ~client();
     client(const client&) = delete;
     client& operator=(const client&) = delete;
 
@@ -94,53 +105,45 @@ public:
     // Which PS holds what.
     const std::vector<shard_range>& partition() const;
 
-    // The chief's first request: params() become the initial values.
-    ticket init();
-    // The chief's first request when resuming: every PS restores the
-    // snapshot taken at `step`; the values arrive in params().
-    ticket restore(std::uint64_t step);
     // Values of `range` into params().
-    ticket pull(shard_range range);
+    ticket async_pull(shard_range range);
+    ticket async_pull() { return async_pull(everything()); }
     // The gradient in grads() of `range`, computed on the values last
     // received; `position` is this worker's place in its data (kept with
     // snapshots).  The reply brings the updated values into params().  In
     // sync mode a push covers whole shards, and its reply comes when the
     // step it joined is applied: waiting for it is the step barrier.
-    ticket push(shard_range range, std::uint64_t position = 0);
-    ticket pull() { return pull(everything()); }
+    ticket async_push(shard_range range, std::uint64_t position = 0);
+    ticket async_push(std::uint64_t position = 0) { return async_push(everything(), position); }
     // Sparse: the rows of `keys` of embedding table `table` into
     // out[i * dim ...]; each key goes to the PS shard_of_key names (keys may
     // repeat, but deduplicate() first saves bytes).  `keys` may change after
     // the call; `out` belongs to the library until wait().
-    ticket pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out);
-    // pull_rows for evaluation: rows that an update reached, zeros for
-    // other keys; the PS makes, counts and marks nothing.  Also answered after the
-    // chief has ended training (until it shuts the PS tasks down).
-    ticket lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out);
+    ticket async_pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out);
+    // async_pull_rows for evaluation: rows that an update reached, zeros
+    // for other keys; the PS makes, counts and marks nothing.  Also
+    // answered after the chief has ended training (until it shuts the PS
+    // tasks down).
+    ticket async_lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out);
     // One update of the row of each key (unique: sum a key's gradients
     // first) with grads[i * dim ...].  Both may change after the call.
     // Async: it applies on arrival.  Sync: each PS holds it until the step
     // that this worker's next push joins is applied, and applies it with
-    // that step (dropped with the push if the push is stale); so push_rows
-    // before push, and a step's snapshot holds the rows of its batches.
-    ticket push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads);
-    ticket push(std::uint64_t position = 0) { return push(everything(), position); }
+    // that step (dropped with the push if the push is stale); so
+    // async_push_rows before async_push, and a step's snapshot holds the
+    // rows of its batches.
+    ticket async_push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads);
 
     // Completes a ticket (throws pstrain::peer_error); test() without waiting.
     void wait(ticket t);
     bool test(ticket t);
     // Sync mode's step: push the whole gradient and wait until its step is
     // applied on every PS, with the new values in params().
-    void step(std::uint64_t position = 0) { wait(push(position)); }
+    void step(std::uint64_t position = 0) { wait(async_push(position)); }
 
-    // The chief asks every PS for a snapshot at `step`; one result per PS.
-    std::vector<snapshot_result> snapshot(std::uint64_t step);
     // Every PS's counters, one per PS (any worker may ask; waits for the
     // answers, so call it between steps).
     std::vector<ps_stats> stats();
-    // The chief's last word: every PS ends training (with `stop`: the
-    // workers are told it stopped for preemption) and exits.
-    void shutdown(bool stop = false);
 
     // PS 0's global step, as of the last reply.
     std::uint64_t global_step() const;
@@ -159,10 +162,31 @@ public:
     // Any thread may call it.
     time_profile profile() const;
 
+protected:
     class impl;
+    impl& core() { return *impl_; }
 
 private:
     std::unique_ptr<impl> impl_;
+};
+
+// The chief's client (worker 0's, config.index 0; any other index throws
+// pstrain::error): a client with the calls that start, save and end the
+// job.
+class chief_client : public client {
+public:
+    chief_client(transport& net, client_config config);
+
+    // The chief's first request: params() become the initial values.
+    ticket async_init();
+    // The chief's first request when resuming: every PS restores the
+    // snapshot taken at `step`; the values arrive in params().
+    ticket async_restore(std::uint64_t step);
+    // Asks every PS for a snapshot at `step`; one result per PS.
+    std::vector<snapshot_result> snapshot(std::uint64_t step);
+    // The last word: every PS ends training (with `stop`: the workers are
+    // told it stopped for preemption) and exits.
+    void shutdown(bool stop = false);
 };
 
 }  // namespace pstrain::ps

@@ -60,6 +60,8 @@ struct embedding_row {
     std::uint64_t updates = 0;      // pushes applied (Adam's bias correction)
 };
 
+// One PS's rows of one table.  Threads: not synchronised; its server uses
+// it on the server's thread (the snapshot hook reads it there too).
 class embedding_table {
 public:
     explicit embedding_table(embedding_config config);
@@ -105,8 +107,8 @@ public:
     // Keys whose rows evict() dropped since the last clear_changed() and
     // that have no row again (an incremental save's tombstones), sorted.
     std::vector<std::uint64_t> removed_keys() const;
-    // Forgets the changed marks and the removed keys: the program calls it
-    // once a save of them is durable.
+    // Forgets the changed marks and the removed keys: the server calls it
+    // once its snapshot hook has stored them.
     void clear_changed();
     // Drops the row of `key` if there is one (a restore applying a
     // tombstone); returns whether there was.  Counts as no eviction.
@@ -116,9 +118,8 @@ public:
     // same key.  Throws pstrain::error when the sizes do not match dim.
     void restore(const embedding_row& row);
 
-    class impl;
-
 private:
+    class impl;
     std::unique_ptr<impl> impl_;
 };
 

@@ -4,6 +4,10 @@
 // can map, so a PS reads and writes a worker's buffers in place, as it does
 // over UCX's shared memory on one host.  Used by the unit tests and by
 // `pstrain --standalone`, whose PS runs in a thread.
+//
+// Threads: each task's transport belongs to one thread, as any transport;
+// the network's tasks may run on as many threads as there are tasks, and
+// kill_ps/kill_worker may be called from any thread.
 #pragma once
 
 #include <pstrain/transport.hpp>

@@ -6,6 +6,9 @@
 // The server knows no files, options or models: the program above it
 // decides, through hooks, when training ends and how a snapshot of the
 // shard is stored and restored.
+//
+// Threads: run() serves on the thread that calls it, and calls the hooks
+// there; the other accessors may be called from any thread.
 #pragma once
 
 #include <pstrain/activity.hpp>
@@ -64,10 +67,11 @@ struct shard_snapshot {
     std::uint64_t updates = 0;         // updates applied (Adam's bias correction)
     std::span<const std::uint64_t> positions;  // each worker's last reported data position
     // This PS's shard of each embedding table (server_config::tables, in
-    // that order).  The hook stores what its policy says (every row, or
-    // for_each_changed() and removed_keys()) and calls clear_changed() on
-    // each once the stored copy is durable.
-    std::span<embedding_table> tables;
+    // that order).  The hook stores what its policy says: every row, or
+    // for_each_changed() and removed_keys().  When it returns (the stored
+    // copy durable), the server clears the tables' change marks; when it
+    // throws, they stay for the next snapshot.
+    std::span<const embedding_table> tables;
 };
 
 // What storing a snapshot gave back (the chief receives it).
@@ -146,9 +150,8 @@ public:
     // "sparse" phase).  Any thread may call it.
     sparse_traffic sparse() const;
 
-    class impl;
-
 private:
+    class impl;
     std::unique_ptr<impl> impl_;
 };
 

@@ -17,6 +17,10 @@
 // Implementations: UCX (pstrain/bootstrap.hpp connects one), and an
 // in-process loopback (pstrain/loopback.hpp) for tests and for programs
 // that run the PS in a thread beside their training loop.
+//
+// Threads: a transport, and the requests it returns, belong to the one
+// thread that drives it (the server's or the client's); it is not safe to
+// call from two threads at once.
 #pragma once
 
 #include <chrono>
@@ -38,9 +42,10 @@ enum class channel : std::uint8_t { control = 0, payload = 1 };
 // and succeeded (an operation that was not needed).
 class request {
 public:
-    class impl {
+    // What a transport implements for each operation it starts.
+    class operation {
     public:
-        virtual ~impl() = default;
+        virtual ~operation() = default;
         virtual bool done() = 0;                    // polls; true once complete
         virtual bool ok() const = 0;                // after done(): it succeeded
         virtual std::size_t length() const = 0;     // after done(): bytes received
@@ -49,7 +54,7 @@ public:
     };
 
     request() = default;
-    explicit request(std::unique_ptr<impl> p) : p_(std::move(p)) {}
+    explicit request(std::unique_ptr<operation> p) : p_(std::move(p)) {}
 
     bool done() { return !p_ || p_->done(); }
     bool ok() const { return !p_ || p_->ok(); }
@@ -61,7 +66,7 @@ public:
     }
 
 private:
-    std::unique_ptr<impl> p_;
+    std::unique_ptr<operation> p_;
 };
 
 // Memory registered with the transport, which peers on the same host can

@@ -55,7 +55,10 @@ public:
             c.timeout = o.client_timeout;
             c.share_memory = o.share_memory;
             c.table_dims = o.table_dims;
-            clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
+            if (w == 0)
+                clients_.push_back(std::make_unique<ps::chief_client>(net_.worker(w), c));
+            else
+                clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
         }
         config.num_ps = num_ps;
         config.share_memory = o.share_memory;
@@ -85,6 +88,8 @@ public:
 
     ps::loopback_network& net() { return net_; }
     ps::client& worker(int w) { return *clients_.at(static_cast<std::size_t>(w)); }
+    // Worker 0's client, with the chief's calls.
+    ps::chief_client& chief() { return static_cast<ps::chief_client&>(*clients_.at(0)); }
     // Only after finish(p) returned with `returned`.
     ps::server& server(int p) { return *servers_.at(static_cast<std::size_t>(p)); }
 

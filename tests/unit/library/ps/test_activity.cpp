@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(a_client_names_the_ps_that_has_not_answered_its_hello)
     BOOST_TEST(!c.activity().waiting);
     std::thread t([&] {
         try {
-            c.wait(c.pull());
+            c.wait(c.async_pull());
         } catch (const pstrain::error&) {
         }
     });
@@ -69,11 +69,11 @@ BOOST_AUTO_TEST_CASE(a_client_names_the_ps_that_has_not_answered_its_hello)
 BOOST_AUTO_TEST_CASE(in_a_sync_step_the_server_names_the_worker_whose_gradient_is_missing_and_the_pusher_names_the_ps)
 {
     ps_job job(1, 2, sync_config());
-    auto& chief = job.worker(0);
+    auto& chief = job.chief();
     auto& other = job.worker(1);
     std::fill(chief.params().begin(), chief.params().end(), 1.0f);
-    chief.wait(chief.init());
-    other.wait(other.pull());
+    chief.wait(chief.async_init());
+    other.wait(other.async_pull());
     const auto before = job.server(0).activity().progress;
     BOOST_TEST(before > 0u);
     BOOST_TEST(chief.activity().progress > 0u);
@@ -108,6 +108,6 @@ BOOST_AUTO_TEST_CASE(in_a_sync_step_the_server_names_the_worker_whose_gradient_i
     const auto end = poll_until([&] { return job.server(0).activity(); }, [](const activity& x) { return x.ending; });
     BOOST_TEST(end.ending);
     BOOST_TEST(end.peer_names == std::vector<std::string>{"worker 1"});
-    other.wait(other.push(2));
+    other.wait(other.async_push(2));
     BOOST_TEST(job.finish(0).returned);
 }

@@ -111,8 +111,8 @@ wire::frame hello_frame(std::uint64_t num_params, std::uint32_t index)
 struct rogue_worker {
     rogue_worker() : job(1, 2, async_config(), {}, options()), rogue(job.net().worker(1))
     {
-        fill(job.worker(0).params(), expected);
-        job.worker(0).wait(job.worker(0).init());
+        fill(job.chief().params(), expected);
+        job.chief().wait(job.chief().async_init());
         const auto a = ask(rogue, hello_frame(8, 1));
         BOOST_TEST_REQUIRE(a.came);
         BOOST_TEST_REQUIRE(a.frame.kind == static_cast<std::uint16_t>(wire::kind::welcome));
@@ -139,9 +139,9 @@ struct rogue_worker {
         BOOST_TEST(wire::body<wire::values>(a.frame).status == static_cast<std::uint32_t>(wire::values_status::ok));
         BOOST_TEST(a.payload == expected, boost::test_tools::per_element());
 
-        auto& chief = job.worker(0);
+        auto& chief = job.chief();
         fill(chief.grads(), std::vector<float>(8, 2.0f));
-        chief.wait(chief.push());
+        chief.wait(chief.async_push());
         for (auto& v : expected) v -= 1.0f;
         BOOST_TEST(to_vector(chief.params()) == expected, boost::test_tools::per_element());
         BOOST_TEST(chief.global_step() == 1u);  // nothing the rogue sent was applied
@@ -318,8 +318,8 @@ BOOST_AUTO_TEST_CASE(a_request_before_hello_is_refused_and_hello_still_opens_the
 {
     ps_job job(1, 2, async_config(), {}, rogue_worker::options());
     auto& rogue = job.net().worker(1);
-    fill(job.worker(0).params(), std::vector<float>(8, 3.0f));
-    job.worker(0).wait(job.worker(0).init());
+    fill(job.chief().params(), std::vector<float>(8, 3.0f));
+    job.chief().wait(job.chief().async_init());
     BOOST_TEST(refusal_in(ask(rogue, pull_frame(0, 8))).code == code(wire::refusal_code::no_hello));
     BOOST_TEST(refusal_in(ask(rogue, push_frame(0, 8, 32), std::vector<float>(8, 1.0f).data(), 32)).code ==
                code(wire::refusal_code::no_hello));
@@ -328,7 +328,7 @@ BOOST_AUTO_TEST_CASE(a_request_before_hello_is_refused_and_hello_still_opens_the
     BOOST_TEST_REQUIRE(a.came);
     BOOST_TEST(a.frame.kind == static_cast<std::uint16_t>(wire::kind::values));
     BOOST_TEST(a.payload == std::vector<float>(8, 3.0f), boost::test_tools::per_element());  // the refused push was not applied
-    job.worker(0).shutdown();
+    job.chief().shutdown();
 }
 
 BOOST_FIXTURE_TEST_CASE(only_the_chief_initialises_snapshots_and_ends_training, rogue_worker)
@@ -372,7 +372,7 @@ BOOST_FIXTURE_TEST_CASE(buffers_inside_the_offered_memory_are_mapped_and_used_in
     BOOST_TEST_REQUIRE(v.frame.kind == static_cast<std::uint16_t>(wire::kind::values));
     const auto* values = static_cast<const float*>(memory->data());
     BOOST_TEST(std::vector<float>(values, values + 8) == expected, boost::test_tools::per_element());
-    job.worker(0).shutdown();
+    job.chief().shutdown();
     BOOST_TEST(job.finish().returned);
 }
 

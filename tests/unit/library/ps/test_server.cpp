@@ -64,16 +64,16 @@ job_options sharing(bool share)
 // The chief initialises the model with `values`, every other worker pulls it.
 void start(ps_job& job, int workers, const std::vector<float>& values = initial)
 {
-    fill(job.worker(0).params(), values);
-    job.worker(0).wait(job.worker(0).init());
-    for (int w = 1; w < workers; ++w) job.worker(w).wait(job.worker(w).pull());
+    fill(job.chief().params(), values);
+    job.chief().wait(job.chief().async_init());
+    for (int w = 1; w < workers; ++w) job.worker(w).wait(job.worker(w).async_pull());
 }
 
 // A worker asks until a reply says training is done (the chief's shutdown
 // may reach the PS after the worker's request).
 void leave(client& c)
 {
-    for (int i = 0; i < 100 && !c.done(); ++i) c.wait(c.pull());
+    for (int i = 0; i < 100 && !c.done(); ++i) c.wait(c.async_pull());
     BOOST_TEST(c.done(), "no reply said training is done");
 }
 
@@ -146,7 +146,8 @@ std::vector<float> part(const std::vector<float>& v, shard_range r)
 BOOST_DATA_TEST_CASE(sync_step_applies_sgd_to_the_average_of_every_workers_gradient, bdata::make({false, true}), share)
 {
     ps_job job(1, 2, sync_config(), {}, sharing(share));
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);
     BOOST_TEST(to_vector(w1.params()) == initial, boost::test_tools::per_element());
     BOOST_TEST(w0.mapped(0) == share);
@@ -154,10 +155,10 @@ BOOST_DATA_TEST_CASE(sync_step_applies_sgd_to_the_average_of_every_workers_gradi
 
     for (const auto& expected : {after_one_step, after_two_steps}) {
         fill(w0.grads(), g0);
-        const auto t0 = w0.push();
+        const auto t0 = w0.async_push();
         BOOST_TEST(still_pending(w0, t0), "one gradient of two completed a step");
         fill(w1.grads(), g1);
-        const auto t1 = w1.push();
+        const auto t1 = w1.async_push();
         w0.wait(t0);
         w1.wait(t1);
         BOOST_TEST(to_vector(w0.params()) == expected, boost::test_tools::per_element());
@@ -181,20 +182,21 @@ BOOST_DATA_TEST_CASE(backup_workers_a_step_takes_the_first_replicas_to_aggregate
 {
     // 3 workers, 2 gradients a step: worker 1 is a backup that never pushes.
     ps_job job(1, 3, sync_config(2), {}, sharing(share));
-    auto &w0 = job.worker(0), &w2 = job.worker(2);
+    auto &w0 = job.chief();
+    auto &w2 = job.worker(2);
     start(job, 3);
     fill(w0.grads(), g0);
-    const auto t0 = w0.push();
+    const auto t0 = w0.async_push();
     BOOST_TEST(still_pending(w0, t0), "one gradient of two completed a step");
     fill(w2.grads(), g1);
-    const auto t2 = w2.push();
+    const auto t2 = w2.async_push();
     w0.wait(t0);
     w2.wait(t2);
     BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
     BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
     BOOST_TEST(w2.global_step() == 1u);
     // The backup worker, a step behind, still gets the new values.
-    job.worker(1).wait(job.worker(1).pull());
+    job.worker(1).wait(job.worker(1).async_pull());
     BOOST_TEST(to_vector(job.worker(1).params()) == after_one_step, boost::test_tools::per_element());
     BOOST_TEST(job.worker(1).global_step() == 1u);
 
@@ -207,24 +209,25 @@ BOOST_DATA_TEST_CASE(backup_workers_a_step_takes_the_first_replicas_to_aggregate
 BOOST_DATA_TEST_CASE(a_stale_gradient_is_dropped_and_answered_with_the_current_values, bdata::make({false, true}), share)
 {
     ps_job job(1, 3, sync_config(2), {}, sharing(share));
-    auto &w0 = job.worker(0), &w1 = job.worker(1), &w2 = job.worker(2);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1), &w2 = job.worker(2);
     start(job, 3);  // worker 2 holds the values of step 0
     fill(w0.grads(), g0);
     fill(w1.grads(), g1);
-    auto t0 = w0.push();
-    auto t1 = w1.push();
+    auto t0 = w0.async_push();
+    auto t1 = w1.async_push();
     w0.wait(t0);
     w1.wait(t1);
 
     // Worker 2's gradient was computed on step 0's values: the PS is at 1.
     fill(w2.grads(), {100, 100, 100, 100, 100, 100});
-    w2.wait(w2.push());  // answered at once, not kept for step 2
+    w2.wait(w2.async_push());  // answered at once, not kept for step 2
     BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
     BOOST_TEST(w2.global_step() == 1u);
 
     // Step 2 is workers 0 and 1's alone: worker 2's gradient is not in it.
-    t0 = w0.push();
-    t1 = w1.push();
+    t0 = w0.async_push();
+    t1 = w1.async_push();
     w0.wait(t0);
     w1.wait(t1);
     BOOST_TEST(to_vector(w0.params()) == after_two_steps, boost::test_tools::per_element());
@@ -242,11 +245,12 @@ BOOST_DATA_TEST_CASE(a_stale_gradient_is_dropped_and_answered_with_the_current_v
 BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
 {
     ps_job job(1, 2, sync_config(1));
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);
     fill(w1.grads(), g1);
     try {
-        w1.wait(w1.push({0, 3}));
+        w1.wait(w1.async_push({0, 3}));
         BOOST_ERROR("a push of [0, 3) of a shard of 6 was accepted in sync mode");
     } catch (const pstrain::peer_error& e) {
         BOOST_TEST(e.peer() == "ps 0");
@@ -254,7 +258,7 @@ BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
     }
     // The PS goes on with the chief: one gradient a step, and not worker 1's.
     fill(w0.grads(), g0);
-    w0.wait(w0.push());
+    w0.wait(w0.async_push());
     BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}), boost::test_tools::per_element());
     job.net().kill_worker(1);
     w0.shutdown();
@@ -266,21 +270,22 @@ BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
 BOOST_DATA_TEST_CASE(async_applies_each_push_on_arrival, bdata::make({false, true}), share)
 {
     ps_job job(1, 2, async_config(), {}, sharing(share));
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);
     fill(w0.grads(), g0);
-    w0.wait(w0.push());
+    w0.wait(w0.async_push());
     BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}), boost::test_tools::per_element());
     BOOST_TEST(w0.global_step() == 1u);
     // Worker 1's gradient, computed on step 0's values, is applied too.
     fill(w1.grads(), g1);
-    w1.wait(w1.push());
+    w1.wait(w1.async_push());
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-1, 1, 2, 4, 4.5f, 6}), boost::test_tools::per_element());
     BOOST_TEST(w1.global_step() == 2u);
-    w1.wait(w1.push());
+    w1.wait(w1.async_push());
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-2.5f, 0, 2, 3, 4.25f, 8}), boost::test_tools::per_element());
     BOOST_TEST(w1.global_step() == 3u);
-    w0.wait(w0.pull());
+    w0.wait(w0.async_pull());
     BOOST_TEST(to_vector(w0.params()) == to_vector(w1.params()), boost::test_tools::per_element());
     BOOST_TEST(w0.global_step() == 3u);
 
@@ -297,28 +302,29 @@ BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, b
     o.num_params = 8;
     o.key_sizes = {2, 4, 2};
     ps_job job(2, 2, async_config(), {}, o);
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     const std::vector<float> v{1, 2, 3, 4, 5, 6, 7, 8};
     start(job, 2, v);
     BOOST_TEST((w0.key(1) == shard_range{2, 6}));
 
     fill(w0.grads(), std::vector<float>(8, 2.0f));  // a gradient everywhere; only key 1's part goes
-    w0.wait(w0.push(w0.key(1)));
+    w0.wait(w0.async_push(w0.key(1)));
     const std::vector<float> updated{1, 2, 2, 3, 4, 5, 7, 8};
     BOOST_TEST(to_vector(w0.params()) == updated, boost::test_tools::per_element());
 
     // A pull of [1, 3) writes only there.
     fill(w1.params(), std::vector<float>(8, -100.0f));
-    w1.wait(w1.pull({1, 3}));
+    w1.wait(w1.async_pull({1, 3}));
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-100, 2, 2, -100, -100, -100, -100, -100}),
                boost::test_tools::per_element());
-    w1.wait(w1.pull());
+    w1.wait(w1.async_pull());
     BOOST_TEST(to_vector(w1.params()) == updated, boost::test_tools::per_element());
 
     // A push inside PS 1's range is one update there, none on PS 0.
     fill(w1.grads(), std::vector<float>(8, 4.0f));
-    w1.wait(w1.push({4, 6}));
-    w1.wait(w1.pull());
+    w1.wait(w1.async_push({4, 6}));
+    w1.wait(w1.async_pull());
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{1, 2, 2, 3, 2, 3, 7, 8}), boost::test_tools::per_element());
     BOOST_TEST(w1.global_step() == 1u);  // PS 0's
 
@@ -336,7 +342,7 @@ BOOST_AUTO_TEST_CASE(two_ps_tasks_split_the_vector_as_make_partition_says)
     job_options o;
     o.num_params = 7;
     ps_job job(2, 1, async_config(), rec.hooks(), o);
-    auto& w0 = job.worker(0);
+    auto& w0 = job.chief();
     const std::vector<float> v{1, 2, 3, 4, 5, 6, 7};
     start(job, 1, v);
     BOOST_TEST((w0.partition() == make_partition(7, 2)));
@@ -355,8 +361,8 @@ BOOST_AUTO_TEST_CASE(two_ps_tasks_split_the_vector_as_make_partition_says)
 
     // [2, 4) meets both shards: each updates its part.
     fill(w0.grads(), std::vector<float>(7, 2.0f));
-    w0.wait(w0.push({2, 4}));
-    w0.wait(w0.pull());
+    w0.wait(w0.async_push({2, 4}));
+    w0.wait(w0.async_pull());
     BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{1, 2, 2, 3, 5, 6, 7}), boost::test_tools::per_element());
     w0.shutdown();
     BOOST_TEST_REQUIRE(job.finish(0).returned);
@@ -379,15 +385,16 @@ BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_
     o.key_kinds = {client_config::key_kind::trainable, client_config::key_kind::moving_average,
                    client_config::key_kind::trainable};
     ps_job job(2, 2, sync_config(), {}, o);
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);
     fill(w0.grads(), g0);
     fill(w1.grads(), g1);
-    auto t0 = w0.push();
-    auto t1 = w1.push();
+    auto t0 = w0.async_push();
+    auto t1 = w1.async_push();
     w0.wait(t0);
     w1.wait(t1);
-    w0.wait(w0.pull());
+    w0.wait(w0.async_pull());
     // The average is {2, 1, 1, 0, 0.5, 0}: SGD (learning rate 0.5) on
     // elements 0, 1, 4, 5; elements 2 and 3 are 3 + 1 and 4 + 0.
     BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0, 1.5f, 4, 4, 4.75f, 6}), boost::test_tools::per_element());
@@ -414,12 +421,13 @@ BOOST_AUTO_TEST_CASE(a_kind_for_each_key_or_none)
 BOOST_DATA_TEST_CASE(async_stats_count_each_workers_gradients_and_their_staleness, bdata::make({false, true}), share)
 {
     ps_job job(1, 2, async_config(), {}, sharing(share));
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);  // both hold the values of step 0
-    w0.wait(w0.push());  // on step 0 at step 0: staleness 0, now step 1
-    w1.wait(w1.push());  // on step 0 at step 1: 1, now step 2
-    w1.wait(w1.push());  // on step 2 at step 2: 0, now step 3
-    w0.wait(w0.push());  // on step 1 at step 3: 2, now step 4
+    w0.wait(w0.async_push());  // on step 0 at step 0: staleness 0, now step 1
+    w1.wait(w1.async_push());  // on step 0 at step 1: 1, now step 2
+    w1.wait(w1.async_push());  // on step 2 at step 2: 0, now step 3
+    w0.wait(w0.async_push());  // on step 1 at step 3: 2, now step 4
 
     const auto stats = w1.stats();  // any worker may ask
     BOOST_TEST_REQUIRE(stats.size() == 1u);
@@ -445,7 +453,7 @@ BOOST_DATA_TEST_CASE(async_stats_count_each_workers_gradients_and_their_stalenes
         BOOST_TEST(s.bytes_sent >= 2 * 64u + 6 * 88u);
     }
     // The counters move on with training.
-    w0.wait(w0.push());
+    w0.wait(w0.async_push());
     const auto later = w0.stats();
     BOOST_TEST(later[0].workers[0].gradients == 3u);
     BOOST_TEST(later[0].bytes_received > s.bytes_received);
@@ -460,13 +468,14 @@ BOOST_AUTO_TEST_CASE(sync_stats_count_aggregated_and_stale_gradients_on_every_ps
 {
     // 3 workers, 2 gradients a step: worker 2's late gradient is stale.
     ps_job job(2, 3, sync_config(2), {}, sharing(false));
-    auto &w0 = job.worker(0), &w1 = job.worker(1), &w2 = job.worker(2);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1), &w2 = job.worker(2);
     start(job, 3);
-    auto t0 = w0.push();
-    auto t1 = w1.push();
+    auto t0 = w0.async_push();
+    auto t1 = w1.async_push();
     w0.wait(t0);
     w1.wait(t1);
-    w2.wait(w2.push());  // computed on step 0, the PS tasks are at 1
+    w2.wait(w2.async_push());  // computed on step 0, the PS tasks are at 1
 
     const auto stats = w0.stats();
     BOOST_TEST_REQUIRE(stats.size() == 2u);
@@ -491,14 +500,15 @@ BOOST_AUTO_TEST_CASE(the_step_completed_hook_ends_training_at_the_step_it_decide
 {
     recorder rec;
     ps_job job(1, 2, sync_config(), rec.hooks(2));
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);
     BOOST_TEST(!w0.done());
     for (int step = 1; step <= 2; ++step) {
         fill(w0.grads(), g0);
         fill(w1.grads(), g1);
-        const auto t0 = w0.push();
-        const auto t1 = w1.push();
+        const auto t0 = w0.async_push();
+        const auto t1 = w1.async_push();
         w0.wait(t0);
         w1.wait(t1);
         BOOST_TEST(w0.done() == (step == 2), "after step " << step);
@@ -506,7 +516,7 @@ BOOST_AUTO_TEST_CASE(the_step_completed_hook_ends_training_at_the_step_it_decide
     }
     BOOST_TEST(!w0.stopped());
     // Once done, a push is answered at once and not applied.
-    w0.wait(w0.push());
+    w0.wait(w0.async_push());
     BOOST_TEST(to_vector(w0.params()) == after_two_steps, boost::test_tools::per_element());
     BOOST_TEST(w0.global_step() == 2u);
     w0.shutdown();
@@ -527,9 +537,9 @@ BOOST_AUTO_TEST_CASE(a_hook_that_ends_training_at_the_start_makes_the_first_repl
     };
     ps_job job(1, 1, async_config(), ends);
     start(job, 1);
-    BOOST_TEST(job.worker(0).done());
-    BOOST_TEST(job.worker(0).global_step() == 0u);
-    job.worker(0).shutdown();
+    BOOST_TEST(job.chief().done());
+    BOOST_TEST(job.chief().global_step() == 0u);
+    job.chief().shutdown();
     BOOST_TEST((job.finish().outcome == server_outcome::done));
     BOOST_TEST(steps == (std::vector<std::uint64_t>{0}), boost::test_tools::per_element());
 }
@@ -541,12 +551,13 @@ BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back
     c.optimizer.kind = optimizer_kind::momentum;
     c.optimizer.momentum = 0.5f;
     ps_job job(2, 2, c, rec.hooks());
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);
     fill(w0.grads(), g0);
     fill(w1.grads(), g1);
-    const auto t0 = w0.push(11);
-    const auto t1 = w1.push(22);
+    const auto t0 = w0.async_push(11);
+    const auto t1 = w1.async_push(22);
     w0.wait(t0);
     w1.wait(t1);
     BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());  // momentum's first step is SGD's
@@ -580,13 +591,13 @@ BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back
     // snapshot is not in it, so its position is not either (a resumed
     // worker would skip that batch).
     fill(w1.grads(), g1);
-    const auto waiting = w1.push(23);
+    const auto waiting = w1.async_push(23);
     BOOST_TEST(still_pending(w1, waiting));
     BOOST_TEST_REQUIRE(w0.snapshot(1).size() == 2u);
     for (const auto& s : rec.take_snapshots())
         BOOST_TEST(s.positions == (std::vector<std::uint64_t>{11, 22}), boost::test_tools::per_element());
     fill(w0.grads(), g0);
-    const auto t0b = w0.push(12);
+    const auto t0b = w0.async_push(12);
     w0.wait(t0b);
     w1.wait(waiting);
     BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
@@ -637,14 +648,15 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
     c.optimizer.kind = optimizer_kind::momentum;
     c.optimizer.momentum = 0.5f;
     ps_job job(2, 2, c, hooks);
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     fill(w0.params(), std::vector<float>(6, -1.0f));
     BOOST_TEST(!w0.restored_step().has_value());
-    w0.wait(w0.restore(4));
+    w0.wait(w0.async_restore(4));
     BOOST_TEST(to_vector(w0.params()) == values, boost::test_tools::per_element());
     BOOST_TEST((w0.restored_step() == std::optional<std::uint64_t>(4)));
     BOOST_TEST(w0.global_step() == 4u);
-    w1.wait(w1.pull());
+    w1.wait(w1.async_pull());
     BOOST_TEST(to_vector(w1.params()) == values, boost::test_tools::per_element());
     BOOST_TEST((w1.restored_step() == std::optional<std::uint64_t>(4)));
     BOOST_TEST(w1.global_step() == 4u);
@@ -671,8 +683,8 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
     // A step goes on from them: accumulator 0.5 * state + average, values - 0.5 * accumulator.
     fill(w0.grads(), g0);
     fill(w1.grads(), g1);
-    const auto t0 = w0.push();
-    const auto t1 = w1.push();
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
     w0.wait(t0);
     w1.wait(t1);
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{8.5f, 19.5f, 30, 39, 49.75f, 59.75f}), boost::test_tools::per_element());
@@ -689,10 +701,11 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
 BOOST_DATA_TEST_CASE(the_chiefs_shutdown_reaches_a_worker_waiting_for_its_step, bdata::make({false, true}), stop)
 {
     ps_job job(1, 2, sync_config());
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);
     fill(w1.grads(), g1);
-    const auto t1 = w1.push();  // waits for the chief's gradient, which never comes
+    const auto t1 = w1.async_push();  // waits for the chief's gradient, which never comes
     BOOST_TEST(still_pending(w1, t1));
     w0.shutdown(stop);
     w1.wait(t1);
@@ -710,7 +723,7 @@ BOOST_AUTO_TEST_CASE(a_stop_makes_every_other_worker_see_stopped)
 {
     ps_job job(1, 3, async_config());
     start(job, 3);
-    job.worker(0).shutdown(true);
+    job.chief().shutdown(true);
     for (int w = 1; w < 3; ++w) {
         leave(job.worker(w));
         BOOST_TEST(job.worker(w).stopped(), "worker " << w);
@@ -723,13 +736,14 @@ BOOST_AUTO_TEST_CASE(a_stop_makes_every_other_worker_see_stopped)
 BOOST_AUTO_TEST_CASE(async_goes_on_without_a_lost_worker)
 {
     ps_job job(1, 3, async_config());
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 3);
     job.net().kill_worker(2);
     fill(w0.grads(), g0);
-    w0.wait(w0.push());
+    w0.wait(w0.async_push());
     fill(w1.grads(), g1);
-    w1.wait(w1.push());
+    w1.wait(w1.async_push());
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-1, 1, 2, 4, 4.5f, 6}), boost::test_tools::per_element());
     w0.shutdown();
     leave(w1);
@@ -742,13 +756,14 @@ BOOST_AUTO_TEST_CASE(async_goes_on_without_a_lost_worker)
 BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_a_lost_worker)
 {
     ps_job job(1, 3, sync_config(2));
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 3);
     job.net().kill_worker(2);
     fill(w0.grads(), g0);
     fill(w1.grads(), g1);
-    const auto t0 = w0.push();
-    const auto t1 = w1.push();
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
     w0.wait(t0);
     w1.wait(t1);
     BOOST_TEST(to_vector(w1.params()) == after_one_step, boost::test_tools::per_element());
@@ -771,7 +786,7 @@ BOOST_AUTO_TEST_CASE(losing_the_chief_ends_the_server_and_the_other_workers_hear
     BOOST_TEST(end.who == "worker 0");
     BOOST_TEST(end.what.find("chief") != std::string::npos, end.what);
     try {
-        w1.wait(w1.pull());
+        w1.wait(w1.async_pull());
         BOOST_ERROR("worker 1 pulled from a PS that ended the job");
     } catch (const pstrain::peer_error& e) {
         BOOST_TEST(e.peer() == "ps 0");
@@ -782,13 +797,14 @@ BOOST_AUTO_TEST_CASE(losing_the_chief_ends_the_server_and_the_other_workers_hear
 BOOST_AUTO_TEST_CASE(sync_without_enough_workers_ends_and_tells_the_waiting_workers)
 {
     ps_job job(1, 3, sync_config());  // every worker's gradient, every step
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 3);
-    const auto t0 = w0.push();
-    const auto t1 = w1.push();
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
     BOOST_TEST(still_pending(w0, t0));
     job.net().kill_worker(2);
-    for (auto [w, t] : {std::pair{&w0, t0}, std::pair{&w1, t1}}) {
+    for (auto [w, t] : {std::pair{static_cast<client*>(&w0), t0}, std::pair{&w1, t1}}) {
         try {
             w->wait(t);
             BOOST_ERROR("a step completed without worker 2");
@@ -807,14 +823,15 @@ BOOST_AUTO_TEST_CASE(sync_without_enough_workers_ends_and_tells_the_waiting_work
 BOOST_AUTO_TEST_CASE(a_lost_ps_makes_the_waiting_worker_throw_naming_it)
 {
     ps_job job(1, 2, sync_config());
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     start(job, 2);
-    const auto t0 = w0.push();  // waits for worker 1's gradient
+    const auto t0 = w0.async_push();  // waits for worker 1's gradient
     BOOST_TEST(still_pending(w0, t0));
     job.net().kill_ps(0);
-    for (auto* w : {&w0, &w1}) {
+    for (client* w : {static_cast<client*>(&w0), &w1}) {
         try {
-            w->wait(w == &w0 ? t0 : w->pull());
+            w->wait(w == &w0 ? t0 : w->async_pull());
             BOOST_ERROR("a request to a dead PS completed");
         } catch (const pstrain::peer_error& e) {
             BOOST_TEST(e.peer() == "ps 0");
@@ -822,19 +839,19 @@ BOOST_AUTO_TEST_CASE(a_lost_ps_makes_the_waiting_worker_throw_naming_it)
         }
     }
     // A client that failed stays failed.
-    BOOST_CHECK_THROW(w0.pull(), pstrain::error);
+    BOOST_CHECK_THROW(w0.async_pull(), pstrain::error);
 }
 
 BOOST_AUTO_TEST_CASE(of_two_ps_the_dead_one_is_named)
 {
     ps_job job(2, 1, async_config());
-    auto& w0 = job.worker(0);
+    auto& w0 = job.chief();
     start(job, 1);
-    w0.wait(w0.pull({0, 3}));  // PS 0 alone: fine
+    w0.wait(w0.async_pull({0, 3}));  // PS 0 alone: fine
     job.net().kill_ps(1);
-    w0.wait(w0.pull({0, 3}));  // still fine: PS 1 is not asked
+    w0.wait(w0.async_pull({0, 3}));  // still fine: PS 1 is not asked
     try {
-        w0.wait(w0.pull());
+        w0.wait(w0.async_pull());
         BOOST_ERROR("a pull from a dead PS completed");
     } catch (const pstrain::peer_error& e) {
         BOOST_TEST(e.peer() == "ps 1");
@@ -848,9 +865,9 @@ BOOST_AUTO_TEST_CASE(a_request_that_failed_on_one_ps_leaves_no_receive_behind_fo
     // worker 1) into a receive the client must still own.  (A use after
     // free here shows under valgrind or ASan.)
     ps_job job(2, 2, sync_config());
-    auto& w0 = job.worker(0);
+    auto& w0 = job.chief();
     start(job, 2);
-    const auto t0 = w0.push();
+    const auto t0 = w0.async_push();
     BOOST_TEST(still_pending(w0, t0));
     job.net().kill_ps(0);
     try {
@@ -863,4 +880,19 @@ BOOST_AUTO_TEST_CASE(a_request_that_failed_on_one_ps_leaves_no_receive_behind_fo
     const auto end = job.finish(1);
     BOOST_TEST_REQUIRE(end.returned);
     BOOST_TEST(end.who == "worker 1");
+}
+
+// The chief's client is worker 0's: another worker that makes one is told
+// to make a plain client.
+BOOST_AUTO_TEST_CASE(only_worker_0_makes_a_chief_client)
+{
+    loopback_network net(1, 2);
+    client_config c;
+    c.index = 1;
+    c.num_workers = 2;
+    c.num_params = 4;
+    BOOST_CHECK_EXCEPTION(chief_client(net.worker(1), c), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) ==
+               "worker 1 made a chief_client: only worker 0, the chief, starts, saves and ends the job (make a client)";
+    });
 }

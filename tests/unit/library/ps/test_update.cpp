@@ -86,11 +86,12 @@ BOOST_DATA_TEST_CASE(a_large_sync_step_equals_the_plain_update, bdata::make({1, 
     o.num_params = large;
     o.share_memory = share;
     ps_job job(1, 2, adam(true, threads), {}, o);
-    auto &w0 = job.worker(0), &w1 = job.worker(1);
+    auto &w0 = job.chief();
+    auto &w1 = job.worker(1);
     auto expected = values(0, large);
     std::copy(expected.begin(), expected.end(), w0.params().begin());
-    w0.wait(w0.init());
-    w1.wait(w1.pull());
+    w0.wait(w0.async_init());
+    w1.wait(w1.async_pull());
 
     const auto cfg = adam(true, 1).optimizer;
     std::vector<float> state(2 * large, 0.0f), mean(large);
@@ -98,7 +99,7 @@ BOOST_DATA_TEST_CASE(a_large_sync_step_equals_the_plain_update, bdata::make({1, 
         const auto g0 = values(10 * step, large), g1 = values(10 * step + 1, large);
         std::copy(g0.begin(), g0.end(), w0.grads().begin());
         std::copy(g1.begin(), g1.end(), w1.grads().begin());
-        const auto t0 = w0.push(), t1 = w1.push();
+        const auto t0 = w0.async_push(), t1 = w1.async_push();
         w0.wait(t0);
         w1.wait(t1);
         for (std::uint64_t i = 0; i < large; ++i) mean[i] = (0.0f + g0[i] + g1[i]) * 0.5f;
@@ -107,7 +108,7 @@ BOOST_DATA_TEST_CASE(a_large_sync_step_equals_the_plain_update, bdata::make({1, 
         BOOST_TEST(bitwise_equal(w1.params(), expected), "worker 1's values after step " << step);
     }
     w0.shutdown();
-    for (int i = 0; i < 100 && !w1.done(); ++i) w1.wait(w1.pull());
+    for (int i = 0; i < 100 && !w1.done(); ++i) w1.wait(w1.async_pull());
     BOOST_TEST_REQUIRE(job.finish().returned);
     BOOST_TEST(job.server(0).global_step() == 3u);
 }
@@ -117,16 +118,16 @@ BOOST_DATA_TEST_CASE(a_large_async_update_equals_the_plain_update, bdata::make({
     job_options o;
     o.num_params = large;
     ps_job job(1, 1, adam(false, threads), {}, o);
-    auto& w = job.worker(0);
+    auto& w = job.chief();
     auto expected = values(5, large);
     std::copy(expected.begin(), expected.end(), w.params().begin());
-    w.wait(w.init());
+    w.wait(w.async_init());
     const auto cfg = adam(false, 1).optimizer;
     std::vector<float> state(2 * large, 0.0f);
     for (std::uint64_t step = 1; step <= 3; ++step) {
         const auto g = values(20 + step, large);
         std::copy(g.begin(), g.end(), w.grads().begin());
-        w.wait(w.push());
+        w.wait(w.async_push());
         apply_update(cfg, expected, g, state, step);
         BOOST_TEST(bitwise_equal(w.params(), expected), "values after update " << step);
     }
@@ -141,12 +142,12 @@ BOOST_AUTO_TEST_CASE(the_profiles_count_steps_and_time_their_phases)
     job_options o;
     o.num_params = large;
     ps_job job(1, 1, adam(true, 1), {}, o);
-    auto& w = job.worker(0);
-    w.wait(w.init());
+    auto& w = job.chief();
+    w.wait(w.async_init());
     const auto issued_at_start = w.profile().phases.at(2).entered;
     for (int step = 0; step < 5; ++step) {
         std::this_thread::sleep_for(20ms);  // the worker's own work, outside the client's calls
-        w.wait(w.push());
+        w.wait(w.async_push());
     }
     const auto c = w.profile();
     BOOST_TEST(c.steps == 5u);
