@@ -92,6 +92,7 @@ public:
     ps::chief_client& chief() { return static_cast<ps::chief_client&>(*clients_.at(0)); }
     // Only after finish(p) returned with `returned`.
     ps::server& server(int p) { return *servers_.at(static_cast<std::size_t>(p)); }
+    int num_ps() const { return static_cast<int>(servers_.size()); }
 
     // Waits (at most `limit`) for PS p's run() to end.
     run_end finish(int p = 0, std::chrono::milliseconds limit = std::chrono::seconds(5))

@@ -77,10 +77,22 @@ void leave(client& c)
     BOOST_TEST(c.done(), "no reply said training is done");
 }
 
-// A ticket that is still pending after the PS had time to answer it.
-bool still_pending(client& c, ticket t)
+// A sync push that its PS tasks hold: every PS has counted worker w's
+// gradient and waits for the others' (its activity says so; 10 s at most
+// for that), and the ticket is still open.
+bool held_for_the_step(ps_job& job, client& c, std::size_t w, ticket t)
 {
-    std::this_thread::sleep_for(100ms);
+    const auto holds = [&](int p) {
+        const auto a = job.server(p).activity();
+        return a.waiting && a.request.starts_with("the missing gradients of a sync step") &&
+               std::find(a.peers.begin(), a.peers.end(), w) == a.peers.end();
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    for (int p = 0; p < job.num_ps(); ++p)
+        while (!holds(p)) {
+            if (std::chrono::steady_clock::now() > deadline) return false;
+            std::this_thread::yield();
+        }
     return !c.test(t);
 }
 
@@ -156,7 +168,7 @@ BOOST_DATA_TEST_CASE(sync_step_applies_sgd_to_the_average_of_every_workers_gradi
     for (const auto& expected : {after_one_step, after_two_steps}) {
         fill(w0.grads(), g0);
         const auto t0 = w0.async_push();
-        BOOST_TEST(still_pending(w0, t0), "one gradient of two completed a step");
+        BOOST_TEST(held_for_the_step(job, w0, 0, t0), "one gradient of two completed a step");
         fill(w1.grads(), g1);
         const auto t1 = w1.async_push();
         w0.wait(t0);
@@ -187,7 +199,7 @@ BOOST_DATA_TEST_CASE(backup_workers_a_step_takes_the_first_replicas_to_aggregate
     start(job, 3);
     fill(w0.grads(), g0);
     const auto t0 = w0.async_push();
-    BOOST_TEST(still_pending(w0, t0), "one gradient of two completed a step");
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0), "one gradient of two completed a step");
     fill(w2.grads(), g1);
     const auto t2 = w2.async_push();
     w0.wait(t0);
@@ -592,7 +604,7 @@ BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back
     // worker would skip that batch).
     fill(w1.grads(), g1);
     const auto waiting = w1.async_push(23);
-    BOOST_TEST(still_pending(w1, waiting));
+    BOOST_TEST(held_for_the_step(job, w1, 1, waiting));
     BOOST_TEST_REQUIRE(w0.snapshot(1).size() == 2u);
     for (const auto& s : rec.take_snapshots())
         BOOST_TEST(s.positions == (std::vector<std::uint64_t>{11, 22}), boost::test_tools::per_element());
@@ -706,7 +718,7 @@ BOOST_DATA_TEST_CASE(the_chiefs_shutdown_reaches_a_worker_waiting_for_its_step, 
     start(job, 2);
     fill(w1.grads(), g1);
     const auto t1 = w1.async_push();  // waits for the chief's gradient, which never comes
-    BOOST_TEST(still_pending(w1, t1));
+    BOOST_TEST(held_for_the_step(job, w1, 1, t1));
     w0.shutdown(stop);
     w1.wait(t1);
     BOOST_TEST(w1.done());
@@ -802,7 +814,7 @@ BOOST_AUTO_TEST_CASE(sync_without_enough_workers_ends_and_tells_the_waiting_work
     start(job, 3);
     const auto t0 = w0.async_push();
     const auto t1 = w1.async_push();
-    BOOST_TEST(still_pending(w0, t0));
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0));
     job.net().kill_worker(2);
     for (auto [w, t] : {std::pair{static_cast<client*>(&w0), t0}, std::pair{&w1, t1}}) {
         try {
@@ -827,7 +839,7 @@ BOOST_AUTO_TEST_CASE(a_lost_ps_makes_the_waiting_worker_throw_naming_it)
     auto &w1 = job.worker(1);
     start(job, 2);
     const auto t0 = w0.async_push();  // waits for worker 1's gradient
-    BOOST_TEST(still_pending(w0, t0));
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0));
     job.net().kill_ps(0);
     for (client* w : {static_cast<client*>(&w0), &w1}) {
         try {
@@ -868,7 +880,7 @@ BOOST_AUTO_TEST_CASE(a_request_that_failed_on_one_ps_leaves_no_receive_behind_fo
     auto& w0 = job.chief();
     start(job, 2);
     const auto t0 = w0.async_push();
-    BOOST_TEST(still_pending(w0, t0));
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0));
     job.net().kill_ps(0);
     try {
         w0.wait(t0);
