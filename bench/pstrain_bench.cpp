@@ -83,7 +83,7 @@ int main(int argc, char** argv)
         } else {
             j = make_job(*server ? role::ps : role::worker, port);
         }
-        const auto mode = progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event;
+        const auto mode = progress == "spin" ? ucx::progress_mode::spin : ucx::progress_mode::event;
         if (j.me.role == role::ps) {
             log::set_prefix("pstrain-bench[ps]");
             auto net = bootstrap::connect(j, mode, std::chrono::seconds(30));

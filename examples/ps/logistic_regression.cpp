@@ -299,7 +299,7 @@ int run_worker(const options& o, ps::transport& net, int index, int num_ps, int 
     cc.index = index;
     cc.num_workers = num_workers;
     cc.num_params = static_cast<std::uint64_t>(d) + 1;
-    cc.key_sizes = {static_cast<std::uint64_t>(d), 1};  // key 0: the weights, key 1: the bias
+    cc.tensor_sizes = {static_cast<std::uint64_t>(d), 1};  // key 0: the weights, key 1: the bias
     cc.worker_names = std::move(worker_names);
     // Between a call and its wait() the buffers belong to the library.
     if (index != 0) {

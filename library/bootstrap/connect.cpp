@@ -29,17 +29,17 @@ void check_pmix(pmix_status_t rc, const char* call)
 }
 
 // PMIx_Init/PMIx_Finalize for the bootstrap's lifetime.
-class pmix_session {
+class pmix_handle {
 public:
-    pmix_session()
+    pmix_handle()
     {
         pmix_status_t rc = PMIx_Init(&me_, nullptr, 0);
         if (rc != PMIX_SUCCESS)
             throw error(fmt::format("PMIx_Init failed: {}: run the step with srun --mpi=pmix", PMIx_Error_string(rc)));
     }
-    ~pmix_session() { PMIx_Finalize(nullptr, 0); }
-    pmix_session(const pmix_session&) = delete;
-    pmix_session& operator=(const pmix_session&) = delete;
+    ~pmix_handle() { PMIx_Finalize(nullptr, 0); }
+    pmix_handle(const pmix_handle&) = delete;
+    pmix_handle& operator=(const pmix_handle&) = delete;
 
     const pmix_proc_t& me() const { return me_; }
 
@@ -117,7 +117,7 @@ private:
     pmix_proc_t me_{};
 };
 
-using transport::connections;
+using ucx::connections;
 
 // What each rank publishes: its role and index, then its UCX address.
 struct published {
@@ -126,9 +126,9 @@ struct published {
     std::uint32_t index;
 };
 
-transport::gate::config gate_config(const job& j, const transport::job_key& key)
+ucx::gate::config gate_config(const job& j, const ucx::auth_key& key)
 {
-    transport::gate::config g;
+    ucx::gate::config g;
     g.key = key;
     g.ps_index = static_cast<std::uint32_t>(j.me.index);
     g.num_workers = static_cast<std::size_t>(j.num_workers);
@@ -138,13 +138,13 @@ transport::gate::config gate_config(const job& j, const transport::job_key& key)
 
 // The handshake over the endpoints PMIx's addresses gave: a PS challenges
 // every worker; a worker answers every PS.
-void authenticate_pmix(const job& j, transport::engine& w, const transport::job_key& key, connections& c,
+void authenticate_pmix(const job& j, ucx::engine& w, const ucx::auth_key& key, connections& c,
                        std::chrono::seconds timeout)
 {
     const auto deadline = clock::now() + timeout;
-    c.sessions.resize(c.peers.size());
+    c.tokens.resize(c.peers.size());
     if (j.me.role == role::ps) {
-        transport::gate gate(w, gate_config(j, key));
+        ucx::gate gate(w, gate_config(j, key));
         for (std::size_t i = 0; i < c.peers.size(); ++i) gate.challenge(i, c.peers[i]->get());
         w.wait_until(
             [&] {
@@ -157,37 +157,37 @@ void authenticate_pmix(const job& j, transport::engine& w, const transport::job_
             for (const auto& m : gate.missing()) names += (names.empty() ? "" : ", ") + m;
             throw error(fmt::format("bootstrap: no handshake within {}s with {}", timeout.count(), names));
         }
-        c.sessions = gate.sessions();
+        c.tokens = gate.tokens();
         return;
     }
     for (std::size_t p = 0; p < c.peers.size(); ++p) {
         auto name = j.peer_name(role::ps, static_cast<int>(p));
         auto& ep = *c.peers[p];
-        auto s = transport::answer_challenge(w, ep.get(), key, static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(j.me.index),
+        auto s = ucx::answer_challenge(w, ep.get(), key, static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(j.me.index),
                                              {}, deadline, deadline, name, [&] { return ep.failed(); });
         if (!s)
             throw error(fmt::format("bootstrap: {} did not start the handshake within {}s{}", name, timeout.count(),
                                     ep.failed() ? fmt::format(" (connection lost: {})", ucs_status_string(ep.failure())) : ""));
-        c.sessions[p] = *s;
+        c.tokens[p] = *s;
     }
 }
 
 }  // namespace
 
-// A start_vote: under PMIx the session stays open for its fence, with
+// A start_vote: under PMIx the PMIx handle stays open for its fence, with
 // every rank's name.
 struct start_vote::impl {
-    std::unique_ptr<pmix_session> pmix;  // none: a static spec
+    std::unique_ptr<pmix_handle> pmix;  // none: a static spec
     std::vector<std::string> names;      // by rank
     std::size_t me = 0, chief = 0;
 };
 
 namespace {
 
-connections connect_pmix(const job& j, transport::engine& w, std::chrono::seconds timeout, start_vote::impl* vote)
+connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds timeout, start_vote::impl* vote)
 {
-    auto session = std::make_unique<pmix_session>();
-    auto& pmix = *session;
+    auto handle = std::make_unique<pmix_handle>();
+    auto& pmix = *handle;
     const std::uint32_t size = pmix.job_size();
     if (size != static_cast<std::uint32_t>(j.num_ps + j.num_workers))
         throw error(fmt::format("PMIx says the step has {} ranks but --ps={} --workers={} needs {}", size, j.num_ps,
@@ -201,7 +201,7 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
     // The step's key: made by rank 0, read by the step's ranks only (PMIx
     // serves a namespace's data to its own processes).
     if (pmix.me().rank == 0) {
-        auto key = transport::random_key();
+        auto key = ucx::random_key();
         pmix.put("pstrain.key", key.data(), key.size());
     }
 
@@ -226,9 +226,9 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
     }
 
     auto key_bytes = pmix.get_bytes(0, "pstrain.key");
-    if (!key_bytes || key_bytes->size() != transport::job_key{}.size())
+    if (!key_bytes || key_bytes->size() != ucx::auth_key{}.size())
         throw error("bootstrap: rank 0 did not publish the step's key through PMIx: are all ranks the same pstrain version?");
-    transport::job_key key;
+    ucx::auth_key key;
     std::copy(key_bytes->begin(), key_bytes->end(), key.begin());
 
     connections c;
@@ -254,8 +254,8 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
         if (rr == role::worker && p.index == 0) chief = r;
         if (rr != peer_role) continue;
         std::span<const std::uint8_t> addr(by_rank[r].data() + sizeof p, by_rank[r].size() - sizeof p);
-        c.peers[p.index] = transport::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)));
-        c.fast[p.index] = transport::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)), false);
+        c.peers[p.index] = ucx::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)));
+        c.fast[p.index] = ucx::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)), false);
     }
     for (int i = 0; i < peers; ++i)
         if (!c.peers[static_cast<std::size_t>(i)])
@@ -263,7 +263,7 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
     authenticate_pmix(j, w, key, c, timeout);
     log::debug("bootstrap: connected to {} {} tasks through PMIx ({} ranks), each authenticated", peers, role_name(peer_role), size);
     if (vote) {
-        vote->pmix = std::move(session);
+        vote->pmix = std::move(handle);
         vote->names = std::move(names);
         vote->me = pmix.me().rank;
         vote->chief = chief;
@@ -275,12 +275,12 @@ connections connect_pmix(const job& j, transport::engine& w, std::chrono::second
 
 // A PS of a static spec listens at its host:port; each worker connects,
 // answers the challenge and gives its address; the gate stays open after.
-connections connect_static_ps(const job& j, transport::engine& w, const transport::job_key& key, std::chrono::seconds timeout)
+connections connect_static_ps(const job& j, ucx::engine& w, const ucx::auth_key& key, std::chrono::seconds timeout)
 {
     connections c;
     auto [host, port] = split_host_port(j.spec.ps[static_cast<std::size_t>(j.me.index)]);
-    c.listen = std::make_unique<transport::listener>(w, port);
-    c.door = std::make_unique<transport::gate>(w, gate_config(j, key));
+    c.listen = std::make_unique<ucx::listener>(w, port);
+    c.door = std::make_unique<ucx::gate>(w, gate_config(j, key));
     const auto deadline = clock::now() + timeout;
     bool all = w.wait_until(
         [&] {
@@ -296,29 +296,29 @@ connections connect_static_ps(const job& j, transport::engine& w, const transpor
                                 names, j.spec.ps[static_cast<std::size_t>(j.me.index)], timeout.count()));
     }
     c.peers = c.door->take_peers();
-    c.sessions = c.door->sessions();
+    c.tokens = c.door->tokens();
     return c;
 }
 
-connections connect_static_worker(const job& j, transport::engine& w, const transport::job_key& key, std::chrono::seconds timeout)
+connections connect_static_worker(const job& j, ucx::engine& w, const ucx::auth_key& key, std::chrono::seconds timeout)
 {
     connections c;
     c.peers.resize(static_cast<std::size_t>(j.num_ps));
-    c.sessions.resize(static_cast<std::size_t>(j.num_ps));
+    c.tokens.resize(static_cast<std::size_t>(j.num_ps));
     auto address = w.address();
     const auto deadline = clock::now() + timeout;
     for (int i = 0; i < j.num_ps; ++i) {
         auto [host, port] = split_host_port(j.spec.ps[static_cast<std::size_t>(i)]);
         std::string last_error = "no answer";
         for (;;) {
-            auto ep = transport::endpoint::to_sockaddr(w, host, port, j.peer_name(role::ps, i));
+            auto ep = ucx::endpoint::to_sockaddr(w, host, port, j.peer_name(role::ps, i));
             auto try_until = std::min(deadline, clock::now() + std::chrono::seconds(5));
             auto name = fmt::format("{} at {}:{}", j.peer_name(role::ps, i), host, port);
-            auto s = transport::answer_challenge(w, ep->get(), key, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j.me.index),
+            auto s = ucx::answer_challenge(w, ep->get(), key, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j.me.index),
                                                  address, try_until, deadline, name, [&] { return ep->failed(); });
             if (s) {
                 c.peers[static_cast<std::size_t>(i)] = std::move(ep);
-                c.sessions[static_cast<std::size_t>(i)] = *s;
+                c.tokens[static_cast<std::size_t>(i)] = *s;
                 break;
             }
             last_error = ep->failed() ? ucs_status_string(ep->failure()) : "no answer";
@@ -383,12 +383,12 @@ void start_vote::cast(const std::string& my_error, std::chrono::seconds timeout)
     if (v.what == start_verdict::action::stop) throw stopped_by_peer(v.line);
 }
 
-std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout,
-                                                  transport::heartbeat_config beats, start_vote* vote)
+std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode progress, std::chrono::seconds timeout,
+                                                  ucx::heartbeat_config beats, start_vote* vote)
 {
-    auto ctx = std::make_unique<transport::context>();
-    auto eng = std::make_unique<transport::engine>(*ctx, progress);
-    transport::job_key key{};
+    auto ctx = std::make_unique<ucx::context>();
+    auto eng = std::make_unique<ucx::engine>(*ctx, progress);
+    ucx::auth_key key{};
     if (j.how == mode::static_spec) {
         const bool plugin = std::getenv("PSTRAIN_ROLE") != nullptr;
         if (j.key) key = *j.key;
@@ -408,7 +408,7 @@ std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progr
     std::vector<std::string> addresses;
     const role peer_role = j.me.role == role::ps ? role::worker : role::ps;
     for (const auto& hp : j.spec.tasks(peer_role)) addresses.push_back(resolve_address(split_host_port(hp).first));
-    return std::make_unique<transport::ucx_transport>(std::move(ctx), std::move(eng), std::move(c),
+    return std::make_unique<ucx::ucx_transport>(std::move(ctx), std::move(eng), std::move(c),
                                                       static_cast<std::uint32_t>(j.me.index), peer_names(j), beats,
                                                       std::move(addresses));
 }

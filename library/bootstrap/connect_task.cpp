@@ -18,9 +18,9 @@ std::optional<connected_task> connect_task(const bootstrap_options& o)
     t.me.name = j->name();
     t.me.source = j->source;
     for (int i = 0; i < j->num_workers; ++i) t.worker_names.push_back(j->peer_name(role::worker, i));
-    pstrain::transport::heartbeat_config beats;
+    pstrain::ucx::heartbeat_config beats;
     beats.interval = o.heartbeat_interval;
-    t.net = bootstrap::connect(*j, pstrain::transport::progress_mode::event, o.timeout, beats);
+    t.net = bootstrap::connect(*j, pstrain::ucx::progress_mode::event, o.timeout, beats);
     return t;
 }
 

@@ -100,7 +100,7 @@ std::string separate_chief_error(const std::string& role, const char* from)
 
 // A static spec's key: PSTRAIN_AUTH_KEY (64 hex digits) or the first line
 // of PSTRAIN_AUTH_KEY_FILE (readable by its owner only).
-static std::optional<transport::job_key> static_key()
+static std::optional<ucx::auth_key> static_key()
 {
     auto hex = env("PSTRAIN_AUTH_KEY");
     const char* from = "PSTRAIN_AUTH_KEY";
@@ -119,7 +119,7 @@ static std::optional<transport::job_key> static_key()
         std::getline(in, text);
         hex = text;
     }
-    auto key = transport::parse_key(*hex);
+    auto key = ucx::parse_key(*hex);
     if (!key)
         throw error(fmt::format("{} must hold 64 hex digits (32 bytes), the same in every task: make one with "
                                 "`openssl rand -hex 32`",

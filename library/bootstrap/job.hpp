@@ -28,7 +28,7 @@ struct job {
     // by rank 0 when connecting and shared with the step's ranks only.  A
     // static spec: PSTRAIN_AUTH_KEY or PSTRAIN_AUTH_KEY_FILE; without them
     // a key of zeros, and a warning that authentication is off.
-    std::optional<transport::job_key> key;
+    std::optional<ucx::auth_key> key;
 
     bool is_chief() const { return me.role == role::worker && me.index == 0; }
     std::string name() const;                   // "worker 1"
@@ -102,8 +102,8 @@ private:
 // (a peer silent for beats.limit() fails, named with its address).
 // `vote`, when given, is made ready for start_vote::cast (under PMIx it
 // keeps the PMIx session open for its fence).
-std::unique_ptr<transport::ucx_transport> connect(const job& j, transport::progress_mode progress, std::chrono::seconds timeout,
-                                                  transport::heartbeat_config beats = {}, start_vote* vote = nullptr);
+std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode progress, std::chrono::seconds timeout,
+                                                  ucx::heartbeat_config beats = {}, start_vote* vote = nullptr);
 
 // The IPv4 address `host` resolves to here ("" when it does not).
 std::string resolve_address(const std::string& host);

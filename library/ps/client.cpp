@@ -5,7 +5,7 @@
 #include "pstrain/error.hpp"
 #include "library/ps/activity_recorder.hpp"
 #include "library/ps/exchange.hpp"
-#include "library/ps/key_layout.hpp"
+#include "library/ps/tensor_layout.hpp"
 #include "library/ps/protocol.hpp"
 #include "library/ps/ticket_book.hpp"
 
@@ -51,7 +51,7 @@ public:
     impl(transport& net, client_config c)
         : net_(net), cfg_(std::move(c)), partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
           memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
-          grads_(params_ + cfg_.num_params), layout_(lay_out_keys(cfg_)), keys_(layout_.keys), moving_(layout_.moving),
+          grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors), moving_(layout_.moving),
           mapped_(net.num_peers(), 0),
           base_step_(net.num_peers(), 0), activity_(peer_names(net)),
           exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_), book_(partition_.size() + 1)
@@ -71,7 +71,7 @@ public:
             net_.wait_until(
                 [&] {
                     bool all = true;
-                    book_.for_each_op([&](operation& op) { all = all && op.recv.done() && op.payload_recv.done(); });
+                    book_.for_each_op([&](operation& op) { all = all && op.recv.complete() && op.payload_recv.complete(); });
                     return all;
                 },
                 clock::now() + std::chrono::seconds(1));
@@ -83,10 +83,10 @@ public:
     std::span<float> grads() const { return {grads_, cfg_.num_params}; }
     std::span<float> buffers() const { return {params_, 2 * cfg_.num_params}; }
 
-    shard_range key(std::size_t k) const
+    shard_range tensor(std::size_t k) const
     {
-        if (k >= keys_.size()) throw error(fmt::format("key {} does not exist: the client has {} keys", k, keys_.size()));
-        return keys_[k];
+        if (k >= tensors_.size()) throw error(fmt::format("tensor {} does not exist: the client has {} tensors", k, tensors_.size()));
+        return tensors_[k];
     }
 
     ticket init()
@@ -176,7 +176,7 @@ public:
     {
         chief_only("shutdown");
         std::vector<wire::frame> frames(net_.num_peers());
-        std::vector<request> sends;
+        std::vector<transfer> sends;
         for (std::size_t p = 0; p < net_.num_peers(); ++p) {
             wire::shutdown m;
             m.stop = stop ? 1 : 0;
@@ -186,10 +186,10 @@ public:
         for (std::size_t p = 0; p < sends.size(); ++p) {
             activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
             activity_.pending(p, true);
-            net_.wait_until([&] { return sends[p].done() || net_.failed(p); }, clock::now() + std::chrono::seconds(30));
-            if (!sends[p].done() || !sends[p].ok())
+            net_.wait_until([&] { return sends[p].complete() || net_.failed(p); }, clock::now() + std::chrono::seconds(30));
+            if (!sends[p].complete() || !sends[p].ok())
                 throw peer_error(net_.peer_name(p), fmt::format("telling {} that training ends failed: {}", net_.peer_name(p),
-                                                                sends[p].done() ? sends[p].failure() : "no answer in 30s"));
+                                                                sends[p].complete() ? sends[p].failure() : "no answer in 30s"));
         }
     }
 
@@ -201,8 +201,8 @@ public:
     std::unique_ptr<exchange_memory> memory_;  // params, then grads
     float* params_;
     float* grads_;
-    const key_layout layout_;
-    const std::vector<shard_range>& keys_;
+    const tensor_layout layout_;
+    const std::vector<shard_range>& tensors_;
     const std::vector<shard_range>& moving_;  // moving-average ranges, merged, in order
     std::vector<char> mapped_;                 // per PS: it reads and writes the buffers in place
     std::vector<std::uint64_t> base_step_;     // per PS: the step of the values last received
@@ -373,9 +373,9 @@ private:
         greeted_ = true;
         std::vector<std::uint8_t> key;
         if (cfg_.share_memory) {
-            key = memory_->packed_key();
+            key = memory_->packed_rkey();
             if (key.size() > wire::max_key_bytes) {
-                log::debug("the transport's memory key is {} bytes: exchanges go through messages", key.size());
+                log::debug("the transport's rkey is {} bytes: exchanges go through messages", key.size());
                 key.clear();
             }
         }
@@ -471,7 +471,7 @@ std::span<float> client::params() const { return impl_->params(); }
 std::span<float> client::grads() const { return impl_->grads(); }
 std::span<float> client::buffers() const { return impl_->buffers(); }
 shard_range client::everything() const { return impl_->everything(); }
-shard_range client::key(std::size_t k) const { return impl_->key(k); }
+shard_range client::tensor(std::size_t k) const { return impl_->tensor(k); }
 const std::vector<shard_range>& client::partition() const { return impl_->partition_; }
 ticket client::async_pull(shard_range range) { return impl_->pull(range); }
 ticket client::async_push(shard_range range, std::uint64_t position) { return impl_->push(range, position); }

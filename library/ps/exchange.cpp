@@ -127,7 +127,7 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
 void exchange::throw_incomplete(operation& op, const std::string& who, bool in_time) const
 {
     if (net_.failed(op.ps)) throw peer_error(who, fmt::format("lost {}: {}", who, net_.failure(op.ps)));
-    if (!in_time && !op.recv.done())
+    if (!in_time && !op.recv.complete())
         throw peer_error(who, fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
     if (!op.recv.ok()) throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.recv.failure()));
     if (!op.payload_recv.ok())

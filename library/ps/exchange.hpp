@@ -29,7 +29,7 @@ struct operation {
     wire::kind expected = wire::kind::values;  // the reply's kind
     bool shared = false;                       // through the mapped buffers
     wire::frame out, in;
-    request send, payload_send, recv, payload_recv;
+    transfer send, payload_send, recv, payload_recv;
     std::vector<wire::worker_counters> counters;  // a stats reply's payload
     // Sparse: the keys sent (a pull's payload), a push's payload (keys then
     // gradients), the rows received and where each goes in the caller's out.
@@ -40,11 +40,11 @@ struct operation {
     float* scatter_to = nullptr;
     std::uint32_t table = 0, dim = 0;
 
-    bool is_abort() { return recv.done() && recv.ok() && in.kind == static_cast<std::uint16_t>(wire::kind::abort); }
+    bool is_abort() { return recv.complete() && recv.ok() && in.kind == static_cast<std::uint16_t>(wire::kind::abort); }
     bool pending()
     {
-        return !recv.done() || !send.done() || !payload_send.done() ||
-               (recv.ok() && in.payload_bytes > 0 && !payload_recv.done());
+        return !recv.complete() || !send.complete() || !payload_send.complete() ||
+               (recv.ok() && in.payload_bytes > 0 && !payload_recv.complete());
     }
     // A whole reply counts even if its PS goes away right after it (a PS
     // exits once the chief has ended training).

@@ -127,7 +127,7 @@ std::string describe(const refusal& r)
         return fmt::format("embedding table {} where this PS has {}: do all tasks build the same model?", r.detail_begin,
                            r.detail_end);
     case refusal_code::too_many_keys:
-        return fmt::format("a sparse request of {} keys (at most {}): run the same pstrain version in every task",
+        return fmt::format("a sparse transfer of {} keys (at most {}): run the same pstrain version in every task",
                            r.detail_begin, r.detail_end);
     case refusal_code::rows_without_step:
         return fmt::format("{} row updates held for one step (at most {}): in sync mode async_push() the dense gradient after "

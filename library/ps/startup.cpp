@@ -37,10 +37,10 @@ startup::startup(transport& net, worker_links& links, const server_config& cfg, 
 {
 }
 
-void startup::wait_for_chief(request& r, const char* what)
+void startup::wait_for_chief(transfer& r, const char* what)
 {
-    links_.wait_for(0, "the chief's hello (it loads its data first)", [&] { return r.done(); });
-    if (!r.done() || !r.ok())
+    links_.wait_for(0, "the chief's hello (it loads its data first)", [&] { return r.complete(); });
+    if (!r.complete() || !r.ok())
         throw peer_error(who_, fmt::format("lost {} before it {}: {}", who_, what,
                                            net_.failed(0) ? net_.failure(0) : r.failure()));
 }

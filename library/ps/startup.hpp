@@ -42,7 +42,7 @@ public:
     bool await_init_or_restore(served_shard& shard, std::span<embedding_table> tables, training_state& state);
 
 private:
-    void wait_for_chief(request& r, const char* what);
+    void wait_for_chief(transfer& r, const char* what);
     void check_shard_fits(shard_range range) const;
     void restore(std::uint64_t step, served_shard& shard, std::span<embedding_table> tables, training_state& state);
 

@@ -68,9 +68,9 @@ void worker_links::post(std::size_t i)
 void worker_links::begin_reply(std::size_t i)
 {
     auto& p = links_[i];
-    if (!p.send.done()) {
+    if (!p.send.complete()) {
         server_clock::scope timed(profile_, draining);
-        wait_for(i, "the send of its previous reply", [&] { return p.send.done(); });
+        wait_for(i, "the send of its previous reply", [&] { return p.send.complete(); });
     }
     p.out = wire::frame{};
 }
@@ -176,9 +176,9 @@ void worker_links::reply_rows(std::size_t i, std::uint32_t table, std::uint64_t 
 void worker_links::wait_for_payload_send(std::size_t i)
 {
     auto& p = links_[i];
-    if (p.payload_send.done()) return;
+    if (p.payload_send.complete()) return;
     server_clock::scope timed(profile_, draining);
-    wait_for(i, "the send of its previous reply's payload", [&] { return p.payload_send.done(); });
+    wait_for(i, "the send of its previous reply's payload", [&] { return p.payload_send.complete(); });
 }
 
 void worker_links::drain_sends()
@@ -186,7 +186,7 @@ void worker_links::drain_sends()
     server_clock::scope timed(profile_, draining);
     activity_recorder::scope waiting(activity_, "the sends of the replies in flight, before the values change");
     const auto sending = [&](std::size_t i) {
-        return (!links_[i].send.done() || !links_[i].payload_send.done()) && !net_.failed(i);
+        return (!links_[i].send.complete() || !links_[i].payload_send.complete()) && !net_.failed(i);
     };
     for (std::size_t i = 0; i < links_.size(); ++i) activity_.pending(i, sending(i));
     net_.wait_until(
@@ -201,7 +201,7 @@ void worker_links::drain_sends()
 bool worker_links::read_by_a_reply(const float* values)
 {
     for (std::size_t k = 0; k < links_.size(); ++k)
-        if (links_[k].sending == values && !links_[k].payload_send.done() && !net_.failed(k)) return true;
+        if (links_[k].sending == values && !links_[k].payload_send.complete() && !net_.failed(k)) return true;
     return false;
 }
 
@@ -265,7 +265,7 @@ int worker_links::live() const
 void worker_links::abort_all(std::size_t lost)
 {
     std::vector<wire::frame> frames(links_.size());
-    std::vector<request> sends;
+    std::vector<transfer> sends;
     for (std::size_t k = 0; k < links_.size(); ++k) {
         if (links_[k].lost || net_.failed(k)) continue;
         wire::abort a;
@@ -274,7 +274,7 @@ void worker_links::abort_all(std::size_t lost)
         frames[k] = wire::encode(a);
         sends.push_back(net_.send(k, channel::control, &frames[k], sizeof frames[k]));
     }
-    net_.wait_until([&] { return std::all_of(sends.begin(), sends.end(), [](auto& r) { return r.done(); }); },
+    net_.wait_until([&] { return std::all_of(sends.begin(), sends.end(), [](auto& r) { return r.complete(); }); },
                     clock::now() + std::chrono::seconds(2));
 }
 
@@ -287,7 +287,7 @@ void worker_links::release()
     net_.wait_until(
         [&] {
             return std::all_of(links_.begin(), links_.end(), [](auto& p) {
-                return (!p.posted || p.recv.done()) && (!p.payload_posted || p.payload_recv.done());
+                return (!p.posted || p.recv.complete()) && (!p.payload_posted || p.payload_recv.complete());
             });
         },
         clock::now() + std::chrono::seconds(1));

@@ -28,12 +28,12 @@ struct worker_link {
     // The mailbox: the message being handled and its payload.
     wire::frame in;
     float_buffer slot;                // a gradient, values, a memory key or a sparse request
-    request recv, payload_recv;       // the posted receives
+    transfer recv, payload_recv;       // the posted receives
     bool posted = false, payload_posted = false;
 
     // The reply in flight.
     wire::frame out;
-    request send, payload_send;
+    transfer send, payload_send;
     const float* sending = nullptr;   // the values buffer its payload reads until payload_send is done
     std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is done
     std::vector<float> rows_out;                   // a rows reply's payload until payload_send is done
@@ -53,7 +53,7 @@ struct worker_link {
     wire::worker_counters counters;   // its gradients, for stats
 
     // A whole message is here: its frame, and its payload if it has one.
-    bool ready() { return posted && recv.done() && (!recv.ok() || in.payload_bytes == 0 || payload_recv.done()); }
+    bool ready() { return posted && recv.complete() && (!recv.ok() || in.payload_bytes == 0 || payload_recv.complete()); }
 };
 
 // The values of a range, as a reply sends them.

@@ -17,7 +17,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-namespace pstrain::transport {
+namespace pstrain::ucx {
 
 using clock = std::chrono::steady_clock;
 
@@ -33,7 +33,7 @@ std::array<std::uint8_t, N> random_bytes()
 }
 
 // HMAC-SHA256(key, label | ps nonce | worker nonce | ps index | worker index).
-mac keyed(const job_key& key, std::string_view label, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+mac keyed(const auth_key& key, std::string_view label, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
           std::uint32_t worker)
 {
     std::vector<std::uint8_t> message(label.begin(), label.end());
@@ -83,13 +83,13 @@ std::string address_of(ucp_conn_request_h request)
 
 }  // namespace
 
-job_key random_key() { return random_bytes<32>(); }
+auth_key random_key() { return random_bytes<32>(); }
 nonce random_nonce() { return random_bytes<16>(); }
 
-std::optional<job_key> parse_key(std::string_view hex)
+std::optional<auth_key> parse_key(std::string_view hex)
 {
     if (hex.size() != 64) return std::nullopt;
-    job_key key{};
+    auth_key key{};
     auto digit = [](char c) -> int {
         if (c >= '0' && c <= '9') return c - '0';
         if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -104,26 +104,26 @@ std::optional<job_key> parse_key(std::string_view hex)
     return key;
 }
 
-mac worker_proof(const job_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
+mac worker_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
 {
     return keyed(key, "pstrain worker proof 1", ps_nonce, worker_nonce, ps, worker);
 }
 
-mac ps_proof(const job_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
+mac ps_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
 {
     return keyed(key, "pstrain ps proof 1", ps_nonce, worker_nonce, ps, worker);
 }
 
-session worker_session(const job_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+pair_tokens worker_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
                        std::uint32_t worker)
 {
     auto m = keyed(key, "pstrain session tokens 1", ps_nonce, worker_nonce, ps, worker);
     return {word(m, 0), word(m, 4)};
 }
 
-session ps_session(const job_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
+pair_tokens ps_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
 {
-    auto s = worker_session(key, ps_nonce, worker_nonce, ps, worker);
+    auto s = worker_tokens(key, ps_nonce, worker_nonce, ps, worker);
     return {s.recv_token, s.send_token};
 }
 
@@ -147,7 +147,7 @@ struct gate::pending {
 };
 
 gate::gate(engine& w, config c)
-    : w_(w), cfg_(std::move(c)), peers_(cfg_.num_workers), sessions_(cfg_.num_workers), done_(cfg_.num_workers, false),
+    : w_(w), cfg_(std::move(c)), peers_(cfg_.num_workers), tokens_(cfg_.num_workers), done_(cfg_.num_workers, false),
       why_(cfg_.num_workers), buffer_(sizeof(response_frame) + response_frame::max_address)
 {
     post_receive();
@@ -289,7 +289,7 @@ void gate::handle(std::size_t length)
         refuse(*p, worker, "it did not take the confirmation");
         return;
     }
-    sessions_[worker] = ps_session(cfg_.key, p->ps_nonce, answer.worker_nonce, cfg_.ps_index, worker);
+    tokens_[worker] = ps_tokens(cfg_.key, p->ps_nonce, answer.worker_nonce, cfg_.ps_index, worker);
     done_[worker] = true;
     why_[worker].clear();
     if (p->accepted) accepted_.push_back(std::move(p->accepted));
@@ -344,7 +344,7 @@ void gate::close(bool force)
 
 // ------------------------------------------------------------- the worker
 
-std::optional<session> answer_challenge(engine& w, ucp_ep_h ep, const job_key& key, std::uint32_t ps_index,
+std::optional<pair_tokens> answer_challenge(engine& w, ucp_ep_h ep, const auth_key& key, std::uint32_t ps_index,
                                         std::uint32_t worker_index, std::span<const std::uint8_t> address,
                                         clock::time_point challenge_by, clock::time_point deadline, const std::string& ps_name,
                                         const std::function<bool()>& lost)
@@ -397,7 +397,7 @@ std::optional<session> answer_challenge(engine& w, ucp_ep_h ep, const job_key& k
         throw error(fmt::format("bootstrap: {} did not prove that it holds this job step's key: another job's PS on that "
                                 "address, or a different PSTRAIN_AUTH_KEY",
                                 ps_name));
-    return worker_session(key, answer.ps_nonce, answer.worker_nonce, ps_index, worker_index);
+    return worker_tokens(key, answer.ps_nonce, answer.worker_nonce, ps_index, worker_index);
 }
 
-}  // namespace pstrain::transport
+}  // namespace pstrain::ucx

@@ -33,30 +33,30 @@
 #include <string_view>
 #include <vector>
 
-namespace pstrain::transport {
+namespace pstrain::ucx {
 
-using job_key = std::array<std::uint8_t, 32>;
+using auth_key = std::array<std::uint8_t, 32>;
 using nonce = std::array<std::uint8_t, 16>;
 using mac = std::array<std::uint8_t, 32>;
 
 // 32 bytes from the system's random source (OpenSSL's RAND_bytes).
-job_key random_key();
+auth_key random_key();
 nonce random_nonce();
 // 64 hex digits; std::nullopt for anything else.
-std::optional<job_key> parse_key(std::string_view hex);
+std::optional<auth_key> parse_key(std::string_view hex);
 
 // The tokens of one connection, as one side sees them.
-struct session {
+struct pair_tokens {
     std::uint32_t send_token = 0;  // in the tags of what this side sends
     std::uint32_t recv_token = 0;  // in the tags of what it accepts
 };
 
 // The proofs and tokens (exposed for the tests).
-mac worker_proof(const job_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
-mac ps_proof(const job_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
-session worker_session(const job_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+mac worker_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
+mac ps_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
+pair_tokens worker_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
                        std::uint32_t worker);
-session ps_session(const job_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
+pair_tokens ps_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
 
 #pragma pack(push, 1)
 struct challenge_frame {
@@ -92,7 +92,7 @@ struct confirm_frame {
 class gate {
 public:
     struct config {
-        job_key key{};
+        auth_key key{};
         std::uint32_t ps_index = 0;
         std::size_t num_workers = 0;
         std::function<std::string(std::size_t)> worker_name;
@@ -115,7 +115,7 @@ public:
     bool complete() const;  // every worker authenticated
     // Workers not (yet) authenticated, each with why when it was refused.
     std::vector<std::string> missing() const;
-    const std::vector<session>& sessions() const { return sessions_; }
+    const std::vector<pair_tokens>& tokens() const { return tokens_; }
     // Static spec: the endpoints to the workers' addresses.
     std::vector<std::unique_ptr<endpoint>> take_peers() { return std::move(peers_); }
     std::size_t refused() const { return refused_; }
@@ -132,7 +132,7 @@ private:
     std::vector<std::unique_ptr<pending>> pending_;
     std::vector<std::unique_ptr<endpoint>> accepted_;  // kept open: the workers send on them
     std::vector<std::unique_ptr<endpoint>> peers_;
-    std::vector<session> sessions_;
+    std::vector<pair_tokens> tokens_;
     std::vector<bool> done_;
     std::vector<std::string> why_;
     std::vector<std::uint8_t> buffer_;
@@ -146,7 +146,7 @@ private:
 // the endpoint failed: the caller may try again), answers, and waits for
 // the confirmation until `deadline`.  Throws pstrain::error when the PS
 // refuses or fails to prove that it holds the key.
-std::optional<session> answer_challenge(engine& w, ucp_ep_h ep, const job_key& key, std::uint32_t ps_index,
+std::optional<pair_tokens> answer_challenge(engine& w, ucp_ep_h ep, const auth_key& key, std::uint32_t ps_index,
                                         std::uint32_t worker_index, std::span<const std::uint8_t> address,
                                         std::chrono::steady_clock::time_point challenge_by,
                                         std::chrono::steady_clock::time_point deadline, const std::string& ps_name,
@@ -160,4 +160,4 @@ struct tag_parts {
 };
 tag_parts split_tag(std::uint64_t tag);
 
-}  // namespace pstrain::transport
+}  // namespace pstrain::ucx

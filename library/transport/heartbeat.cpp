@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-namespace pstrain::transport {
+namespace pstrain::ucx {
 
 silence_tracker::silence_tracker(std::size_t peers, heartbeat_config c, hb_clock::time_point now)
     : cfg_(c), last_heard_(peers, now), silent_(peers, false), watched_(peers, false), silent_for_(peers, std::chrono::milliseconds(0)),
@@ -55,4 +55,4 @@ std::string silence_reason(std::chrono::milliseconds silent_for, const heartbeat
                        address.empty() ? "" : fmt::format(", address {}", address), secs(c.limit()));
 }
 
-}  // namespace pstrain::transport
+}  // namespace pstrain::ucx

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace pstrain::transport {
+namespace pstrain::ucx {
 
 using hb_clock = std::chrono::steady_clock;
 
@@ -62,4 +62,4 @@ private:
 // stopped; raise --heartbeat-interval if ...".  `address` may be empty.
 std::string silence_reason(std::chrono::milliseconds silent_for, const heartbeat_config& c, const std::string& address);
 
-}  // namespace pstrain::transport
+}  // namespace pstrain::ucx

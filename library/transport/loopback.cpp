@@ -99,19 +99,19 @@ namespace {
 
 using net_state = loopback_network::state;
 
-class loopback_request : public request::operation {
+class loopback_transfer : public transfer::operation {
 public:
-    loopback_request(std::shared_ptr<net_state> s, std::shared_ptr<op_state> op, mailbox* box)
+    loopback_transfer(std::shared_ptr<net_state> s, std::shared_ptr<op_state> op, mailbox* box)
         : s_(std::move(s)), op_(std::move(op)), box_(box)
     {
     }
-    bool done() override { return op_->complete.load(std::memory_order_acquire); }
+    bool complete() override { return op_->complete.load(std::memory_order_acquire); }
     bool ok() const override { return op_->ok; }
     std::size_t length() const override { return op_->length; }
     std::string failure() const override { return op_->failure; }
     void cancel() override
     {
-        if (!box_ || done()) return;
+        if (!box_ || complete()) return;
         std::lock_guard lock(s_->mu);
         auto& w = box_->waiting;
         auto it = std::find_if(w.begin(), w.end(), [&](const posted_receive& r) { return r.op == op_; });
@@ -148,7 +148,7 @@ public:
     }
     void* data() const override { return data_.get(); }
     std::size_t size() const override { return bytes_; }
-    std::vector<std::uint8_t> packed_key() const override
+    std::vector<std::uint8_t> packed_rkey() const override
     {
         const loopback_key k{reinterpret_cast<std::uintptr_t>(s_.get()), address(), bytes_};
         std::vector<std::uint8_t> key(sizeof k);
@@ -190,7 +190,7 @@ public:
     }
     std::string peer_name(std::size_t peer) const override { return s_->name(peer_node(peer)); }
 
-    request send(std::size_t peer, channel ch, const void* data, std::size_t bytes) override
+    transfer send(std::size_t peer, channel ch, const void* data, std::size_t bytes) override
     {
         const int to = peer_node(peer);
         auto op = std::make_shared<op_state>();
@@ -210,10 +210,10 @@ public:
             net_state::finish(*op, true, bytes);
             s_->changed();
         }
-        return request(std::make_unique<loopback_request>(s_, std::move(op), nullptr));
+        return transfer(std::make_unique<loopback_transfer>(s_, std::move(op), nullptr));
     }
 
-    request recv(std::size_t peer, channel ch, void* buffer, std::size_t capacity) override
+    transfer recv(std::size_t peer, channel ch, void* buffer, std::size_t capacity) override
     {
         const int from = peer_node(peer);
         auto op = std::make_shared<op_state>();
@@ -229,7 +229,7 @@ public:
         } else {
             box.waiting.push_back(std::move(r));
         }
-        return request(std::make_unique<loopback_request>(s_, std::move(op), &box));
+        return transfer(std::make_unique<loopback_transfer>(s_, std::move(op), &box));
     }
 
     bool wait_until(const std::function<bool()>& pred, clock::time_point deadline) override

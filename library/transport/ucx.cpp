@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-namespace pstrain::transport {
+namespace pstrain::ucx {
 
 using clock = std::chrono::steady_clock;
 
@@ -424,7 +424,7 @@ mapped_memory::~mapped_memory()
     if (memh_) ucp_mem_unmap(ctx_.get(), memh_);
 }
 
-std::vector<std::uint8_t> mapped_memory::packed_key() const
+std::vector<std::uint8_t> mapped_memory::packed_rkey() const
 {
     void* buffer = nullptr;
     std::size_t size = 0;
@@ -482,4 +482,4 @@ std::vector<std::pair<std::uintptr_t, std::uintptr_t>> shared_mappings()
     return out;
 }
 
-}  // namespace pstrain::transport
+}  // namespace pstrain::ucx

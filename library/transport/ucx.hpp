@@ -19,7 +19,7 @@
 
 #include <ucp/api/ucp.h>
 
-namespace pstrain::transport {
+namespace pstrain::ucx {
 
 // Throws pstrain::error "CALL failed: <ucs_status_string>" unless UCS_OK.
 void check(ucs_status_t status, const char* call);
@@ -169,7 +169,7 @@ public:
     void* data() const { return address_; }
     std::size_t size() const { return bytes_; }
     // The packed remote key a peer unpacks (remote_key).
-    std::vector<std::uint8_t> packed_key() const;
+    std::vector<std::uint8_t> packed_rkey() const;
 
 private:
     context& ctx_;
@@ -220,4 +220,4 @@ private:
     std::vector<ucp_conn_request_h> pending_;
 };
 
-}  // namespace pstrain::transport
+}  // namespace pstrain::ucx

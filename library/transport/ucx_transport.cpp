@@ -5,14 +5,14 @@
 
 #include <fmt/format.h>
 
-namespace pstrain::transport {
+namespace pstrain::ucx {
 
 namespace {
 
-class ucx_request : public ps::request::operation {
+class ucx_transfer : public ps::transfer::operation {
 public:
-    explicit ucx_request(request r) : r_(std::move(r)) {}
-    bool done() override { return r_.done(); }
+    explicit ucx_transfer(request r) : r_(std::move(r)) {}
+    bool complete() override { return r_.done(); }
     bool ok() const override { return r_.status() == UCS_OK; }
     std::size_t length() const override { return r_.length(); }
     std::string failure() const override { return fmt::format("{} failed: {}", r_.what(), ucs_status_string(r_.status())); }
@@ -24,11 +24,11 @@ private:
     ucp_worker_h owner_ = nullptr;
 };
 
-ps::request wrap(request r, ucp_worker_h owner)
+ps::transfer wrap(request r, ucp_worker_h owner)
 {
-    auto impl = std::make_unique<ucx_request>(std::move(r));
+    auto impl = std::make_unique<ucx_transfer>(std::move(r));
     impl->set_owner(owner);
-    return ps::request(std::move(impl));
+    return ps::transfer(std::move(impl));
 }
 
 class ucx_memory : public ps::exchange_memory {
@@ -36,7 +36,7 @@ public:
     ucx_memory(context& ctx, std::size_t bytes) : m_(ctx, bytes) {}
     void* data() const override { return m_.data(); }
     std::size_t size() const override { return m_.size(); }
-    std::vector<std::uint8_t> packed_key() const override { return m_.packed_key(); }
+    std::vector<std::uint8_t> packed_rkey() const override { return m_.packed_rkey(); }
 
 private:
     mapped_memory m_;
@@ -63,7 +63,7 @@ ucx_transport::ucx_transport(std::unique_ptr<context> ctx, std::unique_ptr<engin
       scratch_(4096), addresses_(std::move(addresses)), silence_(names_.size(), beats, ps::clock::now()),
       beat_in_(names_.size()), beat_recv_(names_.size()), beat_send_(names_.size()), beat_posted_(names_.size(), 0)
 {
-    conns_.sessions.resize(names_.size());
+    conns_.tokens.resize(names_.size());
     addresses_.resize(names_.size());
     // The first heartbeats go out when this task first waits (guard).
 }
@@ -83,7 +83,7 @@ void ucx_transport::beat()
                 if (r.status() != UCS_OK) break;  // cancelled: closing
                 silence_.heard(i, now);
             }
-            r = engine_->recv(make_tag(heartbeat_channel, static_cast<std::uint32_t>(i), conns_.sessions[i].recv_token),
+            r = engine_->recv(make_tag(heartbeat_channel, static_cast<std::uint32_t>(i), conns_.tokens[i].recv_token),
                               tag_full_mask, &beat_in_[i], sizeof beat_in_[i]);
             beat_posted_[i] = true;
         }
@@ -96,7 +96,7 @@ void ucx_transport::beat()
             // them does not pile them up here.
             if (!beat_send_[i].done()) continue;
             beat_send_[i] = engine_->send(conns_.peers[i]->get(),
-                                          make_tag(heartbeat_channel, me_, conns_.sessions[i].send_token), &beat_out_,
+                                          make_tag(heartbeat_channel, me_, conns_.tokens[i].send_token), &beat_out_,
                                           sizeof beat_out_);
         }
     }
@@ -112,19 +112,19 @@ ucx_transport::~ucx_transport()
     }
 }
 
-ps::request ucx_transport::send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes)
+ps::transfer ucx_transport::send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes)
 {
     if (peer >= names_.size() || !conns_.peers[peer]) throw error(fmt::format("send to peer {}: no such peer", peer));
-    return wrap(engine_->send(conns_.data_ep(peer), make_tag(static_cast<std::uint8_t>(ch), me_, conns_.sessions[peer].send_token),
+    return wrap(engine_->send(conns_.data_ep(peer), make_tag(static_cast<std::uint8_t>(ch), me_, conns_.tokens[peer].send_token),
                               data, bytes),
                 nullptr);
 }
 
-ps::request ucx_transport::recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity)
+ps::transfer ucx_transport::recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity)
 {
     if (peer >= names_.size()) throw error(fmt::format("receive from peer {}: no such peer", peer));
     return wrap(engine_->recv(make_tag(static_cast<std::uint8_t>(ch), static_cast<std::uint32_t>(peer),
-                                       conns_.sessions[peer].recv_token),
+                                       conns_.tokens[peer].recv_token),
                               tag_full_mask, buffer, capacity),
                 engine_->get());
 }
@@ -167,7 +167,7 @@ void ucx_transport::drop_foreign_messages()
                               ? conns_.door != nullptr
                               : (t.channel <= static_cast<std::uint8_t>(ps::channel::payload) || t.channel == heartbeat_channel) &&
                                     t.sender < names_.size() &&
-                                    t.token == conns_.sessions[t.sender].recv_token;
+                                    t.token == conns_.tokens[t.sender].recv_token;
         if (ours) return;
         ucp_tag_message_h m = ucp_tag_probe_nb(engine_->get(), info.sender_tag, tag_full_mask, 1, &info);
         if (!m) return;
@@ -220,4 +220,4 @@ void ucx_transport::close(bool force)
             if (ep) ep->close(std::chrono::milliseconds(force ? 100 : 500), force);
 }
 
-}  // namespace pstrain::transport
+}  // namespace pstrain::ucx

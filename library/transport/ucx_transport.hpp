@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace pstrain::transport {
+namespace pstrain::ucx {
 
 // The endpoints of one task to its peers.
 struct connections {
@@ -27,8 +27,8 @@ struct connections {
     // between processes on one node); empty when there is none.
     std::vector<std::unique_ptr<endpoint>> fast;
     std::unique_ptr<listener> listen;
-    // sessions[i]: the tokens the handshake with peer i gave (handshake.hpp).
-    std::vector<session> sessions;
+    // tokens[i]: the tokens the handshake with peer i gave (handshake.hpp).
+    std::vector<pair_tokens> tokens;
     // A PS with a listener keeps its gate open: a connection that comes
     // later is challenged and refused, and named in the log.
     std::unique_ptr<gate> door;
@@ -63,8 +63,8 @@ public:
 
     std::size_t num_peers() const override { return names_.size(); }
     std::string peer_name(std::size_t peer) const override { return names_.at(peer); }
-    ps::request send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes) override;
-    ps::request recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity) override;
+    ps::transfer send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes) override;
+    ps::transfer recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity) override;
     bool wait_until(const std::function<bool()>& pred, ps::clock::time_point deadline) override;
     bool failed(std::size_t peer) const override;
     std::string failure(std::size_t peer) const override;
@@ -103,4 +103,4 @@ private:
     std::uint64_t beat_out_ = 0;
 };
 
-}  // namespace pstrain::transport
+}  // namespace pstrain::ucx

@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     std::deque<wire::frame> frames;
     std::deque<std::vector<std::uint8_t>> payloads;
-    std::vector<std::pair<transport*, request>> sends;
+    std::vector<std::pair<transport*, transfer>> sends;
     std::size_t at = 0;
     while (at < size) {
         const std::uint8_t head = data[at++];

@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-using namespace pstrain::transport;
+using namespace pstrain::ucx;
 using clock_type = std::chrono::steady_clock;
 
 int main(int argc, char** argv)

@@ -187,12 +187,12 @@ public:
 
     std::size_t num_peers() const override { return net_.num_peers(); }
     std::string peer_name(std::size_t peer) const override { return net_.peer_name(peer); }
-    ps::request send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes) override
+    ps::transfer send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes) override
     {
         before_talking();
         return net_.send(peer, ch, data, bytes);
     }
-    ps::request recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity) override
+    ps::transfer recv(std::size_t peer, ps::channel ch, void* buffer, std::size_t capacity) override
     {
         before_talking();
         return net_.recv(peer, ch, buffer, capacity);
@@ -244,10 +244,10 @@ int run_distributed(const train_options& o, bootstrap::job j)
         startup_error = e.what();
     }
     log::debug("role from {}: {} of {} ps + {} workers", j.source, j.name(), j.num_ps, j.num_workers);
-    transport::heartbeat_config beats;
+    ucx::heartbeat_config beats;
     beats.interval = std::chrono::milliseconds(static_cast<long long>(o.heartbeat_interval * 1000 + 0.5));
     bootstrap::start_vote vote;
-    auto net = bootstrap::connect(j, o.progress == "spin" ? transport::progress_mode::spin : transport::progress_mode::event,
+    auto net = bootstrap::connect(j, o.progress == "spin" ? ucx::progress_mode::spin : ucx::progress_mode::event,
                                   std::chrono::seconds(o.bootstrap_timeout), beats, &vote);
     // The others may take a while to load their data.
     const auto vote_within = std::chrono::seconds(std::max(o.bootstrap_timeout, o.stall_timeout));

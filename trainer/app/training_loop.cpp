@@ -28,12 +28,12 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
     c.index = who.index;
     c.num_workers = who.num_workers;
     c.num_params = s.shape().num_params();
-    for (const auto& t : s.shape().tensors()) c.key_sizes.push_back(t.size);
+    for (const auto& t : s.shape().tensors()) c.tensor_sizes.push_back(t.size);
     const auto& ts = s.shape().tensors();
     if (std::any_of(ts.begin(), ts.end(), [](const model::tensor_spec& t) { return t.moving_average; }))
         for (const auto& t : ts)
-            c.key_kinds.push_back(t.moving_average ? ps::client_config::key_kind::moving_average
-                                                   : ps::client_config::key_kind::trainable);
+            c.tensor_kinds.push_back(t.moving_average ? ps::client_config::tensor_kind::moving_average
+                                                   : ps::client_config::tensor_kind::trainable);
     if (s.ctr)
         for (const auto& t : s.ctr->tables()) c.table_dims.push_back(static_cast<std::uint32_t>(t.dim));
     c.timeout = std::chrono::seconds(o.peer_timeout);

@@ -22,7 +22,7 @@ struct tensor_spec {
     std::size_t size = 0;       // elements
     // A moving average (a batch normalization's moving mean or variance):
     // the PS runs no optimizer on it but adds what the worker pushes, the
-    // step toward the batch's statistic (client_config::key_kinds).
+    // step toward the batch's statistic (client_config::tensor_kinds).
     bool moving_average = false;
 };
 

@@ -1,5 +1,6 @@
 // A worker's side of the parameter server: push gradients and pull values
-// by key range (or by key: the k-th of the tensors the client was given).
+// by range of the flat vector (or by tensor: the k-th of the tensors the
+// client was given), and embedding rows by key.
 //
 // Two kinds of call, told apart by their names: the async_ ones (pushes,
 // pulls, rows) start a request and return a ticket at once, and wait(ticket)
@@ -43,16 +44,16 @@ struct client_config {
     int index = 0;                  // this worker's index; worker 0 is the chief
     int num_workers = 1;
     std::uint64_t num_params = 0;   // the flat vector's length
-    // Tensor sizes, in order: key k is the k-th range of the flat vector.
-    // Empty: one key, the whole vector.
-    std::vector<std::uint64_t> key_sizes;
-    // Each key's kind, in key order (empty: all trainable).  The PS runs
+    // Tensor sizes, in order: tensor k is the k-th range of the flat vector.
+    // Empty: one tensor, the whole vector.
+    std::vector<std::uint64_t> tensor_sizes;
+    // Each tensor's kind, in order (empty: all trainable).  The PS runs
     // no optimizer on a moving average (a batch normalization's moving
     // mean or variance): it adds what is pushed for it (sync: the step's
     // average), so a worker pushes (1 - momentum) * (batch value - moving
     // value).  The chief's hello tells the PS tasks.
-    enum class key_kind : std::uint8_t { trainable, moving_average };
-    std::vector<key_kind> key_kinds;
+    enum class tensor_kind : std::uint8_t { trainable, moving_average };
+    std::vector<tensor_kind> tensor_kinds;
     std::chrono::seconds timeout{600};  // a PS that does not answer for this long is lost
     bool share_memory = true;       // offer the buffers to PS tasks on this host
     // How errors name worker i ("worker 1 (n2)"); default "worker i".
@@ -99,9 +100,9 @@ public:
     // Both, one after the other (to page-lock them at once).
     std::span<float> buffers() const;
 
-    // The whole vector, and key k's range.
+    // The whole vector, and tensor k's range.
     shard_range everything() const;
-    shard_range key(std::size_t k) const;
+    shard_range tensor(std::size_t k) const;
     // Which PS holds what.
     const std::vector<shard_range>& partition() const;
 

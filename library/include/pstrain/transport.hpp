@@ -4,7 +4,7 @@
 // tasks 0..P-1, a PS to the workers 0..W-1).  To each peer there are two
 // ordered channels: `control` for the small fixed-size messages of the
 // protocol, `payload` for the bulk data that goes with some of them.
-// Operations return a `request` that completes later; nothing makes
+// Operations return a `transfer` that completes later; nothing makes
 // progress unless the caller waits (wait_until), as in UCX's ucp.  On one
 // (peer, channel), messages arrive in the order they were sent and are
 // matched to receives in the order the receives were posted.
@@ -18,7 +18,7 @@
 // in-process loopback (pstrain/loopback.hpp) for tests and for programs
 // that run the PS in a thread beside their training loop.
 //
-// Threads: a transport, and the requests it returns, belong to the one
+// Threads: a transport, and the transfers it returns, belong to the one
 // thread that drives it (the server's or the client's); it is not safe to
 // call from two threads at once.
 #pragma once
@@ -38,25 +38,27 @@ using clock = std::chrono::steady_clock;
 
 enum class channel : std::uint8_t { control = 0, payload = 1 };
 
-// One outstanding operation.  A default-constructed request is complete
-// and succeeded (an operation that was not needed).
-class request {
+// One send or receive in flight (what MPI and UCX call a request; in
+// pstrain a request is a message that asks a PS for something).  A
+// default-constructed transfer is complete and succeeded (an operation
+// that was not needed).
+class transfer {
 public:
     // What a transport implements for each operation it starts.
     class operation {
     public:
         virtual ~operation() = default;
-        virtual bool done() = 0;                    // polls; true once complete
-        virtual bool ok() const = 0;                // after done(): it succeeded
-        virtual std::size_t length() const = 0;     // after done(): bytes received
-        virtual std::string failure() const = 0;    // after done() and !ok(): why
+        virtual bool complete() = 0;                // polls; true once complete
+        virtual bool ok() const = 0;                // after complete(): it succeeded
+        virtual std::size_t length() const = 0;     // after complete(): bytes received
+        virtual std::string failure() const = 0;    // after complete() and !ok(): why
         virtual void cancel() = 0;                  // a receive still pending completes failed
     };
 
-    request() = default;
-    explicit request(std::unique_ptr<operation> p) : p_(std::move(p)) {}
+    transfer() = default;
+    explicit transfer(std::unique_ptr<operation> p) : p_(std::move(p)) {}
 
-    bool done() { return !p_ || p_->done(); }
+    bool complete() { return !p_ || p_->complete(); }
     bool ok() const { return !p_ || p_->ok(); }
     std::size_t length() const { return p_ ? p_->length() : 0; }
     std::string failure() const { return p_ ? p_->failure() : std::string(); }
@@ -78,7 +80,7 @@ public:
     virtual std::size_t size() const = 0;
     // What a peer needs to map it (its address and size included): send it,
     // with the addresses of what the peer is to use in it.
-    virtual std::vector<std::uint8_t> packed_key() const = 0;
+    virtual std::vector<std::uint8_t> packed_rkey() const = 0;
 };
 
 // A peer's exchange_memory, mapped into this process.
@@ -102,11 +104,11 @@ public:
     virtual std::string peer_name(std::size_t peer) const = 0;
 
     // Sends `bytes` to `peer`.  The buffer must stay valid and unchanged
-    // until the request is done.
-    virtual request send(std::size_t peer, channel ch, const void* data, std::size_t bytes) = 0;
+    // until the transfer is complete.
+    virtual transfer send(std::size_t peer, channel ch, const void* data, std::size_t bytes) = 0;
     // Receives the next message from `peer` into `buffer`; a message longer
-    // than `capacity` fails the request (nothing is allocated for it).
-    virtual request recv(std::size_t peer, channel ch, void* buffer, std::size_t capacity) = 0;
+    // than `capacity` fails the transfer (nothing is allocated for it).
+    virtual transfer recv(std::size_t peer, channel ch, void* buffer, std::size_t capacity) = 0;
 
     // Makes progress until pred() holds or the deadline passes; returns
     // pred().  Sleeps (rather than spins) when nothing happens for a while.

@@ -34,8 +34,8 @@ struct run_end {
 struct job_options {
     std::uint64_t num_params = 6;
     bool share_memory = true;               // servers and clients
-    std::vector<std::uint64_t> key_sizes;
-    std::vector<ps::client_config::key_kind> key_kinds;
+    std::vector<std::uint64_t> tensor_sizes;
+    std::vector<ps::client_config::tensor_kind> tensor_kinds;
     std::chrono::seconds client_timeout{3};
     std::vector<std::uint32_t> table_dims;  // the clients' embedding tables
 };
@@ -50,8 +50,8 @@ public:
             c.index = w;
             c.num_workers = num_workers;
             c.num_params = o.num_params;
-            c.key_sizes = o.key_sizes;
-            c.key_kinds = o.key_kinds;
+            c.tensor_sizes = o.tensor_sizes;
+            c.tensor_kinds = o.tensor_kinds;
             c.timeout = o.client_timeout;
             c.share_memory = o.share_memory;
             c.table_dims = o.table_dims;

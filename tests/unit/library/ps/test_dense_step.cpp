@@ -54,14 +54,14 @@ struct three_workers {
         wire::frame f;
         std::vector<float> values(2);
         auto frame = t.recv(0, channel::control, &f, sizeof f), payload = t.recv(0, channel::payload, values.data(), 8);
-        t.wait_until([&] { return frame.done(); }, clock::now() + wait);
-        if (!frame.done()) {
+        t.wait_until([&] { return frame.complete(); }, clock::now() + wait);
+        if (!frame.complete()) {
             frame.cancel();
             payload.cancel();
-            t.wait_until([&] { return frame.done() && payload.done(); }, clock::now() + std::chrono::seconds(1));
+            t.wait_until([&] { return frame.complete() && payload.complete(); }, clock::now() + std::chrono::seconds(1));
             return std::nullopt;
         }
-        t.wait_until([&] { return payload.done(); }, clock::now() + wait);
+        t.wait_until([&] { return payload.complete(); }, clock::now() + wait);
         last_values = values;
         return wire::body<wire::values>(f);
     }
@@ -76,7 +76,7 @@ struct three_workers {
     dense_step step;
     std::deque<wire::frame> frames;
     std::deque<std::vector<float>> payloads;
-    std::vector<request> sends;
+    std::vector<transfer> sends;
     std::vector<float> last_values;
 };
 
@@ -163,8 +163,8 @@ BOOST_FIXTURE_TEST_CASE(a_second_sync_push_of_one_worker_to_a_step_is_refused_an
     auto& t = net.worker(1);
     wire::frame f;
     auto frame = t.recv(0, channel::control, &f, sizeof f);
-    t.wait_until([&] { return frame.done(); }, clock::now() + std::chrono::seconds(5));
-    BOOST_TEST_REQUIRE(frame.done());
+    t.wait_until([&] { return frame.complete(); }, clock::now() + std::chrono::seconds(5));
+    BOOST_TEST_REQUIRE(frame.complete());
     BOOST_TEST(f.kind == static_cast<std::uint16_t>(wire::kind::refusal));
     const auto r = wire::body<wire::refusal>(f);
     BOOST_TEST(r.code == static_cast<std::uint32_t>(wire::refusal_code::pushed_twice));

@@ -49,10 +49,10 @@ answer ask(transport& t, const wire::frame& f, const void* payload = nullptr, st
     answer a;
     wire::frame in;
     auto r = t.recv(0, channel::control, &in, sizeof in);
-    request payload_send;
+    transfer payload_send;
     if (bytes > 0) payload_send = t.send(0, channel::payload, payload, bytes);
     auto s = t.send(0, channel::control, &f, sizeof f);
-    if (!t.wait_until([&] { return r.done() && s.done() && payload_send.done(); }, clock::now() + 3s) || !r.ok()) {
+    if (!t.wait_until([&] { return r.complete() && s.complete() && payload_send.complete(); }, clock::now() + 3s) || !r.ok()) {
         r.cancel();
         return a;
     }
@@ -60,7 +60,7 @@ answer ask(transport& t, const wire::frame& f, const void* payload = nullptr, st
     if (in.payload_bytes > 0 && in.payload_bytes <= 1 << 20) {
         a.payload.resize(in.payload_bytes / sizeof(float));
         auto p = t.recv(0, channel::payload, a.payload.data(), in.payload_bytes);
-        if (!t.wait_until([&] { return p.done(); }, clock::now() + 3s) || !p.ok()) {
+        if (!t.wait_until([&] { return p.complete(); }, clock::now() + 3s) || !p.ok()) {
             p.cancel();
             return a;
         }
@@ -185,7 +185,7 @@ struct rogue_chief {
     ps_job job;
     transport& chief;
     std::deque<wire::frame> frames;
-    std::vector<request> sends, payload_sends;
+    std::vector<transfer> sends, payload_sends;
 };
 
 }  // namespace
@@ -363,7 +363,7 @@ wire::frame offer(std::uint64_t params, std::uint64_t grads, std::size_t key_byt
 BOOST_FIXTURE_TEST_CASE(buffers_inside_the_offered_memory_are_mapped_and_used_in_place, rogue_worker)
 {
     auto memory = rogue.allocate(64);  // 8 values, then 8 gradients
-    const auto key = memory->packed_key();
+    const auto key = memory->packed_rkey();
     const auto base = reinterpret_cast<std::uintptr_t>(memory->data());
     const auto a = ask(rogue, offer(base, base + 32, key.size()), key.data(), key.size());
     BOOST_TEST_REQUIRE(a.frame.kind == static_cast<std::uint16_t>(wire::kind::welcome));
@@ -379,7 +379,7 @@ BOOST_FIXTURE_TEST_CASE(buffers_inside_the_offered_memory_are_mapped_and_used_in
 BOOST_FIXTURE_TEST_CASE(buffers_past_the_offered_memory_are_refused_naming_them, rogue_worker)
 {
     auto memory = rogue.allocate(48);  // 16 bytes short of two buffers of 8
-    const auto key = memory->packed_key();
+    const auto key = memory->packed_rkey();
     const auto base = reinterpret_cast<std::uintptr_t>(memory->data());
     struct buffers {
         std::uint64_t params, grads;
@@ -497,9 +497,9 @@ BOOST_AUTO_TEST_CASE(a_client_of_more_parameters_than_can_be_addressed_allocates
     }
     client_config c;
     c.num_params = 8;
-    c.key_sizes = {4, ~std::uint64_t(0) - 3, 8};  // wraps to 8
+    c.tensor_sizes = {4, ~std::uint64_t(0) - 3, 8};  // wraps to 8
     BOOST_CHECK_EXCEPTION(client(net.worker(0), c), pstrain::error, [](const pstrain::error& e) {
-        return std::string(e.what()) == "the keys' sizes add up to more than the model's 8 parameters";
+        return std::string(e.what()) == "the tensors' sizes add up to more than the model's 8 parameters";
     });
     BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }

@@ -312,16 +312,16 @@ BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, b
     // Keys [0, 2) [2, 6) [6, 8) over 2 PS holding [0, 4) and [4, 8).
     auto o = sharing(share);
     o.num_params = 8;
-    o.key_sizes = {2, 4, 2};
+    o.tensor_sizes = {2, 4, 2};
     ps_job job(2, 2, async_config(), {}, o);
     auto &w0 = job.chief();
     auto &w1 = job.worker(1);
     const std::vector<float> v{1, 2, 3, 4, 5, 6, 7, 8};
     start(job, 2, v);
-    BOOST_TEST((w0.key(1) == shard_range{2, 6}));
+    BOOST_TEST((w0.tensor(1) == shard_range{2, 6}));
 
     fill(w0.grads(), std::vector<float>(8, 2.0f));  // a gradient everywhere; only key 1's part goes
-    w0.wait(w0.async_push(w0.key(1)));
+    w0.wait(w0.async_push(w0.tensor(1)));
     const std::vector<float> updated{1, 2, 2, 3, 4, 5, 7, 8};
     BOOST_TEST(to_vector(w0.params()) == updated, boost::test_tools::per_element());
 
@@ -393,9 +393,9 @@ BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_
                      share)
 {
     auto o = sharing(share);
-    o.key_sizes = {2, 2, 2};
-    o.key_kinds = {client_config::key_kind::trainable, client_config::key_kind::moving_average,
-                   client_config::key_kind::trainable};
+    o.tensor_sizes = {2, 2, 2};
+    o.tensor_kinds = {client_config::tensor_kind::trainable, client_config::tensor_kind::moving_average,
+                   client_config::tensor_kind::trainable};
     ps_job job(2, 2, sync_config(), {}, o);
     auto &w0 = job.chief();
     auto &w1 = job.worker(1);
@@ -421,10 +421,10 @@ BOOST_AUTO_TEST_CASE(a_kind_for_each_key_or_none)
     pstrain::ps::loopback_network net(1, 1);
     client_config c;
     c.num_params = 6;
-    c.key_sizes = {3, 3};
-    c.key_kinds = {client_config::key_kind::moving_average};
+    c.tensor_sizes = {3, 3};
+    c.tensor_kinds = {client_config::tensor_kind::moving_average};
     BOOST_CHECK_EXCEPTION(client(net.worker(0), c), pstrain::error, [](const pstrain::error& e) {
-        return std::string(e.what()).find("1 key kinds for 2 keys") != std::string::npos;
+        return std::string(e.what()).find("1 tensor kinds for 2 tensors") != std::string::npos;
     });
 }
 

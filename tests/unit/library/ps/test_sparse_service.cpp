@@ -48,12 +48,12 @@ struct two_workers {
         auto& t = net.worker(w);
         wire::frame f;
         auto r = t.recv(0, channel::control, &f, sizeof f);
-        t.wait_until([&] { return r.done(); }, clock::now() + std::chrono::seconds(5));
-        BOOST_TEST_REQUIRE(r.done());
+        t.wait_until([&] { return r.complete(); }, clock::now() + std::chrono::seconds(5));
+        BOOST_TEST_REQUIRE(r.complete());
         rows.resize(f.payload_bytes / sizeof(float));
         if (f.payload_bytes > 0) {
             auto payload = t.recv(0, channel::payload, rows.data(), f.payload_bytes);
-            t.wait_until([&] { return payload.done(); }, clock::now() + std::chrono::seconds(5));
+            t.wait_until([&] { return payload.complete(); }, clock::now() + std::chrono::seconds(5));
         }
         return wire::body<wire::rows>(f);
     }
@@ -93,7 +93,7 @@ struct two_workers {
     sparse_service sparse;
     std::deque<wire::frame> frames;
     std::deque<std::vector<std::uint8_t>> payloads;
-    std::vector<request> sends;
+    std::vector<transfer> sends;
 };
 
 }  // namespace

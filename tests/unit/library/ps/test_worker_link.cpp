@@ -31,8 +31,8 @@ struct two_workers {
     {
         wire::frame f;
         auto r = net.worker(w).recv(0, channel::control, &f, sizeof f);
-        net.worker(w).wait_until([&] { return r.done(); }, clock::now() + std::chrono::seconds(5));
-        BOOST_TEST_REQUIRE(r.done());
+        net.worker(w).wait_until([&] { return r.complete(); }, clock::now() + std::chrono::seconds(5));
+        BOOST_TEST_REQUIRE(r.complete());
         return f;
     }
     loopback_network net;
@@ -40,7 +40,7 @@ struct two_workers {
     server_clock profile;
     worker_links links;
     std::deque<wire::frame> frames;  // sends read them until done
-    std::vector<request> sends;
+    std::vector<transfer> sends;
 };
 
 }  // namespace
@@ -92,7 +92,7 @@ BOOST_FIXTURE_TEST_CASE(values_sent_as_a_payload_arrive_with_their_frame_and_don
     auto payload = net.worker(0).recv(0, channel::payload, got.data(), 12);
     links.reply_values(0, v);
     const auto f = reply_to(0);
-    net.worker(0).wait_until([&] { return payload.done(); }, clock::now() + std::chrono::seconds(5));
+    net.worker(0).wait_until([&] { return payload.complete(); }, clock::now() + std::chrono::seconds(5));
     BOOST_TEST_REQUIRE(f.kind == static_cast<std::uint16_t>(wire::kind::values));
     const auto m = wire::body<wire::values>(f);
     BOOST_TEST(m.step == 7u);

@@ -13,14 +13,14 @@
 #include <string>
 #include <thread>
 
-using namespace pstrain::transport;
+using namespace pstrain::ucx;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-job_key key_of(std::uint8_t fill)
+auth_key key_of(std::uint8_t fill)
 {
-    job_key k{};
+    auth_key k{};
     k.fill(fill);
     return k;
 }
@@ -32,7 +32,7 @@ struct side {
     std::unique_ptr<engine> w;
 };
 
-gate::config ps_config(const job_key& key, std::size_t workers)
+gate::config ps_config(const auth_key& key, std::size_t workers)
 {
     gate::config c;
     c.key = key;
@@ -44,7 +44,7 @@ gate::config ps_config(const job_key& key, std::size_t workers)
 
 // The worker's side of a handshake in a thread of its own; what it got.
 struct worker_thread {
-    worker_thread(side& s, ucp_ep_h ep, const job_key& key, std::uint32_t index)
+    worker_thread(side& s, ucp_ep_h ep, const auth_key& key, std::uint32_t index)
         : t([&s, ep, key, index, this] {
               try {
                   auto deadline = clock_type::now() + std::chrono::seconds(10);
@@ -57,7 +57,7 @@ struct worker_thread {
     {
     }
     ~worker_thread() { t.join(); }
-    std::optional<session> result;
+    std::optional<pair_tokens> result;
     std::string failure;
     std::atomic<bool> finished{false};
     std::thread t;
@@ -92,12 +92,12 @@ BOOST_AUTO_TEST_CASE(proofs_depend_on_key_nonces_indices_and_side)
     BOOST_TEST((base != ps_proof(k, a, b, 0, 1)));  // a PS's proof is no worker's
     // The two sides agree on the tokens, one a direction, and fresh nonces
     // give other tokens.
-    auto w = worker_session(k, a, b, 0, 1);
-    auto p = ps_session(k, a, b, 0, 1);
+    auto w = worker_tokens(k, a, b, 0, 1);
+    auto p = ps_tokens(k, a, b, 0, 1);
     BOOST_TEST(w.send_token == p.recv_token);
     BOOST_TEST(w.recv_token == p.send_token);
     BOOST_TEST(w.send_token != w.recv_token);
-    BOOST_TEST(worker_session(k, a, random_nonce(), 0, 1).send_token != w.send_token);
+    BOOST_TEST(worker_tokens(k, a, random_nonce(), 0, 1).send_token != w.send_token);
 }
 
 BOOST_AUTO_TEST_CASE(tags_carry_channel_sender_and_token)
@@ -129,9 +129,9 @@ BOOST_AUTO_TEST_CASE(workers_with_the_key_get_in_and_agree_on_tokens)
     BOOST_REQUIRE(g.complete());
     BOOST_REQUIRE(a.result);
     BOOST_REQUIRE(b.result);
-    BOOST_TEST(a.result->send_token == g.sessions()[0].recv_token);
-    BOOST_TEST(a.result->recv_token == g.sessions()[0].send_token);
-    BOOST_TEST(b.result->send_token == g.sessions()[1].recv_token);
+    BOOST_TEST(a.result->send_token == g.tokens()[0].recv_token);
+    BOOST_TEST(a.result->recv_token == g.tokens()[0].send_token);
+    BOOST_TEST(b.result->send_token == g.tokens()[1].recv_token);
     BOOST_TEST(a.result->send_token != b.result->send_token);
     BOOST_TEST(g.refused() == 0u);
 }
@@ -182,7 +182,7 @@ BOOST_AUTO_TEST_CASE(a_worker_claiming_another_index_is_refused)
 
 // Past the handshake: a message with a worker's tag but not its session's
 // token reaches nobody and is counted; the worker's own gets through.
-BOOST_AUTO_TEST_CASE(messages_without_the_sessions_token_are_dropped)
+BOOST_AUTO_TEST_CASE(messages_without_the_pairs_token_are_dropped)
 {
     side worker, rogue;
     auto ps_ctx = std::make_unique<context>();
@@ -190,7 +190,7 @@ BOOST_AUTO_TEST_CASE(messages_without_the_sessions_token_are_dropped)
     auto ps_address = ps_engine->address();
     connections c;
     c.peers.push_back(endpoint::to_address(*ps_engine, worker.w->address(), "worker 0"));
-    c.sessions.push_back({0x1111, 0x2222});  // what a handshake gave
+    c.tokens.push_back({0x1111, 0x2222});  // what a handshake gave
     ucx_transport ps(std::move(ps_ctx), std::move(ps_engine), std::move(c), 0, {"worker 0"});
 
     auto legit = endpoint::to_address(*worker.w, ps_address, "ps 0");
@@ -214,7 +214,7 @@ BOOST_AUTO_TEST_CASE(messages_without_the_sessions_token_are_dropped)
         [&] {
             worker.w->progress();
             rogue.w->progress();
-            return r.done() && s1.done() && s2.done() && s3.done() && s4.done();
+            return r.complete() && s1.done() && s2.done() && s3.done() && s4.done();
         },
         clock_type::now() + std::chrono::seconds(10));
     BOOST_REQUIRE(ok);

@@ -4,7 +4,7 @@
 
 #include "library/transport/heartbeat.hpp"
 
-using namespace pstrain::transport;
+using namespace pstrain::ucx;
 using namespace std::chrono_literals;
 
 namespace {

@@ -22,9 +22,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool settled(transport& t, request& r, std::chrono::milliseconds within = 2s)
+bool settled(transport& t, transfer& r, std::chrono::milliseconds within = 2s)
 {
-    return t.wait_until([&] { return r.done(); }, clock::now() + within);
+    return t.wait_until([&] { return r.complete(); }, clock::now() + within);
 }
 
 }  // namespace
@@ -54,13 +54,13 @@ BOOST_AUTO_TEST_CASE(messages_arrive_in_order_on_each_channel_and_the_channels_a
     for (std::uint32_t i = 0; i < 5; ++i) {
         std::uint32_t got = 0;
         auto r = ps.recv(1, channel::payload, &got, sizeof got);
-        BOOST_TEST_REQUIRE(r.done());
+        BOOST_TEST_REQUIRE(r.complete());
         BOOST_TEST(got == 100 + i);
     }
     for (std::uint32_t i = 0; i < 5; ++i) {
         std::uint32_t got = 0;
         auto r = ps.recv(1, channel::control, &got, sizeof got);
-        BOOST_TEST_REQUIRE(r.done());
+        BOOST_TEST_REQUIRE(r.complete());
         BOOST_TEST(r.ok());
         BOOST_TEST(r.length() == sizeof got);
         BOOST_TEST(got == i);
@@ -77,16 +77,16 @@ BOOST_AUTO_TEST_CASE(receives_posted_first_are_matched_in_posting_order)
     std::uint64_t a = 0, b = 0;
     auto ra = ps.recv(0, channel::control, &a, sizeof a);
     auto rb = ps.recv(0, channel::control, &b, sizeof b);
-    BOOST_TEST(!ra.done());
-    BOOST_TEST(!rb.done());
+    BOOST_TEST(!ra.complete());
+    BOOST_TEST(!rb.complete());
     const std::uint64_t first = 0x1111, second = 0x2222;
     auto s = w.send(0, channel::control, &first, sizeof first);
-    BOOST_TEST(s.done());
+    BOOST_TEST(s.complete());
     BOOST_TEST(s.ok());
-    BOOST_TEST(ra.done());
-    BOOST_TEST(!rb.done());
+    BOOST_TEST(ra.complete());
+    BOOST_TEST(!rb.complete());
     w.send(0, channel::control, &second, sizeof second);
-    BOOST_TEST_REQUIRE(rb.done());
+    BOOST_TEST_REQUIRE(rb.complete());
     BOOST_TEST(a == first);
     BOOST_TEST(b == second);
 }
@@ -116,20 +116,20 @@ BOOST_AUTO_TEST_CASE(a_message_longer_than_the_buffer_fails_the_receive)
     // Posted after the message came.
     w.send(0, channel::payload, eight, sizeof eight);
     auto after = ps.recv(0, channel::payload, small, sizeof small);
-    BOOST_TEST_REQUIRE(after.done());
+    BOOST_TEST_REQUIRE(after.complete());
     BOOST_TEST(!after.ok());
     BOOST_TEST(after.failure().find("8 bytes") != std::string::npos, after.failure());
     BOOST_TEST(small[0] == 0);  // nothing was written
     // Posted before it.
     auto before = ps.recv(0, channel::payload, small, sizeof small);
-    BOOST_TEST(!before.done());
+    BOOST_TEST(!before.complete());
     w.send(0, channel::payload, eight, sizeof eight);
-    BOOST_TEST_REQUIRE(before.done());
+    BOOST_TEST_REQUIRE(before.complete());
     BOOST_TEST(!before.ok());
     // The long message is gone; the next one arrives whole.
     w.send(0, channel::payload, eight, 3);
     auto next = ps.recv(0, channel::payload, small, sizeof small);
-    BOOST_TEST_REQUIRE(next.done());
+    BOOST_TEST_REQUIRE(next.complete());
     BOOST_TEST(next.ok());
     BOOST_TEST(next.length() == 3u);
     BOOST_TEST(small[2] == 3);
@@ -142,14 +142,14 @@ BOOST_AUTO_TEST_CASE(a_cancelled_receive_fails_and_takes_no_message)
     int x = 0, y = 0;
     auto r = ps.recv(0, channel::control, &x, sizeof x);
     r.cancel();
-    BOOST_TEST_REQUIRE(r.done());
+    BOOST_TEST_REQUIRE(r.complete());
     BOOST_TEST(!r.ok());
     BOOST_TEST(r.failure().find("cancel") != std::string::npos, r.failure());
     const int value = 42;
     w.send(0, channel::control, &value, sizeof value);
     BOOST_TEST(x == 0);
     auto r2 = ps.recv(0, channel::control, &y, sizeof y);
-    BOOST_TEST_REQUIRE(r2.done());
+    BOOST_TEST_REQUIRE(r2.complete());
     BOOST_TEST(r2.ok());
     BOOST_TEST(y == 42);
     r2.cancel();  // a completed receive stays completed
@@ -179,14 +179,14 @@ BOOST_AUTO_TEST_CASE(a_killed_peer_fails_pending_and_later_operations)
     BOOST_TEST(!w.failure(0).empty());
     BOOST_TEST(net.worker(1).failed(0));
     BOOST_TEST(!w.failed(1));
-    BOOST_TEST(!other.done());  // PS 1 is alive
+    BOOST_TEST(!other.complete());  // PS 1 is alive
     other.cancel();
     // Later operations with the dead PS fail at once.
     auto s = w.send(0, channel::control, &x, sizeof x);
-    BOOST_TEST_REQUIRE(s.done());
+    BOOST_TEST_REQUIRE(s.complete());
     BOOST_TEST(!s.ok());
     auto r = w.recv(0, channel::control, &x, sizeof x);
-    BOOST_TEST_REQUIRE(r.done());
+    BOOST_TEST_REQUIRE(r.complete());
     BOOST_TEST(!r.ok());
     // A dead worker, seen from a PS.
     net.kill_worker(1);
@@ -211,7 +211,7 @@ BOOST_AUTO_TEST_CASE(mapping_the_networks_memory_key_gives_the_same_address)
     BOOST_TEST_REQUIRE(memory->size() == 64u);
     auto* bytes = static_cast<unsigned char*>(memory->data());
     BOOST_TEST(std::all_of(bytes, bytes + 64, [](unsigned char c) { return c == 0; }));  // zero-filled
-    const auto key = memory->packed_key();
+    const auto key = memory->packed_rkey();
     auto mapped = net.ps(0).map(0, key);
     BOOST_TEST_REQUIRE((mapped != nullptr));
     const auto address = reinterpret_cast<std::uintptr_t>(memory->data());

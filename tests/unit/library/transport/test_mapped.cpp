@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <memory>
 
-using namespace pstrain::transport;
+using namespace pstrain::ucx;
 
 namespace {
 
@@ -40,7 +40,7 @@ BOOST_AUTO_TEST_CASE(shared_memory_maps_the_peers_buffer)
     BOOST_TEST(m.size() == 1000 * sizeof(float));
     auto* mine = static_cast<float*>(m.data());
     BOOST_TEST(mine[999] == 0.0f);  // zero-filled
-    remote_key key(p.ep->get(), m.packed_key());
+    remote_key key(p.ep->get(), m.packed_rkey());
     const auto base = reinterpret_cast<std::uintptr_t>(mine);
     auto* there = static_cast<float*>(key.local_pointer(base + 10 * sizeof(float)));
     BOOST_REQUIRE(there != nullptr);
@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(no_mapping_over_tcp)
 {
     pair p("tcp");
     mapped_memory m(*p.ctx, 4096);
-    remote_key key(p.ep->get(), m.packed_key());
+    remote_key key(p.ep->get(), m.packed_rkey());
     BOOST_TEST(key.local_pointer(reinterpret_cast<std::uintptr_t>(m.data())) == nullptr);
 }
 
@@ -64,7 +64,7 @@ BOOST_AUTO_TEST_CASE(a_range_past_the_mapped_memory_is_refused)
 {
     pair p("sm,self");
     mapped_memory m(*p.ctx, 1000 * sizeof(float));
-    remote_key key(p.ep->get(), m.packed_key());
+    remote_key key(p.ep->get(), m.packed_rkey());
     const auto base = reinterpret_cast<std::uintptr_t>(m.data());
     auto* whole = key.local_range(base, 1000 * sizeof(float));
     BOOST_REQUIRE(whole != nullptr);
@@ -87,6 +87,6 @@ BOOST_AUTO_TEST_CASE(no_range_is_mapped_over_tcp)
 {
     pair p("tcp");
     mapped_memory m(*p.ctx, 4096);
-    remote_key key(p.ep->get(), m.packed_key());
+    remote_key key(p.ep->get(), m.packed_rkey());
     BOOST_TEST(key.local_range(reinterpret_cast<std::uintptr_t>(m.data()), 4096) == nullptr);
 }
