@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 using namespace pstrain::ps;
 using pstrain::testing::fill;
 using pstrain::testing::job_options;
@@ -595,11 +597,20 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
     f.version = 7;
     BOOST_TEST(wire::check_envelope(f)->code == code(wire::refusal_code::bad_version));
     BOOST_TEST(wire::check_envelope(f)->frame_version == 7u);
-    for (std::uint16_t k : {0, 15, 0xffff}) {
+    // Below the first kind, one past the last (rows), and the largest.
+    const std::uint16_t past_the_last = static_cast<std::uint16_t>(wire::kind::rows) + 1;
+    for (std::uint16_t k : {std::uint16_t{0}, past_the_last, std::uint16_t{0xffff}}) {
         f = wire::encode(wire::pull{});
         f.kind = k;
-        BOOST_TEST(wire::check_envelope(f)->code == code(wire::refusal_code::bad_kind), "kind " << k);
+        const auto refused = wire::check_envelope(f);
+        BOOST_TEST_REQUIRE(refused.has_value(), "kind " << k);
+        BOOST_TEST(refused->code == code(wire::refusal_code::bad_kind), "kind " << k);
+        BOOST_TEST(wire::describe(*refused) ==
+                   fmt::format("a message of unknown kind {}: run the same pstrain version in every task", k));
     }
+    // Every kind there is passes, the last one included.
+    f.kind = static_cast<std::uint16_t>(wire::kind::rows);
+    BOOST_TEST(!wire::check_envelope(f).has_value());
     f.kind = static_cast<std::uint16_t>(wire::kind::refusal);
     BOOST_TEST(!wire::check_envelope(f).has_value());
     f.kind = static_cast<std::uint16_t>(wire::kind::stats_reply);
