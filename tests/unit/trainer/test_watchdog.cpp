@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -53,6 +54,46 @@ struct recorded {
     }
 };
 
+// The watchdog's looks at its source, counted where they happen (the
+// source is read on every look): a test waits until the watchdog has
+// looked over a span longer than its timeout instead of sleeping and
+// hoping it did.  A stall ends the looks, and the wait.
+struct looks {
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<watch_clock::time_point> first;
+    watch_clock::time_point last, last_progress;
+    bool stalled = false;
+
+    // In the source: one look (that saw progress when `progressed`).
+    void seen(bool progressed = false)
+    {
+        std::lock_guard lock(m);
+        last = watch_clock::now();
+        if (!first) first = last;
+        if (progressed) last_progress = last;
+        cv.notify_all();
+    }
+    void stall()
+    {
+        std::lock_guard lock(m);
+        stalled = true;
+        cv.notify_all();
+    }
+    // Waits until the looks from now on span `span`; false after a stall or `limit`.
+    bool span(std::chrono::milliseconds span, std::chrono::milliseconds limit)
+    {
+        std::unique_lock lock(m);
+        first.reset();
+        return cv.wait_for(lock, limit, [&] { return stalled || (first && last - *first >= span); }) && !stalled;
+    }
+    watch_clock::time_point progressed_at()
+    {
+        std::lock_guard lock(m);
+        return last_progress;
+    }
+};
+
 watchdog_config config(std::chrono::milliseconds timeout, recorded& r)
 {
     watchdog_config c;
@@ -60,6 +101,17 @@ watchdog_config config(std::chrono::milliseconds timeout, recorded& r)
     c.task = "worker 1 (n2)";
     c.on_stall = r.action();
     c.poll = 10ms;
+    return c;
+}
+
+// The same, its looks counted by the source: a stall also ends `seen`'s wait.
+watchdog_config config(std::chrono::milliseconds timeout, recorded& r, looks& seen)
+{
+    auto c = config(timeout, r);
+    c.on_stall = [record = r.action(), &seen](const std::string& line) {
+        record(line);
+        seen.stall();
+    };
     return c;
 }
 
@@ -151,51 +203,59 @@ BOOST_AUTO_TEST_CASE(the_watchdog_fires_once_within_a_bounded_time_naming_what_i
     BOOST_TEST(w.fired());
 }
 
-BOOST_AUTO_TEST_CASE(steady_progress_and_busy_stretches_keep_the_watchdog_quiet)
+BOOST_AUTO_TEST_CASE(steady_progress_and_busy_stretches_keep_the_watchdog_quiet_until_they_end)
 {
     progress_meter meter;
     recorded r;
+    looks seen;
+    watchdog w(meter, config(100ms, r, seen));
+    // A step between every two of the watchdog's looks: never a stall, however late a look comes.
+    std::atomic<bool> stepping{true};
+    watchdog::source s(&w, [&] {
+        if (stepping) meter.tick();
+        seen.seen();
+        return pstrain::ps::activity{};
+    });
+    BOOST_REQUIRE(seen.span(3 * 100ms, 30s));
+    BOOST_TEST(!w.fired());
+    stepping = false;
     {
-        watchdog w(meter, config(500ms, r));
-        std::atomic<bool> stop{false};
-        std::thread steps([&] {
-            while (!stop) {
-                meter.tick();
-                std::this_thread::sleep_for(10ms);
-            }
-        });
-        std::this_thread::sleep_for(1200ms);
-        stop = true;
-        steps.join();
-        {
-            progress_meter::busy b(meter, "evaluating");
-            BOOST_TEST(meter.busy_with() == std::string("evaluating"));
-            std::this_thread::sleep_for(1200ms);
-        }
-        BOOST_TEST(meter.busy_with() == nullptr);
+        progress_meter::busy b(meter, "evaluating");
+        BOOST_TEST(meter.busy_with() == std::string("evaluating"));
+        BOOST_REQUIRE(seen.span(3 * 100ms, 30s));
         BOOST_TEST(!w.fired());
-    }  // destroyed quickly, not fired
-    BOOST_TEST(!r.fired);
+    }
+    BOOST_TEST(meter.busy_with() == nullptr);
+    // Neither stepping nor busy: a stall, named as the task's own.
+    BOOST_REQUIRE(r.wait(30s));
+    BOOST_TEST(r.line.find("worker 1 (n2) made no progress for 0.1 s, not waiting for a peer") == 0u, r.line);
 }
 
 BOOST_AUTO_TEST_CASE(progress_of_the_library_counts_as_progress)
 {
     progress_meter meter;
     recorded r;
-    watchdog w(meter, config(500ms, r));
-    std::atomic<std::uint64_t> replies{0};
+    looks seen;
+    watchdog w(meter, config(100ms, r, seen));
+    // A reply between every two looks while `replying`; the watchdog's thread alone reads `replies`.
+    std::atomic<bool> replying{true};
+    std::uint64_t replies = 0;
     watchdog::source s(&w, [&] {
+        const bool replied = replying;
+        if (replied) ++replies;
+        seen.seen(replied);
         pstrain::ps::activity a;
-        a.progress = replies.load();
+        a.progress = replies;
         a.waiting = true;
         return a;
     });
-    for (int i = 0; i < 120; ++i) {
-        ++replies;
-        std::this_thread::sleep_for(10ms);
-    }
+    BOOST_REQUIRE(seen.span(3 * 100ms, 30s));
     BOOST_TEST(!w.fired());
-    BOOST_TEST(r.wait(5s));  // then it stops
+    replying = false;
+    // Then it stops: a stall, a whole timeout after the last reply it saw.
+    BOOST_REQUIRE(r.wait(30s));
+    const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(r.at - seen.progressed_at());
+    BOOST_TEST(quiet.count() >= 100);
 }
 
 namespace {
