@@ -119,13 +119,6 @@ private:
 
 using ucx::connections;
 
-// What each rank publishes: its role and index, then its UCX address.
-struct published {
-    std::uint8_t role;
-    std::uint8_t pad[3];
-    std::uint32_t index;
-};
-
 ucx::gate::config gate_config(const job& j, const ucx::auth_key& key)
 {
     ucx::gate::config g;
@@ -192,11 +185,7 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
     if (size != static_cast<std::uint32_t>(j.num_ps + j.num_workers))
         throw error(fmt::format("PMIx says the step has {} ranks but --ps={} --workers={} needs {}", size, j.num_ps,
                                 j.num_workers, j.num_ps + j.num_workers));
-    auto address = w.address();
-    std::vector<std::uint8_t> blob(sizeof(published) + address.size());
-    published me{static_cast<std::uint8_t>(j.me.role == role::ps ? 0 : 1), {}, static_cast<std::uint32_t>(j.me.index)};
-    std::memcpy(blob.data(), &me, sizeof me);
-    std::memcpy(blob.data() + sizeof me, address.data(), address.size());
+    const auto blob = published_peer(j.me, w.address());
     pmix.put("pstrain.peer", blob.data(), blob.size());
     // The step's key: made by rank 0, read by the step's ranks only (PMIx
     // serves a namespace's data to its own processes).
@@ -208,12 +197,12 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
     pmix_status_t rc = pmix.fence(timeout);
     // Who is everyone?  A missing rank is named by what the plugin's spec
     // says of that rank's place.
-    std::vector<std::vector<std::uint8_t>> by_rank(size);
+    std::vector<pmix_rank> by_rank(size);
     std::vector<std::uint32_t> missing;
     for (std::uint32_t r = 0; r < size; ++r) {
         auto got = pmix.get_bytes(r, "pstrain.peer");
-        if (!got || got->size() <= sizeof(published)) missing.push_back(r);
-        else by_rank[r] = std::move(*got);
+        if (!got || !holds_peer(*got)) missing.push_back(r);
+        else by_rank[r].published = std::move(*got);
     }
     if (rc != PMIX_SUCCESS || !missing.empty()) {
         std::string names;
@@ -232,30 +221,18 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
     std::copy(key_bytes->begin(), key_bytes->end(), key.begin());
 
     connections c;
-    std::vector<std::string> names(size);
-    std::size_t chief = 0;
     const role peer_role = j.me.role == role::ps ? role::worker : role::ps;
     const int peers = peer_role == role::ps ? j.num_ps : j.num_workers;
     c.peers.resize(static_cast<std::size_t>(peers));
     c.fast.resize(static_cast<std::size_t>(peers));
+    for (std::uint32_t r = 0; r < size; ++r) by_rank[r].host = pmix.hostname(r);
+    auto ranks = place_ranks(j, by_rank);
     for (std::uint32_t r = 0; r < size; ++r) {
-        published p;
-        std::memcpy(&p, by_rank[r].data(), sizeof p);
-        const role rr = p.role == 0 ? role::ps : role::worker;
-        const auto& list = j.spec.tasks(rr);
-        if (p.index >= list.size()) throw error(fmt::format("rank {} claims {} {} which the cluster spec does not have", r, role_name(rr), p.index));
-        // PMIx's view of where the rank runs must agree with the plugin's spec.
-        auto host = pmix.hostname(r);
-        auto spec_host = split_host_port(list[p.index]).first;
-        if (host && *host != spec_host)
-            throw error(fmt::format("rank {} ({} {}) runs on {} but PSTRAIN_CLUSTER puts it on {}: the plugin's layout is wrong; report it with the srun line",
-                                    r, role_name(rr), p.index, *host, spec_host));
-        names[r] = j.peer_name(rr, static_cast<int>(p.index));
-        if (rr == role::worker && p.index == 0) chief = r;
-        if (rr != peer_role) continue;
-        std::span<const std::uint8_t> addr(by_rank[r].data() + sizeof p, by_rank[r].size() - sizeof p);
-        c.peers[p.index] = ucx::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)));
-        c.fast[p.index] = ucx::endpoint::to_address(w, addr, j.peer_name(rr, static_cast<int>(p.index)), false);
+        const auto& t = ranks.tasks[r];
+        if (t.role != peer_role) continue;
+        const auto i = static_cast<std::size_t>(t.index);
+        c.peers[i] = ucx::endpoint::to_address(w, ranks.addresses[r], ranks.names[r]);
+        c.fast[i] = ucx::endpoint::to_address(w, ranks.addresses[r], ranks.names[r], false);
     }
     for (int i = 0; i < peers; ++i)
         if (!c.peers[static_cast<std::size_t>(i)])
@@ -264,9 +241,9 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
     log::debug("bootstrap: connected to {} {} tasks through PMIx ({} ranks), each authenticated", peers, role_name(peer_role), size);
     if (vote) {
         vote->pmix = std::move(handle);
-        vote->names = std::move(names);
+        vote->names = std::move(ranks.names);
         vote->me = pmix.me().rank;
-        vote->chief = chief;
+        vote->chief = ranks.chief;
     }
     return c;
 }

@@ -89,6 +89,53 @@ std::vector<std::string> peer_names(const job& j)
 
 namespace {
 
+// The head of "pstrain.peer"; the UCX address follows it.
+struct published {
+    std::uint8_t role;  // 0: ps, 1: worker
+    std::uint8_t pad[3];
+    std::uint32_t index;
+};
+
+}  // namespace
+
+std::vector<std::uint8_t> published_peer(task_id me, std::span<const std::uint8_t> address)
+{
+    std::vector<std::uint8_t> blob(sizeof(published) + address.size());
+    const published head{static_cast<std::uint8_t>(me.role == role::ps ? 0 : 1), {}, static_cast<std::uint32_t>(me.index)};
+    std::memcpy(blob.data(), &head, sizeof head);
+    std::copy(address.begin(), address.end(), blob.begin() + sizeof head);
+    return blob;
+}
+
+bool holds_peer(std::span<const std::uint8_t> blob) { return blob.size() > sizeof(published); }
+
+step_ranks place_ranks(const job& j, const std::vector<pmix_rank>& ranks)
+{
+    step_ranks out;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+        const auto& blob = ranks[r].published;
+        if (!holds_peer(blob)) throw error(fmt::format("rank {} published no UCX address", r));
+        published p;
+        std::memcpy(&p, blob.data(), sizeof p);
+        const role rr = p.role == 0 ? role::ps : role::worker;
+        const auto& list = j.spec.tasks(rr);
+        if (p.index >= list.size()) throw error(fmt::format("rank {} claims {} {} which the cluster spec does not have", r, role_name(rr), p.index));
+        // PMIx's view of where the rank runs must agree with the plugin's spec.
+        const auto& host = ranks[r].host;
+        auto spec_host = split_host_port(list[p.index]).first;
+        if (host && *host != spec_host)
+            throw error(fmt::format("rank {} ({} {}) runs on {} but PSTRAIN_CLUSTER puts it on {}: the plugin's layout is wrong; report it with the srun line",
+                                    r, role_name(rr), p.index, *host, spec_host));
+        out.tasks.push_back({rr, static_cast<int>(p.index)});
+        out.names.push_back(j.peer_name(rr, static_cast<int>(p.index)));
+        out.addresses.push_back(std::span<const std::uint8_t>(blob).subspan(sizeof p));
+        if (rr == role::worker && p.index == 0) out.chief = r;
+    }
+    return out;
+}
+
+namespace {
+
 std::string separate_chief_error(const std::string& role, const char* from)
 {
     return fmt::format("this task is the job's {} ({}): pstrain's trainer has ps and worker tasks only, worker 0 being its "

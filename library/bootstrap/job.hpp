@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,30 @@ std::optional<job> detect_job(const classic_flags& o);
 
 // How peers of `j` are named, in the order of its transport's peers.
 std::vector<std::string> peer_names(const job& j);
+
+// What each rank publishes through PMIx ("pstrain.peer"): its role and
+// index, then its UCX address.
+std::vector<std::uint8_t> published_peer(task_id me, std::span<const std::uint8_t> address);
+// Whether `blob` is what published_peer makes (else the rank counts as missing).
+bool holds_peer(std::span<const std::uint8_t> blob);
+
+// What PMIx says of one rank of the step: what it published and the host
+// PMIx runs it on (none when PMIx does not say).
+struct pmix_rank {
+    std::vector<std::uint8_t> published;
+    std::optional<std::string> host;
+};
+
+// Every rank's task, from what it published, checked against `j`'s spec
+// (PSTRAIN_CLUSTER): the index must be in it and PMIx's host the spec's.
+// Throws pstrain::error naming the rank and what disagrees.
+struct step_ranks {
+    std::vector<task_id> tasks;                             // by rank
+    std::vector<std::string> names;                         // by rank: "worker 0 (n1, the chief)"
+    std::vector<std::span<const std::uint8_t>> addresses;  // by rank, into the pmix_ranks given
+    std::size_t chief = 0;                                  // the chief's rank
+};
+step_ranks place_ranks(const job& j, const std::vector<pmix_rank>& ranks);
 
 // What a task that stops because another reported an error prints: one
 // line without "error:", e.g. "stopped: worker 0 (n1, the chief) reported

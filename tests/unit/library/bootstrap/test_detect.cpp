@@ -2,7 +2,9 @@
 // PMIx and the SPANK plugin's PSTRAIN_* variables, from the classic flags,
 // or from TF_CONFIG, in that order; and each wrong input's one line, which
 // names what is wrong and the fix.  A static spec's key comes from
-// PSTRAIN_AUTH_KEY or PSTRAIN_AUTH_KEY_FILE.
+// PSTRAIN_AUTH_KEY or PSTRAIN_AUTH_KEY_FILE.  Under PMIx, every rank's
+// place comes from what it published, checked against the plugin's spec
+// (bootstrap::place_ranks, given PMIx's values without a PMIx server).
 #define BOOST_TEST_DYN_LINK
 #define BOOST_TEST_MODULE bootstrap_detect
 #include <boost/test/unit_test.hpp>
@@ -331,3 +333,100 @@ BOOST_AUTO_TEST_CASE(a_key_file_must_exist_hold_a_key_and_be_its_owners_alone)
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// ------------------------------------------------------ PMIx's ranks
+
+namespace {
+
+// The plugin's layout of --ps=1 --workers=2 on n1 and n2: rank 0 ps 0 (n1),
+// rank 1 worker 0 (n1), rank 2 worker 1 (n2).
+bootstrap::job pmix_job()
+{
+    bootstrap::job j;
+    j.how = mode::pmix;
+    j.me = {role::ps, 0};
+    j.num_ps = 1;
+    j.num_workers = 2;
+    j.spec = parse_cluster_spec(R"({"ps":["n1:30000"],"worker":["n1:30001","n2:30000"]})");
+    return j;
+}
+
+const std::vector<std::uint8_t> address_of_ps0{0xa0, 0xa1}, address_of_w0{0xb0}, address_of_w1{0xc0, 0xc1, 0xc2};
+
+bootstrap::pmix_rank rank(task_id t, const std::vector<std::uint8_t>& address, std::optional<std::string> host)
+{
+    return {bootstrap::published_peer(t, address), std::move(host)};
+}
+
+std::vector<bootstrap::pmix_rank> three_ranks()
+{
+    return {rank({role::ps, 0}, address_of_ps0, "n1"), rank({role::worker, 0}, address_of_w0, "n1"),
+            rank({role::worker, 1}, address_of_w1, "n2")};
+}
+
+std::string refusal_of_ranks(const std::vector<bootstrap::pmix_rank>& ranks)
+{
+    try {
+        bootstrap::place_ranks(pmix_job(), ranks);
+    } catch (const error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::vector<std::uint8_t> bytes(std::span<const std::uint8_t> s) { return {s.begin(), s.end()}; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(each_rank_is_the_task_it_published_with_its_address_and_name)
+{
+    const auto ranks = three_ranks();
+    const auto placed = bootstrap::place_ranks(pmix_job(), ranks);
+    BOOST_TEST_REQUIRE(placed.tasks.size() == 3u);
+    BOOST_TEST((placed.tasks[0] == task_id{role::ps, 0}));
+    BOOST_TEST((placed.tasks[1] == task_id{role::worker, 0}));
+    BOOST_TEST((placed.tasks[2] == task_id{role::worker, 1}));
+    BOOST_TEST(placed.names == (std::vector<std::string>{"ps 0 (n1)", "worker 0 (n1, the chief)", "worker 1 (n2)"}));
+    BOOST_TEST(placed.chief == 1u);
+    BOOST_TEST(bytes(placed.addresses[0]) == address_of_ps0);
+    BOOST_TEST(bytes(placed.addresses[1]) == address_of_w0);
+    BOOST_TEST(bytes(placed.addresses[2]) == address_of_w1);
+}
+
+BOOST_AUTO_TEST_CASE(the_chief_is_found_wherever_its_rank_is)
+{
+    // Ranks in another order than the plugin's (worker 0 last).
+    const std::vector<bootstrap::pmix_rank> ranks{rank({role::worker, 1}, address_of_w1, "n2"),
+                                                   rank({role::ps, 0}, address_of_ps0, "n1"),
+                                                   rank({role::worker, 0}, address_of_w0, std::nullopt)};
+    const auto placed = bootstrap::place_ranks(pmix_job(), ranks);
+    BOOST_TEST(placed.chief == 2u);
+    // A rank whose host PMIx does not say is taken as the spec places it.
+    BOOST_TEST(placed.names[2] == "worker 0 (n1, the chief)");
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_where_the_spec_does_not_put_it_is_refused_naming_both_hosts)
+{
+    auto ranks = three_ranks();
+    ranks[2].host = "n7";
+    BOOST_TEST(refusal_of_ranks(ranks) ==
+               "rank 2 (worker 1) runs on n7 but PSTRAIN_CLUSTER puts it on n2: the plugin's layout is wrong; report it "
+               "with the srun line");
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_claiming_a_task_the_spec_lacks_is_refused)
+{
+    auto ranks = three_ranks();
+    ranks[2] = rank({role::worker, 2}, address_of_w1, "n2");
+    BOOST_TEST(refusal_of_ranks(ranks) == "rank 2 claims worker 2 which the cluster spec does not have");
+    ranks[2] = rank({role::ps, 1}, address_of_w1, "n2");
+    BOOST_TEST(refusal_of_ranks(ranks) == "rank 2 claims ps 1 which the cluster spec does not have");
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_that_published_no_address_is_not_a_peer)
+{
+    BOOST_TEST(!bootstrap::holds_peer(bootstrap::published_peer({role::worker, 0}, {})));
+    BOOST_TEST(bootstrap::holds_peer(bootstrap::published_peer({role::worker, 0}, address_of_w0)));
+    auto ranks = three_ranks();
+    ranks[1].published = bootstrap::published_peer({role::worker, 0}, {});
+    BOOST_TEST(refusal_of_ranks(ranks) == "rank 1 published no UCX address");
+}
