@@ -1,5 +1,5 @@
 // The SPANK plugin's logic, free of Slurm types: spank_pstrain.cpp is a thin
-// C-ABI shell that hands each callback to `plugin` through a `spank_host`,
+// C-ABI shell that hands each callback to `spank_plugin` through a `spank_host`,
 // and the unit tests drive the same code with a fake host.
 #pragma once
 

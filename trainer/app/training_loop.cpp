@@ -309,10 +309,6 @@ private:
         log::debug("data position restored: {} batches drawn (epoch {})", batches_, sampler_->epoch());
     }
 
-    // Every PS writes its shard (its snapshot hook), then the chief checks
-    // it can see them all on the shared path and writes the manifest.
-    // Returns false (the error said why; the previous checkpoint is intact)
-    // when it could not.
     // With embedding tables, each PS's table file (written by its snapshot
     // hook beside its shard) goes into the manifest with its chain.
     void save_table_entries(std::uint64_t step, checkpoint::manifest& m, std::uint64_t& bytes)
@@ -327,6 +323,11 @@ private:
         }
     }
 
+    // Every PS writes its shard (its snapshot hook), then the chief checks
+    // it can see them all on the shared path and writes the manifest.
+    // Returns false (the error said why; the previous checkpoint is intact)
+    // when it could not.  With embedding tables, the table files go into
+    // the manifest too (save_table_entries).
     bool save_checkpoint()
     {
         using status = ps::snapshot_result::status;

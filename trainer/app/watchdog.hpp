@@ -116,7 +116,9 @@ struct watchdog_config {
     std::chrono::milliseconds waiting_grace{0};
 };
 
-// A thread that watches `meter` and the PS library's activity (see watch()).
+// A thread that watches `meter` and, while a `source` lives, the PS
+// library's activity (what counts as progress: the top of this file); when
+// neither moves for config.timeout it calls config.on_stall, once.
 class watchdog {
 public:
     watchdog(progress_meter& meter, watchdog_config config);

@@ -106,10 +106,11 @@ std::unique_ptr<model> make_mlp(compute::backend& be, int inputs, const std::vec
 // y = w x + b with squared error.
 std::unique_ptr<model> make_linear(compute::backend& be, std::size_t max_batch);
 
-// A model from a layer description (spec.hpp), on a host-memory (CPU)
-// backend: `input` is the data's shape (data_shape), `seed` draws the
-// dropout masks.  Throws pstrain::error naming the layer whose shapes do
-// not fit, or the device it cannot run on.
+// A model from a layer description (spec.hpp), on any backend: the CPU's,
+// or CUDA's with cuDNN (its layer kernels, make_layer_kernels; a CUDA build
+// without cuDNN refuses).  `input` is the data's shape (data_shape), `seed`
+// draws the dropout masks.  Throws pstrain::error naming the layer whose
+// shapes do not fit, or the device it cannot run on.
 std::unique_ptr<model> make_sequential(compute::backend& be, const model_spec& spec, const tensor_shape& input, int classes,
                                        std::size_t max_batch, std::uint64_t seed);
 
