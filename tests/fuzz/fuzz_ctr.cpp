@@ -4,7 +4,7 @@
 // be consistent: labels 0 or 1, finite features.
 #include "pstrain/error.hpp"
 #include "tests/fuzz/memfile.hpp"
-#include "trainer/data/ctr.hpp"
+#include "trainer/data/ctr_reader.hpp"
 
 #include <cmath>
 #include <cstddef>

@@ -8,7 +8,7 @@
 #include "pstrain/client.hpp"
 #include "pstrain/embedding.hpp"
 #include "trainer/app/options.hpp"
-#include "trainer/data/ctr.hpp"
+#include "trainer/data/ctr_reader.hpp"
 #include "trainer/model/ctr_model.hpp"
 
 #include <chrono>

@@ -3,7 +3,7 @@
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "trainer/app/options.hpp"
-#include "trainer/data/ctr.hpp"
+#include "trainer/data/ctr_generator.hpp"
 
 #include <cstdint>
 #include <string>
