@@ -1,170 +1,36 @@
-// When the chief checkpoints, and where a resumed worker's data goes on.
+// What a training process sets up from the options: the model on its
+// device, its data, and the PS optimizer.
 #define BOOST_TEST_DYN_LINK
 #define BOOST_TEST_MODULE session
 #include <boost/test/unit_test.hpp>
 
 #include "trainer/app/session.hpp"
 
-#include <chrono>
-#include <map>
-#include <memory>
-#include <thread>
-
 using namespace pstrain::trainer;
 
-namespace {
-train_options every(int steps, int secs)
+BOOST_AUTO_TEST_CASE(the_linear_model_gets_its_synthetic_data_and_two_parameters)
 {
     train_options o;
-    o.save_checkpoint_steps = steps;
-    o.save_checkpoint_secs = secs;
-    return o;
-}
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(checkpoints_every_n_steps_even_when_steps_jump)
-{
-    checkpoint_schedule s(every(100, 0));
-    BOOST_TEST(!s.due(1));
-    BOOST_TEST(!s.due(99));
-    BOOST_TEST(s.due(100));
-    s.saved(100);
-    BOOST_TEST(!s.due(100));
-    BOOST_TEST(!s.due(199));
-    BOOST_TEST(s.due(203));  // async: global_step jumped past 200
-    s.saved(203);
-    BOOST_TEST(!s.due(250));
-    BOOST_TEST(s.due(300));
+    o.model = "linear";
+    o.device = "cpu";
+    o.threads = 1;
+    const auto s = open_session(o);
+    BOOST_TEST_REQUIRE(static_cast<bool>(s.net));
+    BOOST_TEST(!s.ctr);
+    BOOST_TEST(s.shape().describe() == "linear");
+    BOOST_TEST(s.shape().num_params() == 2u);
+    BOOST_TEST(s.data.train.rows == 1000u);
+    BOOST_TEST(s.data.test.rows == 200u);
+    BOOST_TEST(!s.net->is_classifier());
+    BOOST_TEST(s.backend->host_memory());
 }
 
-BOOST_AUTO_TEST_CASE(checkpoints_by_time_from_the_last_attempt)
-{
-    // 1 s is the shortest interval --save-checkpoint-secs takes: the case
-    // sleeps a little over it, twice.
-    const auto past_the_interval = std::chrono::milliseconds(1100);
-    checkpoint_schedule by_time(every(0, 1));
-    checkpoint_schedule never(every(0, 0));
-    BOOST_TEST(!by_time.due(5));
-    std::this_thread::sleep_for(past_the_interval);
-    BOOST_TEST(by_time.due(5));
-    BOOST_TEST(!never.due(5));
-    // The clock restarts at the attempt, whether or not it was saved.
-    by_time.attempted();
-    BOOST_TEST(!by_time.due(6));
-    std::this_thread::sleep_for(past_the_interval);
-    BOOST_TEST(by_time.due(6));
-    // Never twice at the step just saved, however long ago the attempt.
-    by_time.saved(6);
-    BOOST_TEST(!by_time.due(6));
-    BOOST_TEST(by_time.due(7));
-}
-
-BOOST_AUTO_TEST_CASE(data_position_resumes_only_for_the_same_workers_seed_and_batch)
+BOOST_AUTO_TEST_CASE(the_ps_optimizer_is_the_one_the_options_name_at_their_learning_rate)
 {
     train_options o;
-    o.seed = 3;
-    o.batch_size = 50;
-    pstrain::checkpoint::manifest m;
-    m.seed = 3;
-    m.batch_size = 50;
-    m.worker_batches = {10, 12, 9};
-    BOOST_TEST(resumed_batches(m, o, 3, 1) == 12u);
-    BOOST_TEST(resumed_batches(m, o, 2, 1) == 0u);  // another number of workers: other shards
-    o.batch_size = 100;
-    BOOST_TEST(resumed_batches(m, o, 3, 1) == 0u);
-}
-
-// --resume: which job's checkpoint this job may resume.
-namespace {
-
-using pstrain::checkpoint::job_identity;
-
-std::function<const char*(const char*)> env_of(std::map<std::string, std::string> vars)
-{
-    auto held = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-    return [held](const char* name) -> const char* {
-        auto it = held->find(name);
-        return it == held->end() ? nullptr : it->second.c_str();
-    };
-}
-
-pstrain::checkpoint::manifest written_by(std::optional<job_identity> job, std::uint64_t step = 200)
-{
-    pstrain::checkpoint::manifest m;
-    m.global_step = step;
-    m.job = std::move(job);
-    return m;
-}
-
-const job_identity job4_first{"c1", "4", "20261124T193000-a1b2c3d4", "2026-11-24T19:30:00Z"};
-
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(the_job_comes_from_slurm_and_the_plugin)
-{
-    const auto me = current_job(env_of({{"SLURM_CLUSTER_NAME", "c1"}, {"SLURM_JOB_ID", "4"},
-                                        {"PSTRAIN_SUBMISSION", "20261124T193000-a1b2c3d4"}}));
-    BOOST_REQUIRE(me.has_value());
-    BOOST_TEST(me->same_job(job4_first));
-    BOOST_TEST(me->submit_time == "2026-11-24T19:30:00Z");
-    // Outside a job: none; without the plugin's id: the job id alone, no time.
-    BOOST_TEST(!current_job(env_of({{"PSTRAIN_SUBMISSION", "20261124T193000-a1b2c3d4"}})).has_value());
-    const auto bare = current_job(env_of({{"SLURM_JOB_ID", "7"}}));
-    BOOST_REQUIRE(bare.has_value());
-    BOOST_TEST(bare->describe() == "job 7");
-    BOOST_TEST(bare->submit_time.empty());
-}
-
-BOOST_AUTO_TEST_CASE(resume_any_takes_whatever_is_there)
-{
-    const job_identity other{"c1", "4", "20261125T080000-0badf00d", "2026-11-25T08:00:00Z"};
-    BOOST_TEST(resume_refusal(written_by(job4_first), "/ckpt", resume_policy::any, other).empty());
-    BOOST_TEST(resume_refusal(written_by(std::nullopt), "/ckpt", resume_policy::any, std::nullopt).empty());
-}
-
-BOOST_AUTO_TEST_CASE(resume_own_takes_the_same_job_after_a_requeue)
-{
-    // A requeued job: the same cluster, job id and submission (Slurm kept its environment).
-    BOOST_TEST(resume_refusal(written_by(job4_first), "/ckpt", resume_policy::own, job4_first).empty());
-}
-
-BOOST_AUTO_TEST_CASE(resume_own_refuses_another_job_in_one_line_naming_it_and_the_fix)
-{
-    // The same job id after the controller started afresh: another submission.
-    const job_identity again{"c1", "4", "20261125T080000-0badf00d", "2026-11-25T08:00:00Z"};
-    BOOST_TEST(resume_refusal(written_by(job4_first), "/home/u/pstrain-checkpoints/c1-4", resume_policy::own, again) ==
-               "/home/u/pstrain-checkpoints/c1-4 holds another job's checkpoint, ckpt-0000000200.json at global step 200 "
-               "written by cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z); "
-               "--resume own resumes only this job's (cluster c1, job 4, submission 20261125T080000-0badf00d (submitted "
-               "2026-11-25T08:00:00Z)): train in a fresh --checkpoint-dir, or, to continue that run on purpose, name this "
-               "directory with --checkpoint-dir (or PSTRAIN_CHECKPOINT_DIR for train.sh) without --resume own");
-    // Another cluster sharing the path, same job id and (by chance) submission: refused too.
-    auto elsewhere = job4_first;
-    elsewhere.cluster = "c2";
-    BOOST_TEST(!resume_refusal(written_by(job4_first), "/ckpt", resume_policy::own, elsewhere).empty());
-    // A checkpoint of no recorded job (outside Slurm, an older pstrain).
-    const auto line = resume_refusal(written_by(std::nullopt), "/ckpt", resume_policy::own, again);
-    BOOST_TEST(line.find("written by no recorded job (a run outside Slurm, or an older pstrain)") != std::string::npos, line);
-    // --resume own outside a job: nothing can be its own.
-    BOOST_TEST(resume_refusal(written_by(job4_first), "/ckpt", resume_policy::own, std::nullopt) ==
-               "--resume own: this run is not in a Slurm job (SLURM_JOB_ID is unset), so no checkpoint in /ckpt is its own: "
-               "run it under sbatch or srun, or pass --resume any to resume whatever is there");
-}
-
-BOOST_AUTO_TEST_CASE(a_checkpoint_at_train_steps_leaves_nothing_to_train)
-{
-    BOOST_TEST(nothing_to_train(written_by(job4_first), "/ckpt", 200) ==
-               "/ckpt/ckpt-0000000200.json is at global step 200, which is --train-steps 200: nothing to train; raise "
-               "--train-steps to train on from it, or give a fresh --checkpoint-dir to train anew");
-    BOOST_TEST(nothing_to_train(written_by(job4_first, 500), "/ckpt", 300).find("at global step 500, past --train-steps 300") !=
-               std::string::npos);
-}
-
-BOOST_AUTO_TEST_CASE(the_final_line_counts_every_segment)
-{
-    // 30 s and 60000 examples before the requeue, 10 s and 20000 after: 2000 samples/s over 40 s.
-    const auto done = done_line({{"test_accuracy", 0.8}}, 30.0 + 10.0, 60000 + 20000, 1, 2, "sync");
-    BOOST_TEST(done["train_seconds"].get<double>() == 40.0);
-    BOOST_TEST(done["samples_per_sec"].get<double>() == 2000.0);
-    BOOST_TEST(done["event"].get<std::string>() == "done");
+    o.optimizer = "momentum";
+    o.learning_rate = 0.25f;
+    const auto c = optimizer_from(o);
+    BOOST_TEST((c.kind == pstrain::ps::optimizer_kind::momentum));
+    BOOST_TEST(c.learning_rate == 0.25f);
 }
