@@ -15,8 +15,6 @@
 #include <cstdlib>
 #include <functional>
 #include <exception>
-#include <map>
-#include <mutex>
 #include <memory>
 #include <thread>
 
@@ -57,27 +55,9 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
                   "learned; raise --max-table-rows, add PS tasks, or drop rare keys with --admit-after or --evict-after",
                   table < table_names.size() ? table_names[table] : std::to_string(table), rows);
     };
-    // Embedding tables: this PS's chain of table files since its last full
-    // save.  The first save of a process is full (a restore, perhaps onto
-    // another PS count, starts a new chain), then every
-    // --full-checkpoint-every-th.
-    // (Per PS index: in one process, tests give every server the same hooks.)
-    struct table_chain {
-        std::vector<std::uint64_t> steps;
-        int saves = 0;
-    };
-    struct table_chains {
-        std::mutex mu;
-        std::map<int, table_chain> of;
-        table_chain& operator[](int ps)
-        {
-            std::lock_guard lock(mu);
-            return of[ps];
-        }
-    };
-    auto chains = std::make_shared<table_chains>();
-    const int full_every = o.full_checkpoint_every;
-    h.snapshot = [dir, busy_meter, chains, full_every](const ps::shard_snapshot& s) {
+    // Embedding tables: each PS's chain of table files (checkpoint/table_chain.hpp).
+    auto chains = std::make_shared<checkpoint::table_chains>(o.full_checkpoint_every);
+    h.snapshot = [dir, busy_meter, chains](const ps::shard_snapshot& s) {
         progress_meter::busy busy(*busy_meter, "writing its checkpoint shard");
         checkpoint::shard_meta m;
         m.global_step = s.step;  // the chief's step names the checkpoint (async: this shard may be a few updates on)
@@ -95,19 +75,9 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
             log::debug("wrote {} ({} bytes) in {:.3f}s", e.file, e.bytes,
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             if (!s.tables.empty()) {
-                auto& chain = (*chains)[s.index];
-                checkpoint::table_meta t;
-                t.global_step = s.step;
-                t.ps_index = s.index;
-                t.num_ps = s.num_ps;
-                t.full = chain.steps.empty() || chain.saves % std::max(full_every, 1) == 0 || chain.steps.back() >= s.step;
-                t.chain = t.full ? std::vector<std::uint64_t>{} : chain.steps;
-                t.chain.push_back(s.step);
                 const auto t1 = std::chrono::steady_clock::now();
-                auto te = checkpoint::write_tables(dir, t, s.tables);
-                chain.steps = t.chain;
-                chain.saves = t.full ? 1 : chain.saves + 1;
-                log::debug("wrote {} ({}, {} bytes) in {:.3f}s", te.file, t.full ? "full" : "incremental", te.bytes,
+                const auto te = chains->save(dir, s.step, s.index, s.num_ps, s.tables);
+                log::debug("wrote {} ({}, {} bytes) in {:.3f}s", te.file, te.full ? "full" : "incremental", te.bytes,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
             }
             return ps::snapshot_receipt{e.bytes, e.crc32};
@@ -130,8 +100,7 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
         progress_meter::busy busy(*busy_meter, "reading its embedding table rows from the checkpoint");
         const auto m = checkpoint::read_manifest(dir, checkpoint::manifest_name(step));
         const auto t0 = std::chrono::steady_clock::now();
-        const auto rows = checkpoint::load_tables(dir, m, index, num_ps, tables);
-        (*chains)[index] = {};  // the next save is full: it starts this PS's own chain
+        const auto rows = chains->restore(dir, m, index, num_ps, tables);  // the next save starts this PS's own chain
         log::info("restored {} embedding rows (its keys' share of every saved PS's) from {} in {:.3f}s", rows,
                   checkpoint::manifest_name(step),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

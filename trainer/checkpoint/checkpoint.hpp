@@ -29,11 +29,12 @@
 //   manifest.hpp    the manifest, the file names
 //   shard_file.hpp  one shard file's bytes
 //   table_file.hpp  one PS task's embedding tables (full or incremental)
+//   table_chain.hpp which table file each PS task writes next, and its restore
 //   store.hpp       the directory: prepare, list, wait for a file, prune
 //   restore.hpp     the newest usable checkpoint and any range of it
 //   inspect.hpp     `pstrain checkpoint inspect`
-// (file_io.hpp, the atomic write and bounded read under both file kinds,
-// is theirs alone.)
+// (file_io.hpp, the atomic write, the framed file, the bounded read and
+// the wait for another node's file under both file kinds, is theirs alone.)
 #pragma once
 
 #include "trainer/checkpoint/inspect.hpp"
@@ -41,4 +42,5 @@
 #include "trainer/checkpoint/restore.hpp"
 #include "trainer/checkpoint/shard_file.hpp"
 #include "trainer/checkpoint/store.hpp"
+#include "trainer/checkpoint/table_chain.hpp"
 #include "trainer/checkpoint/table_file.hpp"

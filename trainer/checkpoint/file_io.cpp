@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -122,6 +124,59 @@ framed_file read_framed(const std::string& dir, const std::string& file, const c
     f.bytes = read_file(path, header_only ? fixed + f.json_bytes : f.size);
     if (f.bytes.size() < fixed + f.json_bytes) throw error(fmt::format("{} changed while it was read", file));
     return f;
+}
+
+framed_receipt write_framed(const std::string& dir, const std::string& name, const char (&magic)[8], std::uint32_t version,
+                            const std::string& json, const std::function<void(atomic_file&)>& body)
+{
+    const std::uint32_t json_bytes = static_cast<std::uint32_t>(json.size());
+    atomic_file f(dir, name);
+    f.write(magic, sizeof magic);
+    f.write(&version, sizeof version);
+    f.write(&json_bytes, sizeof json_bytes);
+    f.write(json.data(), json.size());
+    body(f);
+    const std::uint32_t crc = f.crc();
+    f.write(&crc, sizeof crc);
+    f.commit();
+    return {f.size(), crc};
+}
+
+void check_framed_size(const framed_file& f, const std::string& file, std::uint64_t expected)
+{
+    if (f.size != expected)
+        throw error(fmt::format("{} is {} ({} of {} bytes)", file, f.size < expected ? "truncated" : "too long", f.size,
+                                expected));
+}
+
+std::uint32_t check_framed_checksum(const framed_file& f, const std::string& file)
+{
+    if (f.bytes.size() != f.size) throw error(fmt::format("{} changed while it was read", file));
+    std::uint32_t stored = 0;
+    std::memcpy(&stored, f.bytes.data() + f.size - 4, 4);
+    if (crc32_of(0, f.bytes.data(), f.size - 4) != stored) throw error(fmt::format("{} is corrupt (checksum mismatch)", file));
+    return stored;
+}
+
+void retry_while_missing(const std::string& dir, std::chrono::milliseconds patience, const std::function<void()>& read)
+{
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    auto pause = std::chrono::milliseconds(20);
+    for (;;) {
+        try {
+            read();
+            return;
+        } catch (const missing_file&) {
+            if (std::chrono::steady_clock::now() + pause > deadline) throw;
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+        // Reading the directory refreshes an NFS client's cached view of it.
+        std::error_code ec;
+        for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+             it.increment(ec)) {
+        }
+    }
 }
 
 }  // namespace pstrain::checkpoint

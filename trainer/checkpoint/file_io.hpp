@@ -6,8 +6,10 @@
 
 #include "pstrain/error.hpp"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,33 @@ struct framed_file {
 // cannot stat the file, pstrain::error naming the file otherwise.
 framed_file read_framed(const std::string& dir, const std::string& file, const char (&magic)[8], std::uint32_t version,
                         const char* kind, bool header_only);
+
+// Writes `name` under `dir` atomically (atomic_file) as a framed file: the
+// magic, `version`, the length of `json` and `json`, then what `body`
+// writes, then the crc32 of every byte before it.  Returns its size and
+// that checksum.  Throws pstrain::error as atomic_file does.
+struct framed_receipt {
+    std::uint64_t bytes = 0;
+    std::uint32_t crc32 = 0;
+};
+framed_receipt write_framed(const std::string& dir, const std::string& name, const char (&magic)[8], std::uint32_t version,
+                            const std::string& json, const std::function<void(atomic_file&)>& body);
+
+// Refuses a framed file `file` whose size is not `expected`, the size its
+// metadata implies ("truncated" or "too long", both sizes).
+void check_framed_size(const framed_file& f, const std::string& file, std::uint64_t expected);
+
+// The checksum at the end of a framed file read whole, after checking it
+// against the bytes before it.  Throws pstrain::error when the file
+// changed while it was read or the checksum does not match.
+std::uint32_t check_framed_checksum(const framed_file& f, const std::string& file);
+
+// Runs `read` until it no longer throws missing_file.  On NFS a file
+// another node has just written can take a moment to appear (attribute and
+// lookup caches), so it is looked for again, re-reading `dir`, with pauses
+// from 20 ms doubling up to 1 s, for up to `patience`; then the last
+// missing_file is thrown.  Other errors go through at once.
+void retry_while_missing(const std::string& dir, std::chrono::milliseconds patience, const std::function<void()>& read);
 
 // A parser callback for nlohmann::json::parse: every number of the manifest
 // and of a shard's metadata is an integer, and get<int>() of a float out of

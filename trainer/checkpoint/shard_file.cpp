@@ -47,19 +47,11 @@ shard_entry write_shard(const std::string& dir, const shard_meta& meta, std::spa
     if (values.size() != meta.range.size() || state.size() != values.size() * static_cast<std::size_t>(meta.state_slots))
         throw error("internal error: shard sizes do not match their metadata");
     const std::string name = shard_name(meta.global_step, meta.ps_index, meta.num_ps);
-    const std::string json = meta_to_json(meta).dump();
-    const std::uint32_t version = format_version, json_bytes = static_cast<std::uint32_t>(json.size());
-    atomic_file f(dir, name);
-    f.write(shard_magic, sizeof shard_magic);
-    f.write(&version, sizeof version);
-    f.write(&json_bytes, sizeof json_bytes);
-    f.write(json.data(), json.size());
-    f.write(values.data(), values.size_bytes());
-    f.write(state.data(), state.size_bytes());
-    const std::uint32_t crc = f.crc();
-    f.write(&crc, sizeof crc);
-    f.commit();
-    return {name, meta.range, f.size(), crc, meta.global_step};
+    const auto receipt = write_framed(dir, name, shard_magic, format_version, meta_to_json(meta).dump(), [&](atomic_file& f) {
+        f.write(values.data(), values.size_bytes());
+        f.write(state.data(), state.size_bytes());
+    });
+    return {name, meta.range, receipt.bytes, receipt.crc32, meta.global_step};
 }
 
 shard_data read_shard(const std::string& dir, const std::string& file, bool header_only)
@@ -80,15 +72,9 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     // around 2^64 could otherwise match the file's size and reach resize().
     if (n > (std::numeric_limits<std::uint64_t>::max() - fixed_header - json_bytes - 4) / per_value)
         throw error(fmt::format("{} is truncated ({} bytes, its metadata names {} values)", file, size, n));
-    const std::uint64_t expected = fixed_header + json_bytes + per_value * n + 4;
-    if (size != expected)
-        throw error(fmt::format("{} is {} ({} of {} bytes)", file, size < expected ? "truncated" : "too long", size, expected));
+    check_framed_size(f, file, fixed_header + json_bytes + per_value * n + 4);
     if (header_only) return d;
-    if (bytes.size() != size) throw error(fmt::format("{} changed while it was read", file));
-    std::uint32_t stored = 0;
-    std::memcpy(&stored, bytes.data() + size - 4, 4);
-    if (crc32_of(0, bytes.data(), size - 4) != stored) throw error(fmt::format("{} is corrupt (checksum mismatch)", file));
-    d.crc32 = stored;
+    d.crc32 = check_framed_checksum(f, file);
     const char* p = bytes.data() + fixed_header + json_bytes;
     d.values.resize(n);
     d.state.resize(n * static_cast<std::size_t>(d.meta.state_slots));

@@ -12,7 +12,6 @@
 #include <functional>
 #include <map>
 #include <set>
-#include <thread>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -54,21 +53,9 @@ void prepare_directory(const std::string& dir)
 
 shard_data read_new_shard(const std::string& dir, const std::string& file, std::chrono::milliseconds patience)
 {
-    const auto deadline = std::chrono::steady_clock::now() + patience;
-    auto pause = std::chrono::milliseconds(20);
-    for (;;) {
-        try {
-            return read_shard(dir, file, true);
-        } catch (const missing_file&) {
-            if (std::chrono::steady_clock::now() + pause > deadline) throw;
-        }
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::milliseconds(1000));
-        // Reading the directory refreshes an NFS client's cached view of it.
-        std::error_code ec;
-        for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        }
-    }
+    shard_data d;
+    retry_while_missing(dir, patience, [&] { d = read_shard(dir, file, true); });
+    return d;
 }
 
 std::string check_size(const std::string& dir, const shard_entry& s)

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <thread>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -107,15 +106,8 @@ table_entry write_tables(const std::string& dir, table_meta meta, std::span<cons
         meta.removed.push_back(removed.back().size());
     }
     const std::string name = table_name(meta.global_step, meta.ps_index, meta.num_ps);
-    const std::string json = meta_to_json(meta).dump();
-    const std::uint32_t version = format_version, json_bytes = static_cast<std::uint32_t>(json.size());
-    atomic_file f(dir, name);
-    {
+    const auto receipt = write_framed(dir, name, table_magic, format_version, meta_to_json(meta).dump(), [&](atomic_file& f) {
         buffered out(f);
-        out.put(table_magic, sizeof table_magic);
-        out.put(&version, sizeof version);
-        out.put(&json_bytes, sizeof json_bytes);
-        out.put(json.data(), json.size());
         for (std::size_t i = 0; i < tables.size(); ++i) {
             std::uint64_t written = 0;
             const auto put_row = [&](const ps::embedding_row& r) {
@@ -131,16 +123,13 @@ table_entry write_tables(const std::string& dir, table_meta meta, std::span<cons
             out.put(removed[i].data(), removed[i].size() * sizeof(std::uint64_t));
         }
         out.flush();
-    }
-    const std::uint32_t crc = f.crc();
-    f.write(&crc, sizeof crc);
-    f.commit();
+    });
     table_entry e;
     e.file = name;
     e.ps = meta.ps_index;
     e.num_ps = meta.num_ps;
-    e.bytes = f.size();
-    e.crc32 = crc;
+    e.bytes = receipt.bytes;
+    e.crc32 = receipt.crc32;
     e.full = meta.full;
     e.base_step = meta.chain.front();
     e.chain = meta.chain;
@@ -171,14 +160,9 @@ table_data read_tables(const std::string& dir, const std::string& file, bool hea
         expected += d.meta.rows[i] * row_bytes(d.meta.tables[i]) + 8 * d.meta.removed[i];
         if (expected > size) break;
     }
-    if (size != expected)
-        throw error(fmt::format("{} is {} ({} of {} bytes)", file, size < expected ? "truncated" : "too long", size, expected));
+    check_framed_size(f, file, expected);
     if (header_only) return d;
-    if (bytes.size() != size) throw error(fmt::format("{} changed while it was read", file));
-    std::uint32_t stored = 0;
-    std::memcpy(&stored, bytes.data() + size - 4, 4);
-    if (crc32_of(0, bytes.data(), size - 4) != stored) throw error(fmt::format("{} is corrupt (checksum mismatch)", file));
-    d.crc32 = stored;
+    d.crc32 = check_framed_checksum(f, file);
     const char* p = bytes.data() + fixed_header + json_bytes;
     std::vector<float> floats;
     for (std::size_t i = 0; i < d.meta.tables.size(); ++i) {
@@ -212,31 +196,22 @@ table_data read_tables(const std::string& dir, const std::string& file, bool hea
 
 table_entry read_new_table_entry(const std::string& dir, const std::string& file, std::chrono::milliseconds patience)
 {
-    const auto deadline = std::chrono::steady_clock::now() + patience;
-    auto pause = std::chrono::milliseconds(20);
-    for (;;) {
-        try {
-            const auto d = read_tables(dir, file, true);
-            table_entry e;
-            e.file = file;
-            e.ps = d.meta.ps_index;
-            e.num_ps = d.meta.num_ps;
-            e.bytes = d.bytes;
-            // The checksum is the file's last 4 bytes.
-            const int fd = ::open(path_of(dir, file).c_str(), O_RDONLY | O_CLOEXEC);
-            const bool ok = fd >= 0 && ::pread(fd, &e.crc32, 4, static_cast<off_t>(d.bytes - 4)) == 4;
-            if (fd >= 0) ::close(fd);
-            if (!ok) throw error(fmt::format("{}: cannot read its checksum: {}", file, std::strerror(errno)));
-            e.full = d.meta.full;
-            e.base_step = d.meta.chain.front();
-            e.chain = d.meta.chain;
-            return e;
-        } catch (const missing_file&) {
-            if (std::chrono::steady_clock::now() + pause > deadline) throw;
-        }
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::milliseconds(1000));
-    }
+    table_data d;
+    retry_while_missing(dir, patience, [&] { d = read_tables(dir, file, true); });
+    table_entry e;
+    e.file = file;
+    e.ps = d.meta.ps_index;
+    e.num_ps = d.meta.num_ps;
+    e.bytes = d.bytes;
+    // The checksum is the file's last 4 bytes.
+    const int fd = ::open(path_of(dir, file).c_str(), O_RDONLY | O_CLOEXEC);
+    const bool ok = fd >= 0 && ::pread(fd, &e.crc32, 4, static_cast<off_t>(d.bytes - 4)) == 4;
+    if (fd >= 0) ::close(fd);
+    if (!ok) throw error(fmt::format("{}: cannot read its checksum: {}", file, std::strerror(errno)));
+    e.full = d.meta.full;
+    e.base_step = d.meta.chain.front();
+    e.chain = d.meta.chain;
+    return e;
 }
 
 }  // namespace pstrain::checkpoint
