@@ -33,7 +33,7 @@ model::wide_deep_config wide_deep_config_for(const train_options& o)
     c.embedding_dim = o.embedding_dim;
     c.hidden = o.hidden;
     c.combiner = model::parse_bag_combiner(o.embedding_combiner);
-    c.fm = o.model == "deepfm";
+    c.fm = o.family == model_family::deepfm;
     c.max_batch = std::max<std::size_t>(static_cast<std::size_t>(o.batch_size), eval_chunk);
     return c;
 }

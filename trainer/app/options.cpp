@@ -126,9 +126,13 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                    "seconds without progress after which a task names what it waits for, writes its threads' stacks "
                    "and exits with status 124 (0: never)")
         ->check(CLI::Range(0, 7 * 86400))->group(dist)->capture_default_str();
-    app.add_option("--progress", o.progress, "event (block on UCX's event fd) or spin (busy-poll)")
+    // Choices are words on the command line (their defaults as --help
+    // shows them), their types after the parse.
+    std::string progress = "event", shared_memory = "auto", normalize = "global", optimizer = "sgd", device = "auto",
+                job_comment = "on";
+    app.add_option("--progress", progress, "event (block on UCX's event fd) or spin (busy-poll)")
         ->check(CLI::IsMember({"event", "spin"}))->group(dist)->capture_default_str();
-    app.add_option("--shared-memory", o.shared_memory,
+    app.add_option("--shared-memory", shared_memory,
                    "auto (a PS reads gradients from and writes values into the memory of workers on its host) or off "
                    "(UCX messages only)")
         ->check(CLI::IsMember({"auto", "off"}))->group(dist)->capture_default_str();
@@ -143,7 +147,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->group(data);
     app.add_flag("--sample-with-replacement", o.sample_with_replacement,
                  "draw batches with replacement instead of a shuffled pass per epoch")->group(data);
-    app.add_option("--normalize", o.normalize,
+    app.add_option("--normalize", normalize,
                    "standardise the features by the training set's mean and stddev: global (one each) or per-channel")
         ->check(CLI::IsMember({"global", "per-channel"}))->group(data)->capture_default_str();
     app.add_option("--augment-shift", o.augment_shift,
@@ -186,7 +190,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40))->group(train)->capture_default_str();
     app.add_option("--batch-size", o.batch_size, "examples per worker step")
         ->check(CLI::Range(1, 1 << 20))->group(train)->capture_default_str();
-    app.add_option("--optimizer", o.optimizer, "sgd, momentum, adagrad or adam")
+    app.add_option("--optimizer", optimizer, "sgd, momentum, adagrad or adam")
         ->check(CLI::IsMember({"sgd", "momentum", "adagrad", "adam"}))->group(train)->capture_default_str();
     app.add_option("--learning-rate", o.learning_rate, "learning rate (> 0)")
         ->check(CLI::PositiveNumber)->group(train)->capture_default_str();
@@ -215,7 +219,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::IsMember({"any", "own"}))->group(ckpt)->capture_default_str();
 
     auto* compute = "Compute";
-    app.add_option("--device", o.device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
+    app.add_option("--device", device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group(compute)->capture_default_str();
     app.add_option("--threads", o.threads, "compute (BLAS) threads, and a PS task's update threads for a large shard (default: OMP_NUM_THREADS, else the CPUs Slurm gave the task: SLURM_CPUS_PER_TASK, else its share of SLURM_CPUS_ON_NODE, else the affinity mask)")
         ->check(CLI::Range(1, 1024))->group(compute);
@@ -227,7 +231,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_option("--tensorboard-dir", o.tensorboard_dir,
                    "the chief writes TensorBoard event files here (default with --checkpoint-dir: DIR/events; none: no files)")
         ->group(output);
-    app.add_option("--job-comment", o.job_comment,
+    app.add_option("--job-comment", job_comment,
                    "on: under Slurm the chief keeps its progress in the job's comment (squeue -o %k), at most every 30 s")
         ->check(CLI::IsMember({"on", "off"}))->group(output)->capture_default_str();
     app.add_flag("--profile", o.profile,
@@ -248,6 +252,14 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         app.parse(argc, argv);
         if (!o.log_format.empty()) log::set_format(log::parse_format(o.log_format));
         o.resume = resume == "own" ? resume_policy::own : resume_policy::any;
+        o.progress = progress == "spin" ? ucx_progress::spin : ucx_progress::event;
+        o.shared_memory = shared_memory == "auto";
+        o.normalize = normalize == "per-channel" ? pstrain::data::normalization::per_channel : pstrain::data::normalization::global;
+        o.optimizer = ps::parse_optimizer(optimizer);
+        o.device = device == "cpu"    ? pstrain::compute::device_kind::cpu
+                   : device == "cuda" ? pstrain::compute::device_kind::cuda
+                                      : pstrain::compute::device_kind::automatic;
+        o.job_comment = job_comment == "on";
         // With checkpoints and no --metrics-file, the metrics go beside the
         // checkpoints, where `pstrain status` finds them.
         if (o.metrics_file.empty() && !o.checkpoint_dir.empty()) o.metrics_file = o.checkpoint_dir + "/metrics.jsonl";
@@ -257,28 +269,33 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         if (!o.model_file.empty()) {
             o.spec = model::read_model_file(o.model_file);
             o.layers = true;
+            o.family = model_family::layers;
             o.model = o.spec.text();
         } else if (o.model == "wide-deep" || o.model == "deepfm" ||
                    (o.model == "mlp" && model_option->count() == 0 && holds_tsv(o.data_dir))) {
             if (o.model == "mlp") o.model = "deepfm";
+            o.family = o.model == "deepfm" ? model_family::deepfm : model_family::wide_deep;
             o.ctr = true;
             o.hidden = model::parse_hidden_units(hidden_option->count() > 0 ? o.hidden_units : "128,64");
-            if (o.device == "cuda")
+            if (o.device == pstrain::compute::device_kind::cuda)
                 throw error(fmt::format("--device cuda: --model {} runs on the CPU in this version: use --device cpu", o.model));
         } else if (o.model == "mlp") {
             o.hidden = model::parse_hidden_units(o.hidden_units);
-        } else if (o.model != "linear") {
+        } else if (o.model == "linear") {
+            o.family = model_family::linear;
+        } else {
             o.spec = model::parse_model_spec(o.model);
             o.layers = true;
+            o.family = model_family::layers;
         }
 #if defined(HAVE_CUDA) && !defined(HAVE_CUDNN)
         // Layer models need cuDNN on a GPU: refused before any data is
         // read, and --device auto keeps them on the CPU.
-        if (o.layers && o.device == "cuda" && !o.summary)
+        if (o.layers && o.device == pstrain::compute::device_kind::cuda && !o.summary)
             throw error(fmt::format("--device cuda: --model {} needs cuDNN, and this pstrain was built without it: install "
                                     "cuDNN beside the CUDA toolkit and rebuild, or use --device cpu",
                                     o.model));
-        if (o.layers && o.device == "auto") o.device = "cpu";
+        if (o.layers && o.device == pstrain::compute::device_kind::automatic) o.device = pstrain::compute::device_kind::cpu;
 #endif
         if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
             throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",

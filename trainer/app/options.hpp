@@ -2,6 +2,9 @@
 // `pstrain --help` and pstrain(1).
 #pragma once
 
+#include "pstrain/optimizer.hpp"
+#include "trainer/compute/backend.hpp"
+#include "trainer/data/dataset.hpp"
 #include "trainer/model/spec.hpp"
 
 #include <cstdint>
@@ -22,6 +25,17 @@ namespace pstrain::trainer {
 // directory).
 enum class resume_policy { any, own };
 
+// How a task's UCX worker waits for messages (--progress): blocked on its
+// event fd, or busy-polling.
+enum class ucx_progress { event, spin };
+
+// Which model --model (or --model-file, or a folder of .tsv files) names:
+// the mlp and linear presets, a layer model (a preset such as cnn, a layer
+// spec or a model file: `spec`), or a click-through model.
+enum class model_family { mlp, linear, layers, wide_deep, deepfm };
+
+// The options are parsed into these types once; the words a user types
+// and reads (help, errors, manifests) are the flags' own.
 struct train_options {
     // what to run
     bool standalone = false;
@@ -32,19 +46,20 @@ struct train_options {
     int task_index = -1;
     int bootstrap_timeout = 60;     // seconds
     int peer_timeout = 600;         // seconds without an answer from a peer
-    std::string progress = "event";
-    std::string shared_memory = "auto";  // auto: a PS maps the buffers of workers on its host; off: messages only
+    ucx_progress progress = ucx_progress::event;
+    bool shared_memory = true;      // --shared-memory auto: a PS maps the buffers of workers on its host; off: messages only
     double heartbeat_interval = 5;  // seconds between heartbeats; a peer silent for 6 of them is lost; 0: none
     int stall_timeout = 300;        // seconds without progress before a task reports its stacks and exits; 0: never
     // data
     std::string data_dir;
     bool sample_with_replacement = false;
-    std::string normalize = "global";  // global or per-channel
+    data::normalization normalize = data::normalization::global;  // --normalize global or per-channel
     int augment_shift = 0;              // random shifts of up to N pixels
     bool augment_flip = false;          // random horizontal flips
     bool skip_bad_lines = false;        // TSV: count and skip malformed lines instead of failing
     // model
-    std::string model = "mlp";
+    std::string model = "mlp";  // as typed (a layer model: its spec's text), for messages
+    model_family family = model_family::mlp;
     std::string hidden_units = "100";
     std::vector<int> hidden;  // parsed from hidden_units
     std::string model_file;   // a JSON model description
@@ -66,7 +81,7 @@ struct train_options {
     // training
     std::int64_t train_steps = 1000;
     int batch_size = 100;
-    std::string optimizer = "sgd";
+    ps::optimizer_kind optimizer = ps::optimizer_kind::sgd;  // its word: ps::optimizer_name
     float learning_rate = 0.01f;
     std::uint64_t seed = 1;
     std::int64_t eval_every = 0;   // 0: at the end only
@@ -78,13 +93,13 @@ struct train_options {
     int full_checkpoint_every = 10; // embedding tables: every Nth save of a PS is full, the others incremental
     resume_policy resume = resume_policy::any;
     // compute
-    std::string device = "auto";
+    compute::device_kind device = compute::device_kind::automatic;  // --device auto, cpu or cuda
     int threads = 0;
     // output
     std::int64_t log_every = 100;
     std::string metrics_file;
     std::string tensorboard_dir;    // empty: none; default with --checkpoint-dir: DIR/events
-    std::string job_comment = "on";  // the chief's status in the Slurm job's comment (squeue -o %k)
+    bool job_comment = true;        // --job-comment on: the chief's status in the Slurm job's comment (squeue -o %k)
     std::string log_level = "info";
     bool profile = false;           // log each task's time_profile at the end
     std::string log_format;         // text or json; empty: PSTRAIN_LOG_FORMAT, else text

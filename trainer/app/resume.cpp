@@ -18,8 +18,8 @@ checkpoint::manifest manifest_for(const session& s, const train_options& o, std:
     m.model = s.shape().describe();
     m.num_params = s.shape().num_params();
     for (const auto& t : s.shape().tensors()) m.tensors.push_back({{"name", t.name}, {"shape", t.shape}});
-    m.optimizer = o.optimizer;
-    m.state_slots = ps::state_slots(ps::parse_optimizer(o.optimizer));
+    m.optimizer = ps::optimizer_name(o.optimizer);
+    m.state_slots = ps::state_slots(o.optimizer);
     m.seed = o.seed;
     m.batch_size = o.batch_size;
     return m;
@@ -32,9 +32,9 @@ void check_compatible(const checkpoint::manifest& m, const session& s, const tra
         throw error(fmt::format("{} holds the model '{}' ({} parameters) but this job builds '{}' ({} parameters): use the "
                                 "same --model (and --hidden-units) and data, or another --checkpoint-dir",
                                 name, m.model, m.num_params, s.shape().describe(), s.shape().num_params()));
-    if (m.optimizer != o.optimizer)
+    if (const auto mine = ps::optimizer_name(o.optimizer); m.optimizer != mine)
         throw error(fmt::format("{} was trained with --optimizer {} but this job uses {}: pass --optimizer {}, or another "
-                                "--checkpoint-dir", name, m.optimizer, o.optimizer, m.optimizer));
+                                "--checkpoint-dir", name, m.optimizer, mine, m.optimizer));
 }
 
 std::optional<checkpoint::job_identity> current_job(const std::function<const char*(const char*)>& env)

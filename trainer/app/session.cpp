@@ -20,9 +20,7 @@ const model::tensor_model& session::shape() const
 session open_session(const train_options& o, int worker)
 {
     session s;
-    compute::device_kind kind = o.device == "cpu"    ? compute::device_kind::cpu
-                                : o.device == "cuda" ? compute::device_kind::cuda
-                                                     : compute::device_kind::automatic;
+    compute::device_kind kind = o.device;
     // The CPUs Slurm gave this task, unless told otherwise (threads.hpp).
     if (o.ctr && kind == compute::device_kind::automatic) {
         // The click-through models run on the CPU in this version (options.cpp refuses --device cuda).
@@ -40,18 +38,18 @@ session open_session(const train_options& o, int worker)
         if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
         return s;
     }
-    if (o.model == "linear") {
+    if (o.family == model_family::linear) {
         s.data = data::make_linear(1000, 200, o.seed);
         s.net = model::make_linear(*s.backend, static_cast<std::size_t>(o.batch_size));
     } else if (o.layers) {
-        s.data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
+        s.data = data::load_directory(o.data_dir, o.normalize);
         if (s.data.train.num_classes < 2)
             throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
         s.net = model::make_sequential(*s.backend, o.spec, model::data_shape(s.data.train), s.data.train.num_classes,
                                        static_cast<std::size_t>(o.batch_size),
                                        o.seed * 1000003u + static_cast<std::uint64_t>(worker));
     } else {
-        s.data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
+        s.data = data::load_directory(o.data_dir, o.normalize);
         if (s.data.train.num_classes < 2)
             throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
         s.net = model::make_mlp(*s.backend, static_cast<int>(s.data.train.cols), o.hidden, s.data.train.num_classes,
@@ -82,12 +80,12 @@ int print_summary(const train_options& o)
         fmt::print("  dense parameters: {}\n", total);
         return 0;
     }
-    if (o.model == "linear") {
+    if (o.family == model_family::linear) {
         model::model_spec spec = model::parse_model_spec("dense:1,loss:mse");
         fmt::print("model linear: y = w x + b on one feature, squared error\n{}", model::summary(spec, {false, 1, 1, 1}, 1));
         return 0;
     }
-    auto data = data::load_directory(o.data_dir, o.normalize == "per-channel" ? data::normalization::per_channel : data::normalization::global);
+    auto data = data::load_directory(o.data_dir, o.normalize);
     if (data.train.num_classes < 2) throw error(fmt::format("{}: the labels name fewer than 2 classes", o.data_dir));
     model::model_spec spec;
     std::string title;
@@ -111,7 +109,7 @@ int print_summary(const train_options& o)
 ps::optimizer_config optimizer_from(const train_options& o)
 {
     ps::optimizer_config cfg;
-    cfg.kind = ps::parse_optimizer(o.optimizer);
+    cfg.kind = o.optimizer;
     cfg.learning_rate = o.learning_rate;
     return cfg;
 }

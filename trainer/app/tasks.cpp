@@ -30,7 +30,7 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     c.optimizer = optimizer_from(o);
     c.sync = o.sync_replicas;
     c.replicas_to_aggregate = o.replicas_to_aggregate;
-    c.share_memory = o.shared_memory == "auto";
+    c.share_memory = o.shared_memory;
     c.tables = embedding_tables_for(o);
     // A PS's CPUs share its large updates (threads.hpp: --threads, else Slurm's share).
     c.update_threads = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus()).threads;
@@ -216,7 +216,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
     ucx::heartbeat_config beats;
     beats.interval = std::chrono::milliseconds(static_cast<long long>(o.heartbeat_interval * 1000 + 0.5));
     bootstrap::start_vote vote;
-    auto net = bootstrap::connect(j, o.progress == "spin" ? ucx::progress_mode::spin : ucx::progress_mode::event,
+    auto net = bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
                                   std::chrono::seconds(o.bootstrap_timeout), beats, &vote);
     // The others may take a while to load their data.
     const auto vote_within = std::chrono::seconds(std::max(o.bootstrap_timeout, o.stall_timeout));

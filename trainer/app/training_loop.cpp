@@ -41,7 +41,7 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
     if (s.ctr)
         for (const auto& t : s.ctr->tables()) c.table_dims.push_back(static_cast<std::uint32_t>(t.dim));
     c.timeout = std::chrono::seconds(o.peer_timeout);
-    c.share_memory = o.shared_memory == "auto";
+    c.share_memory = o.shared_memory;
     c.worker_names = who.worker_names;
     return c;
 }
@@ -116,7 +116,7 @@ public:
         // the directory as it found it.
         std::optional<checkpoint::manifest> resumed;
         if (chief()) {
-            if (auto id = job_comment::job_id(); id && o_.job_comment == "on") comment_.emplace(*id);
+            if (auto id = job_comment::job_id(); id && o_.job_comment) comment_.emplace(*id);
             resumed = find_checkpoint();
             if (resumed && static_cast<std::int64_t>(resumed->global_step) >= o_.train_steps) return nothing_left(*resumed);
             report_config rc;

@@ -30,7 +30,8 @@ train_options linear_options()
 {
     train_options o;
     o.model = "linear";
-    o.device = "cpu";
+    o.family = model_family::linear;
+    o.device = pstrain::compute::device_kind::cpu;
     o.threads = 1;
     return o;
 }

@@ -16,7 +16,9 @@
 #include <vector>
 
 using pstrain::trainer::parse_command_line;
+using pstrain::trainer::model_family;
 using pstrain::trainer::train_options;
+using pstrain::trainer::ucx_progress;
 
 namespace {
 
@@ -80,8 +82,8 @@ BOOST_AUTO_TEST_CASE(defaults_when_no_flag_is_given)
     BOOST_TEST(o.task_index == -1);
     BOOST_TEST(o.bootstrap_timeout == 60);
     BOOST_TEST(o.peer_timeout == 600);
-    BOOST_TEST(o.progress == "event");
-    BOOST_TEST(o.shared_memory == "auto");
+    BOOST_TEST((o.progress == ucx_progress::event));
+    BOOST_TEST(o.shared_memory);
     BOOST_TEST(o.data_dir == PSTRAIN_DEFAULT_DATA_DIR);
     BOOST_TEST(!o.sample_with_replacement);
     BOOST_TEST(o.model == "mlp");
@@ -89,7 +91,7 @@ BOOST_AUTO_TEST_CASE(defaults_when_no_flag_is_given)
     BOOST_TEST(o.hidden == std::vector<int>{100}, boost::test_tools::per_element());
     BOOST_TEST(o.train_steps == 1000);
     BOOST_TEST(o.batch_size == 100);
-    BOOST_TEST(o.optimizer == "sgd");
+    BOOST_TEST((o.optimizer == pstrain::ps::optimizer_kind::sgd));
     BOOST_TEST(o.learning_rate == 0.01f);
     BOOST_TEST(o.seed == 1u);
     BOOST_TEST(o.eval_every == 0);
@@ -97,7 +99,7 @@ BOOST_AUTO_TEST_CASE(defaults_when_no_flag_is_given)
     BOOST_TEST(o.save_checkpoint_secs == 600);
     BOOST_TEST(o.save_checkpoint_steps == 0);
     BOOST_TEST(o.keep_checkpoints == 5);
-    BOOST_TEST(o.device == "auto");
+    BOOST_TEST((o.device == pstrain::compute::device_kind::automatic));
     BOOST_TEST(o.threads == 0);
     BOOST_TEST(o.log_every == 100);
     BOOST_TEST(o.metrics_file.empty());
@@ -126,8 +128,8 @@ BOOST_AUTO_TEST_CASE(every_accepted_flag_lands_in_its_field)
     BOOST_TEST(o.task_index == 4);
     BOOST_TEST(o.bootstrap_timeout == 30);
     BOOST_TEST(o.peer_timeout == 45);
-    BOOST_TEST(o.progress == "spin");
-    BOOST_TEST(o.shared_memory == "off");
+    BOOST_TEST((o.progress == ucx_progress::spin));
+    BOOST_TEST(!o.shared_memory);
     BOOST_TEST(o.data_dir == "/data/x");
     BOOST_TEST(o.sample_with_replacement);
     BOOST_TEST(o.model == "mlp");
@@ -135,7 +137,7 @@ BOOST_AUTO_TEST_CASE(every_accepted_flag_lands_in_its_field)
     BOOST_TEST(o.hidden == (std::vector<int>{256, 128}), boost::test_tools::per_element());
     BOOST_TEST(o.train_steps == 6000);
     BOOST_TEST(o.batch_size == 50);
-    BOOST_TEST(o.optimizer == "adam");
+    BOOST_TEST((o.optimizer == pstrain::ps::optimizer_kind::adam));
     BOOST_TEST(o.learning_rate == 0.001f);
     BOOST_TEST(o.seed == 7u);
     BOOST_TEST(o.eval_every == 3000);
@@ -143,7 +145,7 @@ BOOST_AUTO_TEST_CASE(every_accepted_flag_lands_in_its_field)
     BOOST_TEST(o.save_checkpoint_secs == 0);
     BOOST_TEST(o.save_checkpoint_steps == 100);
     BOOST_TEST(o.keep_checkpoints == 2);
-    BOOST_TEST(o.device == "cpu");
+    BOOST_TEST((o.device == pstrain::compute::device_kind::cpu));
     BOOST_TEST(o.threads == 3);
     BOOST_TEST(o.log_every == 10);
     BOOST_TEST(o.metrics_file == "m.jsonl");
@@ -168,6 +170,7 @@ BOOST_AUTO_TEST_CASE(the_linear_model_has_no_hidden_layers)
 {
     const auto o = accepted({"--model", "linear", "--hidden-units", "64"});
     BOOST_TEST(o.model == "linear");
+    BOOST_TEST((o.family == model_family::linear));
     BOOST_TEST(o.hidden.empty());
 }
 
@@ -241,11 +244,11 @@ BOOST_AUTO_TEST_CASE(model_presets_and_layer_specs)
     const auto aug = accepted({"--augment-shift", "2", "--augment-flip", "--normalize", "per-channel"});
     BOOST_TEST(aug.augment_shift == 2);
     BOOST_TEST(aug.augment_flip);
-    BOOST_TEST(aug.normalize == "per-channel");
+    BOOST_TEST((aug.normalize == pstrain::data::normalization::per_channel));
     const auto plain = accepted({});
     BOOST_TEST(plain.augment_shift == 0, "augmentation is off by default");
     BOOST_TEST(!plain.augment_flip);
-    BOOST_TEST(plain.normalize == "global");
+    BOOST_TEST((plain.normalize == pstrain::data::normalization::global));
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_layer_is_one_line_naming_it)
@@ -277,11 +280,11 @@ BOOST_AUTO_TEST_CASE(cuda_takes_layer_models_where_cudnn_is_built)
     expect_error({"--model", "cnn", "--device", "cuda"},
                  "--device cuda: --model cnn needs cuDNN, and this pstrain was built without it: install cuDNN beside the CUDA "
                  "toolkit and rebuild, or use --device cpu");
-    BOOST_TEST(accepted({"--model", "cnn"}).device == "cpu");
+    BOOST_TEST((accepted({"--model", "cnn"}).device == pstrain::compute::device_kind::cpu));
 #elif defined(HAVE_CUDNN)
-    BOOST_TEST(accepted({"--model", "cnn", "--device", "cuda"}).device == "cuda");
+    BOOST_TEST((accepted({"--model", "cnn", "--device", "cuda"}).device == pstrain::compute::device_kind::cuda));
     BOOST_TEST(accepted({"--model", "dense:10", "--device", "cuda"}).layers);
-    BOOST_TEST(accepted({"--model", "cnn"}).device == "auto", "auto: the GPU when one is visible");
+    BOOST_TEST((accepted({"--model", "cnn"}).device == pstrain::compute::device_kind::automatic), "auto: the GPU when one is visible");
 #endif
     BOOST_TEST(accepted({"--model", "cnn", "--device", "cuda", "--summary"}).summary, "--summary needs no device");
 }
@@ -300,6 +303,7 @@ BOOST_AUTO_TEST_CASE(tsv_data_trains_wide_deep)
     auto o = accepted({"--data-dir", dir});
     BOOST_TEST(o.ctr);
     BOOST_TEST(o.model == "deepfm");
+    BOOST_TEST((o.family == model_family::deepfm));
     BOOST_TEST(o.hidden == (std::vector<int>{128, 64}), boost::test_tools::per_element());
     BOOST_TEST(o.embedding_dim == 16);
     BOOST_TEST(o.embedding_optimizer == "adagrad");

@@ -120,9 +120,10 @@ train_options linear_options()
 {
     train_options o;
     o.model = "linear";
-    o.device = "cpu";
+    o.family = model_family::linear;
+    o.device = pstrain::compute::device_kind::cpu;
     o.threads = 1;
-    o.optimizer = "adam";
+    o.optimizer = pstrain::ps::optimizer_kind::adam;
     o.seed = 7;
     o.batch_size = 20;
     o.checkpoint_dir = "/ckpt";
@@ -169,7 +170,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_or_optimizer_is_refused_namin
                "job builds 'linear' (2 parameters): use the same --model (and --hidden-units) and data, or another "
                "--checkpoint-dir");
     const auto adam = manifest_for(s, o, 40, "sync");
-    o.optimizer = "sgd";
+    o.optimizer = pstrain::ps::optimizer_kind::sgd;
     BOOST_TEST(refusal_of(adam, s, o) ==
                "the checkpoint at global step 40 in /ckpt was trained with --optimizer adam but this job uses sgd: pass "
                "--optimizer adam, or another --checkpoint-dir");

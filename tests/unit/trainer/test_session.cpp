@@ -12,7 +12,8 @@ BOOST_AUTO_TEST_CASE(the_linear_model_gets_its_synthetic_data_and_two_parameters
 {
     train_options o;
     o.model = "linear";
-    o.device = "cpu";
+    o.family = model_family::linear;
+    o.device = pstrain::compute::device_kind::cpu;
     o.threads = 1;
     const auto s = open_session(o);
     BOOST_TEST_REQUIRE(static_cast<bool>(s.net));
@@ -28,7 +29,7 @@ BOOST_AUTO_TEST_CASE(the_linear_model_gets_its_synthetic_data_and_two_parameters
 BOOST_AUTO_TEST_CASE(the_ps_optimizer_is_the_one_the_options_name_at_their_learning_rate)
 {
     train_options o;
-    o.optimizer = "momentum";
+    o.optimizer = pstrain::ps::optimizer_kind::momentum;
     o.learning_rate = 0.25f;
     const auto c = optimizer_from(o);
     BOOST_TEST((c.kind == pstrain::ps::optimizer_kind::momentum));
