@@ -50,13 +50,14 @@ inline trainer::train_options linear_run(const std::string& dir, std::int64_t tr
     trainer::train_options o;
     o.standalone = true;
     o.model = "linear";
-    o.device = "cpu";
+    o.family = trainer::model_family::linear;
+    o.device = compute::device_kind::cpu;
     o.threads = 1;
     o.batch_size = 10;
     o.train_steps = train_steps;
     o.checkpoint_dir = dir;
     o.save_checkpoint_secs = 0;
-    o.job_comment = "off";
+    o.job_comment = false;
     return o;
 }
 
