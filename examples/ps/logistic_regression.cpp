@@ -10,7 +10,7 @@
 //
 //   * A PS task runs ps::server with plain SGD; its step_completed hook ends
 //     training at --steps global steps.
-//   * Every worker trains on its own shard of the training set (example j
+//   * Every worker trains on its own share of the training set (example j
 //     belongs to worker j mod M): it computes a mini-batch gradient into the
 //     client's grads() and pushes it; the reply brings the new values into
 //     params().  Sync (default): the PS averages one gradient per worker
@@ -51,8 +51,8 @@ namespace {
 
 struct options {
     bool standalone = false;
-    int workers = 2;             // --standalone only: worker threads
-    std::uint64_t steps = 300;   // global steps
+    int workers = 2;            // --standalone only: worker threads
+    std::uint64_t steps = 300;  // global steps
     int features = 20;
     int train_examples = 8000, test_examples = 2000;
     int batch = 32;
@@ -107,7 +107,7 @@ options parse_options(int argc, char** argv)
 // --------------------------------------------------------------- data
 //
 // Counter-based: example j of a set is a pure function of (seed, set, j),
-// so a worker generates only its own shard, every task agrees on every
+// so a worker generates only its own share, every task agrees on every
 // example, and the numbers are the same with any C++ standard library.
 
 std::uint64_t splitmix64(std::uint64_t x)
@@ -123,7 +123,7 @@ public:
     explicit rng(std::uint64_t seed) : s_(splitmix64(seed)) {}
     std::uint64_t next() { return splitmix64(s_++); }
     double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-    double normal()  // Box-Muller
+    double normal()                                                             // Box-Muller
     {
         const double u = 1.0 - uniform(), v = uniform();
         return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
@@ -175,10 +175,11 @@ void add_example(const problem& p, std::uint64_t seed, set_id set, std::uint64_t
 }
 
 // Worker `index` of `workers`: examples j with j mod workers == index.
-examples make_shard(const problem& p, const options& o, int index, int workers)
+examples make_share(const problem& p, const options& o, int index, int workers)
 {
     examples e;
-    for (int j = index; j < o.train_examples; j += workers) add_example(p, o.seed, set_id::train, static_cast<std::uint64_t>(j), e);
+    for (int j = index; j < o.train_examples; j += workers)
+        add_example(p, o.seed, set_id::train, static_cast<std::uint64_t>(j), e);
     return e;
 }
 
@@ -201,7 +202,8 @@ double logit(std::span<const float> w, const float* x, int d)
 }
 
 // The mean log-loss gradient of a mini-batch into `grad`; returns the loss.
-double gradient(std::span<const float> w, const examples& data, std::span<const std::size_t> rows, int d, std::span<float> grad)
+double gradient(std::span<const float> w, const examples& data, std::span<const std::size_t> rows, int d,
+                std::span<float> grad)
 {
     std::fill(grad.begin(), grad.end(), 0.0f);
     double loss = 0;
@@ -260,17 +262,17 @@ void run_ps(const options& o, ps::transport& net, int index, int num_ps)
                      static_cast<unsigned long long>(server.stale_gradients()));
 }
 
-// Trains on `shard` until a reply says training is done; returns the last
+// Trains on `share` until a reply says training is done; returns the last
 // batch's loss.
-double train(const options& o, ps::client& client, const examples& shard, int d, int index)
+double train(const options& o, ps::client& client, const examples& share, int d, int index)
 {
     rng batches(stream(o.seed, set_id::train, 1000003ULL * static_cast<std::uint64_t>(index + 1)));
     std::vector<std::size_t> rows(static_cast<std::size_t>(o.batch));
     std::uint64_t local_steps = 0, next_report = 100;
     double loss = 0;
     while (!client.done()) {
-        for (auto& r : rows) r = static_cast<std::size_t>(batches.next() % shard.size());
-        loss = gradient(client.params(), shard, rows, d, client.grads());
+        for (auto& r : rows) r = static_cast<std::size_t>(batches.next() % share.size());
+        loss = gradient(client.params(), share, rows, d, client.grads());
         client.step(++local_steps);  // push, and wait for the new values
         if (index == 0 && client.global_step() >= next_report) {
             std::fprintf(stderr, "logistic_regression[worker 0]: step %llu, batch loss %.4f\n",
@@ -290,8 +292,8 @@ int run_worker(const options& o, ps::transport& net, int index, int num_ps, int 
 {
     const problem p = make_problem(o);
     const int d = p.d;
-    const examples shard = make_shard(p, o, index, num_workers);
-    if (shard.size() == 0)
+    const examples share = make_share(p, o, index, num_workers);
+    if (share.size() == 0)
         throw pstrain::error("worker " + std::to_string(index) + " has no training examples: use fewer than " +
                              std::to_string(o.train_examples) + " workers");
 
@@ -305,19 +307,20 @@ int run_worker(const options& o, ps::transport& net, int index, int num_ps, int 
     if (index != 0) {
         ps::client client(net, cc);
         client.wait(client.async_pull());
-        train(o, client, shard, d, index);
+        train(o, client, share, d, index);
         return 0;
     }
 
     ps::chief_client client(net, cc);
     std::fill(client.params().begin(), client.params().end(), 0.0f);  // zeros: logistic regression is convex
     client.wait(client.async_init());
-    const double loss = train(o, client, shard, d, index);
+    const double loss = train(o, client, share, d, index);
 
     const examples test = make_test_set(p, o);
     const std::span<const float> w = client.params();
-    const double acc = accuracy(w, test, d), cos = cosine(w.first(static_cast<std::size_t>(d)),
-                                                           std::span<const float>(p.true_w).first(static_cast<std::size_t>(d)));
+    const double acc = accuracy(w, test, d),
+                 cos = cosine(w.first(static_cast<std::size_t>(d)),
+                              std::span<const float>(p.true_w).first(static_cast<std::size_t>(d)));
     const double true_acc = accuracy(p.true_w, test, d);
     const std::uint64_t steps = client.global_step();
     client.shutdown();  // every PS ends and exits
@@ -327,8 +330,8 @@ int run_worker(const options& o, ps::transport& net, int index, int num_ps, int 
                 true_acc, o.min_accuracy);
     std::fflush(stdout);
     if (acc < o.min_accuracy) {
-        std::fprintf(stderr, "logistic_regression[worker 0]: error: test accuracy %.4f is below --min-accuracy %.4f\n", acc,
-                     o.min_accuracy);
+        std::fprintf(stderr, "logistic_regression[worker 0]: error: test accuracy %.4f is below --min-accuracy %.4f\n",
+                     acc, o.min_accuracy);
         return 1;
     }
     return 0;

@@ -23,8 +23,8 @@ struct job {
     task_id me{role::worker, 0};
     int num_ps = 0;
     int num_workers = 0;
-    cluster_spec spec;         // host:port of every task
-    std::string source;        // "PMIx and the SPANK plugin", "TF_CONFIG", "--ps-hosts/--worker-hosts"
+    cluster_spec spec;   // host:port of every task
+    std::string source;  // "PMIx and the SPANK plugin", "TF_CONFIG", "--ps-hosts/--worker-hosts"
     // The key peers prove they hold (transport/handshake.hpp).  PMIx: made
     // by rank 0 when connecting and shared with the step's ranks only.  A
     // static spec: PSTRAIN_AUTH_KEY or PSTRAIN_AUTH_KEY_FILE; without them
@@ -32,7 +32,7 @@ struct job {
     std::optional<ucx::auth_key> key;
 
     bool is_chief() const { return me.role == role::worker && me.index == 0; }
-    std::string name() const;                   // "worker 1"
+    std::string name() const;                        // "worker 1"
     std::string peer_name(role r, int index) const;  // "ps 0 (n1)"
 };
 
@@ -68,10 +68,10 @@ struct pmix_rank {
 // (PSTRAIN_CLUSTER): the index must be in it and PMIx's host the spec's.
 // Throws pstrain::error naming the rank and what disagrees.
 struct step_ranks {
-    std::vector<task_id> tasks;                             // by rank
-    std::vector<std::string> names;                         // by rank: "worker 0 (n1, the chief)"
+    std::vector<task_id> tasks;                            // by rank
+    std::vector<std::string> names;                        // by rank: "worker 0 (n1, the chief)"
     std::vector<std::span<const std::uint8_t>> addresses;  // by rank, into the pmix_ranks given
-    std::size_t chief = 0;                                  // the chief's rank
+    std::size_t chief = 0;                                 // the chief's rank
 };
 step_ranks place_ranks(const job& j, const std::vector<pmix_rank>& ranks);
 
@@ -126,9 +126,9 @@ private:
 // named in the error.  `beats`: heartbeats with every peer from then on
 // (a peer silent for beats.limit() fails, named with its address).
 // `vote`, when given, is made ready for start_vote::cast (under PMIx it
-// keeps the PMIx session open for its fence).
+// keeps the PMIx handle open for its fence).
 std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode progress, std::chrono::seconds timeout,
-                                                  ucx::heartbeat_config beats = {}, start_vote* vote = nullptr);
+                                            ucx::heartbeat_config beats = {}, start_vote* vote = nullptr);
 
 // The IPv4 address `host` resolves to here ("" when it does not).
 std::string resolve_address(const std::string& host);

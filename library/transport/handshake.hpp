@@ -1,6 +1,6 @@
 // The handshake every connection between a PS and a worker starts with:
 // proof, both ways, that the peer holds the job step's key, and the
-// session tokens that then mark each of the pair's messages.
+// pair tokens that then mark each of the pair's messages.
 //
 //   PS -> worker   challenge  {ps index, ps nonce}
 //   worker -> PS   response   {worker index, ps nonce, worker nonce,
@@ -52,11 +52,14 @@ struct pair_tokens {
 };
 
 // The proofs and tokens (exposed for the tests).
-mac worker_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
-mac ps_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
+mac worker_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+                 std::uint32_t worker);
+mac ps_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+             std::uint32_t worker);
 pair_tokens worker_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
-                       std::uint32_t worker);
-pair_tokens ps_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker);
+                          std::uint32_t worker);
+pair_tokens ps_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+                      std::uint32_t worker);
 
 #pragma pack(push, 1)
 struct challenge_frame {
@@ -76,7 +79,7 @@ struct response_frame {
     std::uint64_t address_bytes = 0;  // followed by the address
 };
 struct confirm_frame {
-    static constexpr std::uint32_t magic_value = 0x70736f6b;  // "psok"
+    static constexpr std::uint32_t magic_value = 0x70736f6b;    // "psok"
     static constexpr std::uint32_t refused_value = 0x7073726e;  // "psrn"
     std::uint32_t magic = magic_value;
     std::uint32_t ps_index = 0;
@@ -147,10 +150,10 @@ private:
 // the confirmation until `deadline`.  Throws pstrain::error when the PS
 // refuses or fails to prove that it holds the key.
 std::optional<pair_tokens> answer_challenge(engine& w, ucp_ep_h ep, const auth_key& key, std::uint32_t ps_index,
-                                        std::uint32_t worker_index, std::span<const std::uint8_t> address,
-                                        std::chrono::steady_clock::time_point challenge_by,
-                                        std::chrono::steady_clock::time_point deadline, const std::string& ps_name,
-                                        const std::function<bool()>& lost);
+                                            std::uint32_t worker_index, std::span<const std::uint8_t> address,
+                                            std::chrono::steady_clock::time_point challenge_by,
+                                            std::chrono::steady_clock::time_point deadline, const std::string& ps_name,
+                                            const std::function<bool()>& lost);
 
 // The tag of a message: channel (8 bits) | sender (24 bits) | token (32).
 struct tag_parts {

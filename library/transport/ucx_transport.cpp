@@ -15,7 +15,10 @@ public:
     bool complete() override { return r_.done(); }
     bool ok() const override { return r_.status() == UCS_OK; }
     std::size_t length() const override { return r_.length(); }
-    std::string failure() const override { return fmt::format("{} failed: {}", r_.what(), ucs_status_string(r_.status())); }
+    std::string failure() const override
+    {
+        return fmt::format("{} failed: {}", r_.what(), ucs_status_string(r_.status()));
+    }
     void cancel() override { r_.cancel(owner_); }
     void set_owner(ucp_worker_h w) { owner_ = w; }
 
@@ -95,9 +98,9 @@ void ucx_transport::beat()
             // One heartbeat in flight per peer: a peer that does not take
             // them does not pile them up here.
             if (!beat_send_[i].done()) continue;
-            beat_send_[i] = engine_->send(conns_.peers[i]->get(),
-                                          make_tag(heartbeat_channel, me_, conns_.tokens[i].send_token), &beat_out_,
-                                          sizeof beat_out_);
+            beat_send_[i] =
+                engine_->send(conns_.peers[i]->get(), make_tag(heartbeat_channel, me_, conns_.tokens[i].send_token),
+                              &beat_out_, sizeof beat_out_);
         }
     }
     for (auto i : silence_.check(now))
@@ -108,15 +111,15 @@ ucx_transport::~ucx_transport()
 {
     try {
         close(true);
-    } catch (...) {
-    }
+    } catch (...) {}
 }
 
 ps::transfer ucx_transport::send(std::size_t peer, ps::channel ch, const void* data, std::size_t bytes)
 {
     if (peer >= names_.size() || !conns_.peers[peer]) throw error(fmt::format("send to peer {}: no such peer", peer));
-    return wrap(engine_->send(conns_.data_ep(peer), make_tag(static_cast<std::uint8_t>(ch), me_, conns_.tokens[peer].send_token),
-                              data, bytes),
+    return wrap(engine_->send(conns_.data_ep(peer),
+                              make_tag(static_cast<std::uint8_t>(ch), me_, conns_.tokens[peer].send_token), data,
+                              bytes),
                 nullptr);
 }
 
@@ -153,7 +156,7 @@ void ucx_transport::guard()
     drop_foreign_messages();
 }
 
-// A message that reached this process without a session's token (UCX keeps
+// A message that reached this process without its pair's token (UCX keeps
 // what matches no receive): received into a scratch buffer, truncated, and
 // counted.  The first unexpected message of a peer of the job stops the
 // scan: it waits for its receive, and what queues behind it is seen later.
@@ -163,11 +166,11 @@ void ucx_transport::drop_foreign_messages()
         ucp_tag_recv_info_t info{};
         if (!ucp_tag_probe_nb(engine_->get(), 0, 0, 0, &info)) return;
         const auto t = split_tag(info.sender_tag);
-        const bool ours = t.channel == bootstrap_channel
-                              ? conns_.door != nullptr
-                              : (t.channel <= static_cast<std::uint8_t>(ps::channel::payload) || t.channel == heartbeat_channel) &&
-                                    t.sender < names_.size() &&
-                                    t.token == conns_.tokens[t.sender].recv_token;
+        const bool ours =
+            t.channel == bootstrap_channel
+                ? conns_.door != nullptr
+                : (t.channel <= static_cast<std::uint8_t>(ps::channel::payload) || t.channel == heartbeat_channel) &&
+                      t.sender < names_.size() && t.token == conns_.tokens[t.sender].recv_token;
         if (ours) return;
         ucp_tag_message_h m = ucp_tag_probe_nb(engine_->get(), info.sender_tag, tag_full_mask, 1, &info);
         if (!m) return;
@@ -177,7 +180,8 @@ void ucx_transport::drop_foreign_messages()
                             engine_->get());
         ++dropped_;
         if (dropped_ == 1 || dropped_ % 1000 == 0)
-            log::warn("dropped {} message{} from a process that did not pass the handshake (the last: {} bytes, tag {:#018x}): "
+            log::warn("dropped {} message{} from a process that did not pass the handshake (the last: {} bytes, tag "
+                      "{:#018x}): "
                       "only this job step's tasks may send to it",
                       dropped_, dropped_ == 1 ? "" : "s", info.length, info.sender_tag);
     }

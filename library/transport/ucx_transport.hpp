@@ -37,14 +37,14 @@ struct connections {
 };
 
 // Tags: channel (8 bits) | sender's index among its peers' peers (24 bits)
-// | the session's token for that direction (32 bits, handshake.hpp).
+// | the pair's token for that direction (32 bits, handshake.hpp).
 // Channel 2 carries the handshake (token 0).
 inline constexpr std::uint64_t tag_channel_mask = 0xff00000000000000ull;
 inline constexpr std::uint64_t tag_sender_mask = 0x00ffffff00000000ull;
 inline constexpr std::uint64_t tag_full_mask = ~0ull;
 inline constexpr std::uint8_t bootstrap_channel = 2;
 // Channel 3 carries heartbeats (heartbeat.hpp), on the failure-detecting
-// endpoints, with the session's tokens.
+// endpoints, with the pair's tokens.
 inline constexpr std::uint8_t heartbeat_channel = 3;
 inline std::uint64_t make_tag(std::uint8_t channel, std::uint32_t sender, std::uint32_t token = 0)
 {
@@ -73,7 +73,7 @@ public:
     void close(bool force) override;
 
     engine& ucx_engine() { return *engine_; }
-    // Messages dropped because they carried no session's token.
+    // Messages dropped because they carried no pair's token.
     std::uint64_t dropped() const { return dropped_; }
 
 private:
@@ -96,10 +96,10 @@ private:
     std::vector<request> drops_;
     std::vector<std::string> addresses_;
     silence_tracker silence_;
-    std::vector<std::uint64_t> beat_in_;   // one receive buffer per peer
-    std::vector<request> beat_recv_;       // the posted heartbeat receive per peer
-    std::vector<request> beat_send_;       // the last heartbeat sent per peer
-    std::vector<char> beat_posted_;        // beat_recv_[i] is a posted receive
+    std::vector<std::uint64_t> beat_in_;  // one receive buffer per peer
+    std::vector<request> beat_recv_;      // the posted heartbeat receive per peer
+    std::vector<request> beat_send_;      // the last heartbeat sent per peer
+    std::vector<char> beat_posted_;       // beat_recv_[i] is a posted receive
     std::uint64_t beat_out_ = 0;
 };
 

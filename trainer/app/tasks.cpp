@@ -33,7 +33,9 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     c.share_memory = o.shared_memory;
     c.tables = embedding_tables_for(o);
     // A PS's CPUs share its large updates (threads.hpp: --threads, else Slurm's share).
-    c.update_threads = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus()).threads;
+    c.update_threads = fit_threads(
+                           o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus())
+                           .threads;
     return c;
 }
 
@@ -51,9 +53,10 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
         for (const auto& t : spec->tables()) table_names.push_back(t.name);
     }
     h.table_full = [table_names](std::size_t table, std::uint64_t rows) {
-        log::warn("embedding table '{}' is full on this PS ({} rows, --max-table-rows): new keys read as zeros and are not "
-                  "learned; raise --max-table-rows, add PS tasks, or drop rare keys with --admit-after or --evict-after",
-                  table < table_names.size() ? table_names[table] : std::to_string(table), rows);
+        log::warn(
+            "embedding table '{}' is full on this PS ({} rows, --max-table-rows): new keys read as zeros and are not "
+            "learned; raise --max-table-rows, add PS tasks, or drop rare keys with --admit-after or --evict-after",
+            table < table_names.size() ? table_names[table] : std::to_string(table), rows);
     };
     // Embedding tables: each PS's chain of table files (checkpoint/table_chain.hpp).
     auto chains = std::make_shared<checkpoint::table_chains>(o.full_checkpoint_every);
@@ -68,7 +71,7 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
         m.optimizer = ps::optimizer_name(s.optimizer);
         m.state_slots = ps::state_slots(s.optimizer);
         m.updates = s.updates;
-        m.worker_batches.assign(s.positions.begin(), s.positions.end());
+        m.positions.assign(s.positions.begin(), s.positions.end());
         try {
             const auto t0 = std::chrono::steady_clock::now();
             auto e = checkpoint::write_shard(dir, m, s.values, s.state);
@@ -90,27 +93,30 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
         progress_meter::busy busy(*busy_meter, "reading its checkpoint shard");
         const auto m = checkpoint::read_manifest(dir, checkpoint::manifest_name(step));
         if (m.num_params != num_params)
-            throw error(fmt::format("{}/{} holds {} parameters but the chief's model has {}: was the checkpoint replaced "
-                                    "while the job started? Start it again", dir, checkpoint::manifest_name(step), m.num_params,
-                                    num_params));
+            throw error(
+                fmt::format("{}/{} holds {} parameters but the chief's model has {}: was the checkpoint replaced "
+                            "while the job started? Start it again",
+                            dir, checkpoint::manifest_name(step), m.num_params, num_params));
         auto d = checkpoint::load_range(dir, m, range);
-        return ps::shard_state{std::move(d.values), std::move(d.state), d.updates, m.worker_batches};
+        return ps::shard_state{std::move(d.values), std::move(d.state), d.updates, m.positions};
     };
-    h.restore_tables = [dir, busy_meter, chains](std::uint64_t step, int index, int num_ps, std::span<ps::embedding_table> tables) {
+    h.restore_tables = [dir, busy_meter, chains](std::uint64_t step, int index, int num_ps,
+                                                 std::span<ps::embedding_table> tables) {
         progress_meter::busy busy(*busy_meter, "reading its embedding table rows from the checkpoint");
         const auto m = checkpoint::read_manifest(dir, checkpoint::manifest_name(step));
         const auto t0 = std::chrono::steady_clock::now();
         const auto rows = chains->restore(dir, m, index, num_ps, tables);  // the next save starts this PS's own chain
         log::info("restored {} embedding rows (its keys' share of every saved PS's) from {} in {:.3f}s", rows,
                   checkpoint::manifest_name(step),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
     return h;
 }
 
 namespace {
 
-int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& net, progress_meter& meter, watchdog* dog)
+int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& net, progress_meter& meter,
+                watchdog* dog)
 {
     ps::server s(net, server_config_for(o, j.me.index, j.num_ps), server_hooks_for(o, &meter));
     watchdog::source watched(dog, [&s] { return s.activity(); });
@@ -123,7 +129,8 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
 }
 
 // The stall watchdog of --stall-timeout, none with 0.
-std::unique_ptr<watchdog> watchdog_for(const train_options& o, progress_meter& meter, std::string task, bool sync_worker)
+std::unique_ptr<watchdog> watchdog_for(const train_options& o, progress_meter& meter, std::string task,
+                                       bool sync_worker)
 {
     if (o.stall_timeout <= 0) return nullptr;
     meter.warn_busy_after(std::chrono::seconds(o.stall_timeout) / 2, o.stall_timeout);
@@ -216,8 +223,9 @@ int run_distributed(const train_options& o, bootstrap::job j)
     ucx::heartbeat_config beats;
     beats.interval = std::chrono::milliseconds(static_cast<long long>(o.heartbeat_interval * 1000 + 0.5));
     bootstrap::start_vote vote;
-    auto net = bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
-                                  std::chrono::seconds(o.bootstrap_timeout), beats, &vote);
+    auto net =
+        bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
+                           std::chrono::seconds(o.bootstrap_timeout), beats, &vote);
     // The others may take a while to load their data.
     const auto vote_within = std::chrono::seconds(std::max(o.bootstrap_timeout, o.stall_timeout));
     if (!startup_error.empty() || j.me.role == role::ps) vote.cast(startup_error, vote_within);
@@ -240,7 +248,8 @@ int run_distributed(const train_options& o, bootstrap::job j)
             try {
                 code = run_training_loop(o, who, voting);
             } catch (const error& e) {
-                if (!voting.voted()) vote.cast(e.what(), vote_within);  // reports it here, or stops with a line naming who did
+                if (!voting.voted())
+                    vote.cast(e.what(), vote_within);  // reports it here, or stops with a line naming who did
                 throw;
             } catch (...) {
                 // Not a configuration error: this task's own line says what,
@@ -248,8 +257,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
                 if (!voting.voted()) {
                     try {
                         vote.cast("could not start (see its error line)", vote_within);
-                    } catch (...) {
-                    }
+                    } catch (...) {}
                 }
                 throw;
             }

@@ -37,7 +37,7 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
     if (std::any_of(ts.begin(), ts.end(), [](const model::tensor_spec& t) { return t.moving_average; }))
         for (const auto& t : ts)
             c.tensor_kinds.push_back(t.moving_average ? ps::client_config::tensor_kind::moving_average
-                                                   : ps::client_config::tensor_kind::trainable);
+                                                      : ps::client_config::tensor_kind::trainable);
     if (s.ctr)
         for (const auto& t : s.ctr->tables()) c.table_dims.push_back(static_cast<std::uint32_t>(t.dim));
     c.timeout = std::chrono::seconds(o.peer_timeout);
@@ -70,11 +70,14 @@ session open_watched_session(const train_options& o, int worker, progress_meter&
 class training_loop {
 public:
     training_loop(const train_options& o, const loop_role& who, ps::transport& net)
-        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, who.index, meter_)), n_(s_.shape().num_params()),
-          owned_client_(make_client(net, client_config_for(o, who, s_))), client_(*owned_client_), watched_(who.dog, [this] { return client_.activity(); }),
+        : o_(o), who_(who), meter_(meter_of(who)), s_(open_watched_session(o, who.index, meter_)),
+          n_(s_.shape().num_params()), owned_client_(make_client(net, client_config_for(o, who, s_))),
+          client_(*owned_client_), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers), schedule_(o),
-          mode_(who.standalone ? "standalone" : o.sync_replicas ? "sync" : "async")
+          mode_(who.standalone    ? "standalone"
+                : o.sync_replicas ? "sync"
+                                  : "async")
     {
         if (s_.ctr) {
             ctr_.emplace(o, *s_.ctr, client_, who.index, who.num_workers);
@@ -82,7 +85,9 @@ public:
                 progress_meter::busy busy(meter_, "loading the held-out test.tsv");
                 ctr_test_ = read_ctr_test_set(o, data::ctr_categorical_fields, data::ctr_numeric_fields);
                 log::info("held-out: {} examples of {}/test.tsv{}", ctr_test_->examples->size(), o.data_dir,
-                          ctr_test_->oracle_auc ? fmt::format(" (the teacher's oracle AUC: {:.4f})", *ctr_test_->oracle_auc) : "");
+                          ctr_test_->oracle_auc
+                              ? fmt::format(" (the teacher's oracle AUC: {:.4f})", *ctr_test_->oracle_auc)
+                              : "");
             }
             return;
         }
@@ -118,7 +123,8 @@ public:
         if (chief()) {
             if (auto id = job_comment::job_id(); id && o_.job_comment) comment_.emplace(*id);
             resumed = find_checkpoint();
-            if (resumed && static_cast<std::int64_t>(resumed->global_step) >= o_.train_steps) return nothing_left(*resumed);
+            if (resumed && static_cast<std::int64_t>(resumed->global_step) >= o_.train_steps)
+                return nothing_left(*resumed);
             report_config rc;
             rc.train_steps = o_.train_steps;
             rc.log_every = o_.log_every;
@@ -128,7 +134,8 @@ public:
             rc.learning_rate = std::strtod(fmt::format("{}", o_.learning_rate).c_str(), nullptr);
             rc.classifier = s_.shape().is_classifier();
             report_.emplace(rc);
-            if (comment_) report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
+            if (comment_)
+                report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
         }
         start(resumed);
         const auto step = [&] { return static_cast<std::int64_t>(client_.global_step()); };
@@ -139,17 +146,17 @@ public:
         schedule_.attempted();
         std::vector<std::uint32_t> rows;
         while (!client_.done()) {
-            ++batches_;
+            ++position_;
             const auto batch = compute(rows);
             check_loss(batch.loss, step());
-            client_.step(batches_);
+            client_.step(position_);
             if (ctr_) ctr_->finish();
             meter_.tick();
             ++local_steps;
-            if (report_) {
+            if (chief()) {
                 const std::int64_t per_step = o_.sync_replicas ? replicas_ : 1;
-                const bool logged = report_->step(step(), batch.loss, batch.accuracy,
-                                                  (step() - last_step) * per_step * o_.batch_size);
+                const bool logged =
+                    report_->step(step(), batch.loss, batch.accuracy, (step() - last_step) * per_step * o_.batch_size);
                 last_step = step();
                 if (logged && !client_.done()) report_->cluster(step(), client_.stats());
                 if (next_eval > 0 && step() >= next_eval && !client_.done()) {
@@ -168,13 +175,17 @@ public:
         if (ctr_ && ctr_->bad_lines() > 0)
             log::warn("{} malformed lines skipped in {} pass{} over this worker's share of {} (--skip-bad-lines)",
                       ctr_->bad_lines(), ctr_->epoch(), ctr_->epoch() == 1 ? "" : "es", o_.data_dir);
-        if (o_.profile) log::info("{}", profile_line(who_.name, client_.profile(), profile_part{"compute", ctr_ ? ctr_->model_time() : compute_time_}));
+        if (o_.profile)
+            log::info("{}", profile_line(who_.name, client_.profile(),
+                                         profile_part{"compute", ctr_ ? ctr_->model_time() : compute_time_}));
         if (client_.stopped()) {
-            log::info("the chief stopped the job at global step {} (SIGTERM): exiting with status {} so that a requeued "
-                      "job resumes from the checkpoint", step(), preempted_exit_status);
+            log::info(
+                "the chief stopped the job at global step {} (SIGTERM): exiting with status {} so that a requeued "
+                "job resumes from the checkpoint",
+                step(), preempted_exit_status);
             return preempted_exit_status;
         }
-        if (!report_) return 0;
+        if (!chief()) return 0;
         const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == step() || save_checkpoint();
         auto done = [&] {
             progress_meter::busy busy(meter_, "evaluating");
@@ -186,12 +197,14 @@ public:
         chief_calls().shutdown();
         if (who_.after_shutdown) who_.after_shutdown();
         if (who_.standalone && !s_.shape().is_classifier())
-            log::info("linear model: weight {:.4f} (true 2), bias {:.4f} (true 10)", client_.params()[0], client_.params()[1]);
+            log::info("linear model: weight {:.4f} (true 2), bias {:.4f} (true 10)", client_.params()[0],
+                      client_.params()[1]);
         print_done(done);
         report_->finish(done);
         if (!saved) {
-            log::error("the final checkpoint was not written (see the error above): the result of this run is only in the "
-                       "line above");
+            log::error(
+                "the final checkpoint was not written (see the error above): the result of this run is only in the "
+                "line above");
             return 1;
         }
         return 0;
@@ -230,9 +243,9 @@ private:
         const auto m = ctr_->evaluate(*ctr_test_->examples);
         nlohmann::json fields{{"test_auc", m.auc}, {"test_logloss", m.logloss}, {"test_accuracy", m.accuracy}};
         if (ctr_test_->oracle_auc) fields["oracle_auc"] = *ctr_test_->oracle_auc;
-        log::info("eval at global step {}: test AUC {:.4f}{}, log loss {:.4f}, accuracy {:.4f} ({} examples)", step, m.auc,
-                  ctr_test_->oracle_auc ? fmt::format(" (oracle {:.4f})", *ctr_test_->oracle_auc) : "", m.logloss,
-                  m.accuracy, m.examples);
+        log::info("eval at global step {}: test AUC {:.4f}{}, log loss {:.4f}, accuracy {:.4f} ({} examples)", step,
+                  m.auc, ctr_test_->oracle_auc ? fmt::format(" (oracle {:.4f})", *ctr_test_->oracle_auc) : "",
+                  m.logloss, m.accuracy, m.examples);
         return record_evaluation(std::move(fields), step, *report_);
     }
 
@@ -264,8 +277,9 @@ private:
         if (who_.after_shutdown) who_.after_shutdown();
         log::info("{}", nothing_to_train(m, o_.checkpoint_dir, o_.train_steps));
         if (comment_)
-            comment_->update(fmt::format("nothing to train: checkpoint at step {}, --train-steps {}", m.global_step, o_.train_steps),
-                             true);
+            comment_->update(
+                fmt::format("nothing to train: checkpoint at step {}, --train-steps {}", m.global_step, o_.train_steps),
+                true);
         return 0;
     }
 
@@ -280,14 +294,15 @@ private:
                 client_.wait(chief_calls().async_restore(m->global_step));
                 schedule_.saved(static_cast<std::int64_t>(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
-                          s_.shape().describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step), m->global_step,
-                          m->created, m->shards.size(), mode_, o_.train_steps);
+                          s_.shape().describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
+                          m->global_step, m->created, m->shards.size(), mode_, o_.train_steps);
             } else {
                 s_.shape().initialize(client_.params(), o_.seed);
-                log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.shape().describe(), n_,
-                          who_.num_ps,
-                          o_.sync_replicas ? fmt::format("sync ({} of {} workers per step)", replicas_, who_.num_workers)
-                                           : std::string(mode_),
+                log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.shape().describe(),
+                          n_, who_.num_ps,
+                          o_.sync_replicas
+                              ? fmt::format("sync ({} of {} workers per step)", replicas_, who_.num_workers)
+                              : std::string(mode_),
                           o_.train_steps);
                 client_.wait(chief_calls().async_init());
             }
@@ -303,14 +318,14 @@ private:
     {
         progress_meter::busy busy(meter_, "reading the checkpoint's manifest");
         const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
-        batches_ = resumed_batches(m, o_, who_.num_workers, who_.index);
+        position_ = resumed_position(m, o_, who_.num_workers, who_.index);
         if (ctr_) {
-            ctr_->skip_batches(batches_);
-            log::debug("data position restored: {} batches read (epoch {})", batches_, ctr_->epoch());
+            ctr_->skip_batches(position_);
+            log::debug("data position restored: {} batches read (epoch {})", position_, ctr_->epoch());
             return;
         }
-        sampler_->skip_batches(batches_, static_cast<std::size_t>(o_.batch_size));
-        log::debug("data position restored: {} batches drawn (epoch {})", batches_, sampler_->epoch());
+        sampler_->skip_batches(position_, static_cast<std::size_t>(o_.batch_size));
+        log::debug("data position restored: {} batches drawn (epoch {})", position_, sampler_->epoch());
     }
 
     // With embedding tables, each PS's table file (written by its snapshot
@@ -344,8 +359,10 @@ private:
             bool moved_on = false;
             for (std::size_t p = 0; p < replies.size(); ++p) {
                 if (replies[p].outcome == status::failed) {
-                    log::error("checkpoint at global step {} failed: ps {} could not write its shard (its error line says "
-                               "why); the previous checkpoint is intact", step, p);
+                    log::error(
+                        "checkpoint at global step {} failed: ps {} could not write its shard (its error line says "
+                        "why); the previous checkpoint is intact",
+                        step, p);
                     return false;
                 }
                 if (replies[p].outcome == status::moved_on) {
@@ -359,7 +376,9 @@ private:
             }
             auto m = manifest_for(s_, o_, step, mode_);
             m.job = job_;
-            m.trained_seconds = trained_before_ + (train_start_ ? std::chrono::duration<double>(clock::now() - *train_start_).count() : 0.0);
+            m.trained_seconds =
+                trained_before_ +
+                (train_start_ ? std::chrono::duration<double>(clock::now() - *train_start_).count() : 0.0);
             m.trained_samples = samples_before_ + (report_ ? static_cast<std::uint64_t>(report_->samples()) : 0);
             std::uint64_t bytes = 0;
             for (std::size_t p = 0; p < replies.size(); ++p) {
@@ -377,26 +396,32 @@ private:
                 // The chief must see every shard: proof that the path is shared.
                 for (std::size_t p = 0; p < m.shards.size(); ++p) {
                     auto d = checkpoint::read_new_shard(o_.checkpoint_dir, m.shards[p].file, std::chrono::seconds(10));
-                    if (p == 0) m.worker_batches = d.meta.worker_batches;
+                    if (p == 0) m.positions = d.meta.positions;
                 }
                 save_table_entries(step, m, bytes);
                 checkpoint::write_manifest(o_.checkpoint_dir, m);
             } catch (const error& e) {
-                log::error("checkpoint at global step {} failed: {} (seen from {}): --checkpoint-dir must be a path every node "
-                           "shares; the previous checkpoint is intact", step, e.what(), who_.name);
+                log::error("checkpoint at global step {} failed: {} (seen from {}): --checkpoint-dir must be a path "
+                           "every node "
+                           "shares; the previous checkpoint is intact",
+                           step, e.what(), who_.name);
                 return false;
             }
             schedule_.saved(static_cast<std::int64_t>(step));
             checkpoint::prune(o_.checkpoint_dir, o_.keep_checkpoints);
             const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
             if (report_)
-                report_->record({{"event", "checkpoint"}, {"global_step", step}, {"manifest", checkpoint::manifest_name(step)},
-                                 {"bytes", bytes}, {"seconds", seconds}});
-            log::info("checkpoint at global step {} saved: {}/{} ({} shards, {:.1f} MB, {:.2f}s)", step, o_.checkpoint_dir,
-                      checkpoint::manifest_name(step), m.shards.size(), bytes / 1e6, seconds);
+                report_->record({{"event", "checkpoint"},
+                                 {"global_step", step},
+                                 {"manifest", checkpoint::manifest_name(step)},
+                                 {"bytes", bytes},
+                                 {"seconds", seconds}});
+            log::info("checkpoint at global step {} saved: {}/{} ({} shards, {:.1f} MB, {:.2f}s)", step,
+                      o_.checkpoint_dir, checkpoint::manifest_name(step), m.shards.size(), bytes / 1e6, seconds);
             return true;
         }
-        log::warn("checkpoint skipped: the PS tasks kept moving past the chief's step (backup workers); trying again later");
+        log::warn(
+            "checkpoint skipped: the PS tasks kept moving past the chief's step (backup workers); trying again later");
         return false;
     }
 
@@ -409,11 +434,15 @@ private:
         // squeue shows this, not the last progress line, while a requeued
         // job waits (Slurm holds it about 2 minutes, PENDING (BeginTime)).
         if (comment_ && saved)
-            comment_->update(fmt::format("stopped at step {} by SIGTERM, checkpoint saved: resumes from it when requeued",
-                                         schedule_.last_saved()), true);
+            comment_->update(
+                fmt::format("stopped at step {} by SIGTERM, checkpoint saved: resumes from it when requeued",
+                            schedule_.last_saved()),
+                true);
         if (!saved) {
-            log::error("stopped at global step {} without a new checkpoint (see the error above): a requeued job resumes "
-                       "from the previous one", step);
+            log::error(
+                "stopped at global step {} without a new checkpoint (see the error above): a requeued job resumes "
+                "from the previous one",
+                step);
             return 1;
         }
         log::info("stopped at global step {}: exiting with status {} so that a requeued job resumes from {}/{}", step,
@@ -428,7 +457,7 @@ private:
     std::size_t n_;
     std::unique_ptr<ps::client> owned_client_;  // the chief's is a chief_client
     ps::client& client_;
-    watchdog::source watched_;          // the watchdog reads client_'s activity (goes before client_)
+    watchdog::source watched_;  // the watchdog reads client_'s activity (goes before client_)
     // The model reads the parameters and writes the gradients in the
     // client's exchange buffers; page-locked on a GPU.
     compute::host_pin pin_;
@@ -439,15 +468,15 @@ private:
     data::dataset augmented_;                 // the augmented batch
     std::vector<std::uint32_t> identity_;     // 0..batch-1
     int replicas_;
-    std::uint64_t batches_ = 0;         // batches drawn, across restarts
-    std::chrono::nanoseconds compute_time_{0};  // in the model's compute_gradients, for --profile
-    checkpoint_schedule schedule_;      // the chief's: when to checkpoint, the newest one's step
-    std::optional<reporter> report_;    // the chief's progress lines and metrics file
-    std::optional<job_comment> comment_;  // the chief's status in the Slurm job's comment
-    const char* mode_;                  // in the final line and the manifest: sync, async or standalone
+    std::uint64_t position_ = 0;                   // batches drawn, across restarts
+    std::chrono::nanoseconds compute_time_{0};     // in the model's compute_gradients, for --profile
+    checkpoint_schedule schedule_;                 // the chief's: when to checkpoint, the newest one's step
+    std::optional<reporter> report_;               // the chief's progress lines and metrics file
+    std::optional<job_comment> comment_;           // the chief's status in the Slurm job's comment
+    const char* mode_;                             // in the final line and the manifest: sync, async or standalone
     std::optional<checkpoint::job_identity> job_;  // the chief's Slurm job, recorded in its manifests
-    double trained_before_ = 0;         // training seconds and examples of the segments before this one (the
-    std::uint64_t samples_before_ = 0;  // checkpoint resumed), counted in the final line and the manifests
+    double trained_before_ = 0;                    // training seconds and examples of the segments before this one (the
+    std::uint64_t samples_before_ = 0;             // checkpoint resumed), counted in the final line and the manifests
     std::optional<clock::time_point> train_start_;  // when this segment's training began
 };
 

@@ -31,30 +31,43 @@ nlohmann::json manifest_body(const manifest& m)
 {
     nlohmann::json shards = nlohmann::json::array();
     for (const auto& s : m.shards)
-        shards.push_back({{"file", s.file}, {"range", {s.range.begin, s.range.end}}, {"bytes", s.bytes}, {"crc32", s.crc32},
+        shards.push_back({{"file", s.file},
+                          {"range", {s.range.begin, s.range.end}},
+                          {"bytes", s.bytes},
+                          {"crc32", s.crc32},
                           {"step", s.step}});
     nlohmann::json body = {{"format", "pstrain-checkpoint"},
-            {"version", format_version},
-            {"global_step", m.global_step},
-            {"created", m.created},
-            {"mode", m.mode},
-            {"model", {{"description", m.model}, {"num_params", m.num_params}, {"tensors", m.tensors}}},
-            {"optimizer", {{"name", m.optimizer}, {"state_slots", m.state_slots}}},
-            {"data", {{"seed", m.seed}, {"batch_size", m.batch_size}, {"worker_batches", m.worker_batches}}},
-            {"shards", shards}};
+                           {"version", format_version},
+                           {"global_step", m.global_step},
+                           {"created", m.created},
+                           {"mode", m.mode},
+                           {"model", {{"description", m.model}, {"num_params", m.num_params}, {"tensors", m.tensors}}},
+                           {"optimizer", {{"name", m.optimizer}, {"state_slots", m.state_slots}}},
+                           {"data", {{"seed", m.seed}, {"batch_size", m.batch_size}, {"worker_batches", m.positions}}},
+                           {"shards", shards}};
     if (!m.tables.empty() || !m.table_files.empty()) {
         nlohmann::json layout = nlohmann::json::array(), files = nlohmann::json::array();
-        for (const auto& t : m.tables) layout.push_back({{"dim", t.dim}, {"optimizer", t.optimizer}, {"slots", t.slots}});
+        for (const auto& t : m.tables)
+            layout.push_back({{"dim", t.dim}, {"optimizer", t.optimizer}, {"slots", t.slots}});
         for (const auto& f : m.table_files)
-            files.push_back({{"file", f.file}, {"ps", f.ps}, {"num_ps", f.num_ps}, {"bytes", f.bytes}, {"crc32", f.crc32},
-                             {"kind", f.full ? "full" : "incremental"}, {"base_step", f.base_step}, {"chain", f.chain}});
+            files.push_back({{"file", f.file},
+                             {"ps", f.ps},
+                             {"num_ps", f.num_ps},
+                             {"bytes", f.bytes},
+                             {"crc32", f.crc32},
+                             {"kind", f.full ? "full" : "incremental"},
+                             {"base_step", f.base_step},
+                             {"chain", f.chain}});
         body["tables"] = {{"layout", layout}, {"files", files}};
     }
     if (m.job)
-        body["job"] = {{"cluster", m.job->cluster}, {"job_id", m.job->job_id}, {"submission", m.job->submission},
+        body["job"] = {{"cluster", m.job->cluster},
+                       {"job_id", m.job->job_id},
+                       {"submission", m.job->submission},
                        {"submit_time", m.job->submit_time}};
     // Milliseconds: every number of a manifest is an integer (integers_only).
-    const double ms = std::isfinite(m.trained_seconds) && m.trained_seconds > 0 ? std::round(m.trained_seconds * 1000) : 0.0;
+    const double ms =
+        std::isfinite(m.trained_seconds) && m.trained_seconds > 0 ? std::round(m.trained_seconds * 1000) : 0.0;
     body["trained"] = {{"milliseconds", static_cast<std::uint64_t>(ms)}, {"samples", m.trained_samples}};
     return body;
 }
@@ -116,8 +129,9 @@ void write_manifest(const std::string& dir, const manifest& m)
 manifest read_manifest(const std::string& dir, const std::string& file)
 {
     const auto too_large = [&] {
-        return error(fmt::format("{}: larger than {} MiB, which no manifest pstrain writes is: not a checkpoint manifest", file,
-                                 max_manifest_bytes >> 20));
+        return error(
+            fmt::format("{}: larger than {} MiB, which no manifest pstrain writes is: not a checkpoint manifest", file,
+                        max_manifest_bytes >> 20));
     };
     // It is read whole: its size first, then at most that much.
     std::error_code ec;
@@ -130,11 +144,13 @@ manifest read_manifest(const std::string& dir, const std::string& file)
         auto j = nlohmann::json::parse(bytes.begin(), bytes.end(), integers_only);
         if (j.value("format", "") != "pstrain-checkpoint") throw error("not a pstrain checkpoint manifest");
         if (j.at("version").get<int>() != format_version)
-            throw error(fmt::format("format version {}, this pstrain reads version {}", j.at("version").get<int>(), format_version));
+            throw error(fmt::format("format version {}, this pstrain reads version {}", j.at("version").get<int>(),
+                                    format_version));
         const auto stored = j.at("crc32").get<std::uint32_t>();
         j.erase("crc32");
         const auto text = j.dump();
-        if (crc32_of(0, text.data(), text.size()) != stored) throw error("checksum mismatch (the manifest was changed or is corrupt)");
+        if (crc32_of(0, text.data(), text.size()) != stored)
+            throw error("checksum mismatch (the manifest was changed or is corrupt)");
         m.global_step = j.at("global_step").get<std::uint64_t>();
         m.created = j.at("created").get<std::string>();
         m.mode = j.at("mode").get<std::string>();
@@ -149,7 +165,7 @@ manifest read_manifest(const std::string& dir, const std::string& file)
             throw error(fmt::format("it names {} optimizer state slots, where an optimizer has 0 to 2", m.state_slots));
         m.seed = j.at("data").at("seed").get<std::uint64_t>();
         m.batch_size = j.at("data").at("batch_size").get<int>();
-        m.worker_batches = j.at("data").at("worker_batches").get<std::vector<std::uint64_t>>();
+        m.positions = j.at("data").at("worker_batches").get<std::vector<std::uint64_t>>();
         for (const auto& s : j.at("shards")) {
             shard_entry e;
             e.file = s.at("file").get<std::string>();
@@ -157,8 +173,8 @@ manifest read_manifest(const std::string& dir, const std::string& file)
             e.range.begin = s.at("range").at(0).get<std::size_t>();
             e.range.end = s.at("range").at(1).get<std::size_t>();
             if (e.range.begin > e.range.end || e.range.end > m.num_params)
-                throw error(fmt::format("{} holds the range [{}, {}), which is not inside the model's {} parameters", e.file,
-                                        e.range.begin, e.range.end, m.num_params));
+                throw error(fmt::format("{} holds the range [{}, {}), which is not inside the model's {} parameters",
+                                        e.file, e.range.begin, e.range.end, m.num_params));
             e.bytes = s.at("bytes").get<std::uint64_t>();
             e.crc32 = s.at("crc32").get<std::uint32_t>();
             e.step = s.at("step").get<std::uint64_t>();
@@ -172,7 +188,8 @@ manifest read_manifest(const std::string& dir, const std::string& file)
                 tl.dim = l.at("dim").get<std::uint32_t>();
                 tl.optimizer = l.at("optimizer").get<std::string>();
                 tl.slots = l.at("slots").get<std::uint32_t>();
-                if (tl.dim == 0 || tl.slots > 2) throw error(fmt::format("an embedding table of dim {} with {} optimizer slots", tl.dim, tl.slots));
+                if (tl.dim == 0 || tl.slots > 2)
+                    throw error(fmt::format("an embedding table of dim {} with {} optimizer slots", tl.dim, tl.slots));
                 m.tables.push_back(tl);
             }
             for (const auto& f : t.at("files")) {
@@ -184,7 +201,8 @@ manifest read_manifest(const std::string& dir, const std::string& file)
                 e.bytes = f.at("bytes").get<std::uint64_t>();
                 e.crc32 = f.at("crc32").get<std::uint32_t>();
                 const auto kind = f.at("kind").get<std::string>();
-                if (kind != "full" && kind != "incremental") throw error(fmt::format("{} has kind {}, not full or incremental", e.file, kind));
+                if (kind != "full" && kind != "incremental")
+                    throw error(fmt::format("{} has kind {}, not full or incremental", e.file, kind));
                 e.full = kind == "full";
                 e.base_step = f.at("base_step").get<std::uint64_t>();
                 e.chain = f.at("chain").get<std::vector<std::uint64_t>>();
@@ -194,7 +212,8 @@ manifest read_manifest(const std::string& dir, const std::string& file)
                     throw error(fmt::format("{}'s entry is inconsistent (its chain, step or PS)", e.file));
                 m.table_files.push_back(e);
             }
-            if (m.tables.empty() || m.table_files.empty()) throw error("it names embedding tables but no table layout or no table file");
+            if (m.tables.empty() || m.table_files.empty())
+                throw error("it names embedding tables but no table layout or no table file");
         }
         if (j.contains("job")) {
             const auto& w = j.at("job");

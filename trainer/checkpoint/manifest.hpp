@@ -47,30 +47,30 @@ inline constexpr int format_version = 1;
 
 // What the manifest records of one shard file.
 struct shard_entry {
-    std::string file;                   // name inside the directory
+    std::string file;  // name inside the directory
     ps::shard_range range;
-    std::uint64_t bytes = 0;            // the file's size
-    std::uint32_t crc32 = 0;            // of the whole file but its last 4 bytes (which hold it)
-    std::uint64_t step = 0;             // the writing PS's own global step (async: may be past the checkpoint's)
+    std::uint64_t bytes = 0;  // the file's size
+    std::uint32_t crc32 = 0;  // of the whole file but its last 4 bytes (which hold it)
+    std::uint64_t step = 0;   // the writing PS's own global step (async: may be past the checkpoint's)
 };
 
 // One embedding table as a checkpoint holds it.
 struct table_layout {
     std::uint32_t dim = 0;
-    std::string optimizer;              // adagrad, adam, ftrl
-    std::uint32_t slots = 0;            // optimizer state floats per value
+    std::string optimizer;    // adagrad, adam, ftrl
+    std::uint32_t slots = 0;  // optimizer state floats per value
     bool operator==(const table_layout&) const = default;
 };
 
 // What the manifest records of one PS task's table file.
 struct table_entry {
-    std::string file;                   // ckpt-<step>.tables-<ps>-of-<num_ps>
+    std::string file;  // ckpt-<step>.tables-<ps>-of-<num_ps>
     int ps = 0, num_ps = 1;
     std::uint64_t bytes = 0;
     std::uint32_t crc32 = 0;
     bool full = true;
-    std::uint64_t base_step = 0;        // the step of the full save its chain starts from
-    std::vector<std::uint64_t> chain;   // the steps of the files to apply in order, base_step first, this one's last
+    std::uint64_t base_step = 0;       // the step of the full save its chain starts from
+    std::vector<std::uint64_t> chain;  // the steps of the files to apply in order, base_step first, this one's last
 };
 
 // The Slurm job that wrote a checkpoint: what tells a requeue of the same
@@ -79,10 +79,10 @@ struct table_entry {
 // controller started afresh, another cluster sharing the path).  The
 // application decides it from the environment; this layer only records it.
 struct job_identity {
-    std::string cluster;       // SLURM_CLUSTER_NAME; empty: unknown
-    std::string job_id;        // SLURM_JOB_ID
-    std::string submission;    // PSTRAIN_SUBMISSION, e.g. "20261124T193000-a1b2c3d4"; empty: unknown
-    std::string submit_time;   // UTC, ISO 8601; empty: unknown
+    std::string cluster;      // SLURM_CLUSTER_NAME; empty: unknown
+    std::string job_id;       // SLURM_JOB_ID
+    std::string submission;   // PSTRAIN_SUBMISSION, e.g. "20261124T193000-a1b2c3d4"; empty: unknown
+    std::string submit_time;  // UTC, ISO 8601; empty: unknown
     // The same job: cluster, job id and submission (the submit time is the
     // submission's, for people).
     bool same_job(const job_identity& o) const
@@ -96,22 +96,22 @@ struct job_identity {
 
 struct manifest {
     std::uint64_t global_step = 0;
-    std::string created;                // UTC, ISO 8601; write_manifest fills it when empty
-    std::string mode;                   // sync, async or standalone
-    std::string model;                  // "784-100-10 mlp": the shape key
+    std::string created;  // UTC, ISO 8601; write_manifest fills it when empty
+    std::string mode;     // sync, async or standalone
+    std::string model;    // "784-100-10 mlp": the shape key
     std::uint64_t num_params = 0;
     nlohmann::json tensors = nlohmann::json::array();  // [{"name", "shape"}]
     std::string optimizer;
     int state_slots = 0;
     std::uint64_t seed = 0;
     int batch_size = 0;
-    std::vector<std::uint64_t> worker_batches;
-    std::vector<shard_entry> shards;    // complete: in range order, together covering [0, num_params)
-    std::vector<table_layout> tables;   // embedding tables; empty: none
+    std::vector<std::uint64_t> positions;  // each worker's data position: batches drawn ("worker_batches")
+    std::vector<shard_entry> shards;       // complete: in range order, together covering [0, num_params)
+    std::vector<table_layout> tables;      // embedding tables; empty: none
     std::vector<table_entry> table_files;  // one per PS task, in PS order
-    std::optional<job_identity> job;    // the job that wrote it; none: not under Slurm, or an older manifest
-    double trained_seconds = 0;         // training time of every segment up to this step (0: unknown)
-    std::uint64_t trained_samples = 0;  // examples trained on in that time
+    std::optional<job_identity> job;       // the job that wrote it; none: not under Slurm, or an older manifest
+    double trained_seconds = 0;            // training time of every segment up to this step (0: unknown)
+    std::uint64_t trained_samples = 0;     // examples trained on in that time
 };
 
 // <step> is zero-padded to 10 digits so that `ls` sorts by step:

@@ -15,10 +15,9 @@ constexpr std::size_t fixed_header = framed_file::fixed_header;
 
 nlohmann::json meta_to_json(const shard_meta& m)
 {
-    return {{"global_step", m.global_step}, {"ps_index", m.ps_index},   {"num_ps", m.num_ps},
-            {"range", {m.range.begin, m.range.end}},                  {"total_params", m.total_params},
-            {"optimizer", m.optimizer},       {"state_slots", m.state_slots}, {"updates", m.updates},
-            {"worker_batches", m.worker_batches}};
+    return {{"global_step", m.global_step},          {"ps_index", m.ps_index},         {"num_ps", m.num_ps},
+            {"range", {m.range.begin, m.range.end}}, {"total_params", m.total_params}, {"optimizer", m.optimizer},
+            {"state_slots", m.state_slots},          {"updates", m.updates},           {"worker_batches", m.positions}};
 }
 
 shard_meta meta_from_json(const nlohmann::json& j)
@@ -33,7 +32,7 @@ shard_meta meta_from_json(const nlohmann::json& j)
     m.optimizer = j.at("optimizer").get<std::string>();
     m.state_slots = j.at("state_slots").get<int>();
     m.updates = j.at("updates").get<std::uint64_t>();
-    m.worker_batches = j.at("worker_batches").get<std::vector<std::uint64_t>>();
+    m.positions = j.at("worker_batches").get<std::vector<std::uint64_t>>();
     if (m.range.end < m.range.begin || m.range.end > m.total_params || m.state_slots < 0 || m.state_slots > 2)
         throw error("metadata out of range");
     return m;
@@ -44,13 +43,15 @@ shard_meta meta_from_json(const nlohmann::json& j)
 shard_entry write_shard(const std::string& dir, const shard_meta& meta, std::span<const float> values,
                         std::span<const float> state)
 {
-    if (values.size() != meta.range.size() || state.size() != values.size() * static_cast<std::size_t>(meta.state_slots))
+    if (values.size() != meta.range.size() ||
+        state.size() != values.size() * static_cast<std::size_t>(meta.state_slots))
         throw error("internal error: shard sizes do not match their metadata");
     const std::string name = shard_name(meta.global_step, meta.ps_index, meta.num_ps);
-    const auto receipt = write_framed(dir, name, shard_magic, format_version, meta_to_json(meta).dump(), [&](atomic_file& f) {
-        f.write(values.data(), values.size_bytes());
-        f.write(state.data(), state.size_bytes());
-    });
+    const auto receipt =
+        write_framed(dir, name, shard_magic, format_version, meta_to_json(meta).dump(), [&](atomic_file& f) {
+            f.write(values.data(), values.size_bytes());
+            f.write(state.data(), state.size_bytes());
+        });
     return {name, meta.range, receipt.bytes, receipt.crc32, meta.global_step};
 }
 
@@ -61,8 +62,8 @@ shard_data read_shard(const std::string& dir, const std::string& file, bool head
     const auto& bytes = f.bytes;
     shard_data d;
     try {
-        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header, bytes.begin() + fixed_header + json_bytes,
-                                                      integers_only));
+        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header,
+                                                      bytes.begin() + fixed_header + json_bytes, integers_only));
     } catch (const std::exception& e) {
         throw error(fmt::format("{} has unreadable metadata ({})", file, e.what()));
     }

@@ -31,15 +31,15 @@ namespace pstrain::checkpoint {
 
 // What a PS task writes.
 struct shard_meta {
-    std::uint64_t global_step = 0;      // the checkpoint's global step (the chief's), which names the file;
-                                        // async: the PS may have applied a few more updates
+    std::uint64_t global_step = 0;  // the checkpoint's global step (the chief's), which names the file;
+                                    // async: the PS may have applied a few more updates
     int ps_index = 0, num_ps = 1;
     ps::shard_range range;
     std::uint64_t total_params = 0;
-    std::string optimizer;              // sgd, momentum, adagrad, adam
-    int state_slots = 0;                // 0 to 2
-    std::uint64_t updates = 0;          // updates applied (Adam's bias correction)
-    std::vector<std::uint64_t> worker_batches;  // batches each worker had drawn
+    std::string optimizer;                 // sgd, momentum, adagrad, adam
+    int state_slots = 0;                   // 0 to 2
+    std::uint64_t updates = 0;             // updates applied (Adam's bias correction)
+    std::vector<std::uint64_t> positions;  // each worker's data position: batches drawn ("worker_batches")
 };
 
 // Writes one shard atomically (see atomic_file) as shard_name(global_step,
@@ -53,7 +53,7 @@ shard_entry write_shard(const std::string& dir, const shard_meta& meta, std::spa
 struct shard_data {
     shard_meta meta;
     std::vector<float> values, state;
-    std::uint32_t crc32 = 0;            // the stored checksum (not filled with header_only)
+    std::uint32_t crc32 = 0;  // the stored checksum (not filled with header_only)
 };
 // Reads and checks a shard file: magic, version, sizes, checksum.  With
 // `header_only` it stops after the metadata (and checks the file's size,

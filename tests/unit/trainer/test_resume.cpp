@@ -20,11 +20,11 @@ BOOST_AUTO_TEST_CASE(data_position_resumes_only_for_the_same_workers_seed_and_ba
     pstrain::checkpoint::manifest m;
     m.seed = 3;
     m.batch_size = 50;
-    m.worker_batches = {10, 12, 9};
-    BOOST_TEST(resumed_batches(m, o, 3, 1) == 12u);
-    BOOST_TEST(resumed_batches(m, o, 2, 1) == 0u);  // another number of workers: other shards
+    m.positions = {10, 12, 9};
+    BOOST_TEST(resumed_position(m, o, 3, 1) == 12u);
+    BOOST_TEST(resumed_position(m, o, 2, 1) == 0u);  // another number of workers: other shards
     o.batch_size = 100;
-    BOOST_TEST(resumed_batches(m, o, 3, 1) == 0u);
+    BOOST_TEST(resumed_position(m, o, 3, 1) == 0u);
 }
 
 // --resume: which job's checkpoint this job may resume.
@@ -55,8 +55,8 @@ const job_identity job4_first{"c1", "4", "20261124T193000-a1b2c3d4", "2026-11-24
 
 BOOST_AUTO_TEST_CASE(the_job_comes_from_slurm_and_the_plugin)
 {
-    const auto me = current_job(env_of({{"SLURM_CLUSTER_NAME", "c1"}, {"SLURM_JOB_ID", "4"},
-                                        {"PSTRAIN_SUBMISSION", "20261124T193000-a1b2c3d4"}}));
+    const auto me = current_job(env_of(
+        {{"SLURM_CLUSTER_NAME", "c1"}, {"SLURM_JOB_ID", "4"}, {"PSTRAIN_SUBMISSION", "20261124T193000-a1b2c3d4"}}));
     BOOST_REQUIRE(me.has_value());
     BOOST_TEST(me->same_job(job4_first));
     BOOST_TEST(me->submit_time == "2026-11-24T19:30:00Z");
@@ -85,23 +85,26 @@ BOOST_AUTO_TEST_CASE(resume_own_refuses_another_job_in_one_line_naming_it_and_th
 {
     // The same job id after the controller started afresh: another submission.
     const job_identity again{"c1", "4", "20261125T080000-0badf00d", "2026-11-25T08:00:00Z"};
-    BOOST_TEST(resume_refusal(written_by(job4_first), "/home/u/pstrain-checkpoints/c1-4", resume_policy::own, again) ==
-               "/home/u/pstrain-checkpoints/c1-4 holds another job's checkpoint, ckpt-0000000200.json at global step 200 "
-               "written by cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z); "
-               "--resume own resumes only this job's (cluster c1, job 4, submission 20261125T080000-0badf00d (submitted "
-               "2026-11-25T08:00:00Z)): train in a fresh --checkpoint-dir, or, to continue that run on purpose, name this "
-               "directory with --checkpoint-dir (or PSTRAIN_CHECKPOINT_DIR for train.sh) without --resume own");
+    BOOST_TEST(
+        resume_refusal(written_by(job4_first), "/home/u/pstrain-checkpoints/c1-4", resume_policy::own, again) ==
+        "/home/u/pstrain-checkpoints/c1-4 holds another job's checkpoint, ckpt-0000000200.json at global step 200 "
+        "written by cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z); "
+        "--resume own resumes only this job's (cluster c1, job 4, submission 20261125T080000-0badf00d (submitted "
+        "2026-11-25T08:00:00Z)): train in a fresh --checkpoint-dir, or, to continue that run on purpose, name this "
+        "directory with --checkpoint-dir (or PSTRAIN_CHECKPOINT_DIR for train.sh) without --resume own");
     // Another cluster sharing the path, same job id and (by chance) submission: refused too.
     auto elsewhere = job4_first;
     elsewhere.cluster = "c2";
     BOOST_TEST(!resume_refusal(written_by(job4_first), "/ckpt", resume_policy::own, elsewhere).empty());
     // A checkpoint of no recorded job (outside Slurm, an older pstrain).
     const auto line = resume_refusal(written_by(std::nullopt), "/ckpt", resume_policy::own, again);
-    BOOST_TEST(line.find("written by no recorded job (a run outside Slurm, or an older pstrain)") != std::string::npos, line);
+    BOOST_TEST(line.find("written by no recorded job (a run outside Slurm, or an older pstrain)") != std::string::npos,
+               line);
     // --resume own outside a job: nothing can be its own.
-    BOOST_TEST(resume_refusal(written_by(job4_first), "/ckpt", resume_policy::own, std::nullopt) ==
-               "--resume own: this run is not in a Slurm job (SLURM_JOB_ID is unset), so no checkpoint in /ckpt is its own: "
-               "run it under sbatch or srun, or pass --resume any to resume whatever is there");
+    BOOST_TEST(
+        resume_refusal(written_by(job4_first), "/ckpt", resume_policy::own, std::nullopt) ==
+        "--resume own: this run is not in a Slurm job (SLURM_JOB_ID is unset), so no checkpoint in /ckpt is its own: "
+        "run it under sbatch or srun, or pass --resume any to resume whatever is there");
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_at_train_steps_leaves_nothing_to_train)
@@ -109,8 +112,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_at_train_steps_leaves_nothing_to_train)
     BOOST_TEST(nothing_to_train(written_by(job4_first), "/ckpt", 200) ==
                "/ckpt/ckpt-0000000200.json is at global step 200, which is --train-steps 200: nothing to train; raise "
                "--train-steps to train on from it, or give a fresh --checkpoint-dir to train anew");
-    BOOST_TEST(nothing_to_train(written_by(job4_first, 500), "/ckpt", 300).find("at global step 500, past --train-steps 300") !=
-               std::string::npos);
+    BOOST_TEST(nothing_to_train(written_by(job4_first, 500), "/ckpt", 300)
+                   .find("at global step 500, past --train-steps 300") != std::string::npos);
 }
 
 // A session of --model linear on the CPU: no data to read.
@@ -171,7 +174,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_or_optimizer_is_refused_namin
                "--checkpoint-dir");
     const auto adam = manifest_for(s, o, 40, "sync");
     o.optimizer = pstrain::ps::optimizer_kind::sgd;
-    BOOST_TEST(refusal_of(adam, s, o) ==
-               "the checkpoint at global step 40 in /ckpt was trained with --optimizer adam but this job uses sgd: pass "
-               "--optimizer adam, or another --checkpoint-dir");
+    BOOST_TEST(
+        refusal_of(adam, s, o) ==
+        "the checkpoint at global step 40 in /ckpt was trained with --optimizer adam but this job uses sgd: pass "
+        "--optimizer adam, or another --checkpoint-dir");
 }

@@ -45,7 +45,7 @@ inline checkpoint::manifest write_checkpoint(const std::string& dir, std::uint64
     m.state_slots = 2;
     m.seed = 1;
     m.batch_size = 10;
-    m.worker_batches = {step, step};
+    m.positions = {step, step};
     for (const auto& r : ranges) {
         checkpoint::shard_meta meta;
         meta.global_step = step;
@@ -56,7 +56,7 @@ inline checkpoint::manifest write_checkpoint(const std::string& dir, std::uint64
         meta.optimizer = "adam";
         meta.state_slots = 2;
         meta.updates = step + static_cast<std::uint64_t>(meta.ps_index) * updates_step;
-        meta.worker_batches = m.worker_batches;
+        meta.positions = m.positions;
         std::vector<float> values(r.size()), state(2 * r.size());
         for (std::size_t i = r.begin; i < r.end; ++i) {
             values[i - r.begin] = static_cast<float>(step + i);

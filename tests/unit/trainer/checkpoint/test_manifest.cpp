@@ -31,7 +31,7 @@ manifest sample_manifest()
     m.state_slots = 2;
     m.seed = 9;
     m.batch_size = 64;
-    m.worker_batches = {40, 44};
+    m.positions = {40, 44};
     m.shards = {{"ckpt-0000000042.shard-0-of-2", {0, 39755}, 477100, 0xdeadbeefu, 42},
                 {"ckpt-0000000042.shard-1-of-2", {39755, 79510}, 477100, 0x12345678u, 43}};
     return m;
@@ -47,7 +47,8 @@ void rewrite_with_crc(const std::string& path, const std::string& from, const st
     text.replace(text.find(from), from.size(), to);
     j = nlohmann::json::parse(text);
     const auto body = j.dump();
-    j["crc32"] = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+    j["crc32"] = static_cast<std::uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
     write_text(path, j.dump(2));
 }
 
@@ -72,8 +73,8 @@ BOOST_AUTO_TEST_CASE(names_are_told_apart_with_their_step)
     BOOST_TEST(kind_of("ckpt-0000000035.json.tmp.77") == name_kind::temp);
     BOOST_TEST(classify_name("ckpt-9999999999999999999.json").step == 9999999999999999999ull);  // 19 digits, the most
     // what a user may keep beside the checkpoints is left alone
-    for (const char* other : {"notes.txt", "ckpt-12.json.bak", "ckpt-.json", "ckpt-12.shard-1", ".pstrain-probe-node1-12",
-                              "ckpt-00000000000000000001.json", "xckpt-12.json"})
+    for (const char* other : {"notes.txt", "ckpt-12.json.bak", "ckpt-.json", "ckpt-12.shard-1",
+                              ".pstrain-probe-node1-12", "ckpt-00000000000000000001.json", "xckpt-12.json"})
         BOOST_TEST((kind_of(other) == name_kind::other), other);
 }
 
@@ -83,7 +84,7 @@ BOOST_AUTO_TEST_CASE(manifest_round_trip_and_private_file)
     const auto m = sample_manifest();
     write_manifest(d.path, m);
     BOOST_TEST(names_in(d.path) == std::vector<std::string>{"ckpt-0000000042.json"}, boost::test_tools::per_element());
-    struct stat st{};
+    struct stat st {};
     ::stat((d.path + "/" + manifest_name(42)).c_str(), &st);
     BOOST_TEST((st.st_mode & 0777) == 0600u);
     const auto r = read_manifest(d.path, manifest_name(42));
@@ -97,7 +98,7 @@ BOOST_AUTO_TEST_CASE(manifest_round_trip_and_private_file)
     BOOST_TEST(r.state_slots == 2);
     BOOST_TEST(r.seed == 9u);
     BOOST_TEST(r.batch_size == 64);
-    BOOST_TEST(r.worker_batches == m.worker_batches, boost::test_tools::per_element());
+    BOOST_TEST(r.positions == m.positions, boost::test_tools::per_element());
     BOOST_TEST_REQUIRE(r.shards.size() == 2u);
     for (std::size_t i = 0; i < 2; ++i) {
         BOOST_TEST(r.shards[i].file == m.shards[i].file);
@@ -125,12 +126,14 @@ BOOST_AUTO_TEST_CASE(a_manifest_has_the_documented_layout)
     BOOST_TEST(j.at("model").at("description").get<std::string>() == "784-100-10 mlp");
     BOOST_TEST(j.at("optimizer").at("state_slots").get<int>() == 2);
     BOOST_TEST(j.at("data").at("worker_batches").dump() == "[40,44]");
-    BOOST_TEST(j.at("shards").at(1).dump() ==
-               R"({"bytes":477100,"crc32":305419896,"file":"ckpt-0000000042.shard-1-of-2","range":[39755,79510],"step":43})");
+    BOOST_TEST(
+        j.at("shards").at(1).dump() ==
+        R"({"bytes":477100,"crc32":305419896,"file":"ckpt-0000000042.shard-1-of-2","range":[39755,79510],"step":43})");
     const auto stored = j.at("crc32").get<std::uint32_t>();
     j.erase("crc32");
     const auto body = j.dump();
-    BOOST_TEST(stored == static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
+    BOOST_TEST(stored == static_cast<std::uint32_t>(
+                             crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size()))));
 }
 
 BOOST_AUTO_TEST_CASE(the_job_that_wrote_it_and_the_time_trained_round_trip)
@@ -142,8 +145,9 @@ BOOST_AUTO_TEST_CASE(the_job_that_wrote_it_and_the_time_trained_round_trip)
     m.trained_samples = 98765;
     write_manifest(d.path, m);
     const auto j = nlohmann::json::parse(read_text(d.path + "/" + manifest_name(42)));
-    BOOST_TEST(j.at("job").dump() ==
-               R"({"cluster":"c1","job_id":"4","submission":"20261124T193000-a1b2c3d4","submit_time":"2026-11-24T19:30:00Z"})");
+    BOOST_TEST(
+        j.at("job").dump() ==
+        R"({"cluster":"c1","job_id":"4","submission":"20261124T193000-a1b2c3d4","submit_time":"2026-11-24T19:30:00Z"})");
     BOOST_TEST(j.at("trained").dump() == R"({"milliseconds":12346,"samples":98765})");
     const auto r = read_manifest(d.path, manifest_name(42));
     BOOST_REQUIRE(r.job.has_value());
@@ -154,7 +158,8 @@ BOOST_AUTO_TEST_CASE(the_job_that_wrote_it_and_the_time_trained_round_trip)
     BOOST_TEST(r.job->same_job(*m.job));
     BOOST_TEST(r.trained_seconds == 12.346, boost::test_tools::tolerance(1e-9));
     BOOST_TEST(r.trained_samples == 98765u);
-    BOOST_TEST(r.job->describe() == "cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z)");
+    BOOST_TEST(r.job->describe() ==
+               "cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z)");
 }
 
 BOOST_AUTO_TEST_CASE(a_manifest_without_job_or_training_time_reads_as_none)
@@ -168,7 +173,8 @@ BOOST_AUTO_TEST_CASE(a_manifest_without_job_or_training_time_reads_as_none)
     j.erase("crc32");
     j.erase("trained");
     const auto body = j.dump();
-    j["crc32"] = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+    j["crc32"] = static_cast<std::uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
     write_text(path, j.dump(2));
     const auto r = read_manifest(d.path, manifest_name(42));
     BOOST_TEST(!r.job.has_value());
@@ -187,7 +193,8 @@ BOOST_AUTO_TEST_CASE(a_changed_job_is_a_checksum_mismatch_and_a_bad_one_is_named
     auto text = good;
     text.replace(text.find("\"job_id\": \"4\""), 13, "\"job_id\": \"5\"");
     write_text(path, text);
-    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) == file + ": checksum mismatch (the manifest was changed or is corrupt)");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) ==
+               file + ": checksum mismatch (the manifest was changed or is corrupt)");
     write_text(path, good);
     rewrite_with_crc(path, "\"job_id\":\"4\"", "\"job_id\":4");
     BOOST_TEST(error_of([&] { read_manifest(d.path, file); }).find(file + ": unreadable (") == 0u);
@@ -219,7 +226,8 @@ BOOST_AUTO_TEST_CASE(a_manifest_of_another_kind_or_version_is_refused)
     const auto file = manifest_name(42), path = d.path + "/" + file;
     const auto good = read_text(path);
     rewrite_with_crc(path, "\"version\":1", "\"version\":2");
-    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) == file + ": format version 2, this pstrain reads version 1");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) ==
+               file + ": format version 2, this pstrain reads version 1");
     write_text(path, good);
     rewrite_with_crc(path, "\"pstrain-checkpoint\"", "\"something-else\"");
     BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) == file + ": not a pstrain checkpoint manifest");
@@ -257,10 +265,12 @@ BOOST_AUTO_TEST_CASE(a_manifest_naming_no_shard_or_a_path_is_refused)
     auto m = sample_manifest();
     m.shards[1].file = "../elsewhere";
     write_manifest(d.path, m);
-    BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(42)); }) == "ckpt-0000000042.json: a shard name holds a '/'");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(42)); }) ==
+               "ckpt-0000000042.json: a shard name holds a '/'");
     m.shards.clear();
     write_manifest(d.path, m);
-    BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(42)); }) == "ckpt-0000000042.json: it names no shard");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, manifest_name(42)); }) ==
+               "ckpt-0000000042.json: it names no shard");
 }
 
 // Sizes a restore would allocate by are checked when the manifest is read:
@@ -286,9 +296,11 @@ BOOST_AUTO_TEST_CASE(a_manifest_with_impossible_sizes_is_refused)
         auto m = sample_manifest();
         m.shards[1].range = {b, e};
         write_manifest(d.path, m);
-        BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) ==
-                   fmt::format("{}: ckpt-0000000042.shard-1-of-2 holds the range [{}, {}), which is not inside the model's "
-                               "79510 parameters", file, b, e));
+        BOOST_TEST(
+            error_of([&] { read_manifest(d.path, file); }) ==
+            fmt::format("{}: ckpt-0000000042.shard-1-of-2 holds the range [{}, {}), which is not inside the model's "
+                        "79510 parameters",
+                        file, b, e));
     }
 }
 

@@ -45,20 +45,22 @@ std::string shard_bytes(const std::string& json, std::size_t payload_bytes, std:
     append_u32(b, static_cast<std::uint32_t>(json.size()));
     b += json;
     b.append(payload_bytes, '\0');
-    append_u32(b, static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size()))));
+    append_u32(
+        b, static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size()))));
     return b;
 }
 
 std::string meta_json(std::uint64_t begin, std::uint64_t end, int slots)
 {
-    return nlohmann::json{{"global_step", 1}, {"ps_index", 0},       {"num_ps", 1},  {"range", {begin, end}},
-                          {"total_params", end}, {"optimizer", "sgd"}, {"state_slots", slots}, {"updates", 0},
-                          {"worker_batches", {0}}}
+    return nlohmann::json{{"global_step", 1},      {"ps_index", 0},       {"num_ps", 1},
+                          {"range", {begin, end}}, {"total_params", end}, {"optimizer", "sgd"},
+                          {"state_slots", slots},  {"updates", 0},        {"worker_batches", {0}}}
         .dump();
 }
 
 // The error reading `file` gives, and the largest allocation it made.
-std::pair<std::string, std::size_t> read_with_allocations(const std::string& dir, const std::string& file, bool header_only)
+std::pair<std::string, std::size_t> read_with_allocations(const std::string& dir, const std::string& file,
+                                                          bool header_only)
 {
     allocation_probe probe;
     auto e = error_of([&] { read_shard(dir, file, header_only); });
@@ -79,18 +81,19 @@ BOOST_AUTO_TEST_CASE(shard_round_trip_and_private_files)
     BOOST_TEST(s.meta.ps_index == 1);
     BOOST_TEST(s.meta.num_ps == 2);
     BOOST_TEST(s.meta.optimizer == "adam");
-    BOOST_TEST(s.meta.worker_batches == (std::vector<std::uint64_t>{7, 7}), boost::test_tools::per_element());
+    BOOST_TEST(s.meta.positions == (std::vector<std::uint64_t>{7, 7}), boost::test_tools::per_element());
     BOOST_TEST(s.values.size() == 51u);
     BOOST_TEST(s.values[0] == 57.0f);
     BOOST_TEST(s.state.size() == 102u);
     BOOST_TEST(s.state[51] == -151.0f);  // slot 1 of parameter 50
     BOOST_TEST(s.crc32 == m.shards[1].crc32);
-    struct stat st{};
+    struct stat st {};
     ::stat((d.path + "/" + m.shards[1].file).c_str(), &st);
     BOOST_TEST((st.st_mode & 0777) == 0600u);
     BOOST_TEST(static_cast<std::uint64_t>(st.st_size) == m.shards[1].bytes);
     // no temporary file is left behind
-    for (const auto& e : fs::directory_iterator(d.path)) BOOST_TEST(e.path().string().find(".tmp.") == std::string::npos);
+    for (const auto& e : fs::directory_iterator(d.path))
+        BOOST_TEST(e.path().string().find(".tmp.") == std::string::npos);
 }
 
 // Found by tests/fuzz/fuzz_shard under UBSan: a shard of an empty range
@@ -130,7 +133,7 @@ BOOST_AUTO_TEST_CASE(a_shard_file_has_the_documented_layout)
     meta.optimizer = "momentum";
     meta.state_slots = 1;
     meta.updates = 6;
-    meta.worker_batches = {3, 4};
+    meta.positions = {3, 4};
     const std::vector<float> values{1.5f, 2.5f, 3.5f}, state{-1.0f, -2.0f, -3.0f};
     auto e = write_shard(d.path, meta, values, state);
     BOOST_TEST(e.file == "ckpt-0000000007.shard-1-of-3");
@@ -158,7 +161,8 @@ BOOST_AUTO_TEST_CASE(a_shard_file_has_the_documented_layout)
     std::memcpy(floats, b.data() + 16 + json_bytes, sizeof floats);
     const std::vector<float> got(floats, floats + 6), want{1.5f, 2.5f, 3.5f, -1.0f, -2.0f, -3.0f};
     BOOST_TEST(got == want, boost::test_tools::per_element());
-    const auto crc = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size() - 4)));
+    const auto crc =
+        static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(b.data()), static_cast<uInt>(b.size() - 4)));
     BOOST_TEST(u32_at(b, b.size() - 4) == crc);
     BOOST_TEST(e.crc32 == crc);
 }
@@ -187,9 +191,12 @@ BOOST_AUTO_TEST_CASE(corrupt_truncated_and_missing_shards_are_named)
     auto m = write_checkpoint(d.path, 5, 300, 2);
     const auto path = d.path + "/" + m.shards[0].file;
     flip_byte(path, 400);
-    BOOST_TEST(error_of([&] { read_shard(d.path, m.shards[0].file); }) == "ckpt-0000000005.shard-0-of-2 is corrupt (checksum mismatch)");
+    BOOST_TEST(error_of([&] { read_shard(d.path, m.shards[0].file); }) ==
+               "ckpt-0000000005.shard-0-of-2 is corrupt (checksum mismatch)");
     fs::resize_file(path, 1000);
-    BOOST_TEST(error_of([&] { read_shard(d.path, m.shards[0].file); }).find("ckpt-0000000005.shard-0-of-2 is truncated (1000 of ") == 0u);
+    BOOST_TEST(error_of([&] {
+                   read_shard(d.path, m.shards[0].file);
+               }).find("ckpt-0000000005.shard-0-of-2 is truncated (1000 of ") == 0u);
     fs::resize_file(path, 100);
     BOOST_TEST(error_of([&] { read_shard(d.path, m.shards[0].file); }) ==
                "ckpt-0000000005.shard-0-of-2 is truncated (100 bytes, shorter than its own header)");
@@ -215,7 +222,8 @@ BOOST_AUTO_TEST_CASE(a_shard_with_bytes_after_its_end_is_refused)
         f << "more";
     }
     BOOST_TEST(error_of([&] { read_shard(d.path, m.shards[0].file); }) ==
-               fmt::format("ckpt-0000000005.shard-0-of-1 is too long ({} of {} bytes)", m.shards[0].bytes + 4, m.shards[0].bytes));
+               fmt::format("ckpt-0000000005.shard-0-of-1 is too long ({} of {} bytes)", m.shards[0].bytes + 4,
+                           m.shards[0].bytes));
 }
 
 BOOST_AUTO_TEST_CASE(another_format_version_is_refused)
@@ -231,9 +239,11 @@ BOOST_AUTO_TEST_CASE(unreadable_metadata_is_refused)
     write_text(d.path + "/garbage", shard_bytes("{not json", 4));
     BOOST_TEST(error_of([&] { read_shard(d.path, "garbage"); }).find("garbage has unreadable metadata (") == 0u);
     write_text(d.path + "/slots", shard_bytes(meta_json(0, 1, 3), 16));
-    BOOST_TEST(error_of([&] { read_shard(d.path, "slots"); }) == "slots has unreadable metadata (metadata out of range)");
+    BOOST_TEST(error_of([&] { read_shard(d.path, "slots"); }) ==
+               "slots has unreadable metadata (metadata out of range)");
     write_text(d.path + "/range", shard_bytes(meta_json(2, 1, 0), 0));
-    BOOST_TEST(error_of([&] { read_shard(d.path, "range"); }) == "range has unreadable metadata (metadata out of range)");
+    BOOST_TEST(error_of([&] { read_shard(d.path, "range"); }) ==
+               "range has unreadable metadata (metadata out of range)");
 }
 
 // A length in the header larger than the file: refused before anything of
@@ -270,7 +280,8 @@ BOOST_AUTO_TEST_CASE(a_range_beyond_the_file_is_refused_without_allocating_it)
     write_text(d.path + "/wraps", shard_bytes(meta_json(0, wraps, 0), 0));
     for (bool header_only : {false, true}) {
         auto [e2, largest2] = read_with_allocations(d.path, "wraps", header_only);
-        BOOST_TEST(e2 == fmt::format("wraps is truncated ({} bytes, its metadata names {} values)", fs::file_size(d.path + "/wraps"), wraps));
+        BOOST_TEST(e2 == fmt::format("wraps is truncated ({} bytes, its metadata names {} values)",
+                                     fs::file_size(d.path + "/wraps"), wraps));
         BOOST_TEST(largest2 < std::size_t(1) << 20);
     }
 }

@@ -68,7 +68,10 @@ table_image image_of(const std::vector<std::vector<ps::embedding_table>>& per_ps
                 BOOST_TEST(ps::shard_of_key(r.key, per_ps.size()) == p);
                 const bool fresh = out[t]
                                        .emplace(r.key, row_image{{r.values.begin(), r.values.end()},
-                                                                 {r.state.begin(), r.state.end()}, r.last_seen, r.count, r.updates})
+                                                                 {r.state.begin(), r.state.end()},
+                                                                 r.last_seen,
+                                                                 r.count,
+                                                                 r.updates})
                                        .second;
                 BOOST_TEST(fresh, "key " << r.key << " is on two PS tasks");
             });
@@ -78,7 +81,8 @@ table_image image_of(const std::vector<std::vector<ps::embedding_table>>& per_ps
 // One training step on every PS: pulls of keys [from, from + n) (each on
 // its PS), pushes of a gradient that depends on the key and the step,
 // then eviction at `step`.
-void train(std::vector<std::vector<ps::embedding_table>>& per_ps, std::uint64_t from, std::uint64_t n, std::uint64_t step)
+void train(std::vector<std::vector<ps::embedding_table>>& per_ps, std::uint64_t from, std::uint64_t n,
+           std::uint64_t step)
 {
     for (std::size_t p = 0; p < per_ps.size(); ++p) {
         std::vector<std::uint64_t> keys;
@@ -108,7 +112,7 @@ manifest save(const std::string& dir, std::uint64_t step, std::vector<std::vecto
     m.model = "tables";
     m.num_params = static_cast<std::uint64_t>(num_ps);
     m.optimizer = "sgd";
-    m.worker_batches = {step};
+    m.positions = {step};
     chains.resize(per_ps.size());
     for (int p = 0; p < num_ps; ++p) {
         shard_meta s;
@@ -118,7 +122,7 @@ manifest save(const std::string& dir, std::uint64_t step, std::vector<std::vecto
         s.range = {static_cast<std::size_t>(p), static_cast<std::size_t>(p) + 1};
         s.total_params = m.num_params;
         s.optimizer = "sgd";
-        s.worker_batches = {step};
+        s.positions = {step};
         const float v = static_cast<float>(p);
         m.shards.push_back(write_shard(dir, s, std::span<const float>(&v, 1), {}));
         table_meta t;
@@ -225,8 +229,8 @@ BOOST_DATA_TEST_CASE(full_incrementals_and_tombstones_restore_exactly_the_last_s
 
 // Saved by some PS count, restored onto another: every row exactly once,
 // on the PS its key hashes to, identical to what was saved.
-BOOST_DATA_TEST_CASE(a_restore_onto_another_ps_count_rehashes_every_row_exactly_once,
-                     bdata::make({12, 21, 23, 32}), counts)
+BOOST_DATA_TEST_CASE(a_restore_onto_another_ps_count_rehashes_every_row_exactly_once, bdata::make({12, 21, 23, 32}),
+                     counts)
 {
     const int from = counts / 10, to = counts % 10;  // PS tasks that save, that restore
     temp_dir d;
@@ -407,7 +411,7 @@ BOOST_DATA_TEST_CASE(a_server_saves_its_tables_through_the_hooks_and_restores_on
         m.model = "t";
         m.num_params = 4;
         m.optimizer = "sgd";
-        m.worker_batches = {0};
+        m.positions = {0};
         const auto parts = ps::make_partition(4, static_cast<std::size_t>(num_ps));
         for (int p = 0; p < num_ps; ++p) {
             const auto s = read_shard(d.path, shard_name(step, p, num_ps), true);
@@ -505,8 +509,8 @@ BOOST_DATA_TEST_CASE(the_snapshot_hook_saves_every_nth_table_file_in_full, bdata
         BOOST_TEST(written.meta.rows.at(0) == (written.meta.full ? ps[0][0].rows() : changed));
         for (auto& t : ps[0]) t.clear_changed();
     }
-    const std::vector<bool> expect = every == 1 ? std::vector<bool>(7, true)
-                                                : std::vector<bool>{true, false, false, true, false, false, true};
+    const std::vector<bool> expect =
+        every == 1 ? std::vector<bool>(7, true) : std::vector<bool>{true, false, false, true, false, false, true};
     BOOST_TEST(kinds == expect, boost::test_tools::per_element());
 
     // The table file alone cannot be written (its temporary name is taken,
