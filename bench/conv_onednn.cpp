@@ -59,8 +59,14 @@ struct operand {
             reorder = true;
         }
     }
-    void in(stream& s) { if (reorder) dnnl::reorder(user, prim).execute(s, user, prim); }
-    void out(stream& s) { if (reorder) dnnl::reorder(prim, user).execute(s, prim, user); }
+    void in(stream& s)
+    {
+        if (reorder) dnnl::reorder(user, prim).execute(s, user, prim);
+    }
+    void out(stream& s)
+    {
+        if (reorder) dnnl::reorder(prim, user).execute(s, prim, user);
+    }
 };
 
 }  // namespace
@@ -89,23 +95,27 @@ int main(int argc, char** argv)
         const auto f32 = memory::data_type::f32;
         memory::dims src_d{n, c, hw, hw}, wei_d{o, c, kk, kk}, bias_d{o}, dst_d{n, o, hw, hw}, strides{1, 1}, pad{2, 2};
         memory::desc src_any(src_d, f32, tag::any), wei_any(wei_d, f32, tag::any), dst_any(dst_d, f32, tag::any);
-        memory::desc src_plain(src_d, f32, tag::nchw), wei_plain(wei_d, f32, tag::oihw), dst_plain(dst_d, f32, tag::nchw),
-            bias_plain(bias_d, f32, tag::x);
+        memory::desc src_plain(src_d, f32, tag::nchw), wei_plain(wei_d, f32, tag::oihw),
+            dst_plain(dst_d, f32, tag::nchw), bias_plain(bias_d, f32, tag::x);
         convolution_forward::primitive_desc fwd(
-            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src_any, wei_any, bias_plain,
-                                      dst_any, strides, pad, pad),
+            convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src_any, wei_any,
+                                      bias_plain, dst_any, strides, pad, pad),
             eng);
         convolution_backward_data::primitive_desc bwd_data(
-            convolution_backward_data::desc(algorithm::convolution_direct, src_any, wei_any, dst_any, strides, pad, pad), eng, fwd);
+            convolution_backward_data::desc(algorithm::convolution_direct, src_any, wei_any, dst_any, strides, pad,
+                                            pad),
+            eng, fwd);
         convolution_backward_weights::primitive_desc bwd_weights(
-            convolution_backward_weights::desc(algorithm::convolution_direct, src_any, wei_any, bias_plain, dst_any, strides, pad,
-                                               pad),
+            convolution_backward_weights::desc(algorithm::convolution_direct, src_any, wei_any, bias_plain, dst_any,
+                                               strides, pad, pad),
             eng, fwd);
         operand src(fwd.src_desc(), src_plain, x.data(), eng), wei(fwd.weights_desc(), wei_plain, k.data(), eng),
             dst(fwd.dst_desc(), dst_plain, y.data(), eng);
-        operand ddst(bwd_data.diff_dst_desc(), dst_plain, dy.data(), eng), dsrc(bwd_data.diff_src_desc(), src_plain, dx.data(), eng),
+        operand ddst(bwd_data.diff_dst_desc(), dst_plain, dy.data(), eng),
+            dsrc(bwd_data.diff_src_desc(), src_plain, dx.data(), eng),
             wei_b(bwd_data.weights_desc(), wei_plain, k.data(), eng);
-        operand src_w(bwd_weights.src_desc(), src_plain, x.data(), eng), ddst_w(bwd_weights.diff_dst_desc(), dst_plain, dy.data(), eng),
+        operand src_w(bwd_weights.src_desc(), src_plain, x.data(), eng),
+            ddst_w(bwd_weights.diff_dst_desc(), dst_plain, dy.data(), eng),
             dwei(bwd_weights.diff_weights_desc(), wei_plain, dk.data(), eng);
         memory bias_m(bias_plain, eng, b.data()), dbias_m(bias_plain, eng, db.data());
         convolution_forward conv_fwd(fwd);
@@ -115,16 +125,23 @@ int main(int argc, char** argv)
         auto onednn = [&] {
             src.in(s);
             wei.in(s);
-            conv_fwd.execute(s, {{DNNL_ARG_SRC, src.prim}, {DNNL_ARG_WEIGHTS, wei.prim}, {DNNL_ARG_BIAS, bias_m}, {DNNL_ARG_DST, dst.prim}});
+            conv_fwd.execute(s, {{DNNL_ARG_SRC, src.prim},
+                                 {DNNL_ARG_WEIGHTS, wei.prim},
+                                 {DNNL_ARG_BIAS, bias_m},
+                                 {DNNL_ARG_DST, dst.prim}});
             dst.out(s);
             ddst.in(s);
             src_w.in(s);
-            conv_bwd_weights.execute(s, {{DNNL_ARG_SRC, src_w.prim}, {DNNL_ARG_DIFF_DST, ddst_w.prim}, {DNNL_ARG_DIFF_WEIGHTS, dwei.prim},
+            conv_bwd_weights.execute(s, {{DNNL_ARG_SRC, src_w.prim},
+                                         {DNNL_ARG_DIFF_DST, ddst_w.prim},
+                                         {DNNL_ARG_DIFF_WEIGHTS, dwei.prim},
                                          {DNNL_ARG_DIFF_BIAS, dbias_m}});
             dwei.out(s);
             if (which == 1) {  // the first layer computes no dx, as in training
                 wei_b.in(s);
-                conv_bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst.prim}, {DNNL_ARG_WEIGHTS, wei_b.prim}, {DNNL_ARG_DIFF_SRC, dsrc.prim}});
+                conv_bwd_data.execute(
+                    s,
+                    {{DNNL_ARG_DIFF_DST, ddst.prim}, {DNNL_ARG_WEIGHTS, wei_b.prim}, {DNNL_ARG_DIFF_SRC, dsrc.prim}});
                 dsrc.out(s);
             }
             s.wait();
@@ -132,7 +149,8 @@ int main(int argc, char** argv)
         // ddst_w shares dy with ddst: the same reorder, done once above when layouts match.
         auto gemm = [&] {
             cpu::conv2d_forward(x.data(), k.data(), b.data(), y.data(), n, o, w, ws.data());
-            cpu::conv2d_backward(x.data(), k.data(), dy.data(), which == 1 ? dx.data() : nullptr, dk.data(), db.data(), n, o, w, ws.data());
+            cpu::conv2d_backward(x.data(), k.data(), dy.data(), which == 1 ? dx.data() : nullptr, dk.data(), db.data(),
+                                 n, o, w, ws.data());
         };
         for (int i = 0; i < 3; ++i) {
             onednn();
@@ -143,8 +161,8 @@ int main(int argc, char** argv)
             a.push_back(time_ms(onednn));
             g.push_back(time_ms(gemm));
         }
-        std::printf("%s\"conv%d_onednn_ms\":%.3f,\"conv%d_im2col_sgemm_ms\":%.3f", which ? "," : "", which + 1, median(a), which + 1,
-                    median(g));
+        std::printf("%s\"conv%d_onednn_ms\":%.3f,\"conv%d_im2col_sgemm_ms\":%.3f", which ? "," : "", which + 1,
+                    median(a), which + 1, median(g));
     }
     std::printf("}\n");
     return 0;

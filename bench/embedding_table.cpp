@@ -23,7 +23,10 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+double seconds_since(clock_type::time_point t0)
+{
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
 
 double median(std::vector<double> v)
 {
@@ -98,7 +101,8 @@ double read_gbytes_per_s(std::size_t bytes)
 // Random reads of `row_bytes` from a buffer of `rows` rows, 16 in flight
 // (prefetched in groups, as the table does): what the memory system gives
 // a lookup that does nothing else, for the same key stream.
-double random_rows_per_s(const std::vector<std::uint64_t>& keys, std::size_t rows, std::size_t row_bytes, std::size_t dim)
+double random_rows_per_s(const std::vector<std::uint64_t>& keys, std::size_t rows, std::size_t row_bytes,
+                         std::size_t dim)
 {
     const std::size_t stride = (row_bytes + 15) / 16 * 16;
     std::vector<float> buf(rows * stride / sizeof(float), 1.0f);
@@ -137,7 +141,8 @@ int main(int argc, char** argv)
         else if (a == "--zipf") zipf = std::strtod(argv[i + 1], nullptr);
         else if (a == "--repeat") repeat = std::strtoull(argv[i + 1], nullptr, 10);
         else {
-            std::fprintf(stderr, "embedding-table: unknown argument %s: use --rows, --dim, --batch, --zipf or --repeat\n",
+            std::fprintf(stderr,
+                         "embedding-table: unknown argument %s: use --rows, --dim, --batch, --zipf or --repeat\n",
                          a.c_str());
             return 2;
         }
@@ -201,8 +206,8 @@ int main(int argc, char** argv)
                 rows, dim, batch, zipf, table.bytes_per_row(), gbs, bound, reads);
     std::printf("{\"op\":\"pull\",\"table_keys_per_s\":%.0f,\"unordered_map_keys_per_s\":%.0f,\"ratio\":%.2f,"
                 "\"of_bandwidth_bound\":%.2f,\"of_random_reads\":%.2f}\n",
-                median(pull_table), median(pull_plain), median(pull_table) / median(pull_plain), median(pull_table) / bound,
-                median(pull_table) / reads);
+                median(pull_table), median(pull_plain), median(pull_table) / median(pull_plain),
+                median(pull_table) / bound, median(pull_table) / reads);
     std::printf("{\"op\":\"push\",\"table_keys_per_s\":%.0f,\"unordered_map_keys_per_s\":%.0f,\"ratio\":%.2f}\n",
                 median(push_table), median(push_plain), median(push_table) / median(push_plain));
     return 0;

@@ -71,11 +71,14 @@ int main(int argc, char** argv)
 
     // conv2d: 1x28x28 -> 32x28x28 (5x5 same) and 32x14x14 -> 64x14x14, with their relu.
     for (int which = 0; which < 2; ++which) {
-        pstrain::compute::window2d w = which == 0 ? pstrain::compute::window2d{1, 28, 28, 5, 5, 1, 1} : pstrain::compute::window2d{32, 14, 14, 5, 5, 1, 1};
+        pstrain::compute::window2d w = which == 0 ? pstrain::compute::window2d{1, 28, 28, 5, 5, 1, 1}
+                                                  : pstrain::compute::window2d{32, 14, 14, 5, 5, 1, 1};
         pstrain::compute::resolve_padding(w, true);
         const int filters = which == 0 ? 32 : 64;
-        const std::size_t in = std::size_t(n) * w.channels * w.height * w.width, outn = std::size_t(n) * filters * w.out_h * w.out_w;
-        auto x = random_floats(in, 1), k = random_floats(std::size_t(filters) * w.channels * 25, 2), b = random_floats(filters, 3);
+        const std::size_t in = std::size_t(n) * w.channels * w.height * w.width,
+                          outn = std::size_t(n) * filters * w.out_h * w.out_w;
+        auto x = random_floats(in, 1), k = random_floats(std::size_t(filters) * w.channels * 25, 2),
+             b = random_floats(filters, 3);
         auto dy = random_floats(outn, 4);
         std::vector<float> y(outn), dx(in), dk(k.size()), db(b.size());
         auto conv = cpu::make_conv2d(w, filters, n);
@@ -84,14 +87,17 @@ int main(int argc, char** argv)
                    cpu::activation_forward(pstrain::compute::activation::relu, y.data(), y.data(), outn);
                    cpu::activation_backward(pstrain::compute::activation::relu, y.data(), dy.data(), dy.data(), outn);
                    // conv1 is the first layer: no dx, as in training.
-                   conv->backward(x.data(), k.data(), dy.data(), which == 0 ? nullptr : dx.data(), dk.data(), db.data(), n);
+                   conv->backward(x.data(), k.data(), dy.data(), which == 0 ? nullptr : dx.data(), dk.data(), db.data(),
+                                  n);
                }));
     }
     // maxpool 2: 32x28x28 -> 32x14x14 and 64x14x14 -> 64x7x7.
     for (int which = 0; which < 2; ++which) {
-        pstrain::compute::window2d w = which == 0 ? pstrain::compute::window2d{32, 28, 28, 2, 2, 2, 2} : pstrain::compute::window2d{64, 14, 14, 2, 2, 2, 2};
+        pstrain::compute::window2d w = which == 0 ? pstrain::compute::window2d{32, 28, 28, 2, 2, 2, 2}
+                                                  : pstrain::compute::window2d{64, 14, 14, 2, 2, 2, 2};
         pstrain::compute::resolve_padding(w, false);
-        const std::size_t in = std::size_t(n) * w.channels * w.height * w.width, outn = std::size_t(n) * w.channels * w.out_h * w.out_w;
+        const std::size_t in = std::size_t(n) * w.channels * w.height * w.width,
+                          outn = std::size_t(n) * w.channels * w.out_h * w.out_w;
         auto x = random_floats(in, 5), dy = random_floats(outn, 6);
         std::vector<float> y(outn), dx(in);
         std::vector<std::int32_t> arg(outn);
@@ -103,14 +109,16 @@ int main(int argc, char** argv)
     // dense 3136 -> 1024 (relu) and 1024 -> 10.
     for (int which = 0; which < 2; ++which) {
         const int in = which == 0 ? 3136 : 1024, outw = which == 0 ? 1024 : 10;
-        auto x = random_floats(std::size_t(n) * in, 7), w = random_floats(std::size_t(in) * outw, 8), b = random_floats(outw, 9);
+        auto x = random_floats(std::size_t(n) * in, 7), w = random_floats(std::size_t(in) * outw, 8),
+             b = random_floats(outw, 9);
         auto dy = random_floats(std::size_t(n) * outw, 10);
         std::vector<float> y(std::size_t(n) * outw), dx(std::size_t(n) * in), dw(w.size()), db(b.size());
         report(which == 0 ? "dense1" : "dense2", median_ms(repeat, [&] {
                    be.linear_forward(x.data(), w.data(), b.data(), y.data(), n, in, outw);
                    if (which == 0) {
                        cpu::activation_forward(pstrain::compute::activation::relu, y.data(), y.data(), y.size());
-                       cpu::activation_backward(pstrain::compute::activation::relu, y.data(), dy.data(), dy.data(), y.size());
+                       cpu::activation_backward(pstrain::compute::activation::relu, y.data(), dy.data(), dy.data(),
+                                                y.size());
                    }
                    be.linear_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(), n, in, outw);
                }));
@@ -130,7 +138,8 @@ int main(int argc, char** argv)
         std::vector<std::int32_t> labels(n);
         for (int i = 0; i < n; ++i) labels[i] = i % 10;
         std::vector<float> d(logits.size());
-        report("softmax_xent", median_ms(repeat, [&] { be.softmax_xent(logits.data(), labels.data(), d.data(), n, 10); }));
+        report("softmax_xent",
+               median_ms(repeat, [&] { be.softmax_xent(logits.data(), labels.data(), d.data(), n, 10); }));
     }
     std::printf("%s}\n", out.c_str());
     return 0;

@@ -60,11 +60,13 @@ int main(int argc, char** argv)
         sub->add_option("--port", port, "the PS's port")->check(CLI::Range(1024, 65000));
         sub->add_option("--progress", progress)->check(CLI::IsMember({"event", "spin"}));
         sub->add_flag("--sync", sync, "the PS in sync mode (default: async, as the trainer's default)");
-        sub->add_option("--shared-memory", shared_memory, "auto (the PS maps the worker's buffers on one host) or off (messages)")
+        sub->add_option("--shared-memory", shared_memory,
+                        "auto (the PS maps the worker's buffers on one host) or off (messages)")
             ->check(CLI::IsMember({"auto", "off"}));
     }
     for (auto* sub : {client, pmix}) {
-        sub->add_option("--bytes", bytes, "message size: the shard's bytes")->check(CLI::Range(std::size_t(4), std::size_t(1) << 30));
+        sub->add_option("--bytes", bytes, "message size: the shard's bytes")
+            ->check(CLI::Range(std::size_t(4), std::size_t(1) << 30));
         sub->add_option("--iters", iters)->check(CLI::Range(1, 100000000));
         sub->add_option("--warmup", warmup)->check(CLI::Range(0, 1000000));
     }
@@ -78,7 +80,8 @@ int main(int argc, char** argv)
         if (*pmix) {
             auto found = bootstrap::detect_job({});
             if (!found || found->how != bootstrap::mode::pmix || found->num_ps != 1 || found->num_workers != 1)
-                throw error("pstrain-bench pmix: run it as srun -n2 --ps=1 --workers=1 --mpi=pmix pstrain-bench pmix ...");
+                throw error(
+                    "pstrain-bench pmix: run it as srun -n2 --ps=1 --workers=1 --mpi=pmix pstrain-bench pmix ...");
             j = *found;
         } else {
             j = make_job(*server ? role::ps : role::worker, port);
@@ -119,9 +122,13 @@ int main(int argc, char** argv)
             mapped = c.mapped(0);
         }
         const double moved = 2.0 * static_cast<double>(n * sizeof(float)) * iters;
-        nlohmann::json result{{"bytes", n * sizeof(float)}, {"iters", iters}, {"seconds", seconds},
-                              {"round_trip_us", seconds / iters * 1e6}, {"goodput_MiBps", moved / seconds / (1 << 20)},
-                              {"progress", progress}, {"shared_memory", mapped}};
+        nlohmann::json result{{"bytes", n * sizeof(float)},
+                              {"iters", iters},
+                              {"seconds", seconds},
+                              {"round_trip_us", seconds / iters * 1e6},
+                              {"goodput_MiBps", moved / seconds / (1 << 20)},
+                              {"progress", progress},
+                              {"shared_memory", mapped}};
         fmt::print("{}\n", result.dump());
         net->close(false);
         return 0;

@@ -48,12 +48,14 @@ int main(int argc, char** argv)
         else if (a == "--repeat") repeat = std::atoi(argv[i + 1]);
         else if (a == "--square") square = std::atoi(argv[i + 1]);
         else {
-            std::fprintf(stderr, "sgemm-limit: unknown option '%s': use --hidden, --batch, --repeat or --square\n", a.c_str());
+            std::fprintf(stderr, "sgemm-limit: unknown option '%s': use --hidden, --batch, --repeat or --square\n",
+                         a.c_str());
             return 2;
         }
     }
     if (argc % 2 == 0 || batch < 1 || repeat < 1 || square < 64) {
-        std::fprintf(stderr, "usage: sgemm-limit [--hidden 100[,100...]] [--batch 100] [--repeat 200] [--square 1024]\n");
+        std::fprintf(stderr,
+                     "usage: sgemm-limit [--hidden 100[,100...]] [--batch 100] [--repeat 200] [--square 1024]\n");
         return 2;
     }
     std::vector<int> widths{784};
@@ -81,15 +83,15 @@ int main(int argc, char** argv)
     }
     auto step = [&] {
         for (auto& L : layers)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, L.out, L.in, 1.0f, L.x.data(), L.in, L.w.data(), L.out,
-                        0.0f, L.y.data(), L.out);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, L.out, L.in, 1.0f, L.x.data(), L.in,
+                        L.w.data(), L.out, 0.0f, L.y.data(), L.out);
         for (std::size_t l = layers.size(); l-- > 0;) {
             auto& L = layers[l];
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L.in, L.out, batch, 1.0f, L.x.data(), L.in, L.dy.data(), L.out,
-                        0.0f, L.dw.data(), L.out);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L.in, L.out, batch, 1.0f, L.x.data(), L.in,
+                        L.dy.data(), L.out, 0.0f, L.dw.data(), L.out);
             if (l > 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, L.in, L.out, 1.0f, L.dy.data(), L.out, L.w.data(),
-                            L.out, 0.0f, L.dx.data(), L.in);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, L.in, L.out, 1.0f, L.dy.data(), L.out,
+                            L.w.data(), L.out, 0.0f, L.dx.data(), L.in);
         }
     };
     for (int i = 0; i < 20; ++i) step();
@@ -107,8 +109,8 @@ int main(int argc, char** argv)
     double best_square = 1e30;
     for (int round = 0; round < 5; ++round) {
         auto t = clock_type::now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, square, square, square, 1.0f, a.data(), square, b.data(), square,
-                    0.0f, c.data(), square);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, square, square, square, 1.0f, a.data(), square, b.data(),
+                    square, 0.0f, c.data(), square);
         best_square = std::min(best_square, seconds_since(t));
     }
     std::replace(hidden.begin(), hidden.end(), ',', '-');

@@ -50,7 +50,9 @@ int main(int argc, char** argv)
         else if (a == "--repeat") repeat = std::strtoull(argv[i + 1], nullptr, 10);
         else if (a == "--dir") dir = argv[i + 1];
         else {
-            std::fprintf(stderr, "table-checkpoint: unknown argument %s: use --rows, --dim, --changed, --repeat or --dir\n", argv[i]);
+            std::fprintf(stderr,
+                         "table-checkpoint: unknown argument %s: use --rows, --dim, --changed, --repeat or --dir\n",
+                         argv[i]);
             return 2;
         }
     }
@@ -81,7 +83,8 @@ int main(int argc, char** argv)
     }
     std::vector<double> full_s, inc_s, restore_s;
     std::uint64_t full_bytes = 0, inc_bytes = 0, inc_rows = 0;
-    const std::uint64_t touched = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(static_cast<double>(rows) * changed));
+    const std::uint64_t touched =
+        std::max<std::uint64_t>(1, static_cast<std::uint64_t>(static_cast<double>(rows) * changed));
     for (std::uint64_t r = 0; r < repeat; ++r) {
         const std::uint64_t base = 10 * (r + 1);
         checkpoint::table_meta m;
@@ -124,8 +127,9 @@ int main(int argc, char** argv)
         std::filesystem::remove(dir + "/" + checkpoint::table_name(base + 1, 0, 1));
     }
     fmt::print("rows {}  dim {}  adagrad  changed {} ({} rows)  medians of {}\n", rows, dim, changed, inc_rows, repeat);
-    fmt::print("full save         {:>10.3f} s  {:>12} bytes  {:.1f} bytes/row  {:.2f} M rows/s\n", median(full_s), full_bytes,
-               static_cast<double>(full_bytes) / static_cast<double>(rows), static_cast<double>(rows) / median(full_s) / 1e6);
+    fmt::print("full save         {:>10.3f} s  {:>12} bytes  {:.1f} bytes/row  {:.2f} M rows/s\n", median(full_s),
+               full_bytes, static_cast<double>(full_bytes) / static_cast<double>(rows),
+               static_cast<double>(rows) / median(full_s) / 1e6);
     fmt::print("incremental save  {:>10.3f} s  {:>12} bytes  {:.1f} bytes/changed row\n", median(inc_s), inc_bytes,
                static_cast<double>(inc_bytes) / static_cast<double>(inc_rows));
     fmt::print("restore (full + incremental, every row)  {:.3f} s\n", median(restore_s));

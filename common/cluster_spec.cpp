@@ -44,8 +44,8 @@ json cluster_json(const cluster_spec& spec, bool with_evaluator)
 }
 
 // A list that may be absent (chief, evaluator): at most `most` entries.
-std::vector<std::string> address_list(const json& cluster, const char* key, std::string_view what, bool optional = false,
-                                      std::size_t most = 0);
+std::vector<std::string> address_list(const json& cluster, const char* key, std::string_view what,
+                                      bool optional = false, std::size_t most = 0);
 
 std::vector<std::string> optional_list(const json& cluster, const char* key, std::string_view what)
 {
@@ -77,8 +77,7 @@ std::vector<std::string> address_list(const json& cluster, const char* key, std:
 json parse_object(std::string_view text, std::string_view what)
 {
     json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-        throw error(fmt::format("{} is not a JSON object: check its value", what));
+    if (j.is_discarded() || !j.is_object()) throw error(fmt::format("{} is not a JSON object: check its value", what));
     return j;
 }
 
@@ -146,7 +145,8 @@ tf_config parse_tf_config(std::string_view text)
         out.task = {role::chief, index};
     } else if (type == "evaluator") {
         // Outside the cluster, as TensorFlow wants it: its index is its own.
-        if (index != 0) throw error(fmt::format("TF_CONFIG task index {} for the evaluator: there is one, index 0", index));
+        if (index != 0)
+            throw error(fmt::format("TF_CONFIG task index {} for the evaluator: there is one, index 0", index));
         out.task = {role::evaluator, 0};
         return out;
     } else {

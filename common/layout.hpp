@@ -16,11 +16,11 @@ enum class distribution { block, cyclic, plane };
 distribution parse_distribution(std::string_view slurm_distribution);
 
 struct task_layout {
-    std::vector<std::string> nodes;             // in step order
-    std::vector<int> node_of_rank;              // rank -> index into nodes
+    std::vector<std::string> nodes;               // in step order
+    std::vector<int> node_of_rank;                // rank -> index into nodes
     std::vector<std::vector<int>> ranks_of_node;  // node -> its ranks, ascending
 
-    int local_index(int rank) const;            // position of rank on its node
+    int local_index(int rank) const;  // position of rank on its node
     int max_tasks_per_node() const;
 };
 
@@ -28,7 +28,7 @@ struct task_layout {
 // fills nodes in order; cyclic deals one task per node per round, skipping
 // full nodes; plane deals blocks of plane_size.  Throws pstrain::error when
 // the lists disagree (different lengths, zero tasks in total).
-task_layout make_layout(std::vector<std::string> nodes, const std::vector<int>& tasks_per_node,
-                        distribution dist, int plane_size = 1);
+task_layout make_layout(std::vector<std::string> nodes, const std::vector<int>& tasks_per_node, distribution dist,
+                        int plane_size = 1);
 
 }  // namespace pstrain

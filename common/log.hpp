@@ -32,12 +32,24 @@ void format_from_environment();
 void write(level lvl, std::string_view message);
 
 template <typename... Args>
-void error(fmt::format_string<Args...> f, Args&&... args) { write(level::error, fmt::format(f, std::forward<Args>(args)...)); }
+void error(fmt::format_string<Args...> f, Args&&... args)
+{
+    write(level::error, fmt::format(f, std::forward<Args>(args)...));
+}
 template <typename... Args>
-void warn(fmt::format_string<Args...> f, Args&&... args) { if (current_level() >= level::warn) write(level::warn, fmt::format(f, std::forward<Args>(args)...)); }
+void warn(fmt::format_string<Args...> f, Args&&... args)
+{
+    if (current_level() >= level::warn) write(level::warn, fmt::format(f, std::forward<Args>(args)...));
+}
 template <typename... Args>
-void info(fmt::format_string<Args...> f, Args&&... args) { if (current_level() >= level::info) write(level::info, fmt::format(f, std::forward<Args>(args)...)); }
+void info(fmt::format_string<Args...> f, Args&&... args)
+{
+    if (current_level() >= level::info) write(level::info, fmt::format(f, std::forward<Args>(args)...));
+}
 template <typename... Args>
-void debug(fmt::format_string<Args...> f, Args&&... args) { if (current_level() >= level::debug) write(level::debug, fmt::format(f, std::forward<Args>(args)...)); }
+void debug(fmt::format_string<Args...> f, Args&&... args)
+{
+    if (current_level() >= level::debug) write(level::debug, fmt::format(f, std::forward<Args>(args)...));
+}
 
 }  // namespace pstrain::log

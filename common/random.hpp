@@ -15,10 +15,16 @@
 namespace pstrain::random {
 
 // An engine giving 64 uniformly random bits per call.
+// clang-format off (clang-format 14 lays requires-expressions out badly)
 template <class G>
-concept bits64 = requires(G& g) {
-    { g() } -> std::same_as<std::uint64_t>;
-} && G::min() == 0 && G::max() == std::numeric_limits<std::uint64_t>::max();
+concept bits64 = requires(G& g)
+{
+    {
+        g()
+        } -> std::same_as<std::uint64_t>;
+}
+&&G::min() == 0 && G::max() == std::numeric_limits<std::uint64_t>::max();
+// clang-format on
 
 // splitmix64 (Steele, Lea and Flood, 2014), as in Vigna's reference
 // splitmix64.c: a Weyl sequence through a mixing function.

@@ -115,7 +115,8 @@ std::optional<arguments> parse(int argc, char** argv, int& status)
             if (!n) throw error(fmt::format("--grace {}: give whole seconds from 0 to 3600", text));
             a.grace = static_cast<int>(*n);
         } else if (!arg.empty() && arg[0] == '-') {
-            throw error(fmt::format("unknown option '{}': see pstrain-run --help (the program's own flags go after --)", arg));
+            throw error(
+                fmt::format("unknown option '{}': see pstrain-run --help (the program's own flags go after --)", arg));
         } else {
             break;
         }
@@ -173,8 +174,7 @@ int run_and_wait(const std::vector<std::string>& argv)
     if (rc != 0) return -1;
     int status = 0;
     pid_t done;
-    while ((done = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
-    }
+    while ((done = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {}
     if (done != pid) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -191,7 +191,8 @@ void end_step()
     const auto id = fmt::format("{}.{}", job, step);
     const int rc = run_and_wait({"scancel", "--quiet", "--signal=URG", id});
     if (rc < 0)
-        fail_line(fmt::format("scancel not found: the step's other tasks cannot be ended: end them with scancel {}", id));
+        fail_line(
+            fmt::format("scancel not found: the step's other tasks cannot be ended: end them with scancel {}", id));
     else if (rc != 0)  // Slurm says "Invalid job id" when some of the step's processes are gone already
         say(fmt::format("note: scancel --signal=URG {} exited with status {} (as it does when some of the step's "
                         "processes have ended already); if tasks of the step keep running, end it with scancel {}",
@@ -203,8 +204,9 @@ int supervise(const arguments& a)
     cluster_spec spec;
     const auto me = this_task(spec);
     if (!a.classic_flags && !std::getenv("TF_CONFIG"))
-        throw error("TF_CONFIG is not set: the plugin's tf_config=no is set in plugstack.conf: pstrain-run needs TF_CONFIG "
-                    "(tf_config=yes), or give --classic-flags");
+        throw error(
+            "TF_CONFIG is not set: the plugin's tf_config=no is set in plugstack.conf: pstrain-run needs TF_CONFIG "
+            "(tf_config=yes), or give --classic-flags");
     prefix = fmt::format("pstrain-run[{} {}]", role_name(me.id.role), me.id.index);
     auto argv = a.program;
     if (a.classic_flags)
@@ -229,7 +231,8 @@ int supervise(const arguments& a)
     const int spawn_error = posix_spawnp(&child, args[0], nullptr, &attr, args.data(), environ);
     posix_spawnattr_destroy(&attr);
     if (spawn_error != 0) {
-        fail_line(fmt::format("cannot run '{}': {}: give a program on PATH or its path", argv[0], std::strerror(spawn_error)));
+        fail_line(fmt::format("cannot run '{}': {}: give a program on PATH or its path", argv[0],
+                              std::strerror(spawn_error)));
         const auto o = run::on_program_exit(me, {false, 127}, a.failures);
         if (o.end_step) end_step();
         return 127;
@@ -261,7 +264,8 @@ int supervise(const arguments& a)
         int status = 0;
         const pid_t done = waitpid(child, &status, WNOHANG);
         if (done == child) {
-            how = WIFSIGNALED(status) ? run::exit_info{true, WTERMSIG(status)} : run::exit_info{false, WEXITSTATUS(status)};
+            how = WIFSIGNALED(status) ? run::exit_info{true, WTERMSIG(status)}
+                                      : run::exit_info{false, WEXITSTATUS(status)};
             break;
         }
     }

@@ -23,10 +23,7 @@ std::string task::name() const
                        chief && id.role != role::chief ? ", the chief" : "");
 }
 
-bool task::decides() const
-{
-    return has_chief ? id.role == role::chief : id.role == role::worker && id.index == 0;
-}
+bool task::decides() const { return has_chief ? id.role == role::chief : id.role == role::worker && id.index == 0; }
 
 std::string exit_info::describe() const
 {
@@ -51,24 +48,28 @@ outcome on_program_exit(const task& me, exit_info how, worker_failures policy)
     }
     const auto r = me.id.role;
     if (clean && r != role::ps) return o;  // a between-graph worker that finished: nothing to do
-    const bool tolerated = r == role::evaluator ||
-                           (r == role::worker && (policy == worker_failures::tolerate ||
-                                                  (policy == worker_failures::automatic && me.has_chief)));
+    const bool tolerated =
+        r == role::evaluator || (r == role::worker && (policy == worker_failures::tolerate ||
+                                                       (policy == worker_failures::automatic && me.has_chief)));
     if (tolerated) {
-        o.line = fmt::format("{} ended with {}; the job goes on without it{}", me.name(), how.describe(),
-                             r == role::worker ? " (ParameterServerStrategy's coordinator tolerates a lost worker)" : "");
+        o.line =
+            fmt::format("{} ended with {}; the job goes on without it{}", me.name(), how.describe(),
+                        r == role::worker ? " (ParameterServerStrategy's coordinator tolerates a lost worker)" : "");
         return o;  // exit 0: the step must not be ended for it
     }
     o.end_step = true;
     o.exit_code = how.shell_status() == 0 ? 1 : how.shell_status();
     o.is_error = true;
     // A ps serves until the step ends: even a clean exit leaves the chief waiting.
-    o.line = r == role::ps
-                 ? fmt::format("{} ended with {}{}: the job cannot go on without its ps tasks (TensorFlow would wait "
-                               "for it forever): ending the step", me.name(), how.describe(),
-                               clean ? " before the chief (does the program join() its server?)" : "")
-                 : fmt::format("{} ended with {}: without a separate chief its loss ends the job (give --worker-failures "
-                               "tolerate to go on without it): ending the step", me.name(), how.describe());
+    o.line =
+        r == role::ps
+            ? fmt::format("{} ended with {}{}: the job cannot go on without its ps tasks (TensorFlow would wait "
+                          "for it forever): ending the step",
+                          me.name(), how.describe(),
+                          clean ? " before the chief (does the program join() its server?)" : "")
+            : fmt::format("{} ended with {}: without a separate chief its loss ends the job (give --worker-failures "
+                          "tolerate to go on without it): ending the step",
+                          me.name(), how.describe());
     return o;
 }
 

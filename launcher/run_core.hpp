@@ -21,8 +21,8 @@ worker_failures parse_worker_failures(const std::string& text);  // throws pstra
 
 struct task {
     task_id id{role::worker, 0};
-    std::string host;        // for messages
-    bool has_chief = false;  // the step has a separate chief task (--chief)
+    std::string host;          // for messages
+    bool has_chief = false;    // the step has a separate chief task (--chief)
     std::string name() const;  // "ps 0 (n2)", "worker 0 (n1, the chief)"
     // The chief, else worker 0: its program's end is the step's end.
     bool decides() const;
@@ -31,7 +31,7 @@ struct task {
 // How a program ended.
 struct exit_info {
     bool signalled = false;
-    int value = 0;  // exit status, or signal number
+    int value = 0;                 // exit status, or signal number
     std::string describe() const;  // "exit status 3", "signal 9 (Killed)"
     int shell_status() const;      // as a shell reports it: status, or 128 + signal
 };

@@ -29,7 +29,9 @@ bool parse_bool(const std::string& key, const std::string& value)
 int parse_one(const std::string& key, const std::string& value, std::int64_t lo, std::int64_t hi)
 {
     auto v = parse_count(value, lo, hi);
-    if (!v) throw error(fmt::format("plugstack.conf argument {}={}: give a whole number from {} to {}", key, value, lo, hi));
+    if (!v)
+        throw error(
+            fmt::format("plugstack.conf argument {}={}: give a whole number from {} to {}", key, value, lo, hi));
     return static_cast<int>(*v);
 }
 
@@ -45,8 +47,8 @@ int parse_task_option(const char* flag, const std::optional<std::string>& text, 
         if (digits && text->find_first_not_of('0') != std::string::npos)
             throw error(fmt::format("{}={} is too large: at most {} {} tasks (plugstack.conf max_tasks)", flag, *text,
                                     cfg.max_tasks, what));
-        throw error(fmt::format("{}={} is not a valid number of {} tasks: give a whole number from 1 to {}, e.g. {}", flag,
-                                *text, what, cfg.max_tasks, example));
+        throw error(fmt::format("{}={} is not a valid number of {} tasks: give a whole number from 1 to {}, e.g. {}",
+                                flag, *text, what, cfg.max_tasks, example));
     }
     return static_cast<int>(*v);
 }
@@ -73,13 +75,15 @@ std::vector<int> step_ports(const config& cfg, const step_info& step, const task
     if (step.resv_ports) {
         auto reserved = parse_port_list(*step.resv_ports);
         if (static_cast<int>(reserved.size()) >= per_node) return reserved;
-        warnings.push_back(fmt::format("SLURM_STEP_RESV_PORTS has {} ports for {} tasks on a node: using port_range instead",
-                                       reserved.size(), per_node));
+        warnings.push_back(
+            fmt::format("SLURM_STEP_RESV_PORTS has {} ports for {} tasks on a node: using port_range instead",
+                        reserved.size(), per_node));
     }
     const int slots = (cfg.port_max - cfg.port_min + 1) / per_node;
     if (slots < 1)
-        throw error(fmt::format("port_range {}-{} is smaller than the {} tasks of one node: widen port_range in plugstack.conf",
-                                cfg.port_min, cfg.port_max, per_node));
+        throw error(
+            fmt::format("port_range {}-{} is smaller than the {} tasks of one node: widen port_range in plugstack.conf",
+                        cfg.port_min, cfg.port_max, per_node));
     // Steps of one job take consecutive slots; jobs are spread by a
     // multiplicative hash of the job id.
     std::uint64_t key = static_cast<std::uint64_t>(step.job_id) * 2654435761u + step.step_id;
@@ -112,8 +116,9 @@ config parse_plugstack_args(const std::vector<std::string>& args)
     for (const auto& arg : args) {
         auto eq = arg.find('=');
         if (eq == std::string::npos || eq == 0)
-            throw error(fmt::format("plugstack.conf argument '{}' is not key=value: known keys are {} (see spank-pstrain(8))",
-                                    arg, known_keys));
+            throw error(
+                fmt::format("plugstack.conf argument '{}' is not key=value: known keys are {} (see spank-pstrain(8))",
+                            arg, known_keys));
         std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
         if (key == "tf_config") {
             cfg.tf_config = parse_bool(key, value);
@@ -128,7 +133,8 @@ config parse_plugstack_args(const std::vector<std::string>& args)
             else throw error(fmt::format("plugstack.conf argument ps_placement={}: use rank or spread", value));
         } else if (key == "port_range") {
             auto dash = value.find('-');
-            if (dash == std::string::npos) throw error(fmt::format("plugstack.conf argument port_range={}: use MIN-MAX, e.g. 30000-39999", value));
+            if (dash == std::string::npos)
+                throw error(fmt::format("plugstack.conf argument port_range={}: use MIN-MAX, e.g. 30000-39999", value));
             cfg.port_min = parse_one(key, value.substr(0, dash), 1024, 65535);
             cfg.port_max = parse_one(key, value.substr(dash + 1), cfg.port_min, 65535);
         } else if (key == "port_scope") {
@@ -138,8 +144,9 @@ config parse_plugstack_args(const std::vector<std::string>& args)
         } else if (key == "max_tasks") {
             cfg.max_tasks = parse_one(key, value, 2, 1 << 20);
         } else {
-            throw error(fmt::format("unknown plugstack.conf argument '{}' for spank_pstrain.so: known keys are {} (see spank-pstrain(8))",
-                                    key, known_keys));
+            throw error(fmt::format(
+                "unknown plugstack.conf argument '{}' for spank_pstrain.so: known keys are {} (see spank-pstrain(8))",
+                key, known_keys));
         }
     }
     return cfg;
@@ -147,27 +154,29 @@ config parse_plugstack_args(const std::vector<std::string>& args)
 
 std::string job_shape::flags() const
 {
-    return fmt::format("--ps={} --workers={}{}{}", num_ps, num_workers, chief ? " --chief" : "", evaluator ? " --evaluator" : "");
+    return fmt::format("--ps={} --workers={}{}{}", num_ps, num_workers, chief ? " --chief" : "",
+                       evaluator ? " --evaluator" : "");
 }
 
 std::optional<job_shape> validate_options(const option_values& given, const config& cfg)
 {
     if (!given.ps && !given.workers) {
         if (given.chief || given.evaluator)
-            throw error(fmt::format("{} was given without --ps and --workers: give them too, e.g. --ps=2 --workers=2 {}",
-                                    given.chief ? "--chief" : "--evaluator", given.chief ? "--chief" : "--evaluator"));
+            throw error(
+                fmt::format("{} was given without --ps and --workers: give them too, e.g. --ps=2 --workers=2 {}",
+                            given.chief ? "--chief" : "--evaluator", given.chief ? "--chief" : "--evaluator"));
         return std::nullopt;
     }
     if (!given.workers)
         throw error(fmt::format("--ps={} was given without --workers: give both, e.g. --ps=1 --workers=2", *given.ps));
     if (!given.ps)
-        throw error(fmt::format("--workers={} was given without --ps: give both, e.g. --ps=1 --workers={}", *given.workers,
-                                given.workers->empty() ? "2" : *given.workers));
+        throw error(fmt::format("--workers={} was given without --ps: give both, e.g. --ps=1 --workers={}",
+                                *given.workers, given.workers->empty() ? "2" : *given.workers));
     job_shape shape{parse_task_option("--ps", given.ps, cfg), parse_task_option("--workers", given.workers, cfg),
                     given.chief, given.evaluator};
     if (shape.total() > cfg.max_tasks)
-        throw error(fmt::format("{} makes {} tasks, more than {} (plugstack.conf max_tasks)", shape.flags(), shape.total(),
-                                cfg.max_tasks));
+        throw error(fmt::format("{} makes {} tasks, more than {} (plugstack.conf max_tasks)", shape.flags(),
+                                shape.total(), cfg.max_tasks));
     return shape;
 }
 
@@ -210,15 +219,17 @@ std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& lay
 environment task_environment(const job_shape& shape, const config& cfg, const step_info& step,
                              std::vector<std::string>& warnings)
 {
-    if (step.total_tasks != shape.total()) throw error(task_count_error(shape, static_cast<std::uint32_t>(step.total_tasks)));
+    if (step.total_tasks != shape.total())
+        throw error(task_count_error(shape, static_cast<std::uint32_t>(step.total_tasks)));
     // The counts decide the layout's size: they must add up to the step's
     // tasks before a layout of that many is made.
     const auto counts = expand_task_counts(step.tasks_per_node);
     const auto counted = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
     if (counted != step.total_tasks)
-        throw error(fmt::format("SLURM_STEP_TASKS_PER_NODE={} counts {} tasks but the step has {}", step.tasks_per_node, counted,
-                                step.total_tasks));
-    task_layout layout = make_layout(expand_hostlist(step.nodelist), counts, parse_distribution(step.distribution), step.plane_size);
+        throw error(fmt::format("SLURM_STEP_TASKS_PER_NODE={} counts {} tasks but the step has {}", step.tasks_per_node,
+                                counted, step.total_tasks));
+    task_layout layout =
+        make_layout(expand_hostlist(step.nodelist), counts, parse_distribution(step.distribution), step.plane_size);
     if (step.rank < 0 || step.rank >= step.total_tasks)
         throw error(fmt::format("task rank {} is outside the step's {} tasks", step.rank, step.total_tasks));
 
@@ -255,7 +266,8 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
     if (!step.cuda_visible_devices) return env;  // no GPUs allocated: CPU workers
     auto devices = split_devices(*step.cuda_visible_devices);
     // This worker's index among the workers on its node.
-    const auto& on_node = layout.ranks_of_node[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])];
+    const auto& on_node =
+        layout.ranks_of_node[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])];
     int local_workers = 0, k = 0;
     for (int r : on_node) {
         const auto rr = roles[static_cast<std::size_t>(r)].role;
@@ -267,8 +279,10 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
     const auto w = static_cast<std::size_t>(local_workers), kk = static_cast<std::size_t>(k);
     std::string mine;
     if (g == 0) {
-        warnings.push_back(fmt::format("{} {} has no GPU: Slurm allocated none on {}; it runs on the CPU (ask for --gres=gpu:N)",
-                                       role_name(me.role), me.index, layout.nodes[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])]));
+        warnings.push_back(fmt::format(
+            "{} {} has no GPU: Slurm allocated none on {}; it runs on the CPU (ask for --gres=gpu:N)",
+            role_name(me.role), me.index,
+            layout.nodes[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(step.rank)])]));
     } else if (g >= w) {
         mine = join(devices, kk * g / w, (kk + 1) * g / w);  // an even split, the remainder to the last workers
     } else if (cfg.gpu_bind == gpu_policy::share) {
@@ -276,9 +290,10 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
     } else if (kk < g) {
         mine = devices[kk];
     } else {
-        warnings.push_back(fmt::format("{} {} has no GPU left: {} tasks share the {} GPU(s) on this node; it runs on the CPU "
-                                       "(ask for --gres=gpu:{} or set gpu_bind=share)",
-                                       role_name(me.role), me.index, w, g, w));
+        warnings.push_back(
+            fmt::format("{} {} has no GPU left: {} tasks share the {} GPU(s) on this node; it runs on the CPU "
+                        "(ask for --gres=gpu:{} or set gpu_bind=share)",
+                        role_name(me.role), me.index, w, g, w));
     }
     env.emplace_back("CUDA_VISIBLE_DEVICES", mine);
     return env;
@@ -409,7 +424,8 @@ int spank_plugin::task_init(spank_host& host)
         step.nodelist = need("SLURM_STEP_NODELIST");
         step.tasks_per_node = need("SLURM_STEP_TASKS_PER_NODE");
         step.distribution = host.getenv("SLURM_DISTRIBUTION").value_or("");
-        if (auto plane = host.getenv("SLURM_DIST_PLANESIZE")) step.plane_size = static_cast<int>(parse_count(*plane, 1, 1 << 20).value_or(1));
+        if (auto plane = host.getenv("SLURM_DIST_PLANESIZE"))
+            step.plane_size = static_cast<int>(parse_count(*plane, 1, 1 << 20).value_or(1));
         step.job_id = host.get(item::job_id).value_or(0);
         step.step_id = *step_id;
         step.resv_ports = host.getenv("SLURM_STEP_RESV_PORTS");

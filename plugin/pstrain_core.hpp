@@ -82,10 +82,10 @@ std::string task_count_error(const job_shape& shape, std::uint32_t step_tasks);
 struct step_info {
     int rank = 0;
     int total_tasks = 0;
-    std::string nodelist;            // SLURM_STEP_NODELIST
-    std::string tasks_per_node;      // SLURM_STEP_TASKS_PER_NODE
-    std::string distribution;        // SLURM_DISTRIBUTION ("" = block)
-    int plane_size = 1;              // SLURM_DIST_PLANESIZE
+    std::string nodelist;        // SLURM_STEP_NODELIST
+    std::string tasks_per_node;  // SLURM_STEP_TASKS_PER_NODE
+    std::string distribution;    // SLURM_DISTRIBUTION ("" = block)
+    int plane_size = 1;          // SLURM_DIST_PLANESIZE
     std::uint32_t job_id = 0;
     std::uint32_t step_id = 0;
     std::optional<std::string> resv_ports;            // SLURM_STEP_RESV_PORTS
@@ -126,8 +126,8 @@ public:
 
 private:
     static void report(spank_host& host, const std::string& line);  // one "pstrain: " error line
-    void export_sizes(spank_host& host) const;  // PSTRAIN_NUM_PS, _NUM_WORKERS, _CHIEF, _EVALUATOR
-    static void export_submission(spank_host& host);  // PSTRAIN_SUBMISSION, unless already set
+    void export_sizes(spank_host& host) const;                      // PSTRAIN_NUM_PS, _NUM_WORKERS, _CHIEF, _EVALUATOR
+    static void export_submission(spank_host& host);                // PSTRAIN_SUBMISSION, unless already set
 
     config cfg_;
     option_values given_;

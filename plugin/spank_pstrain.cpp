@@ -103,29 +103,52 @@ int guarded(F&& f)
     return -1;
 }
 
-int option_ps(int, const char* optarg, int) { return guarded([&] { return the_plugin.set_option(option::ps, optarg); }); }
-int option_workers(int, const char* optarg, int) { return guarded([&] { return the_plugin.set_option(option::workers, optarg); }); }
-int option_chief(int, const char* optarg, int) { return guarded([&] { return the_plugin.set_option(option::chief, optarg); }); }
+int option_ps(int, const char* optarg, int)
+{
+    return guarded([&] { return the_plugin.set_option(option::ps, optarg); });
+}
+int option_workers(int, const char* optarg, int)
+{
+    return guarded([&] { return the_plugin.set_option(option::workers, optarg); });
+}
+int option_chief(int, const char* optarg, int)
+{
+    return guarded([&] { return the_plugin.set_option(option::chief, optarg); });
+}
 int option_evaluator(int, const char* optarg, int)
 {
     return guarded([&] { return the_plugin.set_option(option::evaluator, optarg); });
 }
 
 struct spank_option ps_option = {
-    const_cast<char*>("ps"), const_cast<char*>("N"),
-    const_cast<char*>("pstrain: run N parameter-server tasks (after --chief and --evaluator); needs --workers"), 1, 0,
+    const_cast<char*>("ps"),
+    const_cast<char*>("N"),
+    const_cast<char*>("pstrain: run N parameter-server tasks (after --chief and --evaluator); needs --workers"),
+    1,
+    0,
     option_ps};
 struct spank_option workers_option = {
-    const_cast<char*>("workers"), const_cast<char*>("M"),
-    const_cast<char*>("pstrain: run M worker tasks after the PS tasks; worker 0 is the chief unless --chief; needs --ps"), 1, 0,
+    const_cast<char*>("workers"),
+    const_cast<char*>("M"),
+    const_cast<char*>(
+        "pstrain: run M worker tasks after the PS tasks; worker 0 is the chief unless --chief; needs --ps"),
+    1,
+    0,
     option_workers};
 struct spank_option chief_option = {
-    const_cast<char*>("chief"), nullptr,
-    const_cast<char*>("pstrain: one more task, rank 0, of type chief (TensorFlow ParameterServerStrategy's coordinator)"), 0, 0,
+    const_cast<char*>("chief"),
+    nullptr,
+    const_cast<char*>(
+        "pstrain: one more task, rank 0, of type chief (TensorFlow ParameterServerStrategy's coordinator)"),
+    0,
+    0,
     option_chief};
 struct spank_option evaluator_option = {
-    const_cast<char*>("evaluator"), nullptr,
-    const_cast<char*>("pstrain: one more task of type evaluator, outside the training cluster in TF_CONFIG"), 0, 0,
+    const_cast<char*>("evaluator"),
+    nullptr,
+    const_cast<char*>("pstrain: one more task of type evaluator, outside the training cluster in TF_CONFIG"),
+    0,
+    0,
     option_evaluator};
 
 }  // namespace

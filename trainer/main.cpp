@@ -33,7 +33,9 @@ int main(int argc, char** argv)
         log::set_level(log::parse_level(options->log_level));
         if (options->summary) return trainer::print_summary(*options);
         if (options->standalone) return trainer::run_standalone(*options);
-        if (auto job = bootstrap::detect_job({options->ps_hosts, options->worker_hosts, options->job_name, options->task_index})) return trainer::run_distributed(*options, std::move(*job));
+        if (auto job = bootstrap::detect_job(
+                {options->ps_hosts, options->worker_hosts, options->job_name, options->task_index}))
+            return trainer::run_distributed(*options, std::move(*job));
         log::error("no role given: run under srun --mpi=pmix with --ps=N --workers=M, set TF_CONFIG, give "
                    "--ps-hosts/--worker-hosts/--job-name/--task-index, or use --standalone");
         return 2;

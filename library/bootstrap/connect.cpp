@@ -156,11 +156,13 @@ void authenticate_pmix(const job& j, ucx::engine& w, const ucx::auth_key& key, c
     for (std::size_t p = 0; p < c.peers.size(); ++p) {
         auto name = j.peer_name(role::ps, static_cast<int>(p));
         auto& ep = *c.peers[p];
-        auto s = ucx::answer_challenge(w, ep.get(), key, static_cast<std::uint32_t>(p), static_cast<std::uint32_t>(j.me.index),
-                                             {}, deadline, deadline, name, [&] { return ep.failed(); });
+        auto s = ucx::answer_challenge(w, ep.get(), key, static_cast<std::uint32_t>(p),
+                                       static_cast<std::uint32_t>(j.me.index), {}, deadline, deadline, name,
+                                       [&] { return ep.failed(); });
         if (!s)
-            throw error(fmt::format("bootstrap: {} did not start the handshake within {}s{}", name, timeout.count(),
-                                    ep.failed() ? fmt::format(" (connection lost: {})", ucs_status_string(ep.failure())) : ""));
+            throw error(
+                fmt::format("bootstrap: {} did not start the handshake within {}s{}", name, timeout.count(),
+                            ep.failed() ? fmt::format(" (connection lost: {})", ucs_status_string(ep.failure())) : ""));
         c.tokens[p] = *s;
     }
 }
@@ -171,7 +173,7 @@ void authenticate_pmix(const job& j, ucx::engine& w, const ucx::auth_key& key, c
 // every rank's name.
 struct start_vote::impl {
     std::unique_ptr<pmix_handle> pmix;  // none: a static spec
-    std::vector<std::string> names;      // by rank
+    std::vector<std::string> names;     // by rank
     std::size_t me = 0, chief = 0;
 };
 
@@ -210,13 +212,14 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
             auto host = pmix.hostname(r);
             names += fmt::format("{}rank {} ({})", names.empty() ? "" : ", ", r, host.value_or("?"));
         }
-        throw error(fmt::format("bootstrap: the PMIx fence did not complete within {}s ({}); missing: {}", timeout.count(),
-                                PMIx_Error_string(rc), names.empty() ? "unknown" : names));
+        throw error(fmt::format("bootstrap: the PMIx fence did not complete within {}s ({}); missing: {}",
+                                timeout.count(), PMIx_Error_string(rc), names.empty() ? "unknown" : names));
     }
 
     auto key_bytes = pmix.get_bytes(0, "pstrain.key");
     if (!key_bytes || key_bytes->size() != ucx::auth_key{}.size())
-        throw error("bootstrap: rank 0 did not publish the step's key through PMIx: are all ranks the same pstrain version?");
+        throw error(
+            "bootstrap: rank 0 did not publish the step's key through PMIx: are all ranks the same pstrain version?");
     ucx::auth_key key;
     std::copy(key_bytes->begin(), key_bytes->end(), key.begin());
 
@@ -238,7 +241,8 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
         if (!c.peers[static_cast<std::size_t>(i)])
             throw error(fmt::format("bootstrap: no rank published {}", j.peer_name(peer_role, i)));
     authenticate_pmix(j, w, key, c, timeout);
-    log::debug("bootstrap: connected to {} {} tasks through PMIx ({} ranks), each authenticated", peers, role_name(peer_role), size);
+    log::debug("bootstrap: connected to {} {} tasks through PMIx ({} ranks), each authenticated", peers,
+               role_name(peer_role), size);
     if (vote) {
         vote->pmix = std::move(handle);
         vote->names = std::move(ranks.names);
@@ -269,8 +273,9 @@ connections connect_static_ps(const job& j, ucx::engine& w, const ucx::auth_key&
     if (!all) {
         std::string names;
         for (const auto& m : c.door->missing()) names += (names.empty() ? "" : ", ") + m;
-        throw error(fmt::format("bootstrap: {} did not connect to {} within {}s: are they running with the same cluster spec?",
-                                names, j.spec.ps[static_cast<std::size_t>(j.me.index)], timeout.count()));
+        throw error(
+            fmt::format("bootstrap: {} did not connect to {} within {}s: are they running with the same cluster spec?",
+                        names, j.spec.ps[static_cast<std::size_t>(j.me.index)], timeout.count()));
     }
     c.peers = c.door->take_peers();
     c.tokens = c.door->tokens();
@@ -291,8 +296,9 @@ connections connect_static_worker(const job& j, ucx::engine& w, const ucx::auth_
             auto ep = ucx::endpoint::to_sockaddr(w, host, port, j.peer_name(role::ps, i));
             auto try_until = std::min(deadline, clock::now() + std::chrono::seconds(5));
             auto name = fmt::format("{} at {}:{}", j.peer_name(role::ps, i), host, port);
-            auto s = ucx::answer_challenge(w, ep->get(), key, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j.me.index),
-                                                 address, try_until, deadline, name, [&] { return ep->failed(); });
+            auto s = ucx::answer_challenge(w, ep->get(), key, static_cast<std::uint32_t>(i),
+                                           static_cast<std::uint32_t>(j.me.index), address, try_until, deadline, name,
+                                           [&] { return ep->failed(); });
             if (s) {
                 c.peers[static_cast<std::size_t>(i)] = std::move(ep);
                 c.tokens[static_cast<std::size_t>(i)] = *s;
@@ -343,8 +349,8 @@ void start_vote::cast(const std::string& my_error, std::chrono::seconds timeout)
     if (rc != PMIX_SUCCESS) {
         if (!my_error.empty()) throw error(my_error);
         throw error(fmt::format("start-up: not every task of the step got ready within {}s ({}): see the other tasks' "
-                                "lines, or raise --stall-timeout when loading the data takes longer", timeout.count(),
-                                PMIx_Error_string(rc)));
+                                "lines, or raise --stall-timeout when loading the data takes longer",
+                                timeout.count(), PMIx_Error_string(rc)));
     }
     std::vector<std::string> errors(impl_->names.size());
     for (std::size_t r = 0; r < errors.size(); ++r) {
@@ -353,7 +359,8 @@ void start_vote::cast(const std::string& my_error, std::chrono::seconds timeout)
             continue;
         }
         const auto got = pmix.get_bytes(static_cast<std::uint32_t>(r), "pstrain.start");
-        if (got && got->size() >= mark.size()) errors[r].assign(got->begin() + static_cast<std::ptrdiff_t>(mark.size()), got->end());
+        if (got && got->size() >= mark.size())
+            errors[r].assign(got->begin() + static_cast<std::ptrdiff_t>(mark.size()), got->end());
     }
     const auto v = judge_start(errors, impl_->names, impl_->me, impl_->chief);
     if (v.what == start_verdict::action::report) throw error(my_error);
@@ -361,7 +368,7 @@ void start_vote::cast(const std::string& my_error, std::chrono::seconds timeout)
 }
 
 std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode progress, std::chrono::seconds timeout,
-                                                  ucx::heartbeat_config beats, start_vote* vote)
+                                            ucx::heartbeat_config beats, start_vote* vote)
 {
     auto ctx = std::make_unique<ucx::context>();
     auto eng = std::make_unique<ucx::engine>(*ctx, progress);
@@ -372,22 +379,24 @@ std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode pro
         else if (!plugin || j.is_chief())
             // Under the SPANK plugin without PMIx (srun --mpi=none): PMIx
             // would make the key; the chief says it for the step's tasks.
-            log::warn("peer authentication is off: a static cluster spec ({}) has no key; {}give every task the same "
-                      "PSTRAIN_AUTH_KEY (`export PSTRAIN_AUTH_KEY=$(openssl rand -hex 32)`) so that only they can connect",
-                      j.source, plugin ? "run the step with srun --mpi=pmix, which turns it on (a key "
-                                                              "per step, nothing to set), or "
-                                                            : "");
+            log::warn(
+                "peer authentication is off: a static cluster spec ({}) has no key; {}give every task the same "
+                "PSTRAIN_AUTH_KEY (`export PSTRAIN_AUTH_KEY=$(openssl rand -hex 32)`) so that only they can connect",
+                j.source,
+                plugin ? "run the step with srun --mpi=pmix, which turns it on (a key "
+                         "per step, nothing to set), or "
+                       : "");
     }
-    auto c = j.how == mode::pmix                ? connect_pmix(j, *eng, timeout, vote ? &vote->state() : nullptr)
+    auto c = j.how == mode::pmix     ? connect_pmix(j, *eng, timeout, vote ? &vote->state() : nullptr)
              : j.me.role == role::ps ? connect_static_ps(j, *eng, key, timeout)
-                                                : connect_static_worker(j, *eng, key, timeout);
+                                     : connect_static_worker(j, *eng, key, timeout);
     // The peers' addresses, for the message that names a silent one.
     std::vector<std::string> addresses;
     const role peer_role = j.me.role == role::ps ? role::worker : role::ps;
     for (const auto& hp : j.spec.tasks(peer_role)) addresses.push_back(resolve_address(split_host_port(hp).first));
     return std::make_unique<ucx::ucx_transport>(std::move(ctx), std::move(eng), std::move(c),
-                                                      static_cast<std::uint32_t>(j.me.index), peer_names(j), beats,
-                                                      std::move(addresses));
+                                                static_cast<std::uint32_t>(j.me.index), peer_names(j), beats,
+                                                std::move(addresses));
 }
 
 }  // namespace pstrain::bootstrap

@@ -28,7 +28,9 @@ int env_count(const char* name, int lo, int hi)
 {
     auto v = env(name);
     auto n = v ? parse_count(*v, lo, hi) : std::nullopt;
-    if (!n) throw error(fmt::format("{}={} is not valid: run under srun with --ps=N --workers=M", name, v.value_or("(unset)")));
+    if (!n)
+        throw error(
+            fmt::format("{}={} is not valid: run under srun with --ps=N --workers=M", name, v.value_or("(unset)")));
     return static_cast<int>(*n);
 }
 
@@ -101,7 +103,8 @@ struct published {
 std::vector<std::uint8_t> published_peer(task_id me, std::span<const std::uint8_t> address)
 {
     std::vector<std::uint8_t> blob(sizeof(published) + address.size());
-    const published head{static_cast<std::uint8_t>(me.role == role::ps ? 0 : 1), {}, static_cast<std::uint32_t>(me.index)};
+    const published head{
+        static_cast<std::uint8_t>(me.role == role::ps ? 0 : 1), {}, static_cast<std::uint32_t>(me.index)};
     std::memcpy(blob.data(), &head, sizeof head);
     std::copy(address.begin(), address.end(), blob.begin() + sizeof head);
     return blob;
@@ -119,12 +122,15 @@ step_ranks place_ranks(const job& j, const std::vector<pmix_rank>& ranks)
         std::memcpy(&p, blob.data(), sizeof p);
         const role rr = p.role == 0 ? role::ps : role::worker;
         const auto& list = j.spec.tasks(rr);
-        if (p.index >= list.size()) throw error(fmt::format("rank {} claims {} {} which the cluster spec does not have", r, role_name(rr), p.index));
+        if (p.index >= list.size())
+            throw error(
+                fmt::format("rank {} claims {} {} which the cluster spec does not have", r, role_name(rr), p.index));
         // PMIx's view of where the rank runs must agree with the plugin's spec.
         const auto& host = ranks[r].host;
         auto spec_host = split_host_port(list[p.index]).first;
         if (host && *host != spec_host)
-            throw error(fmt::format("rank {} ({} {}) runs on {} but PSTRAIN_CLUSTER puts it on {}: the plugin's layout is wrong; report it with the srun line",
+            throw error(fmt::format("rank {} ({} {}) runs on {} but PSTRAIN_CLUSTER puts it on {}: the plugin's layout "
+                                    "is wrong; report it with the srun line",
                                     r, role_name(rr), p.index, *host, spec_host));
         out.tasks.push_back({rr, static_cast<int>(p.index)});
         out.names.push_back(j.peer_name(rr, static_cast<int>(p.index)));
@@ -138,9 +144,11 @@ namespace {
 
 std::string separate_chief_error(const std::string& role, const char* from)
 {
-    return fmt::format("this task is the job's {} ({}): pstrain's trainer has ps and worker tasks only, worker 0 being its "
-                       "chief; a separate chief and an evaluator are for TensorFlow programs run with pstrain-run: drop "
-                       "--chief and --evaluator for pstrain", role, from);
+    return fmt::format(
+        "this task is the job's {} ({}): pstrain's trainer has ps and worker tasks only, worker 0 being its "
+        "chief; a separate chief and an evaluator are for TensorFlow programs run with pstrain-run: drop "
+        "--chief and --evaluator for pstrain",
+        role, from);
 }
 
 }  // namespace
@@ -158,7 +166,8 @@ static std::optional<ucx::auth_key> static_key()
         from = "PSTRAIN_AUTH_KEY_FILE";
         struct stat st {};
         if (::stat(file->c_str(), &st) != 0)
-            throw error(fmt::format("PSTRAIN_AUTH_KEY_FILE={}: {}: name a file holding the job's key", *file, std::strerror(errno)));
+            throw error(fmt::format("PSTRAIN_AUTH_KEY_FILE={}: {}: name a file holding the job's key", *file,
+                                    std::strerror(errno)));
         if (st.st_mode & (S_IRWXG | S_IRWXO))
             throw error(fmt::format("PSTRAIN_AUTH_KEY_FILE={} can be read by others (mode {:o}): chmod 600 it", *file,
                                     st.st_mode & 0777));
@@ -184,8 +193,10 @@ std::optional<job> detect_job(const classic_flags& o)
     if (role_env && under_pmix && !have_flags) {
         j.how = mode::pmix;
         j.source = "PMIx and the SPANK plugin";
-        if (*role_env == "chief" || *role_env == "evaluator") throw error(separate_chief_error(*role_env, "--chief/--evaluator"));
-        if (*role_env != "ps" && *role_env != "worker") throw error(fmt::format("PSTRAIN_ROLE={} is not ps or worker", *role_env));
+        if (*role_env == "chief" || *role_env == "evaluator")
+            throw error(separate_chief_error(*role_env, "--chief/--evaluator"));
+        if (*role_env != "ps" && *role_env != "worker")
+            throw error(fmt::format("PSTRAIN_ROLE={} is not ps or worker", *role_env));
         j.num_ps = env_count("PSTRAIN_NUM_PS", 1, 1 << 16);
         j.num_workers = env_count("PSTRAIN_NUM_WORKERS", 1, 1 << 16);
         int limit = *role_env == "ps" ? j.num_ps - 1 : j.num_workers - 1;

@@ -30,8 +30,7 @@ class activity_recorder {
 public:
     explicit activity_recorder(std::vector<std::string> peer_names)
         : names_(std::move(peer_names)), pending_(std::make_unique<std::atomic<bool>[]>(names_.size()))
-    {
-    }
+    {}
 
     void progressed() { progress_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -76,7 +75,8 @@ public:
     // A wait for the duration of a scope.
     class scope {
     public:
-        scope(activity_recorder& r, const char* what, std::uint64_t step = 0, bool has_step = false, bool ending = false)
+        scope(activity_recorder& r, const char* what, std::uint64_t step = 0, bool has_step = false,
+              bool ending = false)
             : r_(r)
         {
             r_.begin(what, step, has_step, ending);

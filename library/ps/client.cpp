@@ -51,10 +51,10 @@ public:
     impl(transport& net, client_config c)
         : net_(net), cfg_(std::move(c)), partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
           memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
-          grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors), moving_(layout_.moving),
-          mapped_(net.num_peers(), 0),
-          base_step_(net.num_peers(), 0), activity_(peer_names(net)),
-          exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_), book_(partition_.size() + 1)
+          grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors),
+          moving_(layout_.moving), mapped_(net.num_peers(), 0), base_step_(net.num_peers(), 0),
+          activity_(peer_names(net)), exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_),
+          book_(partition_.size() + 1)
     {
         if (net.num_peers() == 0) throw error("a parameter-server client needs at least one PS");
     }
@@ -71,12 +71,12 @@ public:
             net_.wait_until(
                 [&] {
                     bool all = true;
-                    book_.for_each_op([&](operation& op) { all = all && op.recv.complete() && op.payload_recv.complete(); });
+                    book_.for_each_op(
+                        [&](operation& op) { all = all && op.recv.complete() && op.payload_recv.complete(); });
                     return all;
                 },
                 clock::now() + std::chrono::seconds(1));
-        } catch (...) {
-        }
+        } catch (...) {}
     }
 
     std::span<float> params() const { return {params_, cfg_.num_params}; }
@@ -85,7 +85,8 @@ public:
 
     shard_range tensor(std::size_t k) const
     {
-        if (k >= tensors_.size()) throw error(fmt::format("tensor {} does not exist: the client has {} tensors", k, tensors_.size()));
+        if (k >= tensors_.size())
+            throw error(fmt::format("tensor {} does not exist: the client has {} tensors", k, tensors_.size()));
         return tensors_[k];
     }
 
@@ -144,9 +145,11 @@ public:
         for (auto& op : book_.at(t).ops) {
             const auto d = wire::body<wire::snapshot_done>(op.in);
             snapshot_result r;
-            r.outcome = d.status == static_cast<std::uint32_t>(wire::snapshot_status::taken)      ? snapshot_result::status::taken
-                        : d.status == static_cast<std::uint32_t>(wire::snapshot_status::moved_on) ? snapshot_result::status::moved_on
-                                                                                                    : snapshot_result::status::failed;
+            r.outcome = d.status == static_cast<std::uint32_t>(wire::snapshot_status::taken)
+                            ? snapshot_result::status::taken
+                        : d.status == static_cast<std::uint32_t>(wire::snapshot_status::moved_on)
+                            ? snapshot_result::status::moved_on
+                            : snapshot_result::status::failed;
             r.step = d.step;
             r.bytes = d.bytes;
             r.checksum = d.checksum;
@@ -166,7 +169,8 @@ public:
             s.step = r.step;
             s.bytes_received = r.bytes_received;
             s.bytes_sent = r.bytes_sent;
-            for (const auto& c : op.counters) s.workers.push_back({c.gradients, c.stale, c.staleness_sum, c.staleness_max});
+            for (const auto& c : op.counters)
+                s.workers.push_back({c.gradients, c.stale, c.staleness_sum, c.staleness_max});
         }
         book_.close(t);
         return out;
@@ -186,10 +190,12 @@ public:
         for (std::size_t p = 0; p < sends.size(); ++p) {
             activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
             activity_.pending(p, true);
-            net_.wait_until([&] { return sends[p].complete() || net_.failed(p); }, clock::now() + std::chrono::seconds(30));
+            net_.wait_until([&] { return sends[p].complete() || net_.failed(p); },
+                            clock::now() + std::chrono::seconds(30));
             if (!sends[p].complete() || !sends[p].ok())
-                throw peer_error(net_.peer_name(p), fmt::format("telling {} that training ends failed: {}", net_.peer_name(p),
-                                                                sends[p].complete() ? sends[p].failure() : "no answer in 30s"));
+                throw peer_error(net_.peer_name(p),
+                                 fmt::format("telling {} that training ends failed: {}", net_.peer_name(p),
+                                             sends[p].complete() ? sends[p].failure() : "no answer in 30s"));
         }
     }
 
@@ -204,8 +210,8 @@ public:
     const tensor_layout layout_;
     const std::vector<shard_range>& tensors_;
     const std::vector<shard_range>& moving_;  // moving-average ranges, merged, in order
-    std::vector<char> mapped_;                 // per PS: it reads and writes the buffers in place
-    std::vector<std::uint64_t> base_step_;     // per PS: the step of the values last received
+    std::vector<char> mapped_;                // per PS: it reads and writes the buffers in place
+    std::vector<std::uint64_t> base_step_;    // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;
     bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
     bool started_ = false;  // the first request has been answered (the profile's start ends)
@@ -220,7 +226,8 @@ public:
 private:
     void chief_only(const char* what) const
     {
-        if (cfg_.index != 0) throw error(fmt::format("only the chief (worker 0) may {}; this is worker {}", what, cfg_.index));
+        if (cfg_.index != 0)
+            throw error(fmt::format("only the chief (worker 0) may {}; this is worker {}", what, cfg_.index));
     }
 
     // A ticket whose wait failed: the client is broken, and the ticket's
@@ -255,7 +262,8 @@ private:
     // Before any request: the client can be used, and has said hello.
     void ready_to_issue()
     {
-        if (broken_) throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
+        if (broken_)
+            throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
         if (greeted_) return;
         client_clock::scope timed(profile_, client_phase::starting);
         greet();
@@ -265,9 +273,11 @@ private:
     ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position)
     {
         client_clock::scope timed(profile_, client_phase::issuing);
-        if (broken_) throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
+        if (broken_)
+            throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
         if (range.begin > range.end || range.end > cfg_.num_params)
-            throw error(fmt::format("range [{}, {}) is outside the model's {} parameters", range.begin, range.end, cfg_.num_params));
+            throw error(fmt::format("range [{}, {}) is outside the model's {} parameters", range.begin, range.end,
+                                    cfg_.num_params));
         ready_to_issue();
         const ticket id = book_.open();
         auto& t = book_.at(id);
@@ -310,7 +320,8 @@ private:
     std::uint32_t table_dim(std::size_t table) const
     {
         if (table >= cfg_.table_dims.size())
-            throw error(fmt::format("embedding table {} does not exist: the client was given {}", table, cfg_.table_dims.size()));
+            throw error(fmt::format("embedding table {} does not exist: the client was given {}", table,
+                                    cfg_.table_dims.size()));
         return cfg_.table_dims[table];
     }
 
@@ -320,8 +331,8 @@ private:
     {
         const auto dim = table_dim(table);
         if (floats != keys.size() * dim)
-            throw error(fmt::format("{}: {} keys of table {} (dim {}) need {} floats of {}, not {}", verb, keys.size(), table,
-                                    dim, keys.size() * dim, of, floats));
+            throw error(fmt::format("{}: {} keys of table {} (dim {}) need {} floats of {}, not {}", verb, keys.size(),
+                                    table, dim, keys.size() * dim, of, floats));
     }
 
     ticket issue_sparse(wire::kind kind, std::size_t table, std::span<const std::uint64_t> keys, float* out,
@@ -333,7 +344,8 @@ private:
         const std::size_t num_ps = partition_.size();
         // Each key's place, grouped by PS.
         std::vector<std::vector<std::uint32_t>> by_ps(num_ps);
-        for (std::size_t i = 0; i < keys.size(); ++i) by_ps[shard_of_key(keys[i], num_ps)].push_back(static_cast<std::uint32_t>(i));
+        for (std::size_t i = 0; i < keys.size(); ++i)
+            by_ps[shard_of_key(keys[i], num_ps)].push_back(static_cast<std::uint32_t>(i));
         std::size_t messages = 0;
         for (const auto& v : by_ps) messages += (v.size() + wire::max_sparse_keys - 1) / wire::max_sparse_keys;
         const ticket id = book_.open();
@@ -347,7 +359,8 @@ private:
                 op.table = static_cast<std::uint32_t>(table);
                 op.dim = dim;
                 op.expected = wire::kind::rows;
-                op.places.assign(by_ps[p].begin() + static_cast<long>(from), by_ps[p].begin() + static_cast<long>(from + n));
+                op.places.assign(by_ps[p].begin() + static_cast<long>(from),
+                                 by_ps[p].begin() + static_cast<long>(from + n));
                 op.keys.resize(n);
                 for (std::size_t k = 0; k < n; ++k) op.keys[k] = keys[op.places[k]];
                 if (kind == wire::kind::sparse_pull) {
@@ -421,7 +434,8 @@ private:
             return;
         }
         std::vector<std::string> shared, messages;
-        for (std::size_t p = 0; p < partition_.size(); ++p) (mapped_[p] ? shared : messages).push_back(net_.peer_name(p));
+        for (std::size_t p = 0; p < partition_.size(); ++p)
+            (mapped_[p] ? shared : messages).push_back(net_.peer_name(p));
         if (messages.empty())
             log::info("gradients and parameters go through shared memory with {}", fmt::join(shared, ", "));
         else if (shared.empty())
@@ -436,7 +450,8 @@ private:
         client_clock::scope timed(profile_, client_phase::checking);
         exchange_.wait(t.ops, profile_, started_ ? client_phase::waiting : client_phase::starting);
         started_ = true;
-        if (!t.ops.empty() && t.ops.front().out.kind == static_cast<std::uint16_t>(wire::kind::push)) profile_.step_done();
+        if (!t.ops.empty() && t.ops.front().out.kind == static_cast<std::uint16_t>(wire::kind::push))
+            profile_.step_done();
         for (auto& op : t.ops) {
             if (op.expected == wire::kind::rows) {
                 const auto r = wire::body<wire::rows>(op.in);

@@ -13,10 +13,9 @@ using values_status = wire::values_status;
 dense_step::dense_step(worker_links& links, served_shard& shard, sparse_service& sparse, training_state& state,
                        server_clock& profile, activity_recorder& activity, const server_hooks& hooks, bool sync,
                        int replicas)
-    : links_(links), shard_(shard), sparse_(sparse), state_(state), profile_(profile), activity_(activity), hooks_(hooks),
-      sync_(sync), replicas_(replicas)
-{
-}
+    : links_(links), shard_(shard), sparse_(sparse), state_(state), profile_(profile), activity_(activity),
+      hooks_(hooks), sync_(sync), replicas_(replicas)
+{}
 
 void dense_step::on_push(std::size_t i, const wire::push& m)
 {

@@ -25,8 +25,8 @@ namespace pstrain::ps {
 // Sync: a gradient waiting in the step being aggregated.
 struct contribution {
     std::size_t worker = 0;
-    bool shared = false;               // in the worker's mapped buffer
-    std::uint64_t position = 0;        // the worker's data position once the step is applied
+    bool shared = false;         // in the worker's mapped buffer
+    std::uint64_t position = 0;  // the worker's data position once the step is applied
 };
 
 class dense_step {
@@ -63,8 +63,8 @@ private:
     const server_hooks& hooks_;
     const bool sync_;
     const int replicas_;
-    std::vector<contribution> waiting_;      // sync: the current step's, in worker order
-    std::vector<contribution> applying_;     // sync: the step being applied and answered
+    std::vector<contribution> waiting_;   // sync: the current step's, in worker order
+    std::vector<contribution> applying_;  // sync: the step being applied and answered
     // Scratch of a step (kept: no allocation per step).
     std::vector<std::size_t> workers_;
     std::vector<const float*> grads_;

@@ -72,7 +72,8 @@ std::size_t shard_of_key(std::uint64_t key, std::size_t num_ps)
     return static_cast<std::size_t>(mix(key) % num_ps);
 }
 
-void deduplicate(std::span<const std::uint64_t> keys, std::vector<std::uint64_t>& unique, std::vector<std::uint32_t>& place)
+void deduplicate(std::span<const std::uint64_t> keys, std::vector<std::uint64_t>& unique,
+                 std::vector<std::uint32_t>& place)
 {
     unique.clear();
     place.resize(keys.size());
@@ -90,7 +91,8 @@ public:
     explicit impl(embedding_config c) : cfg_(c)
     {
         if (cfg_.dim == 0) throw error("an embedding table needs dim >= 1");
-        if (!(cfg_.learning_rate > 0)) throw error(fmt::format("embedding learning rate {} must be > 0", cfg_.learning_rate));
+        if (!(cfg_.learning_rate > 0))
+            throw error(fmt::format("embedding learning rate {} must be > 0", cfg_.learning_rate));
         slots_ = cfg_.optimizer == row_optimizer::adagrad ? 1 : 2;
         stride_ = sizeof(row_meta) + static_cast<std::size_t>(cfg_.dim) * (1 + slots_) * sizeof(float);
         stride_ = (stride_ + 15) / 16 * 16;
@@ -245,9 +247,10 @@ public:
     void restore(const embedding_row& e)
     {
         if (e.values.size() != cfg_.dim || e.state.size() != static_cast<std::size_t>(cfg_.dim) * slots_)
-            throw error(fmt::format("a stored row of key {} has {} values and {} state floats where this table has dim {} and "
-                                    "{} ({} slots): was it saved with another --embedding-dim or optimizer?",
-                                    e.key, e.values.size(), e.state.size(), cfg_.dim, cfg_.dim * slots_, slots_));
+            throw error(
+                fmt::format("a stored row of key {} has {} values and {} state floats where this table has dim {} and "
+                            "{} ({} slots): was it saved with another --embedding-dim or optimizer?",
+                            e.key, e.values.size(), e.state.size(), cfg_.dim, cfg_.dim * slots_, slots_));
         auto it = index_.find(e.key);
         const std::uint32_t r = it != index_.end() ? it->second : allocate(e.key);
         float* w = row(r);
@@ -328,7 +331,8 @@ private:
             if (capacity_ == none - 1) throw error("an embedding table shard cannot hold more than 2^32 - 2 rows");
             r = capacity_++;
             if (bytes_.size() < static_cast<std::size_t>(capacity_) * stride_)
-                bytes_.resize(std::max<std::size_t>(bytes_.size() * 3 / 2, static_cast<std::size_t>(capacity_) * stride_));
+                bytes_.resize(
+                    std::max<std::size_t>(bytes_.size() * 3 / 2, static_cast<std::size_t>(capacity_) * stride_));
         }
         index_.emplace(key, r);
         removed_.erase(key);
@@ -350,7 +354,7 @@ private:
         }
         const float initial = cfg_.optimizer == row_optimizer::adam ? 0.0f : cfg_.adagrad_initial;
         float* state = w + cfg_.dim;
-        std::fill(state, state + cfg_.dim, initial);                        // Adagrad's a, Adam's m, FTRL's n
+        std::fill(state, state + cfg_.dim, initial);                               // Adagrad's a, Adam's m, FTRL's n
         if (slots_ == 2) std::fill(state + cfg_.dim, state + 2 * cfg_.dim, 0.0f);  // Adam's v, FTRL's z
     }
 
@@ -366,14 +370,15 @@ private:
             break;
         case row_optimizer::adam: {
             const double td = static_cast<double>(t);
-            const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(cfg_.beta2, td)) /
-                                                  (1.0 - std::pow(cfg_.beta1, td)));
+            const float lr_t =
+                static_cast<float>(lr * std::sqrt(1.0 - std::pow(cfg_.beta2, td)) / (1.0 - std::pow(cfg_.beta1, td)));
             for (std::size_t i = 0; i < dim; ++i)
                 adam_update(w[i], s0[i], s1[i], g[i], lr_t, cfg_.beta1, cfg_.beta2, cfg_.epsilon);
             break;
         }
         case row_optimizer::ftrl:
-            for (std::size_t i = 0; i < dim; ++i) ftrl_update(w[i], s1[i], s0[i], g[i], lr, cfg_.l1, cfg_.l2, cfg_.ftrl_beta);
+            for (std::size_t i = 0; i < dim; ++i)
+                ftrl_update(w[i], s1[i], s0[i], g[i], lr, cfg_.l1, cfg_.l2, cfg_.ftrl_beta);
             break;
         }
     }
@@ -390,7 +395,10 @@ void embedding_table::pull(std::span<const std::uint64_t> keys, std::span<float>
 {
     impl_->pull(keys, out, step);
 }
-void embedding_table::lookup(std::span<const std::uint64_t> keys, std::span<float> out) const { impl_->lookup(keys, out); }
+void embedding_table::lookup(std::span<const std::uint64_t> keys, std::span<float> out) const
+{
+    impl_->lookup(keys, out);
+}
 std::size_t embedding_table::push(std::span<const std::uint64_t> keys, std::span<const float> grads, std::uint64_t step)
 {
     return impl_->push(keys, grads, step);

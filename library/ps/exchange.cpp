@@ -35,8 +35,7 @@ std::uint64_t step_of(const operation& op)
 exchange::exchange(transport& net, float* values, std::chrono::seconds timeout, std::vector<std::string> worker_names,
                    activity_recorder& activity)
     : net_(net), values_(values), timeout_(timeout), worker_names_(std::move(worker_names)), activity_(activity)
-{
-}
+{}
 
 void exchange::post_and_send(operation& op, const void* payload)
 {
@@ -46,8 +45,8 @@ void exchange::post_and_send(operation& op, const void* payload)
     if (op.expected == wire::kind::values && !op.shared)
         op.payload_recv = net_.recv(op.ps, channel::payload, values_ + op.part.begin, wire::dense_bytes(op.part));
     if (op.expected == wire::kind::stats_reply)
-        op.payload_recv = net_.recv(op.ps, channel::payload, op.counters.data(),
-                                    op.counters.size() * sizeof(wire::worker_counters));
+        op.payload_recv =
+            net_.recv(op.ps, channel::payload, op.counters.data(), op.counters.size() * sizeof(wire::worker_counters));
     if (payload) op.payload_send = net_.send(op.ps, channel::payload, payload, op.out.payload_bytes);
     op.send = net_.send(op.ps, channel::control, &op.out, sizeof op.out);
 }
@@ -97,15 +96,18 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
     // of its connection may be seen before the message: give a failed
     // peer's last message a moment, and let an ABORT (which names the
     // cause) win over the failure.
-    const auto any_failed = [&] { return std::any_of(ops.begin(), ops.end(), [&](auto& op) { return !op.whole() && net_.failed(op.ps); }); };
+    const auto any_failed = [&] {
+        return std::any_of(ops.begin(), ops.end(), [&](auto& op) { return !op.whole() && net_.failed(op.ps); });
+    };
     const auto any_abort = [&] { return std::any_of(ops.begin(), ops.end(), [](auto& op) { return op.is_abort(); }); };
     if (any_failed() && !any_abort()) net_.wait_until(any_abort, clock::now() + std::chrono::milliseconds(500));
     for (auto& op : ops) {
         if (!op.is_abort() || wire::check_envelope(op.in)) continue;
         const auto a = wire::body<wire::abort>(op.in);
         const auto who = net_.peer_name(op.ps);
-        throw peer_error(who, fmt::format("{} ended the job: it lost {}", who,
-                                          a.lost_is_ps ? fmt::format("ps {}", a.lost_index) : lost_worker(a.lost_index)));
+        throw peer_error(who,
+                         fmt::format("{} ended the job: it lost {}", who,
+                                     a.lost_is_ps ? fmt::format("ps {}", a.lost_index) : lost_worker(a.lost_index)));
     }
     for (auto& op : ops) {
         const auto who = net_.peer_name(op.ps);
@@ -116,9 +118,11 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
             throw peer_error(who, fmt::format("{} refused this worker's {}: {}", who, wire::kind_name(op.out.kind),
                                               wire::describe(wire::body<wire::refusal>(op.in))));
         if (op.in.kind != static_cast<std::uint16_t>(op.expected))
-            throw peer_error(who, fmt::format("{} answered with a {} message where {} was expected: are all tasks running "
-                                              "the same pstrain?", who, wire::kind_name(op.in.kind),
-                                              wire::kind_name(static_cast<std::uint16_t>(op.expected))));
+            throw peer_error(who,
+                             fmt::format("{} answered with a {} message where {} was expected: are all tasks running "
+                                         "the same pstrain?",
+                                         who, wire::kind_name(op.in.kind),
+                                         wire::kind_name(static_cast<std::uint16_t>(op.expected))));
         check_reply(op, who);
     }
     activity_.progressed();
@@ -141,18 +145,20 @@ void exchange::check_reply(operation& op, const std::string& who) const
     if (op.expected == wire::kind::welcome) {
         const auto w = wire::body<wire::welcome>(op.in);
         if (w.range_begin != op.part.begin || w.range_end != op.part.end)
-            throw peer_error(who, fmt::format("{} holds parameters [{}, {}) but this worker expects [{}, {}): do all tasks "
-                                              "run the same model?", who, w.range_begin, w.range_end, op.part.begin,
-                                              op.part.end));
+            throw peer_error(who,
+                             fmt::format("{} holds parameters [{}, {}) but this worker expects [{}, {}): do all tasks "
+                                         "run the same model?",
+                                         who, w.range_begin, w.range_end, op.part.begin, op.part.end));
         return;
     }
     if (op.expected == wire::kind::stats_reply) {
         const auto r = wire::body<wire::stats_reply>(op.in);
         const auto bytes = op.counters.size() * sizeof(wire::worker_counters);
         if (r.num_workers != op.counters.size() || op.in.payload_bytes != bytes || op.payload_recv.length() != bytes)
-            throw peer_error(who, fmt::format("{} sent counters of {} workers in {} bytes where this job has {} workers: "
-                                              "are all tasks running the same pstrain?", who, r.num_workers,
-                                              op.in.payload_bytes, op.counters.size()));
+            throw peer_error(who,
+                             fmt::format("{} sent counters of {} workers in {} bytes where this job has {} workers: "
+                                         "are all tasks running the same pstrain?",
+                                         who, r.num_workers, op.in.payload_bytes, op.counters.size()));
         return;
     }
     if (op.expected == wire::kind::rows) {
@@ -161,22 +167,26 @@ void exchange::check_reply(operation& op, const std::string& who) const
         const std::uint64_t bytes = wire::sparse_rows_bytes(count, op.dim);
         if (r.table != op.table || r.count != count || op.in.payload_bytes != bytes ||
             (bytes > 0 && op.payload_recv.length() != bytes))
-            throw peer_error(who, fmt::format("{} sent {} rows of table {} in {} bytes where this worker asked for {} rows of "
-                                              "table {}: are all tasks running the same pstrain?", who, r.count, r.table,
-                                              op.in.payload_bytes, count, op.table));
+            throw peer_error(
+                who, fmt::format("{} sent {} rows of table {} in {} bytes where this worker asked for {} rows of "
+                                 "table {}: are all tasks running the same pstrain?",
+                                 who, r.count, r.table, op.in.payload_bytes, count, op.table));
         return;
     }
     if (op.expected != wire::kind::values) return;
     const auto v = wire::body<wire::values>(op.in);
     if (v.range_begin != op.part.begin || v.range_end != op.part.end)
-        throw peer_error(who, fmt::format("{} sent values of [{}, {}) but this worker asked for [{}, {}): do all tasks run "
-                                          "the same model?", who, v.range_begin, v.range_end, op.part.begin, op.part.end));
+        throw peer_error(who,
+                         fmt::format("{} sent values of [{}, {}) but this worker asked for [{}, {}): do all tasks run "
+                                     "the same model?",
+                                     who, v.range_begin, v.range_end, op.part.begin, op.part.end));
     const std::uint64_t expected_bytes = op.shared ? 0 : wire::dense_bytes(op.part);
     if ((v.in_shared_memory != 0) != op.shared || op.in.payload_bytes != expected_bytes ||
         (expected_bytes > 0 && op.payload_recv.length() != expected_bytes))
-        throw peer_error(who, fmt::format("{} sent {} bytes of values{} where this worker expects {}: are all tasks running "
-                                          "the same pstrain?", who, op.in.payload_bytes,
-                                          v.in_shared_memory ? " in shared memory" : "", expected_bytes));
+        throw peer_error(
+            who, fmt::format("{} sent {} bytes of values{} where this worker expects {}: are all tasks running "
+                             "the same pstrain?",
+                             who, op.in.payload_bytes, v.in_shared_memory ? " in shared memory" : "", expected_bytes));
 }
 
 std::string exchange::lost_worker(std::uint32_t index) const

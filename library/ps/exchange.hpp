@@ -50,7 +50,8 @@ struct operation {
     // exits once the chief has ended training).
     bool whole()
     {
-        return !pending() && recv.ok() && send.ok() && payload_send.ok() && (in.payload_bytes == 0 || payload_recv.ok());
+        return !pending() && recv.ok() && send.ok() && payload_send.ok() &&
+               (in.payload_bytes == 0 || payload_recv.ok());
     }
 };
 

@@ -46,14 +46,14 @@ void initialize_state(const optimizer_config& cfg, std::span<float> state)
     std::fill(state.begin(), state.end(), cfg.kind == optimizer_kind::adagrad ? cfg.adagrad_initial : 0.0f);
 }
 
-void apply_update(const optimizer_config& cfg, std::span<float> params, std::span<const float> grads, std::span<float> state,
-                  std::uint64_t step)
+void apply_update(const optimizer_config& cfg, std::span<float> params, std::span<const float> grads,
+                  std::span<float> state, std::uint64_t step)
 {
     apply_update_to(cfg, params, params, grads, state, step);
 }
 
-void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out, std::span<const float> grads,
-                     std::span<float> state, std::uint64_t step)
+void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out,
+                     std::span<const float> grads, std::span<float> state, std::uint64_t step)
 {
     const std::size_t n = in.size();
     if (state.size() != n * static_cast<std::size_t>(state_slots(cfg.kind)))
@@ -61,12 +61,13 @@ void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std
     apply_update_to(cfg, in, out, grads, state.data(), n, step);
 }
 
-void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out, std::span<const float> grads,
-                     float* state, std::size_t stride, std::uint64_t step)
+void apply_update_to(const optimizer_config& cfg, std::span<const float> in, std::span<float> out,
+                     std::span<const float> grads, float* state, std::size_t stride, std::uint64_t step)
 {
     const std::size_t n = in.size();
     if (out.size() != n || grads.size() != n)
-        throw error(fmt::format("optimizer: {} params, {} outputs, {} grads do not match", n, out.size(), grads.size()));
+        throw error(
+            fmt::format("optimizer: {} params, {} outputs, {} grads do not match", n, out.size(), grads.size()));
     // `in` and `out` may be the same: each element is read before it is written.
     const float* x = in.data();
     float* y = out.data();

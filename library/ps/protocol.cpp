@@ -110,8 +110,7 @@ std::string describe(const refusal& r)
                            r.detail_begin, r.detail_end);
     case refusal_code::bad_length:
         return fmt::format("a payload of {} bytes where the message says {}", r.detail_end, r.detail_begin);
-    case refusal_code::not_mapped:
-        return "an exchange through shared memory that this PS has not mapped";
+    case refusal_code::not_mapped: return "an exchange through shared memory that this PS has not mapped";
     case refusal_code::model_mismatch:
         return fmt::format("a model of {} parameters where the chief's has {}: do all tasks build the same model?",
                            r.detail_begin, r.detail_end);
@@ -119,19 +118,24 @@ std::string describe(const refusal& r)
         return "sync training aggregates whole-shard gradients: push every key of the shard together";
     case refusal_code::wrong_peer:
         return fmt::format("a hello from worker {} of {} on the connection of worker {}: is a task of another job step "
-                           "talking to this PS?", r.detail_begin, r.detail_end, r.peer_index);
+                           "talking to this PS?",
+                           r.detail_begin, r.detail_end, r.peer_index);
     case refusal_code::bad_buffers:
-        return fmt::format("exchange buffers at {:#x} and {:#x} that are not inside the memory its key maps (the PS's log "
-                           "says which bytes): is another program talking to this PS?", r.detail_begin, r.detail_end);
+        return fmt::format(
+            "exchange buffers at {:#x} and {:#x} that are not inside the memory its key maps (the PS's log "
+            "says which bytes): is another program talking to this PS?",
+            r.detail_begin, r.detail_end);
     case refusal_code::bad_table:
-        return fmt::format("embedding table {} where this PS has {}: do all tasks build the same model?", r.detail_begin,
-                           r.detail_end);
+        return fmt::format("embedding table {} where this PS has {}: do all tasks build the same model?",
+                           r.detail_begin, r.detail_end);
     case refusal_code::too_many_keys:
         return fmt::format("a sparse transfer of {} keys (at most {}): run the same pstrain version in every task",
                            r.detail_begin, r.detail_end);
     case refusal_code::rows_without_step:
-        return fmt::format("{} row updates held for one step (at most {}): in sync mode async_push() the dense gradient after "
-                           "each batch's async_push_rows()", r.detail_begin, r.detail_end);
+        return fmt::format(
+            "{} row updates held for one step (at most {}): in sync mode async_push() the dense gradient after "
+            "each batch's async_push_rows()",
+            r.detail_begin, r.detail_end);
     case refusal_code::pushed_twice:
         return fmt::format("a second push to sync step {} before the first was answered: wait() on a push's ticket "
                            "before the next push",
@@ -139,10 +143,8 @@ std::string describe(const refusal& r)
     case refusal_code::tables_mismatch:
         return fmt::format("a model with {} embedding tables where this PS has {}: do all tasks build the same model?",
                            r.detail_begin, r.detail_end);
-    case refusal_code::no_hello:
-        return "a request before hello: the first message on a connection says who sends it";
-    case refusal_code::not_chief:
-        return "only the chief (worker 0) initialises, restores, snapshots and ends training";
+    case refusal_code::no_hello: return "a request before hello: the first message on a connection says who sends it";
+    case refusal_code::not_chief: return "only the chief (worker 0) initialises, restores, snapshots and ends training";
     }
     return fmt::format("refusal code {}", r.code);
 }

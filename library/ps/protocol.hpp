@@ -63,11 +63,26 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 6;  // 6: the hello carries moving-average ranges
+inline constexpr std::uint16_t version = 6;         // 6: the hello carries moving-average ranges
 
 enum class kind : std::uint16_t {
-    hello = 1, welcome, init, restore, pull, push, values, snapshot, snapshot_done, shutdown, abort, refusal, stats,
-    stats_reply, sparse_pull, sparse_push, rows,
+    hello = 1,
+    welcome,
+    init,
+    restore,
+    pull,
+    push,
+    values,
+    snapshot,
+    snapshot_done,
+    shutdown,
+    abort,
+    refusal,
+    stats,
+    stats_reply,
+    sparse_pull,
+    sparse_push,
+    rows,
 };
 const char* kind_name(std::uint16_t k);
 
@@ -84,20 +99,20 @@ static_assert(sizeof(frame) == 64);
 
 struct hello {
     static constexpr wire::kind type = kind::hello;
-    std::uint64_t num_params = 0;       // the model's flat length, as this worker sees it
-    std::uint64_t params_address = 0;   // its exchange buffers (0: not offered)
+    std::uint64_t num_params = 0;      // the model's flat length, as this worker sees it
+    std::uint64_t params_address = 0;  // its exchange buffers (0: not offered)
     std::uint64_t grads_address = 0;
     std::uint32_t worker_index = 0;
     std::uint32_t num_workers = 0;
-    std::uint32_t num_tables = 0;       // embedding tables, as this worker sees them
-    std::uint32_t num_moving = 0;       // moving-average ranges (the chief's hello only)
+    std::uint32_t num_tables = 0;  // embedding tables, as this worker sees them
+    std::uint32_t num_moving = 0;  // moving-average ranges (the chief's hello only)
 };  // payload: the buffers' packed key, then num_moving (begin, end) pairs of 64-bit element indices
 
 struct welcome {
     static constexpr wire::kind type = kind::welcome;
     std::uint64_t range_begin = 0, range_end = 0;
     std::uint64_t num_params = 0;
-    std::uint32_t mapped = 0;           // 1: the PS reads and writes the offered buffers
+    std::uint32_t mapped = 0;  // 1: the PS reads and writes the offered buffers
 };
 
 struct init {
@@ -118,20 +133,20 @@ struct pull {
 
 struct push {
     static constexpr wire::kind type = kind::push;
-    std::uint64_t step = 0;             // the global step of the values the gradient was computed on
+    std::uint64_t step = 0;  // the global step of the values the gradient was computed on
     std::uint64_t range_begin = 0, range_end = 0;
-    std::uint64_t position = 0;         // the worker's position in its data (opaque here)
-    std::uint32_t in_shared_memory = 0; // the gradient is in the mapped buffer, no payload
-};  // payload: the gradient
+    std::uint64_t position = 0;          // the worker's position in its data (opaque here)
+    std::uint32_t in_shared_memory = 0;  // the gradient is in the mapped buffer, no payload
+};                                       // payload: the gradient
 
 enum class values_status : std::uint32_t { ok = 0, stale = 1, done = 2, stopped = 3 };
 
 struct values {
     static constexpr wire::kind type = kind::values;
-    std::uint64_t step = 0;             // the PS's global step
+    std::uint64_t step = 0;  // the PS's global step
     std::uint64_t range_begin = 0, range_end = 0;
-    std::uint64_t restored = 0;         // 1 + the snapshot step the PS restored, 0 when none
-    std::uint32_t status = 0;           // values_status
+    std::uint64_t restored = 0;  // 1 + the snapshot step the PS restored, 0 when none
+    std::uint32_t status = 0;    // values_status
     std::uint32_t in_shared_memory = 0;
 };  // payload: the values, unless in_shared_memory
 
@@ -144,43 +159,57 @@ enum class snapshot_status : std::uint32_t { taken = 0, moved_on = 1, failed = 2
 
 struct snapshot_done {
     static constexpr wire::kind type = kind::snapshot_done;
-    std::uint64_t step = 0;             // the step taken, or the PS's step when it has moved on
-    std::uint64_t bytes = 0;            // the receipt the server's snapshot hook returned
+    std::uint64_t step = 0;   // the step taken, or the PS's step when it has moved on
+    std::uint64_t bytes = 0;  // the receipt the server's snapshot hook returned
     std::uint64_t checksum = 0;
-    std::uint32_t status = 0;           // snapshot_status
+    std::uint32_t status = 0;  // snapshot_status
 };
 
 struct shutdown {
     static constexpr wire::kind type = kind::shutdown;
-    std::uint32_t stop = 0;             // 1: stop for preemption (workers are told `stopped`)
+    std::uint32_t stop = 0;  // 1: stop for preemption (workers are told `stopped`)
 };
 
 struct abort {
     static constexpr wire::kind type = kind::abort;
-    std::uint32_t lost_is_ps = 0;       // the task whose loss ends training
+    std::uint32_t lost_is_ps = 0;  // the task whose loss ends training
     std::uint32_t lost_index = 0;
 };
 
 enum class refusal_code : std::uint32_t {
-    bad_frame = 1, bad_version, bad_kind, bad_range, bad_length, not_mapped, model_mismatch, needs_whole_shard, not_chief,
-    wrong_peer, no_hello, bad_buffers, bad_table, too_many_keys, tables_mismatch, rows_without_step,
+    bad_frame = 1,
+    bad_version,
+    bad_kind,
+    bad_range,
+    bad_length,
+    not_mapped,
+    model_mismatch,
+    needs_whole_shard,
+    not_chief,
+    wrong_peer,
+    no_hello,
+    bad_buffers,
+    bad_table,
+    too_many_keys,
+    tables_mismatch,
+    rows_without_step,
     pushed_twice,
 };
 
 struct refusal {
     static constexpr wire::kind type = kind::refusal;
-    std::uint32_t code = 0;             // refusal_code
-    std::uint32_t frame_version = 0;    // bad_version: what came
-    std::uint64_t detail_begin = 0;     // bad_range: the range asked for; bad_length: claimed, received;
-                                        // wrong_peer: the worker index and worker count the hello claimed;
-                                        // bad_buffers: the addresses of the buffers the hello offered;
-                                        // bad_table: the table asked for, the tables this PS has;
-                                        // too_many_keys: the keys in the request, the most a request may carry;
-                                        // tables_mismatch: the worker's tables, this PS's;
-                                        // rows_without_step: the row updates held, the most held for one worker;
-                                        // pushed_twice: the sync step the worker already pushed to
+    std::uint32_t code = 0;           // refusal_code
+    std::uint32_t frame_version = 0;  // bad_version: what came
+    std::uint64_t detail_begin = 0;   // bad_range: the range asked for; bad_length: claimed, received;
+                                      // wrong_peer: the worker index and worker count the hello claimed;
+                                      // bad_buffers: the addresses of the buffers the hello offered;
+                                      // bad_table: the table asked for, the tables this PS has;
+                                      // too_many_keys: the keys in the request, the most a request may carry;
+                                      // tables_mismatch: the worker's tables, this PS's;
+                                      // rows_without_step: the row updates held, the most held for one worker;
+                                      // pushed_twice: the sync step the worker already pushed to
     std::uint64_t detail_end = 0;
-    std::uint32_t peer_index = 0;       // wrong_peer: the worker the PS knows the connection as
+    std::uint32_t peer_index = 0;  // wrong_peer: the worker the PS knows the connection as
 };
 
 struct stats {
@@ -189,26 +218,26 @@ struct stats {
 
 struct stats_reply {
     static constexpr wire::kind type = kind::stats_reply;
-    std::uint64_t step = 0;             // the PS's global step
-    std::uint64_t bytes_received = 0;   // frames, payloads and gradients read from mapped buffers
-    std::uint64_t bytes_sent = 0;       // frames, payloads and values written into mapped buffers
-    std::uint32_t num_workers = 0;      // the payload's records
-};  // payload: num_workers worker_counters, in worker order
+    std::uint64_t step = 0;            // the PS's global step
+    std::uint64_t bytes_received = 0;  // frames, payloads and gradients read from mapped buffers
+    std::uint64_t bytes_sent = 0;      // frames, payloads and values written into mapped buffers
+    std::uint32_t num_workers = 0;     // the payload's records
+};                                     // payload: num_workers worker_counters, in worker order
 
 struct worker_counters {
-    std::uint64_t gradients = 0;        // applied (async) or aggregated into a step (sync)
-    std::uint64_t stale = 0;            // dropped as stale (sync)
-    std::uint64_t staleness_sum = 0;    // over the applied gradients: the PS's step minus the gradient's step
+    std::uint64_t gradients = 0;      // applied (async) or aggregated into a step (sync)
+    std::uint64_t stale = 0;          // dropped as stale (sync)
+    std::uint64_t staleness_sum = 0;  // over the applied gradients: the PS's step minus the gradient's step
     std::uint64_t staleness_max = 0;
 };
 static_assert(sizeof(worker_counters) == 32);
 
 struct sparse_pull {
     static constexpr wire::kind type = kind::sparse_pull;
-    std::uint64_t count = 0;            // keys in the payload
+    std::uint64_t count = 0;  // keys in the payload
     std::uint32_t table = 0;
-    std::uint32_t flags = 0;            // sparse_lookup: read only
-};  // payload: count 64-bit keys
+    std::uint32_t flags = 0;  // sparse_lookup: read only
+};                            // payload: count 64-bit keys
 
 inline constexpr std::uint32_t sparse_lookup = 1;
 
@@ -220,11 +249,11 @@ struct sparse_push {
 
 struct rows {
     static constexpr wire::kind type = kind::rows;
-    std::uint64_t step = 0;             // the PS's global step
-    std::uint64_t count = 0;            // rows in the payload (0 for a push's reply)
+    std::uint64_t step = 0;   // the PS's global step
+    std::uint64_t count = 0;  // rows in the payload (0 for a push's reply)
     std::uint32_t table = 0;
-    std::uint32_t status = 0;           // values_status: ok, done or stopped
-};  // payload: count * dim floats
+    std::uint32_t status = 0;  // values_status: ok, done or stopped
+};                             // payload: count * dim floats
 
 // The most keys one sparse request may carry (a client splits larger ones):
 // what a PS's receive buffer for each worker is sized for.

@@ -17,18 +17,18 @@ namespace pstrain::ps {
 
 struct request_context {
     enum class stage {
-        chief_hello,   // the chief's first message: hello, nothing else
-        chief_init,    // the chief's second: init of the whole shard, or restore
-        serving,       // any worker's, once the shard is there
+        chief_hello,  // the chief's first message: hello, nothing else
+        chief_init,   // the chief's second: init of the whole shard, or restore
+        serving,      // any worker's, once the shard is there
     };
     stage at = stage::serving;
-    std::size_t worker = 0;            // the sender (0: the chief)
+    std::size_t worker = 0;  // the sender (0: the chief)
     std::size_t num_workers = 1;
-    bool greeted = false;              // its hello was welcomed
-    bool mapped = false;               // its exchange buffers are mapped here
-    shard_range range;                 // this PS's shard
-    std::uint64_t num_params = 0;      // the model's size, from the chief's hello
-    bool whole_shard_pushes = false;   // sync training, not yet done: a push is of the whole shard
+    bool greeted = false;                       // its hello was welcomed
+    bool mapped = false;                        // its exchange buffers are mapped here
+    shard_range range;                          // this PS's shard
+    std::uint64_t num_params = 0;               // the model's size, from the chief's hello
+    bool whole_shard_pushes = false;            // sync training, not yet done: a push is of the whole shard
     std::span<const std::uint32_t> table_dims;  // this PS's embedding tables
 };
 

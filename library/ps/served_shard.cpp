@@ -18,12 +18,9 @@ served_shard::served_shard(shard_range range, optimizer_config cfg, int update_t
 void served_shard::apply(std::span<const float> grads, shard_range part,
                          const std::function<bool(const float*)>& read_by_a_reply)
 {
-    if (read_by_a_reply(shard_.values().data()))
-        shard_.apply_into(free_spare(read_by_a_reply), grads, part);
-    else if (pool_ && part.size() >= threaded_update_elements)
-        apply_in_blocks(grads, part.begin - range().begin);
-    else
-        shard_.apply(grads, part);
+    if (read_by_a_reply(shard_.values().data())) shard_.apply_into(free_spare(read_by_a_reply), grads, part);
+    else if (pool_ && part.size() >= threaded_update_elements) apply_in_blocks(grads, part.begin - range().begin);
+    else shard_.apply(grads, part);
 }
 
 float_buffer& served_shard::free_spare(const std::function<bool(const float*)>& read_by_a_reply)
@@ -63,8 +60,7 @@ void served_shard::apply_mean(std::span<const float* const> grads, float scale, 
         for (float* copy : copies) std::copy(values + at, values + at + len, copy + at);
     };
     const std::size_t blocks = (n + update_block - 1) / update_block;
-    if (pool_ && n >= threaded_update_elements)
-        pool_->run(blocks, one_block);
+    if (pool_ && n >= threaded_update_elements) pool_->run(blocks, one_block);
     else
         for (std::size_t b = 0; b < blocks; ++b) one_block(b);
 }

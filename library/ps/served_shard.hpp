@@ -49,7 +49,8 @@ public:
 
     // One gradient of `part`; `read_by_a_reply(values)` says whether a reply
     // in flight still reads a values buffer.
-    void apply(std::span<const float> grads, shard_range part, const std::function<bool(const float*)>& read_by_a_reply);
+    void apply(std::span<const float> grads, shard_range part,
+               const std::function<bool(const float*)>& read_by_a_reply);
     // Sync: the mean of whole-shard gradients (`grads`, summed in this
     // order), its new values also copied to each of `copies`.
     void apply_mean(std::span<const float* const> grads, float scale, std::span<float* const> copies);
@@ -61,9 +62,9 @@ private:
     void apply_in_blocks(std::span<const float> grads, std::size_t at);
 
     parameter_shard shard_;
-    std::vector<float> sum_;             // sync: a step's sum
+    std::vector<float> sum_;  // sync: a step's sum
     std::optional<update_pool> pool_;
-    std::vector<float_buffer> spares_;   // async: buffers for the next values
+    std::vector<float_buffer> spares_;  // async: buffers for the next values
 };
 
 }  // namespace pstrain::ps

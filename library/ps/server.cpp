@@ -99,8 +99,9 @@ private:
         for (;;) {
             if (state_.shutdown && (links_.everyone_told() || clock::now() > shutdown_deadline_)) {
                 if (!links_.everyone_told())
-                    log::warn("not every worker came back for its last reply within {}s of the chief's shutdown: exiting",
-                              cfg_.shutdown_wait.count());
+                    log::warn(
+                        "not every worker came back for its last reply within {}s of the chief's shutdown: exiting",
+                        cfg_.shutdown_wait.count());
                 links_.drain_sends();
                 return state_.stopped ? server_outcome::stopped : server_outcome::done;
             }
@@ -126,7 +127,8 @@ private:
             for (std::size_t i = 0; i < n; ++i) activity_.pending(i, !links_[i].lost && !links_[i].told_done);
         } else if (cfg_.sync) {
             // The step waits for the gradients it has not got.
-            activity_.begin(dense_->contributions() > 0 ? "the missing gradients of a sync step" : "the gradients of a sync step",
+            activity_.begin(dense_->contributions() > 0 ? "the missing gradients of a sync step"
+                                                        : "the gradients of a sync step",
                             state_.step, true);
             for (std::size_t i = 0; i < n; ++i) activity_.pending(i, !links_[i].lost && !dense_->contributed(i));
         } else {
@@ -209,10 +211,11 @@ private:
         std::string why;
         const bool mapped = links_.map_buffers(i, h, range, cfg_.share_memory, why);
         if (!why.empty())
-            return links_.refuse(i, wire::refusal_of(wire::refusal_code::bad_buffers, h.params_address, h.grads_address),
-                                 fmt::format("refused the hello of {}: its exchange buffers at {:#x} and {:#x} are not inside "
-                                             "the memory its key maps ({}): is another program talking to this PS?",
-                                             net_.peer_name(i), h.params_address, h.grads_address, why));
+            return links_.refuse(
+                i, wire::refusal_of(wire::refusal_code::bad_buffers, h.params_address, h.grads_address),
+                fmt::format("refused the hello of {}: its exchange buffers at {:#x} and {:#x} are not inside "
+                            "the memory its key maps ({}): is another program talking to this PS?",
+                            net_.peer_name(i), h.params_address, h.grads_address, why));
         p.greeted = true;
         links_.reply(i, wire::encode(wire::welcome{range.begin, range.end, num_params_, mapped ? 1u : 0u}));
     }
@@ -277,7 +280,8 @@ private:
         links_[0].told_done = true;
         if (stop && !state_.done) {
             state_.stopped = true;
-            log::info("the chief stopped the job at global step {} (SIGTERM): it resumes from the checkpoint", state_.step);
+            log::info("the chief stopped the job at global step {} (SIGTERM): it resumes from the checkpoint",
+                      state_.step);
         } else {
             log::info("the chief ended the job at global step {}", state_.step);
         }
@@ -303,13 +307,14 @@ private:
         const int live = links_.live();
         std::string fatal;
         if (i == 0)
-            fatal = fmt::format("lost {} ({}): the chief initialises, evaluates and ends the job, training cannot go on", who, why);
+            fatal = fmt::format(
+                "lost {} ({}): the chief initialises, evaluates and ends the job, training cannot go on", who, why);
         else if (cfg_.sync && live < replicas_)
-            fatal = fmt::format("lost {} ({}): sync training aggregates {} gradients per step and only {} workers are left; "
-                                "use --replicas-to-aggregate {} to run with backup workers",
-                                who, why, replicas_, live, std::max<std::size_t>(1, links_.size() - 1));
-        else if (live == 0)
-            fatal = fmt::format("lost {} ({}): no worker is left", who, why);
+            fatal = fmt::format(
+                "lost {} ({}): sync training aggregates {} gradients per step and only {} workers are left; "
+                "use --replicas-to-aggregate {} to run with backup workers",
+                who, why, replicas_, live, std::max<std::size_t>(1, links_.size() - 1));
+        else if (live == 0) fatal = fmt::format("lost {} ({}): no worker is left", who, why);
         if (fatal.empty()) {
             // In sync mode a gradient it gave to this step still counts.
             log::warn("lost {} ({}): going on with {} workers", who, why, live);
@@ -326,16 +331,15 @@ private:
     worker_links links_;
     sparse_service sparse_;
     startup startup_;
-    std::uint64_t num_params_ = 0;               // the model's, from the chief's hello
-    std::unique_ptr<served_shard> shard_;        // from start() on
-    std::optional<dense_step> dense_;            // from start() on
+    std::uint64_t num_params_ = 0;         // the model's, from the chief's hello
+    std::unique_ptr<served_shard> shard_;  // from start() on
+    std::optional<dense_step> dense_;      // from start() on
     clock::time_point shutdown_deadline_;
 };
 
 server::server(transport& net, server_config config, server_hooks hooks)
     : impl_(std::make_unique<impl>(net, std::move(config), std::move(hooks)))
-{
-}
+{}
 
 server::~server() = default;
 

@@ -21,7 +21,8 @@ std::vector<shard_range> make_partition(std::uint64_t n, int num_shards)
 }
 
 parameter_shard::parameter_shard(shard_range range, optimizer_config cfg)
-    : range_(range), cfg_(cfg), values_(range.size(), page_offset_of(range.begin)), state_(range.size() * static_cast<std::size_t>(state_slots(cfg.kind)))
+    : range_(range), cfg_(cfg), values_(range.size(), page_offset_of(range.begin)),
+      state_(range.size() * static_cast<std::size_t>(state_slots(cfg.kind)))
 {
     initialize_state(cfg_, state_);
 }
@@ -48,9 +49,10 @@ void parameter_shard::set_moving_averages(const std::vector<shard_range>& ranges
     std::uint64_t last = 0;
     for (const auto& r : ranges) {
         if (r.end < r.begin || r.begin < last)
-            throw error(fmt::format("moving-average range [{}, {}) is out of order or overlaps the one before: give ranges in "
-                                    "order, each ending before the next begins",
-                                    r.begin, r.end));
+            throw error(
+                fmt::format("moving-average range [{}, {}) is out of order or overlaps the one before: give ranges in "
+                            "order, each ending before the next begins",
+                            r.begin, r.end));
         last = r.end;
         const auto b = std::max(r.begin, range_.begin), e = std::min(r.end, range_.end);
         if (b < e) moving_.push_back({b - range_.begin, e - range_.begin});
@@ -105,7 +107,8 @@ void parameter_shard::apply_into(float_buffer& spare, std::span<const float> gra
     // Outside `part` the new values are the old ones.
     if (part.size() != values_.size()) std::copy(values_.begin(), values_.end(), spare.begin());
     ++updates_;
-    update_part(std::span(values_).subspan(at, part.size()), std::span(spare).subspan(at, part.size()), grads, at, updates_);
+    update_part(std::span(values_).subspan(at, part.size()), std::span(spare).subspan(at, part.size()), grads, at,
+                updates_);
     values_.swap(spare);
 }
 

@@ -6,8 +6,8 @@
 
 namespace pstrain::ps {
 
-sparse_service::sparse_service(const std::vector<embedding_config>& tables, const server_hooks& hooks, worker_links& links,
-                               const training_state& state, server_clock& profile)
+sparse_service::sparse_service(const std::vector<embedding_config>& tables, const server_hooks& hooks,
+                               worker_links& links, const training_state& state, server_clock& profile)
     : hooks_(hooks), links_(links), state_(state), profile_(profile), held_(links.size()), keys_(links.size())
 {
     for (const auto& t : tables) {
@@ -62,8 +62,9 @@ void sparse_service::warn_table_full(std::uint32_t t)
 {
     const auto rows = tables_[t].config().max_rows;
     if (hooks_.table_full) return hooks_.table_full(t, rows);
-    log::warn("embedding table {} is full on this PS ({} rows, its max_rows): new keys read as zeros and are not learned",
-              t, rows);
+    log::warn(
+        "embedding table {} is full on this PS ({} rows, its max_rows): new keys read as zeros and are not learned", t,
+        rows);
 }
 
 void sparse_service::on_push(std::size_t i, const wire::sparse_push& m)

@@ -79,7 +79,7 @@ private:
     const training_state& state_;
     server_clock& profile_;
     bool hold_for_steps_ = false;
-    std::vector<held_rows> held_;          // per worker
+    std::vector<held_rows> held_;                   // per worker
     std::vector<std::vector<std::uint64_t>> keys_;  // per worker: its request's keys, copied out of the slot
     std::atomic<std::uint64_t> keys_pulled_{0}, keys_pushed_{0};
 };

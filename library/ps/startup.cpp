@@ -34,15 +34,14 @@ std::uint64_t physical_memory()
 
 startup::startup(transport& net, worker_links& links, const server_config& cfg, const server_hooks& hooks)
     : net_(net), links_(links), cfg_(cfg), hooks_(hooks), who_(net.peer_name(0))
-{
-}
+{}
 
 void startup::wait_for_chief(transfer& r, const char* what)
 {
     links_.wait_for(0, "the chief's hello (it loads its data first)", [&] { return r.complete(); });
     if (!r.complete() || !r.ok())
-        throw peer_error(who_, fmt::format("lost {} before it {}: {}", who_, what,
-                                           net_.failed(0) ? net_.failure(0) : r.failure()));
+        throw peer_error(
+            who_, fmt::format("lost {} before it {}: {}", who_, what, net_.failed(0) ? net_.failure(0) : r.failure()));
 }
 
 wire::hello startup::receive_hello()
@@ -56,8 +55,10 @@ wire::hello startup::receive_hello()
     first.at = request_context::stage::chief_hello;
     if (auto bad = check_request(chief.in, std::nullopt, first)) {
         if (bad->code == static_cast<std::uint32_t>(wire::refusal_code::no_hello))
-            throw peer_error(who_, fmt::format("{} began with a {} message instead of hello: run the same pstrain in every "
-                                               "task", who_, wire::kind_name(chief.in.kind)));
+            throw peer_error(who_,
+                             fmt::format("{} began with a {} message instead of hello: run the same pstrain in every "
+                                         "task",
+                                         who_, wire::kind_name(chief.in.kind)));
         throw peer_error(who_, fmt::format("{} sent a malformed first message: {}", who_, wire::describe(*bad)));
     }
     links_.received(chief.in);
@@ -69,7 +70,8 @@ shard_range startup::plan_shard(const wire::hello& h)
     num_params_ = h.num_params;
     const auto range = make_partition(num_params_, cfg_.num_ps)[static_cast<std::size_t>(cfg_.index)];
     if (wire::float_bytes(range.size()) == 0 && range.size() > 0)
-        throw peer_error(who_, fmt::format("{} announced {} parameters: more than this machine can address", who_, num_params_));
+        throw peer_error(
+            who_, fmt::format("{} announced {} parameters: more than this machine can address", who_, num_params_));
     check_shard_fits(range);
     return range;
 }
@@ -83,12 +85,13 @@ void startup::check_shard_fits(shard_range range) const
     const std::uint64_t per_copy = wire::float_bytes(range.size());
     const std::uint64_t limit = cfg_.max_shard_bytes > 0 ? cfg_.max_shard_bytes : physical_memory();
     if (limit == 0 || per_copy <= limit / copies) return;
-    throw peer_error(who_, fmt::format("{} announced {} parameters: this PS's shard of {} needs {} ({} copies: values, "
-                                       "optimizer state, sums, one receive buffer per worker), more than {}: use more PS "
-                                       "tasks, or check that every task builds the same model",
-                                       who_, num_params_, range.size(), size_text(static_cast<double>(per_copy) * copies),
-                                       copies, cfg_.max_shard_bytes > 0 ? fmt::format("the {} max_shard_bytes allows", size_text(limit))
-                                                                        : fmt::format("this machine's {} of memory", size_text(limit))));
+    throw peer_error(
+        who_, fmt::format("{} announced {} parameters: this PS's shard of {} needs {} ({} copies: values, "
+                          "optimizer state, sums, one receive buffer per worker), more than {}: use more PS "
+                          "tasks, or check that every task builds the same model",
+                          who_, num_params_, range.size(), size_text(static_cast<double>(per_copy) * copies), copies,
+                          cfg_.max_shard_bytes > 0 ? fmt::format("the {} max_shard_bytes allows", size_text(limit))
+                                                   : fmt::format("this machine's {} of memory", size_text(limit))));
 }
 
 std::unique_ptr<served_shard> startup::allocate(shard_range range, std::size_t slot_floats)
@@ -98,16 +101,19 @@ std::unique_ptr<served_shard> startup::allocate(shard_range range, std::size_t s
         // A whole-shard gradient lands where the worker sends it from
         // (aligned_buffer.hpp); the slot also takes a memory key and the
         // largest sparse request.
-        const std::size_t floats = std::max({static_cast<std::size_t>(range.size()), wire::max_key_bytes / sizeof(float),
-                                             slot_floats});
-        for (std::size_t i = 0; i < links_.size(); ++i) links_[i].slot = float_buffer(floats, page_offset_of(range.begin));
+        const std::size_t floats =
+            std::max({static_cast<std::size_t>(range.size()), wire::max_key_bytes / sizeof(float), slot_floats});
+        for (std::size_t i = 0; i < links_.size(); ++i)
+            links_[i].slot = float_buffer(floats, page_offset_of(range.begin));
         return shard;
     } catch (const std::bad_alloc&) {
-        throw peer_error(who_, fmt::format("{} announced {} parameters: this PS cannot allocate its shard of {} ({:.1f} GB "
-                                           "for each copy): use more PS tasks, or check that every task builds the same model",
-                                           who_, num_params_, range.size(), wire::dense_bytes(range) / 1e9));
+        throw peer_error(
+            who_, fmt::format("{} announced {} parameters: this PS cannot allocate its shard of {} ({:.1f} GB "
+                              "for each copy): use more PS tasks, or check that every task builds the same model",
+                              who_, num_params_, range.size(), wire::dense_bytes(range) / 1e9));
     } catch (const std::length_error&) {
-        throw peer_error(who_, fmt::format("{} announced {} parameters: more than this machine can address", who_, num_params_));
+        throw peer_error(
+            who_, fmt::format("{} announced {} parameters: more than this machine can address", who_, num_params_));
     }
 }
 
@@ -120,9 +126,10 @@ void startup::receive_hello_payload(const wire::hello& h, served_shard& shard)
                                            wire::max_moving_ranges));
     const std::uint64_t moving_bytes = wire::hello_moving_bytes(h);
     if (chief.in.payload_bytes < moving_bytes || chief.in.payload_bytes - moving_bytes > wire::max_key_bytes)
-        throw peer_error(who_, fmt::format("{} sent a hello of {} payload bytes for {} moving-average ranges and a memory "
-                                           "key of at most {} bytes", who_, chief.in.payload_bytes, h.num_moving,
-                                           wire::max_key_bytes));
+        throw peer_error(who_,
+                         fmt::format("{} sent a hello of {} payload bytes for {} moving-average ranges and a memory "
+                                     "key of at most {} bytes",
+                                     who_, chief.in.payload_bytes, h.num_moving, wire::max_key_bytes));
     // Received aside (the ranges may not fit the slot), the key then goes where map_buffers reads it.
     hello_payload_.resize(chief.in.payload_bytes);
     chief.payload_recv = net_.recv(0, channel::payload, hello_payload_.data(), chief.in.payload_bytes);
@@ -132,8 +139,9 @@ void startup::receive_hello_payload(const wire::hello& h, served_shard& shard)
     const auto moving = wire::hello_moving_ranges(h, hello_payload_);
     for (const auto& r : moving)
         if (r.end > num_params_)
-            throw peer_error(who_, fmt::format("{} announced a moving-average range [{}, {}) past the model's {} parameters",
-                                               who_, r.begin, r.end, num_params_));
+            throw peer_error(who_,
+                             fmt::format("{} announced a moving-average range [{}, {}) past the model's {} parameters",
+                                         who_, r.begin, r.end, num_params_));
     try {
         shard.shard().set_moving_averages(moving);
     } catch (const error& e) {
@@ -162,11 +170,14 @@ bool startup::await_init_or_restore(served_shard& shard, std::span<embedding_tab
         const auto code = static_cast<wire::refusal_code>(bad->code);
         if (code != wire::refusal_code::bad_range && code != wire::refusal_code::bad_length)
             throw peer_error(who_, fmt::format("{} did not initialise or restore the model after hello: run the same "
-                                               "pstrain in every task", who_));
+                                               "pstrain in every task",
+                                               who_));
         const auto m = wire::body<wire::init>(chief.in);
-        throw peer_error(who_, fmt::format("{} initialised [{}, {}) with {} bytes, this PS holds [{}, {}): run the same "
-                                           "pstrain in every task", who_, m.range_begin, m.range_end,
-                                           chief.in.payload_bytes, shard.range().begin, shard.range().end));
+        throw peer_error(who_,
+                         fmt::format("{} initialised [{}, {}) with {} bytes, this PS holds [{}, {}): run the same "
+                                     "pstrain in every task",
+                                     who_, m.range_begin, m.range_end, chief.in.payload_bytes, shard.range().begin,
+                                     shard.range().end));
     }
     if (chief.in.kind == static_cast<std::uint16_t>(wire::kind::restore)) {
         restore(wire::body<wire::restore>(chief.in).step, shard, tables, state);
@@ -179,13 +190,16 @@ bool startup::await_init_or_restore(served_shard& shard, std::span<embedding_tab
 void startup::restore(std::uint64_t step, served_shard& shard, std::span<embedding_table> tables, training_state& state)
 {
     if (!hooks_.restore)
-        throw peer_error(who_, fmt::format("{} asked to restore a snapshot, and this server has no restore hook", who_));
+        throw peer_error(who_,
+                         fmt::format("{} asked to restore a snapshot, and this server has no restore hook", who_));
     auto saved = hooks_.restore(step, shard.range(), num_params_);
     shard.shard().restore(saved.values, saved.state, saved.updates);
     if (!tables.empty()) {
         if (!hooks_.restore_tables)
-            throw peer_error(who_, fmt::format("{} asked to restore a snapshot, and this server has embedding tables but no "
-                                               "restore_tables hook", who_));
+            throw peer_error(who_,
+                             fmt::format("{} asked to restore a snapshot, and this server has embedding tables but no "
+                                         "restore_tables hook",
+                                         who_));
         hooks_.restore_tables(step, cfg_.index, cfg_.num_ps, tables);
     }
     if (saved.positions.size() == links_.size())

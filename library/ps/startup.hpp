@@ -50,7 +50,7 @@ private:
     worker_links& links_;
     const server_config& cfg_;
     const server_hooks& hooks_;
-    const std::string who_;            // the chief
+    const std::string who_;  // the chief
     std::uint64_t num_params_ = 0;
     // The chief's hello payload: a member, since its receive may outlive
     // start-up when the chief is lost.

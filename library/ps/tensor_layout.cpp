@@ -30,7 +30,8 @@ tensor_layout lay_out_tensors(const client_config& c)
     for (std::size_t k = 0; k < c.tensor_kinds.size(); ++k) {
         const auto& tensor = out.tensors[k];
         if (c.tensor_kinds[k] != client_config::tensor_kind::moving_average || tensor.size() == 0) continue;
-        if (!moving.empty() && moving.back().end == tensor.begin) moving.back().end = tensor.end;  // adjacent tensors: one range
+        if (!moving.empty() && moving.back().end == tensor.begin)
+            moving.back().end = tensor.end;  // adjacent tensors: one range
         else moving.push_back(tensor);
     }
     if (moving.size() > wire::max_moving_ranges)

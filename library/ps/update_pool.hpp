@@ -35,8 +35,8 @@ private:
     std::vector<std::thread> helpers_;
     std::mutex mutex_;
     std::condition_variable start_, finished_;
-    std::uint64_t generation_ = 0;       // a new run() began
-    int busy_ = 0;                       // helpers still in this run
+    std::uint64_t generation_ = 0;  // a new run() began
+    int busy_ = 0;                  // helpers still in this run
     bool quit_ = false;
     const std::function<void(std::size_t)>* block_ = nullptr;
     std::size_t blocks_ = 0;

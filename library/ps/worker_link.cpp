@@ -23,8 +23,7 @@ bool refuses_a_hello(const wire::refusal& r)
 
 worker_links::worker_links(transport& net, activity_recorder& activity, server_clock& profile)
     : net_(net), activity_(activity), profile_(profile), links_(net.num_peers())
-{
-}
+{}
 
 bool worker_links::wait_for(std::size_t i, const char* what, const std::function<bool()>& pred)
 {
@@ -93,8 +92,7 @@ void worker_links::reply(std::size_t i, const wire::frame& f)
 
 void worker_links::refuse(std::size_t i, const wire::refusal& r)
 {
-    if (refuses_a_hello(r))
-        log::error("refused the hello of {}: {}", net_.peer_name(i), wire::describe(r));
+    if (refuses_a_hello(r)) log::error("refused the hello of {}: {}", net_.peer_name(i), wire::describe(r));
     else
         log::error("refused a {} message from {}: {}", wire::kind_name(links_[i].in.kind), net_.peer_name(i),
                    wire::describe(r));
@@ -119,8 +117,8 @@ void worker_links::reply_values(std::size_t i, const values_reply& v)
     wait_for_payload_send(i);
     begin_reply(i);
     if (v.status == wire::values_status::done || v.status == wire::values_status::stopped) p.told_done = true;
-    const wire::values m{v.step, v.part.begin, v.part.end, v.restored, static_cast<std::uint32_t>(v.status),
-                         v.shared ? 1u : 0u};
+    const wire::values m{
+        v.step, v.part.begin, v.part.end, v.restored, static_cast<std::uint32_t>(v.status), v.shared ? 1u : 0u};
     if (v.shared) {
         // The worker waits for this reply: its buffer is ours until the frame leaves.
         if (!std::exchange(p.values_written, false))
@@ -205,7 +203,8 @@ bool worker_links::read_by_a_reply(const float* values)
     return false;
 }
 
-std::span<const float> worker_links::gradient(std::size_t i, shard_range part, bool shared, std::uint64_t range_begin) const
+std::span<const float> worker_links::gradient(std::size_t i, shard_range part, bool shared,
+                                              std::uint64_t range_begin) const
 {
     const auto& p = links_[i];
     return {shared ? p.mapped_grads + (part.begin - range_begin) : p.slot.data(), part.size()};
@@ -216,7 +215,8 @@ std::span<const float> worker_links::gradient(std::size_t i, shard_range part, b
 // write, its range of both buffers, must lie in the memory the worker's
 // key maps (UCX's ucp_rkey_ptr checks no bounds: it adds an offset to any
 // address): when it does not, `why` says so and the hello is refused.
-bool worker_links::map_buffers(std::size_t i, const wire::hello& h, shard_range range, bool share_memory, std::string& why)
+bool worker_links::map_buffers(std::size_t i, const wire::hello& h, shard_range range, bool share_memory,
+                               std::string& why)
 {
     auto& p = links_[i];
     // The key comes before the moving-average ranges (the chief's hello).

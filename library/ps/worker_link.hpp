@@ -27,14 +27,14 @@ namespace pstrain::ps {
 struct worker_link {
     // The mailbox: the message being handled and its payload.
     wire::frame in;
-    float_buffer slot;                // a gradient, values, a memory key or a sparse request
-    transfer recv, payload_recv;       // the posted receives
+    float_buffer slot;            // a gradient, values, a memory key or a sparse request
+    transfer recv, payload_recv;  // the posted receives
     bool posted = false, payload_posted = false;
 
     // The reply in flight.
     wire::frame out;
     transfer send, payload_send;
-    const float* sending = nullptr;   // the values buffer its payload reads until payload_send is done
+    const float* sending = nullptr;                // the values buffer its payload reads until payload_send is done
     std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is done
     std::vector<float> rows_out;                   // a rows reply's payload until payload_send is done
 
@@ -43,28 +43,31 @@ struct worker_link {
     std::unique_ptr<peer_memory> mapping;
     float* mapped_params = nullptr;
     const float* mapped_grads = nullptr;
-    bool values_written = false;      // sync: the step wrote its new values into mapped_params already
+    bool values_written = false;  // sync: the step wrote its new values into mapped_params already
 
     // The worker, as this server knows it.
     bool lost = false;
-    bool greeted = false;             // its hello was welcomed: it may ask for more
-    bool told_done = false;           // a reply said done or stopped: it leaves now
-    std::uint64_t position = 0;       // its data position after its last gradient this shard applied (or dropped)
-    wire::worker_counters counters;   // its gradients, for stats
+    bool greeted = false;            // its hello was welcomed: it may ask for more
+    bool told_done = false;          // a reply said done or stopped: it leaves now
+    std::uint64_t position = 0;      // its data position after its last gradient this shard applied (or dropped)
+    wire::worker_counters counters;  // its gradients, for stats
 
     // A whole message is here: its frame, and its payload if it has one.
-    bool ready() { return posted && recv.complete() && (!recv.ok() || in.payload_bytes == 0 || payload_recv.complete()); }
+    bool ready()
+    {
+        return posted && recv.complete() && (!recv.ok() || in.payload_bytes == 0 || payload_recv.complete());
+    }
 };
 
 // The values of a range, as a reply sends them.
 struct values_reply {
     shard_range part;
-    bool shared = false;                     // written into the worker's mapped buffer
+    bool shared = false;  // written into the worker's mapped buffer
     wire::values_status status = wire::values_status::ok;
     std::uint64_t step = 0, restored = 0;
-    std::span<const float> values;           // the part's values
-    const float* buffer = nullptr;           // the buffer they lie in (a send reads it until done)
-    std::uint64_t range_begin = 0;           // this PS's first element (the mapped buffers' element 0)
+    std::span<const float> values;  // the part's values
+    const float* buffer = nullptr;  // the buffer they lie in (a send reads it until done)
+    std::uint64_t range_begin = 0;  // this PS's first element (the mapped buffers' element 0)
 };
 
 class worker_links {
@@ -94,7 +97,8 @@ public:
     void reply_values(std::size_t i, const values_reply& v);
     void reply_stats(std::size_t i, std::uint64_t step);
     // rows_out as the reply to a sparse request.
-    void reply_rows(std::size_t i, std::uint32_t table, std::uint64_t count, std::uint64_t step, wire::values_status status);
+    void reply_rows(std::size_t i, std::uint32_t table, std::uint64_t count, std::uint64_t step,
+                    wire::values_status status);
     // The message broke the protocol: say so in the log (what describe()
     // says, or `logged`) and to the peer.
     void refuse(std::size_t i, const wire::refusal& r);

@@ -28,13 +28,14 @@ std::array<std::uint8_t, N> random_bytes()
 {
     std::array<std::uint8_t, N> out{};
     if (RAND_bytes(out.data(), static_cast<int>(N)) != 1)
-        throw error("the system's random source failed (OpenSSL RAND_bytes): cannot make a key for peer authentication");
+        throw error(
+            "the system's random source failed (OpenSSL RAND_bytes): cannot make a key for peer authentication");
     return out;
 }
 
 // HMAC-SHA256(key, label | ps nonce | worker nonce | ps index | worker index).
-mac keyed(const auth_key& key, std::string_view label, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
-          std::uint32_t worker)
+mac keyed(const auth_key& key, std::string_view label, const nonce& ps_nonce, const nonce& worker_nonce,
+          std::uint32_t ps, std::uint32_t worker)
 {
     std::vector<std::uint8_t> message(label.begin(), label.end());
     message.push_back(0);
@@ -44,7 +45,8 @@ mac keyed(const auth_key& key, std::string_view label, const nonce& ps_nonce, co
         for (int i = 0; i < 4; ++i) message.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
     mac out{};
     unsigned int length = 0;
-    if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message.data(), message.size(), out.data(), &length) ||
+    if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), message.data(), message.size(), out.data(),
+              &length) ||
         length != out.size())
         throw error("HMAC-SHA256 failed (OpenSSL): cannot authenticate peers");
     return out;
@@ -104,24 +106,27 @@ std::optional<auth_key> parse_key(std::string_view hex)
     return key;
 }
 
-mac worker_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
+mac worker_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+                 std::uint32_t worker)
 {
     return keyed(key, "pstrain worker proof 1", ps_nonce, worker_nonce, ps, worker);
 }
 
-mac ps_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
+mac ps_proof(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+             std::uint32_t worker)
 {
     return keyed(key, "pstrain ps proof 1", ps_nonce, worker_nonce, ps, worker);
 }
 
 pair_tokens worker_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
-                       std::uint32_t worker)
+                          std::uint32_t worker)
 {
     auto m = keyed(key, "pstrain session tokens 1", ps_nonce, worker_nonce, ps, worker);
     return {word(m, 0), word(m, 4)};
 }
 
-pair_tokens ps_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps, std::uint32_t worker)
+pair_tokens ps_tokens(const auth_key& key, const nonce& ps_nonce, const nonce& worker_nonce, std::uint32_t ps,
+                      std::uint32_t worker)
 {
     auto s = worker_tokens(key, ps_nonce, worker_nonce, ps, worker);
     return {s.recv_token, s.send_token};
@@ -137,11 +142,11 @@ tag_parts split_tag(std::uint64_t tag)
 
 struct gate::pending {
     nonce ps_nonce{};
-    std::optional<std::size_t> worker;    // PMIx: who must answer
-    std::string from;                     // how logs name the peer
-    std::unique_ptr<endpoint> accepted;   // static spec: the connection
-    ucp_ep_h ep = nullptr;                // where the challenge went
-    challenge_frame frame;                // stays alive while it is sent
+    std::optional<std::size_t> worker;   // PMIx: who must answer
+    std::string from;                    // how logs name the peer
+    std::unique_ptr<endpoint> accepted;  // static spec: the connection
+    ucp_ep_h ep = nullptr;               // where the challenge went
+    challenge_frame frame;               // stays alive while it is sent
     request sent;
     clock::time_point since;
 };
@@ -159,8 +164,7 @@ gate::~gate()
         receive_.cancel(w_.get());
         try {
             w_.wait_until([&] { return receive_.done(); }, clock::now() + std::chrono::seconds(1));
-        } catch (...) {
-        }
+        } catch (...) {}
     }
 }
 
@@ -214,7 +218,10 @@ void gate::refuse(pending& p, std::uint32_t claimed, const std::string& why)
     if (p.worker) why_[*p.worker] = why;
     w_.wait_until([&] { return p.sent.done(); }, clock::now() + std::chrono::milliseconds(200));
     log::warn("refused {}{}: {}", p.from,
-              p.worker ? std::string() : fmt::format(" (it said it was {})", claimed < cfg_.num_workers ? cfg_.worker_name(claimed) : fmt::format("worker {}", claimed)),
+              p.worker
+                  ? std::string()
+                  : fmt::format(" (it said it was {})", claimed < cfg_.num_workers ? cfg_.worker_name(claimed)
+                                                                                   : fmt::format("worker {}", claimed)),
               why);
     // Tell it, so that a task of this job with the wrong key stops at once.
     auto no = std::make_unique<confirm_frame>();
@@ -233,8 +240,9 @@ void gate::handle(std::size_t length)
     response_frame answer;
     if (length < sizeof answer) {
         if (malformed_++ == 0 || malformed_ % 1000 == 0)
-            log::warn("refused {} malformed handshake message{} ({} bytes, shorter than an answer) from an unknown peer",
-                      malformed_, malformed_ == 1 ? "" : "s", length);
+            log::warn(
+                "refused {} malformed handshake message{} ({} bytes, shorter than an answer) from an unknown peer",
+                malformed_, malformed_ == 1 ? "" : "s", length);
         return;
     }
     std::memcpy(&answer, buffer_.data(), sizeof answer);
@@ -243,8 +251,8 @@ void gate::handle(std::size_t length)
     });
     if (answer.magic != response_frame::magic_value || it == pending_.end()) {
         if (malformed_++ == 0 || malformed_ % 1000 == 0)
-            log::warn("refused {} handshake message{} that answer no challenge of this PS (from an unknown peer)", malformed_,
-                      malformed_ == 1 ? "" : "s");
+            log::warn("refused {} handshake message{} that answer no challenge of this PS (from an unknown peer)",
+                      malformed_, malformed_ == 1 ? "" : "s");
         return;
     }
     std::unique_ptr<pending> p = std::move(*it);
@@ -252,23 +260,29 @@ void gate::handle(std::size_t length)
     const std::uint32_t worker = answer.worker_index;
     const auto expected = worker_proof(cfg_.key, p->ps_nonce, answer.worker_nonce, cfg_.ps_index, worker);
     if (!same(expected, answer.proof)) {
-        refuse(*p, worker, "its proof does not match this job step's key (a process of another job, or a different PSTRAIN_AUTH_KEY)");
+        refuse(
+            *p, worker,
+            "its proof does not match this job step's key (a process of another job, or a different PSTRAIN_AUTH_KEY)");
         return;
     }
     if (worker >= cfg_.num_workers || (p->worker && *p->worker != worker)) {
-        refuse(*p, worker, fmt::format("it holds the key but is not a worker this PS expects ({} workers)", cfg_.num_workers));
+        refuse(*p, worker,
+               fmt::format("it holds the key but is not a worker this PS expects ({} workers)", cfg_.num_workers));
         return;
     }
     if (done_[worker]) {
-        refuse(*p, worker, fmt::format("{} is already connected (a restarted task cannot rejoin a running step)", cfg_.worker_name(worker)));
+        refuse(*p, worker,
+               fmt::format("{} is already connected (a restarted task cannot rejoin a running step)",
+                           cfg_.worker_name(worker)));
         return;
     }
     const bool with_address = !p->worker;
     if (with_address) {
         if (answer.address_bytes == 0 || answer.address_bytes > response_frame::max_address ||
             length != sizeof answer + answer.address_bytes) {
-            refuse(*p, worker, fmt::format("its answer's address length ({} bytes in a {}-byte message) is wrong",
-                                           answer.address_bytes, length));
+            refuse(*p, worker,
+                   fmt::format("its answer's address length ({} bytes in a {}-byte message) is wrong",
+                               answer.address_bytes, length));
             return;
         }
         try {
@@ -303,8 +317,8 @@ void gate::poll()
         if (receive_.status() == UCS_OK) handle(receive_.length());
         else if (receive_.status() == UCS_ERR_MESSAGE_TRUNCATED) {
             if (malformed_++ == 0 || malformed_ % 1000 == 0)
-                log::warn("refused {} handshake message{} longer than an answer can be (from an unknown peer)", malformed_,
-                          malformed_ == 1 ? "" : "s");
+                log::warn("refused {} handshake message{} longer than an answer can be (from an unknown peer)",
+                          malformed_, malformed_ == 1 ? "" : "s");
         }
         post_receive();
     }
@@ -323,13 +337,17 @@ void gate::poll()
     }
 }
 
-bool gate::complete() const { return std::all_of(done_.begin(), done_.end(), [](bool d) { return d; }); }
+bool gate::complete() const
+{
+    return std::all_of(done_.begin(), done_.end(), [](bool d) { return d; });
+}
 
 std::vector<std::string> gate::missing() const
 {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < done_.size(); ++i)
-        if (!done_[i]) out.push_back(why_[i].empty() ? cfg_.worker_name(i) : fmt::format("{} ({})", cfg_.worker_name(i), why_[i]));
+        if (!done_[i])
+            out.push_back(why_[i].empty() ? cfg_.worker_name(i) : fmt::format("{} ({})", cfg_.worker_name(i), why_[i]));
     return out;
 }
 
@@ -345,9 +363,9 @@ void gate::close(bool force)
 // ------------------------------------------------------------- the worker
 
 std::optional<pair_tokens> answer_challenge(engine& w, ucp_ep_h ep, const auth_key& key, std::uint32_t ps_index,
-                                        std::uint32_t worker_index, std::span<const std::uint8_t> address,
-                                        clock::time_point challenge_by, clock::time_point deadline, const std::string& ps_name,
-                                        const std::function<bool()>& lost)
+                                            std::uint32_t worker_index, std::span<const std::uint8_t> address,
+                                            clock::time_point challenge_by, clock::time_point deadline,
+                                            const std::string& ps_name, const std::function<bool()>& lost)
 {
     const auto from_ps = make_tag(bootstrap_channel, ps_index);
     challenge_frame challenge;
@@ -362,8 +380,9 @@ std::optional<pair_tokens> answer_challenge(engine& w, ucp_ep_h ep, const auth_k
     }
     if (got.status() != UCS_OK || got.length() != sizeof challenge || challenge.magic != challenge_frame::magic_value ||
         challenge.ps_index != ps_index)
-        throw error(fmt::format("bootstrap: {} did not start the handshake as a pstrain PS does ({} bytes{}): another program on its port?",
-                                ps_name, got.length(), got.status() == UCS_OK ? "" : std::string(", ") + ucs_status_string(got.status())));
+        throw error(fmt::format(
+            "bootstrap: {} did not start the handshake as a pstrain PS does ({} bytes{}): another program on its port?",
+            ps_name, got.length(), got.status() == UCS_OK ? "" : std::string(", ") + ucs_status_string(got.status())));
 
     response_frame answer;
     answer.worker_index = worker_index;
@@ -394,9 +413,10 @@ std::optional<pair_tokens> answer_challenge(engine& w, ucp_ep_h ep, const auth_k
     }
     if (confirm.magic != confirm_frame::magic_value || confirm.ps_index != ps_index ||
         !same(confirm.proof, ps_proof(key, answer.ps_nonce, answer.worker_nonce, ps_index, worker_index)))
-        throw error(fmt::format("bootstrap: {} did not prove that it holds this job step's key: another job's PS on that "
-                                "address, or a different PSTRAIN_AUTH_KEY",
-                                ps_name));
+        throw error(
+            fmt::format("bootstrap: {} did not prove that it holds this job step's key: another job's PS on that "
+                        "address, or a different PSTRAIN_AUTH_KEY",
+                        ps_name));
     return worker_tokens(key, answer.ps_nonce, answer.worker_nonce, ps_index, worker_index);
 }
 

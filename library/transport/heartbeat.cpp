@@ -5,10 +5,9 @@
 namespace pstrain::ucx {
 
 silence_tracker::silence_tracker(std::size_t peers, heartbeat_config c, hb_clock::time_point now)
-    : cfg_(c), last_heard_(peers, now), silent_(peers, false), watched_(peers, false), silent_for_(peers, std::chrono::milliseconds(0)),
-      last_check_(now), next_beat_(now)
-{
-}
+    : cfg_(c), last_heard_(peers, now), silent_(peers, false), watched_(peers, false),
+      silent_for_(peers, std::chrono::milliseconds(0)), last_check_(now), next_beat_(now)
+{}
 
 void silence_tracker::heard(std::size_t peer, hb_clock::time_point now)
 {
@@ -49,10 +48,11 @@ std::string silence_reason(std::chrono::milliseconds silent_for, const heartbeat
     const auto secs = [](std::chrono::milliseconds d) {
         return d.count() % 1000 == 0 ? fmt::format("{}", d.count() / 1000) : fmt::format("{:.1f}", d.count() / 1000.0);
     };
-    return fmt::format("silent for {} s (heartbeats every {} s{}): its node is unreachable or down, or the task is "
-                       "stopped; raise --heartbeat-interval if tasks compute or write for more than {} s without a word",
-                       (silent_for.count() + 500) / 1000, secs(c.interval),
-                       address.empty() ? "" : fmt::format(", address {}", address), secs(c.limit()));
+    return fmt::format(
+        "silent for {} s (heartbeats every {} s{}): its node is unreachable or down, or the task is "
+        "stopped; raise --heartbeat-interval if tasks compute or write for more than {} s without a word",
+        (silent_for.count() + 500) / 1000, secs(c.interval),
+        address.empty() ? "" : fmt::format(", address {}", address), secs(c.limit()));
 }
 
 }  // namespace pstrain::ucx

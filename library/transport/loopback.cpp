@@ -41,7 +41,9 @@ struct mailbox {
 // Every node's mailboxes under one lock; one condition variable wakes the
 // waiters, a generation count tells them something happened.
 struct loopback_network::state {
-    state(int ps, int workers) : num_ps(ps), num_nodes(ps + workers), boxes(std::size_t(num_nodes) * num_nodes * 2), dead(num_nodes) {}
+    state(int ps, int workers)
+        : num_ps(ps), num_nodes(ps + workers), boxes(std::size_t(num_nodes) * num_nodes * 2), dead(num_nodes)
+    {}
 
     const int num_ps, num_nodes;
     std::mutex mu;
@@ -75,7 +77,8 @@ struct loopback_network::state {
     static void deliver(const std::uint8_t* data, std::size_t bytes, posted_receive& r)
     {
         if (bytes > r.capacity) {
-            finish(*r.op, false, 0, fmt::format("receive failed: a message of {} bytes for a buffer of {}", bytes, r.capacity));
+            finish(*r.op, false, 0,
+                   fmt::format("receive failed: a message of {} bytes for a buffer of {}", bytes, r.capacity));
             return;
         }
         if (bytes) std::memcpy(r.buffer, data, bytes);
@@ -103,8 +106,7 @@ class loopback_transfer : public transfer::operation {
 public:
     loopback_transfer(std::shared_ptr<net_state> s, std::shared_ptr<op_state> op, mailbox* box)
         : s_(std::move(s)), op_(std::move(op)), box_(box)
-    {
-    }
+    {}
     bool complete() override { return op_->complete.load(std::memory_order_acquire); }
     bool ok() const override { return op_->ok; }
     std::size_t length() const override { return op_->length; }
@@ -170,9 +172,10 @@ public:
     same_process_memory(std::uint64_t address, std::uint64_t bytes) : address_(address), bytes_(bytes) {}
     void* local_pointer(std::uint64_t remote_address, std::size_t bytes) const override
     {
-        if (remote_address < address_ || remote_address - address_ > bytes_ || bytes > bytes_ - (remote_address - address_))
-            throw error(fmt::format("{} bytes at {:#x} are not inside the {} bytes at {:#x} its memory key names", bytes,
-                                    remote_address, bytes_, address_));
+        if (remote_address < address_ || remote_address - address_ > bytes_ ||
+            bytes > bytes_ - (remote_address - address_))
+            throw error(fmt::format("{} bytes at {:#x} are not inside the {} bytes at {:#x} its memory key names",
+                                    bytes, remote_address, bytes_, address_));
         return reinterpret_cast<void*>(remote_address);
     }
 
@@ -239,7 +242,8 @@ public:
             if (pred()) return true;
             if (clock::now() >= deadline) return false;
             const auto spin_end = std::min(deadline, clock::now() + spin_for_);
-            while (clock::now() < spin_end && s_->generation.load(std::memory_order_acquire) == seen) std::this_thread::yield();
+            while (clock::now() < spin_end && s_->generation.load(std::memory_order_acquire) == seen)
+                std::this_thread::yield();
             std::unique_lock lock(s_->mu);
             s_->cv.wait_until(lock, std::min(deadline, clock::now() + std::chrono::milliseconds(100)),
                               [&] { return s_->generation.load(std::memory_order_acquire) != seen; });
@@ -269,8 +273,8 @@ public:
             std::lock_guard lock(s_->mu);
             auto it = s_->memories.find(k.address);
             if (it == s_->memories.end() || it->second != k.bytes)
-                throw error(fmt::format("a memory key names {} bytes at {:#x}, which this network did not hand out", k.bytes,
-                                        k.address));
+                throw error(fmt::format("a memory key names {} bytes at {:#x}, which this network did not hand out",
+                                        k.bytes, k.address));
         }
         return std::make_unique<same_process_memory>(k.address, k.bytes);
     }
@@ -280,7 +284,8 @@ public:
 private:
     int peer_node(std::size_t peer) const
     {
-        if (peer >= num_peers()) throw error(fmt::format("peer {} does not exist: {} has {}", peer, s_->name(node_), num_peers()));
+        if (peer >= num_peers())
+            throw error(fmt::format("peer {} does not exist: {} has {}", peer, s_->name(node_), num_peers()));
         return node_ < s_->num_ps ? s_->num_ps + static_cast<int>(peer) : static_cast<int>(peer);
     }
     std::uint64_t network_id() const { return reinterpret_cast<std::uintptr_t>(s_.get()); }

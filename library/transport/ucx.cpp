@@ -164,8 +164,7 @@ void discard_unexpected(ucp_worker_h h, std::vector<std::uint8_t>& sink) noexcep
             while (ucp_request_check_status(r) == UCS_INPROGRESS && clock::now() < deadline) ucp_worker_progress(h);
             ucp_request_free(r);
         }
-    } catch (...) {
-    }
+    } catch (...) {}
 }
 
 }  // namespace
@@ -190,8 +189,7 @@ std::vector<std::uint8_t> engine::address() const
 
 void engine::progress()
 {
-    while (ucp_worker_progress(h_) != 0) {
-    }
+    while (ucp_worker_progress(h_) != 0) {}
 }
 
 bool engine::wait_until(const std::function<bool()>& pred, clock::time_point deadline)
@@ -307,7 +305,8 @@ std::unique_ptr<endpoint> endpoint::create(engine& w, ucp_ep_params_t& params, s
     params.err_handler.cb = &endpoint::on_error;
     params.err_handler.arg = ep->failure_;
     ucs_status_t s = ucp_ep_create(w.get(), &params, &ep->h_);
-    if (s != UCS_OK) throw error(fmt::format("connecting to {}: ucp_ep_create failed: {}", ep->peer_, ucs_status_string(s)));
+    if (s != UCS_OK)
+        throw error(fmt::format("connecting to {}: ucp_ep_create failed: {}", ep->peer_, ucs_status_string(s)));
     return ep;
 }
 
@@ -366,14 +365,16 @@ endpoint::~endpoint()
     if (h_) {
         try {
             close(std::chrono::milliseconds(200), true);
-        } catch (...) {
-        }
+        } catch (...) {}
     }
 }
 
 // ----------------------------------------------------------------- listener
 
-void listener::on_connect(ucp_conn_request_h request, void* arg) { static_cast<listener*>(arg)->pending_.push_back(request); }
+void listener::on_connect(ucp_conn_request_h request, void* arg)
+{
+    static_cast<listener*>(arg)->pending_.push_back(request);
+}
 
 listener::listener(engine& w, int port)
 {
@@ -403,7 +404,8 @@ listener::~listener()
 mapped_memory::mapped_memory(context& ctx, std::size_t bytes) : ctx_(ctx), bytes_(bytes)
 {
     ucp_mem_map_params_t params{};
-    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    params.field_mask =
+        UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
     params.address = nullptr;
     params.length = bytes ? bytes : 1;
     params.flags = UCP_MEM_MAP_ALLOCATE;

@@ -50,7 +50,7 @@ public:
     request(request&& o) noexcept;
     request& operator=(request&& o) noexcept;
 
-    bool done();                       // polls; true once complete
+    bool done();  // polls; true once complete
     ucs_status_t status() const { return status_; }
     std::size_t length() const { return length_; }  // a completed receive's bytes
     const char* what() const { return what_; }
@@ -148,7 +148,8 @@ public:
 
 private:
     static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
-    static std::unique_ptr<endpoint> create(engine& w, ucp_ep_params_t& params, std::string peer, bool detect_failure = true);
+    static std::unique_ptr<endpoint> create(engine& w, ucp_ep_params_t& params, std::string peer,
+                                            bool detect_failure = true);
 
     engine* engine_ = nullptr;
     ucp_ep_h h_ = nullptr;

@@ -16,7 +16,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (d.rows == 0 || d.features.size() != d.rows * d.cols || d.labels.size() != d.rows) __builtin_trap();
         for (auto l : d.labels)
             if (l < 0 || l >= d.num_classes) __builtin_trap();
-    } catch (const pstrain::error&) {
-    }
+    } catch (const pstrain::error&) {}
     return 0;
 }

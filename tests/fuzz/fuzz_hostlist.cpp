@@ -17,13 +17,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (hosts.empty() || hosts.size() > (std::size_t(1) << 20)) __builtin_trap();
         for (const auto& h : hosts)
             if (h.empty()) __builtin_trap();
-    } catch (const pstrain::error&) {
-    }
+    } catch (const pstrain::error&) {}
     try {
         auto counts = pstrain::expand_task_counts(text);
         for (int c : counts)
             if (c < 0) __builtin_trap();
-    } catch (const pstrain::error&) {
-    }
+    } catch (const pstrain::error&) {}
     return 0;
 }

@@ -22,7 +22,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         auto d = pstrain::data::read_idx_pair(images.path(), labels.path());
         if (d.features.size() != d.rows * d.cols || d.labels.size() != d.rows || d.num_classes < 1) __builtin_trap();
-    } catch (const pstrain::error&) {
-    }
+    } catch (const pstrain::error&) {}
     return 0;
 }

@@ -34,7 +34,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             const int local = layout.local_index(static_cast<int>(r));
             if (local < 0 || local >= most) __builtin_trap();
         }
-    } catch (const pstrain::error&) {
-    }
+    } catch (const pstrain::error&) {}
     return 0;
 }

@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (j.is_object()) {
             j.erase("crc32");
             const auto body = j.dump();
-            j["crc32"] = static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(body.data()), body.size()));
+            j["crc32"] =
+                static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(body.data()), body.size()));
             text = j.dump(2);
         }
     }
@@ -33,7 +34,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         auto m = pstrain::checkpoint::read_manifest(file.dir(), file.name());
         if (m.shards.empty()) __builtin_trap();
-    } catch (const pstrain::error&) {
-    }
+    } catch (const pstrain::error&) {}
     return 0;
 }

@@ -91,10 +91,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fake_host remote(context::remote);
     remote.items[item::job_id] = 42;
     remote.items[item::step_id] = 0;
-    remote.items[item::task_global_id] = static_cast<std::uint32_t>(pstrain::parse_count(in[4], 0, 1 << 22).value_or(0));
+    remote.items[item::task_global_id] =
+        static_cast<std::uint32_t>(pstrain::parse_count(in[4], 0, 1 << 22).value_or(0));
     remote.items[item::total_tasks] = static_cast<std::uint32_t>(pstrain::parse_count(in[5], 0, 1 << 22).value_or(3));
-    const char* vars[] = {"SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURM_DISTRIBUTION",
-                          "SLURM_DIST_PLANESIZE", "SLURM_STEP_RESV_PORTS", "CUDA_VISIBLE_DEVICES"};
+    const char* vars[] = {"SLURM_STEP_NODELIST",  "SLURM_STEP_TASKS_PER_NODE", "SLURM_DISTRIBUTION",
+                          "SLURM_DIST_PLANESIZE", "SLURM_STEP_RESV_PORTS",     "CUDA_VISIBLE_DEVICES"};
     for (std::size_t v = 0; v < 6; ++v)
         if (in[6 + v] != "-") remote.env[vars[v]] = in[6 + v];
     spank_plugin step;

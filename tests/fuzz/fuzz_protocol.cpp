@@ -86,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     job.net().kill_worker(0);
     job.net().kill_worker(1);
     const auto end = job.finish(0, 10s);
-    if (!end.returned) __builtin_trap();               // a hang
+    if (!end.returned) __builtin_trap();                    // a hang
     if (end.threw && !end.pstrain_error) __builtin_trap();  // not a pstrain::error
     for (auto& send : sends) send.second.cancel();
     return 0;

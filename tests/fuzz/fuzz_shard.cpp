@@ -29,9 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         try {
             auto d = pstrain::checkpoint::read_shard(file.dir(), file.name(), header_only);
             const auto n = d.meta.range.size();
-            if (!header_only && (d.values.size() != n || d.state.size() != n * std::size_t(d.meta.state_slots))) __builtin_trap();
-        } catch (const pstrain::error&) {
-        }
+            if (!header_only && (d.values.size() != n || d.state.size() != n * std::size_t(d.meta.state_slots)))
+                __builtin_trap();
+        } catch (const pstrain::error&) {}
     }
     return 0;
 }

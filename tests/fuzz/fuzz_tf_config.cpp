@@ -23,8 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (c.task.role == pstrain::role::evaluator) return 0;
     try {
         auto again = pstrain::parse_tf_config(pstrain::tf_config_json(c.cluster, c.task));
-        if (!(again.task == c.task) || again.cluster.ps != c.cluster.ps || again.cluster.worker != c.cluster.worker
-            || again.cluster.chief != c.cluster.chief)
+        if (!(again.task == c.task) || again.cluster.ps != c.cluster.ps || again.cluster.worker != c.cluster.worker ||
+            again.cluster.chief != c.cluster.chief)
             __builtin_trap();
     } catch (const pstrain::error&) {
         __builtin_trap();

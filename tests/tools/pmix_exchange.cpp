@@ -47,7 +47,8 @@ int main()
     if ((rc = PMIx_Fence(&all, 1, &collect, 1)) != PMIX_SUCCESS) return fail("PMIx_Fence", rc);
 
     pmix_value_t* size = nullptr;
-    if ((rc = PMIx_Get(&all, PMIX_JOB_SIZE, nullptr, 0, &size)) != PMIX_SUCCESS) return fail("PMIx_Get(PMIX_JOB_SIZE)", rc);
+    if ((rc = PMIx_Get(&all, PMIX_JOB_SIZE, nullptr, 0, &size)) != PMIX_SUCCESS)
+        return fail("PMIx_Get(PMIX_JOB_SIZE)", rc);
     const std::uint32_t n = size->data.uint32;
     PMIX_VALUE_RELEASE(size);
 

@@ -47,7 +47,8 @@ int main(int argc, char** argv)
             auto ep = endpoint::to_sockaddr(w, host, port, "the PS");
             challenge_frame challenge;
             auto got = w.recv(make_tag(bootstrap_channel, 0), tag_channel_mask, &challenge, sizeof challenge);
-            if (!w.wait_until([&] { return got.done() || ep->failed(); }, clock_type::now() + std::chrono::seconds(10)) ||
+            if (!w.wait_until([&] { return got.done() || ep->failed(); },
+                              clock_type::now() + std::chrono::seconds(10)) ||
                 !got.done() || got.status() != UCS_OK) {
                 fmt::print(stderr, "ps_rogue: no challenge from {}\n", where);
                 return 1;

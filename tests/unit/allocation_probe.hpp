@@ -30,8 +30,7 @@ struct allocation_probe {
 inline void record_allocation(std::size_t bytes)
 {
     std::size_t seen = largest_allocation.load();
-    while (bytes > seen && !largest_allocation.compare_exchange_weak(seen, bytes)) {
-    }
+    while (bytes > seen && !largest_allocation.compare_exchange_weak(seen, bytes)) {}
     if (bytes > refused_above) throw std::bad_alloc();
 }
 

@@ -5,9 +5,9 @@
 namespace pstrain::trainer {
 
 checkpoint_schedule::checkpoint_schedule(const train_options& o)
-    : every_steps_(o.save_checkpoint_steps), every_secs_(o.save_checkpoint_secs), last_attempt_(std::chrono::steady_clock::now())
-{
-}
+    : every_steps_(o.save_checkpoint_steps), every_secs_(o.save_checkpoint_secs),
+      last_attempt_(std::chrono::steady_clock::now())
+{}
 
 bool checkpoint_schedule::due(std::int64_t step) const
 {

@@ -58,8 +58,10 @@ std::vector<ps::embedding_config> embedding_tables_for(const train_options& o)
             const std::uint64_t slots = c.optimizer == ps::row_optimizer::adagrad ? 1 : 2;
             const std::uint64_t row_bytes = c.dim * (1 + slots) * 4 + 32 + 24;
             std::uint64_t per_row = 0;
-            for (const auto& s : spec->tables()) per_row += static_cast<std::uint64_t>(s.dim) * (1 + slots) * 4 + 32 + 24;
-            c.max_rows = std::max<std::uint64_t>(physical_memory() / 2 / std::max<std::uint64_t>(per_row, row_bytes), 1024);
+            for (const auto& s : spec->tables())
+                per_row += static_cast<std::uint64_t>(s.dim) * (1 + slots) * 4 + 32 + 24;
+            c.max_rows =
+                std::max<std::uint64_t>(physical_memory() / 2 / std::max<std::uint64_t>(per_row, row_bytes), 1024);
         }
         tables.push_back(c);
     }
@@ -97,8 +99,9 @@ model::sparse_batch ctr_examples::batch(std::size_t begin, std::size_t end)
     b.fields = fields_;
     b.numeric = numeric_;
     b.labels = std::span<const float>(labels_).subspan(begin, end - begin);
-    b.features = std::span<const float>(numeric_values_).subspan(begin * static_cast<std::size_t>(numeric_),
-                                                                 (end - begin) * static_cast<std::size_t>(numeric_));
+    b.features =
+        std::span<const float>(numeric_values_)
+            .subspan(begin * static_cast<std::size_t>(numeric_), (end - begin) * static_cast<std::size_t>(numeric_));
     b.bag_begin = batch_bags_;
     b.places = places_;
     b.unique = unique_.size();
@@ -109,14 +112,17 @@ ctr_test_set read_ctr_test_set(const train_options& o, int fields, int numeric)
 {
     const std::filesystem::path dir = o.data_dir, test = dir / "test.tsv";
     if (!std::filesystem::is_regular_file(test))
-        throw error(fmt::format("{}: no test.tsv, the held-out part the chief evaluates on: put a part of the data there "
-                                "(`pstrain datagen ctr` writes one)", dir.string()));
+        throw error(
+            fmt::format("{}: no test.tsv, the held-out part the chief evaluates on: put a part of the data there "
+                        "(`pstrain datagen ctr` writes one)",
+                        dir.string()));
     ctr_test_set t;
     t.examples = std::make_unique<ctr_examples>(fields, numeric);
     data::ctr_reader r({test}, 0, 1, o.skip_bad_lines);
     data::ctr_sample s;
     while (r.next(s)) t.examples->add(s);
-    if (t.examples->size() == 0) throw error(fmt::format("{}: no examples: the chief has nothing to evaluate on", test.string()));
+    if (t.examples->size() == 0)
+        throw error(fmt::format("{}: no examples: the chief has nothing to evaluate on", test.string()));
     if (r.bad_lines() > 0) log::warn("{}: {} malformed lines skipped (--skip-bad-lines)", test.string(), r.bad_lines());
     const auto oracle = dir / "oracle.json";
     if (std::filesystem::is_regular_file(oracle)) {
@@ -132,9 +138,8 @@ ctr_test_set read_ctr_test_set(const train_options& o, int fields, int numeric)
 }
 
 ctr_work::ctr_work(const train_options& o, model::ctr_model& m, ps::client& c, int worker, int num_workers)
-    : o_(o), model_(m), client_(c),
-      reader_(data::ctr_train_files(o.data_dir), static_cast<std::size_t>(worker), static_cast<std::size_t>(num_workers),
-              o.skip_bad_lines),
+    : o_(o), model_(m), client_(c), reader_(data::ctr_train_files(o.data_dir), static_cast<std::size_t>(worker),
+                                            static_cast<std::size_t>(num_workers), o.skip_bad_lines),
       batch_(data::ctr_categorical_fields, data::ctr_numeric_fields)
 {
     for (const auto& t : m.tables()) {
@@ -150,7 +155,8 @@ bool ctr_work::read_example(data::ctr_sample& s)
 {
     if (reader_.next(s)) return true;
     if (reader_.lines_read() == 0)
-        throw error(fmt::format("{}: no training examples for this worker: give more data or fewer workers", o_.data_dir));
+        throw error(
+            fmt::format("{}: no training examples for this worker: give more data or fewer workers", o_.data_dir));
     reader_.rewind();
     ++epoch_;
     return reader_.next(s);
@@ -162,7 +168,8 @@ void ctr_work::pull(std::span<const std::uint64_t> keys, bool lookup)
     std::vector<ps::ticket> pulls;
     for (std::size_t t = 0; t < tables.size(); ++t) {
         rows_[t].resize(keys.size() * static_cast<std::size_t>(tables[t].dim));
-        pulls.push_back(lookup ? client_.async_lookup_rows(t, keys, rows_[t]) : client_.async_pull_rows(t, keys, rows_[t]));
+        pulls.push_back(lookup ? client_.async_lookup_rows(t, keys, rows_[t])
+                               : client_.async_pull_rows(t, keys, rows_[t]));
     }
     for (auto id : pulls) client_.wait(id);
     for (std::size_t t = 0; t < tables.size(); ++t) row_views_[t] = rows_[t];
@@ -186,7 +193,8 @@ model::batch_result ctr_work::compute()
     const auto r = model_.compute_gradients(client_.params(), b, row_views_, client_.grads(), grad_views_);
     model_time_ += std::chrono::steady_clock::now() - c0;
     pushes_.clear();
-    for (std::size_t t = 0; t < tables.size(); ++t) pushes_.push_back(client_.async_push_rows(t, batch_.unique(), row_grads_[t]));
+    for (std::size_t t = 0; t < tables.size(); ++t)
+        pushes_.push_back(client_.async_push_rows(t, batch_.unique(), row_grads_[t]));
     return r;
 }
 

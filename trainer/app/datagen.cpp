@@ -19,16 +19,22 @@ int datagen_command(int argc, char** argv)
     app.require_subcommand(1);
     data::ctr_generator_options o;
     std::string dir;
-    auto* ctr = app.add_subcommand("ctr", "click-through data in Criteo's TSV format from a hidden factorisation machine, "
-                                          "with the best reachable AUC in OUT/oracle.json");
+    auto* ctr =
+        app.add_subcommand("ctr", "click-through data in Criteo's TSV format from a hidden factorisation machine, "
+                                  "with the best reachable AUC in OUT/oracle.json");
     ctr->add_option("--samples", o.samples, "lines in all (train files and test.tsv)")
-        ->check(CLI::Range(std::uint64_t(2), std::uint64_t(1) << 40))->capture_default_str();
+        ->check(CLI::Range(std::uint64_t(2), std::uint64_t(1) << 40))
+        ->capture_default_str();
     ctr->add_option("--seed", o.seed, "the teacher and the draws")->capture_default_str();
     ctr->add_option("--test-fraction", o.test_fraction, "the last part, held out in test.tsv")
-        ->check(CLI::Range(0.0001, 0.9999))->capture_default_str();
+        ->check(CLI::Range(0.0001, 0.9999))
+        ->capture_default_str();
     ctr->add_option("--lines-per-file", o.lines_per_file, "lines of each train-NNNNN.tsv")
-        ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40))->capture_default_str();
-    ctr->add_option("--zipf", o.zipf, "exponent of each field's id popularity")->check(CLI::Range(0.0, 4.0))->capture_default_str();
+        ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40))
+        ->capture_default_str();
+    ctr->add_option("--zipf", o.zipf, "exponent of each field's id popularity")
+        ->check(CLI::Range(0.0, 4.0))
+        ->capture_default_str();
     ctr->add_option("out", dir, "the directory to write (made if missing)")->required();
     if (auto exit_status = parse_tool_command(app, argc, argv, "pstrain datagen")) return *exit_status;
     log::set_prefix("pstrain datagen");

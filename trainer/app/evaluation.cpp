@@ -9,8 +9,11 @@ namespace pstrain::trainer {
 nlohmann::json evaluation_fields(const session& s, const model::eval_result& r, std::span<const float> params)
 {
     if (s.net->is_classifier()) return {{"test_accuracy", r.accuracy}, {"test_cross_entropy", r.loss}};
-    return {{"test_accuracy", nullptr}, {"test_cross_entropy", nullptr}, {"test_mse", r.loss},
-            {"weight", params[0]}, {"bias", params[1]}};
+    return {{"test_accuracy", nullptr},
+            {"test_cross_entropy", nullptr},
+            {"test_mse", r.loss},
+            {"weight", params[0]},
+            {"bias", params[1]}};
 }
 
 nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::int64_t step, reporter& prog)
@@ -19,7 +22,8 @@ nlohmann::json evaluate_on_test(session& s, std::span<const float> params, std::
     if (s.net->is_classifier())
         log::info("eval at global step {}: test accuracy {:.4f}, cross-entropy {:.4f}", step, r.accuracy, r.loss);
     else
-        log::info("eval at global step {}: test mse {:.5f}, weight {:.4f}, bias {:.4f}", step, r.loss, params[0], params[1]);
+        log::info("eval at global step {}: test mse {:.5f}, weight {:.4f}, bias {:.4f}", step, r.loss, params[0],
+                  params[1]);
     return record_evaluation(evaluation_fields(s, r, params), step, prog);
 }
 

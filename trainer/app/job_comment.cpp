@@ -72,7 +72,8 @@ void job_comment::update(const std::string& status, bool final)
     if (!reap(final)) return;  // the last one still runs: this status waits for the next turn
     last_ = now;
     std::string id = "JobId=" + job_id_, comment = "Comment=" + status;
-    std::vector<char*> argv{const_cast<char*>("scontrol"), const_cast<char*>("update"), id.data(), comment.data(), nullptr};
+    std::vector<char*> argv{const_cast<char*>("scontrol"), const_cast<char*>("update"), id.data(), comment.data(),
+                            nullptr};
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
@@ -85,7 +86,8 @@ void job_comment::update(const std::string& status, bool final)
         if (!disabled_) {
             disabled_ = true;
             log::warn("cannot run scontrol to set the job's comment: {}: squeue will not show this job's progress; "
-                      "--job-comment off stops trying", std::strerror(err));
+                      "--job-comment off stops trying",
+                      std::strerror(err));
         }
         return;
     }

@@ -29,8 +29,7 @@ public:
     static std::optional<std::string> job_id();
     explicit job_comment(std::string job_id, std::chrono::seconds interval = std::chrono::seconds(30))
         : job_id_(std::move(job_id)), interval_(interval)
-    {
-    }
+    {}
     job_comment(const job_comment&) = delete;
     job_comment& operator=(const job_comment&) = delete;
     ~job_comment();

@@ -54,10 +54,8 @@ void report_command_line_error(const std::string& line)
     const char* index = std::getenv("PSTRAIN_TASK_INDEX");
     const bool in_step = role && index && std::getenv("PSTRAIN_NUM_WORKERS");
     if (in_step) log::set_prefix(fmt::format("pstrain[{} {}]", role, index));
-    if (!in_step || (std::string_view(role) == "worker" && std::string_view(index) == "0"))
-        log::error("{}", line);
-    else
-        log::info("stopped: the command line is wrong, and worker 0 (the chief) says how");
+    if (!in_step || (std::string_view(role) == "worker" && std::string_view(index) == "0")) log::error("{}", line);
+    else log::info("stopped: the command line is wrong, and worker 0 (the chief) says how");
 }
 
 }  // namespace
@@ -93,159 +91,254 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.set_version_flag("--version", std::string("pstrain ") + PACKAGE_VERSION);
     app.get_formatter()->column_width(34);
-    app.footer("Commands (each with its own --help):\n"
-               "  pstrain status DIR                where a run stands: its newest checkpoint, accuracy and metrics\n"
-               "  pstrain plot METRICS... -o PNG    loss and accuracy (click-through: AUC, log loss) against step and time\n"
-               "  pstrain checkpoint inspect DIR    list the checkpoints of a --checkpoint-dir: steps, shards, checksums\n"
-               "  pstrain datagen ctr OUT           make synthetic click-through .tsv data with a known best AUC\n"
-               "See pstrain(1).");
+    app.footer(
+        "Commands (each with its own --help):\n"
+        "  pstrain status DIR                where a run stands: its newest checkpoint, accuracy and metrics\n"
+        "  pstrain plot METRICS... -o PNG    loss and accuracy (click-through: AUC, log loss) against step and time\n"
+        "  pstrain checkpoint inspect DIR    list the checkpoints of a --checkpoint-dir: steps, shards, checksums\n"
+        "  pstrain datagen ctr OUT           make synthetic click-through .tsv data with a known best AUC\n"
+        "See pstrain(1).");
 
     app.add_flag("--standalone", o.standalone, "train in this one process with an in-process parameter server");
 
     auto* dist = "Distributed training";
     app.add_flag("--sync-replicas,--sync_replicas", o.sync_replicas,
-                 "synchronous: the PS averages --replicas-to-aggregate gradients per step (default: async)")->group(dist);
+                 "synchronous: the PS averages --replicas-to-aggregate gradients per step (default: async)")
+        ->group(dist);
     app.add_option("--replicas-to-aggregate,--replicas_to_aggregate", o.replicas_to_aggregate,
                    "gradients per sync step (default: all workers; fewer means backup workers)")
-        ->check(CLI::Range(1, 65535))->group(dist);
-    app.add_option("--ps-hosts,--ps_hosts", o.ps_hosts, "without PMIx: comma list of the PS tasks' host:port")->group(dist);
-    app.add_option("--worker-hosts,--worker_hosts", o.worker_hosts, "without PMIx: comma list of the workers' host:port")->group(dist);
+        ->check(CLI::Range(1, 65535))
+        ->group(dist);
+    app.add_option("--ps-hosts,--ps_hosts", o.ps_hosts, "without PMIx: comma list of the PS tasks' host:port")
+        ->group(dist);
+    app.add_option("--worker-hosts,--worker_hosts", o.worker_hosts,
+                   "without PMIx: comma list of the workers' host:port")
+        ->group(dist);
     app.add_option("--job-name,--job_name", o.job_name, "without PMIx: ps or worker")
-        ->check(CLI::IsMember({"ps", "worker"}))->group(dist);
+        ->check(CLI::IsMember({"ps", "worker"}))
+        ->group(dist);
     app.add_option("--task-index,--task_index", o.task_index, "without PMIx: index within --job-name")
-        ->check(CLI::Range(0, 65535))->group(dist);
+        ->check(CLI::Range(0, 65535))
+        ->group(dist);
     app.add_option("--bootstrap-timeout", o.bootstrap_timeout, "seconds to wait for every peer at start-up")
-        ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
+        ->check(CLI::Range(1, 86400))
+        ->group(dist)
+        ->capture_default_str();
     app.add_option("--peer-timeout", o.peer_timeout, "seconds a worker waits for a PS reply before giving up")
-        ->check(CLI::Range(1, 86400))->group(dist)->capture_default_str();
-    app.add_option("--heartbeat-interval", o.heartbeat_interval,
-                   "seconds between the heartbeats every task sends its peers; a peer silent for 6 intervals (its node "
-                   "off the network or down) is lost, named with its node and address (0: none, UCX's error detection only)")
-        ->check(CLI::Range(0.0, 3600.0))->group(dist)->capture_default_str();
+        ->check(CLI::Range(1, 86400))
+        ->group(dist)
+        ->capture_default_str();
+    app.add_option(
+           "--heartbeat-interval", o.heartbeat_interval,
+           "seconds between the heartbeats every task sends its peers; a peer silent for 6 intervals (its node "
+           "off the network or down) is lost, named with its node and address (0: none, UCX's error detection only)")
+        ->check(CLI::Range(0.0, 3600.0))
+        ->group(dist)
+        ->capture_default_str();
     app.add_option("--stall-timeout", o.stall_timeout,
                    "seconds without progress after which a task names what it waits for, writes its threads' stacks "
                    "and exits with status 124 (0: never)")
-        ->check(CLI::Range(0, 7 * 86400))->group(dist)->capture_default_str();
+        ->check(CLI::Range(0, 7 * 86400))
+        ->group(dist)
+        ->capture_default_str();
     // Choices are words on the command line (their defaults as --help
     // shows them), their types after the parse.
     std::string progress = "event", shared_memory = "auto", normalize = "global", optimizer = "sgd", device = "auto",
                 job_comment = "on";
     app.add_option("--progress", progress, "event (block on UCX's event fd) or spin (busy-poll)")
-        ->check(CLI::IsMember({"event", "spin"}))->group(dist)->capture_default_str();
+        ->check(CLI::IsMember({"event", "spin"}))
+        ->group(dist)
+        ->capture_default_str();
     app.add_option("--shared-memory", shared_memory,
                    "auto (a PS reads gradients from and writes values into the memory of workers on its host) or off "
                    "(UCX messages only)")
-        ->check(CLI::IsMember({"auto", "off"}))->group(dist)->capture_default_str();
+        ->check(CLI::IsMember({"auto", "off"}))
+        ->group(dist)
+        ->capture_default_str();
 
     auto* data = "Data";
-    app.add_option("--data-dir", o.data_dir,
-                   "MNIST-format IDX files (.gz or plain), train.csv/test.csv, or Criteo-style .tsv files with a held-out "
-                   "test.tsv (click-through data: --model deepfm, the default for them, or wide-deep)")
-        ->group(data)->capture_default_str();
+    app.add_option(
+           "--data-dir", o.data_dir,
+           "MNIST-format IDX files (.gz or plain), train.csv/test.csv, or Criteo-style .tsv files with a held-out "
+           "test.tsv (click-through data: --model deepfm, the default for them, or wide-deep)")
+        ->group(data)
+        ->capture_default_str();
     app.add_flag("--skip-bad-lines", o.skip_bad_lines,
-                 "count and skip malformed .tsv lines instead of stopping at the first, which is named with its file and line")
+                 "count and skip malformed .tsv lines instead of stopping at the first, which is named with its file "
+                 "and line")
         ->group(data);
     app.add_flag("--sample-with-replacement", o.sample_with_replacement,
-                 "draw batches with replacement instead of a shuffled pass per epoch")->group(data);
+                 "draw batches with replacement instead of a shuffled pass per epoch")
+        ->group(data);
     app.add_option("--normalize", normalize,
                    "standardise the features by the training set's mean and stddev: global (one each) or per-channel")
-        ->check(CLI::IsMember({"global", "per-channel"}))->group(data)->capture_default_str();
+        ->check(CLI::IsMember({"global", "per-channel"}))
+        ->group(data)
+        ->capture_default_str();
     app.add_option("--augment-shift", o.augment_shift,
                    "shift each training image by a random 0..N pixels in each direction (seeded by --seed; 0: off)")
-        ->check(CLI::Range(0, 64))->group(data)->capture_default_str();
-    app.add_flag("--augment-flip", o.augment_flip, "mirror each training image left to right with probability 1/2 (seeded)")
+        ->check(CLI::Range(0, 64))
+        ->group(data)
+        ->capture_default_str();
+    app.add_flag("--augment-flip", o.augment_flip,
+                 "mirror each training image left to right with probability 1/2 (seeded)")
         ->group(data);
 
     auto* model = "Model";
-    auto* model_option = app.add_option("--model", o.model,
-                   "a preset: mlp (--hidden-units), linear (y = 2x + 10, the known-answer check), lenet5, cnn (the classic "
-                   "two-convolution MNIST model), deepfm or wide-deep (click-through data: embedding tables on the PS tasks); or layers, e.g. conv2d:32:5x5:relu,maxpool:2,flatten,dense:10 (pstrain(1))")
-        ->group(model)->capture_default_str();
+    auto* model_option =
+        app.add_option(
+               "--model", o.model,
+               "a preset: mlp (--hidden-units), linear (y = 2x + 10, the known-answer check), lenet5, cnn (the classic "
+               "two-convolution MNIST model), deepfm or wide-deep (click-through data: embedding tables on the PS "
+               "tasks); or layers, e.g. conv2d:32:5x5:relu,maxpool:2,flatten,dense:10 (pstrain(1))")
+            ->group(model)
+            ->capture_default_str();
     app.add_option("--model-file", o.model_file, "a JSON model description (pstrain(1), MODEL FILES)")
-        ->group(model)->excludes(model_option);
-    auto* hidden_option = app.add_option("--hidden-units", o.hidden_units,
-                   "hidden layer widths of --model mlp (default 100) or wide-deep (default 128,64), comma separated")->group(model);
+        ->group(model)
+        ->excludes(model_option);
+    auto* hidden_option =
+        app.add_option(
+               "--hidden-units", o.hidden_units,
+               "hidden layer widths of --model mlp (default 100) or wide-deep (default 128,64), comma separated")
+            ->group(model);
     auto* sparse = "Embedding tables (--model wide-deep)";
     app.add_option("--embedding-dim", o.embedding_dim, "floats per embedding row of the deep part")
-        ->check(CLI::Range(1, 1024))->group(sparse)->capture_default_str();
+        ->check(CLI::Range(1, 1024))
+        ->group(sparse)
+        ->capture_default_str();
     app.add_option("--embedding-combiner", o.embedding_combiner, "how a multi-hot field's rows become one: sum or mean")
-        ->check(CLI::IsMember({"sum", "mean"}))->group(sparse)->capture_default_str();
-    app.add_option("--embedding-optimizer", o.embedding_optimizer, "the tables' row-wise lazy optimizer: adagrad, adam or ftrl")
-        ->check(CLI::IsMember({"adagrad", "adam", "ftrl"}))->group(sparse)->capture_default_str();
+        ->check(CLI::IsMember({"sum", "mean"}))
+        ->group(sparse)
+        ->capture_default_str();
+    app.add_option("--embedding-optimizer", o.embedding_optimizer,
+                   "the tables' row-wise lazy optimizer: adagrad, adam or ftrl")
+        ->check(CLI::IsMember({"adagrad", "adam", "ftrl"}))
+        ->group(sparse)
+        ->capture_default_str();
     app.add_option("--embedding-learning-rate", o.embedding_learning_rate, "the tables' learning rate (> 0)")
-        ->check(CLI::PositiveNumber)->group(sparse)->capture_default_str();
+        ->check(CLI::PositiveNumber)
+        ->group(sparse)
+        ->capture_default_str();
     app.add_option("--admit-after", o.admit_after,
                    "a key gets a row at its Nth occurrence; before, it reads as zeros and is not learned (0: at once)")
-        ->check(CLI::Range(0u, 1u << 30))->group(sparse)->capture_default_str();
+        ->check(CLI::Range(0u, 1u << 30))
+        ->group(sparse)
+        ->capture_default_str();
     app.add_option("--evict-after", o.evict_after, "drop the rows of keys unseen for N global steps (0: never)")
-        ->group(sparse)->capture_default_str();
+        ->group(sparse)
+        ->capture_default_str();
     app.add_option("--max-table-rows", o.max_table_rows,
                    "rows of each table on one PS; beyond it new keys read as zeros, with a warning (0: what half the "
                    "PS's memory holds)")
-        ->group(sparse)->capture_default_str();
-    app.add_flag("--summary", o.summary, "print the model's layers, output shapes and parameter counts, and exit")->group(model);
+        ->group(sparse)
+        ->capture_default_str();
+    app.add_flag("--summary", o.summary, "print the model's layers, output shapes and parameter counts, and exit")
+        ->group(model);
 
     auto* train = "Training";
     app.add_option("--train-steps", o.train_steps, "stop when global_step reaches this")
-        ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40))->group(train)->capture_default_str();
+        ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40))
+        ->group(train)
+        ->capture_default_str();
     app.add_option("--batch-size", o.batch_size, "examples per worker step")
-        ->check(CLI::Range(1, 1 << 20))->group(train)->capture_default_str();
+        ->check(CLI::Range(1, 1 << 20))
+        ->group(train)
+        ->capture_default_str();
     app.add_option("--optimizer", optimizer, "sgd, momentum, adagrad or adam")
-        ->check(CLI::IsMember({"sgd", "momentum", "adagrad", "adam"}))->group(train)->capture_default_str();
+        ->check(CLI::IsMember({"sgd", "momentum", "adagrad", "adam"}))
+        ->group(train)
+        ->capture_default_str();
     app.add_option("--learning-rate", o.learning_rate, "learning rate (> 0)")
-        ->check(CLI::PositiveNumber)->group(train)->capture_default_str();
+        ->check(CLI::PositiveNumber)
+        ->group(train)
+        ->capture_default_str();
     app.add_option("--seed", o.seed, "seed of initialisation and data order")->group(train)->capture_default_str();
     app.add_option("--eval-every", o.eval_every, "evaluate on the test set every N steps (0: at the end only)")
-        ->check(CLI::NonNegativeNumber)->group(train)->capture_default_str();
+        ->check(CLI::NonNegativeNumber)
+        ->group(train)
+        ->capture_default_str();
 
     auto* ckpt = "Checkpoints";
     app.add_option("--checkpoint-dir,--checkpoint_dir", o.checkpoint_dir,
                    "save checkpoints here (a shared path every node sees) and resume from the newest complete one")
         ->group(ckpt);
     app.add_option("--save-checkpoint-secs", o.save_checkpoint_secs, "checkpoint every N seconds (0: not by time)")
-        ->check(CLI::Range(0, 86400 * 365))->group(ckpt)->capture_default_str();
-    app.add_option("--save-checkpoint-steps", o.save_checkpoint_steps, "checkpoint every N global steps (0: not by steps)")
-        ->check(CLI::NonNegativeNumber)->group(ckpt)->capture_default_str();
+        ->check(CLI::Range(0, 86400 * 365))
+        ->group(ckpt)
+        ->capture_default_str();
+    app.add_option("--save-checkpoint-steps", o.save_checkpoint_steps,
+                   "checkpoint every N global steps (0: not by steps)")
+        ->check(CLI::NonNegativeNumber)
+        ->group(ckpt)
+        ->capture_default_str();
     app.add_option("--keep-checkpoints", o.keep_checkpoints, "complete checkpoints to keep")
-        ->check(CLI::Range(1, 1000000))->group(ckpt)->capture_default_str();
+        ->check(CLI::Range(1, 1000000))
+        ->group(ckpt)
+        ->capture_default_str();
     app.add_option("--full-checkpoint-every", o.full_checkpoint_every,
-                   "embedding tables: every Nth checkpoint saves every row, the others only the rows changed since (1: always full)")
-        ->check(CLI::Range(1, 1000000))->group(ckpt)->capture_default_str();
+                   "embedding tables: every Nth checkpoint saves every row, the others only the rows changed since (1: "
+                   "always full)")
+        ->check(CLI::Range(1, 1000000))
+        ->group(ckpt)
+        ->capture_default_str();
     // A word on the command line, resume_policy after the parse.
     std::string resume = "any";
-    app.add_option("--resume", resume,
-                   "any: resume the newest checkpoint in --checkpoint-dir whatever job wrote it; own: only one this Slurm "
-                   "job wrote (the same job id and submission, as after a requeue), refusing another job's")
-        ->check(CLI::IsMember({"any", "own"}))->group(ckpt)->capture_default_str();
+    app.add_option(
+           "--resume", resume,
+           "any: resume the newest checkpoint in --checkpoint-dir whatever job wrote it; own: only one this Slurm "
+           "job wrote (the same job id and submission, as after a requeue), refusing another job's")
+        ->check(CLI::IsMember({"any", "own"}))
+        ->group(ckpt)
+        ->capture_default_str();
 
     auto* compute = "Compute";
     app.add_option("--device", device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
-        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->group(compute)->capture_default_str();
-    app.add_option("--threads", o.threads, "compute (BLAS) threads, and a PS task's update threads for a large shard (default: OMP_NUM_THREADS, else the CPUs Slurm gave the task: SLURM_CPUS_PER_TASK, else its share of SLURM_CPUS_ON_NODE, else the affinity mask)")
-        ->check(CLI::Range(1, 1024))->group(compute);
+        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+        ->group(compute)
+        ->capture_default_str();
+    app.add_option("--threads", o.threads,
+                   "compute (BLAS) threads, and a PS task's update threads for a large shard (default: "
+                   "OMP_NUM_THREADS, else the CPUs Slurm gave the task: SLURM_CPUS_PER_TASK, else its share of "
+                   "SLURM_CPUS_ON_NODE, else the affinity mask)")
+        ->check(CLI::Range(1, 1024))
+        ->group(compute);
 
     auto* output = "Output";
     app.add_option("--log-every", o.log_every, "one progress line every N steps (0: none)")
-        ->check(CLI::NonNegativeNumber)->group(output)->capture_default_str();
-    app.add_option("--metrics-file", o.metrics_file, "append JSON lines of progress and evaluation here (default with --checkpoint-dir: DIR/metrics.jsonl)")->group(output);
-    app.add_option("--tensorboard-dir", o.tensorboard_dir,
-                   "the chief writes TensorBoard event files here (default with --checkpoint-dir: DIR/events; none: no files)")
+        ->check(CLI::NonNegativeNumber)
+        ->group(output)
+        ->capture_default_str();
+    app.add_option(
+           "--metrics-file", o.metrics_file,
+           "append JSON lines of progress and evaluation here (default with --checkpoint-dir: DIR/metrics.jsonl)")
         ->group(output);
-    app.add_option("--job-comment", job_comment,
-                   "on: under Slurm the chief keeps its progress in the job's comment (squeue -o %k), at most every 30 s")
-        ->check(CLI::IsMember({"on", "off"}))->group(output)->capture_default_str();
+    app.add_option(
+           "--tensorboard-dir", o.tensorboard_dir,
+           "the chief writes TensorBoard event files here (default with --checkpoint-dir: DIR/events; none: no files)")
+        ->group(output);
+    app.add_option(
+           "--job-comment", job_comment,
+           "on: under Slurm the chief keeps its progress in the job's comment (squeue -o %k), at most every 30 s")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->group(output)
+        ->capture_default_str();
     app.add_flag("--profile", o.profile,
                  "at the end every task logs where its time went: a worker's compute, requests and waits for the PS "
-                 "tasks, a PS's waits, aggregation, optimizer update and replies")->group(output);
+                 "tasks, a PS's waits, aggregation, optimizer update and replies")
+        ->group(output);
     app.add_option("--log-level", o.log_level, "error, warn, info or debug")
-        ->check(CLI::IsMember({"error", "warn", "info", "debug"}))->group(output)->capture_default_str();
+        ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
+        ->group(output)
+        ->capture_default_str();
     app.add_option("--log-format", o.log_format, "text, or json: one JSON object a line (also PSTRAIN_LOG_FORMAT)")
-        ->check(CLI::IsMember({"text", "json"}))->group(output);
+        ->check(CLI::IsMember({"text", "json"}))
+        ->group(output);
 
     // The format applies to the errors of this very parse too.
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
-        if (a == "--log-format" && i + 1 < argc && std::string_view(argv[i + 1]) == "json") log::set_format(log::format::json);
+        if (a == "--log-format" && i + 1 < argc && std::string_view(argv[i + 1]) == "json")
+            log::set_format(log::format::json);
         if (a == "--log-format=json") log::set_format(log::format::json);
     }
     try {
@@ -254,7 +347,8 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         o.resume = resume == "own" ? resume_policy::own : resume_policy::any;
         o.progress = progress == "spin" ? ucx_progress::spin : ucx_progress::event;
         o.shared_memory = shared_memory == "auto";
-        o.normalize = normalize == "per-channel" ? pstrain::data::normalization::per_channel : pstrain::data::normalization::global;
+        o.normalize = normalize == "per-channel" ? pstrain::data::normalization::per_channel
+                                                 : pstrain::data::normalization::global;
         o.optimizer = ps::parse_optimizer(optimizer);
         o.device = device == "cpu"    ? pstrain::compute::device_kind::cpu
                    : device == "cuda" ? pstrain::compute::device_kind::cuda
@@ -278,7 +372,8 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
             o.ctr = true;
             o.hidden = model::parse_hidden_units(hidden_option->count() > 0 ? o.hidden_units : "128,64");
             if (o.device == pstrain::compute::device_kind::cuda)
-                throw error(fmt::format("--device cuda: --model {} runs on the CPU in this version: use --device cpu", o.model));
+                throw error(fmt::format("--device cuda: --model {} runs on the CPU in this version: use --device cpu",
+                                        o.model));
         } else if (o.model == "mlp") {
             o.hidden = model::parse_hidden_units(o.hidden_units);
         } else if (o.model == "linear") {
@@ -292,10 +387,12 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         // Layer models need cuDNN on a GPU: refused before any data is
         // read, and --device auto keeps them on the CPU.
         if (o.layers && o.device == pstrain::compute::device_kind::cuda && !o.summary)
-            throw error(fmt::format("--device cuda: --model {} needs cuDNN, and this pstrain was built without it: install "
-                                    "cuDNN beside the CUDA toolkit and rebuild, or use --device cpu",
-                                    o.model));
-        if (o.layers && o.device == pstrain::compute::device_kind::automatic) o.device = pstrain::compute::device_kind::cpu;
+            throw error(
+                fmt::format("--device cuda: --model {} needs cuDNN, and this pstrain was built without it: install "
+                            "cuDNN beside the CUDA toolkit and rebuild, or use --device cpu",
+                            o.model));
+        if (o.layers && o.device == pstrain::compute::device_kind::automatic)
+            o.device = pstrain::compute::device_kind::cpu;
 #endif
         if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
             throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",
@@ -318,8 +415,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         if (!meant.empty())
             report_command_line_error(
                 fmt::format("unknown argument '{}': did you mean {}? (see pstrain --help)", typed, meant));
-        else
-            report_command_line_error(fmt::format("unknown argument '{}': see pstrain --help", typed));
+        else report_command_line_error(fmt::format("unknown argument '{}': see pstrain --help", typed));
         exit_code = 2;
         return std::nullopt;
     } catch (const CLI::ParseError& e) {

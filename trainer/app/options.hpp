@@ -44,19 +44,20 @@ struct train_options {
     int replicas_to_aggregate = 0;  // 0: all workers
     std::string ps_hosts, worker_hosts, job_name;
     int task_index = -1;
-    int bootstrap_timeout = 60;     // seconds
-    int peer_timeout = 600;         // seconds without an answer from a peer
+    int bootstrap_timeout = 60;  // seconds
+    int peer_timeout = 600;      // seconds without an answer from a peer
     ucx_progress progress = ucx_progress::event;
-    bool shared_memory = true;      // --shared-memory auto: a PS maps the buffers of workers on its host; off: messages only
+    bool shared_memory =
+        true;  // --shared-memory auto: a PS maps the buffers of workers on its host; off: messages only
     double heartbeat_interval = 5;  // seconds between heartbeats; a peer silent for 6 of them is lost; 0: none
     int stall_timeout = 300;        // seconds without progress before a task reports its stacks and exits; 0: never
     // data
     std::string data_dir;
     bool sample_with_replacement = false;
     data::normalization normalize = data::normalization::global;  // --normalize global or per-channel
-    int augment_shift = 0;              // random shifts of up to N pixels
-    bool augment_flip = false;          // random horizontal flips
-    bool skip_bad_lines = false;        // TSV: count and skip malformed lines instead of failing
+    int augment_shift = 0;                                        // random shifts of up to N pixels
+    bool augment_flip = false;                                    // random horizontal flips
+    bool skip_bad_lines = false;  // TSV: count and skip malformed lines instead of failing
     // model
     std::string model = "mlp";  // as typed (a layer model: its spec's text), for messages
     model_family family = model_family::mlp;
@@ -75,22 +76,22 @@ struct train_options {
     std::string embedding_combiner = "sum";
     std::string embedding_optimizer = "adagrad";
     float embedding_learning_rate = 0.5f;
-    std::uint32_t admit_after = 0;        // a key's row is made at its Nth occurrence
-    std::uint64_t evict_after = 0;        // rows unseen for N steps are dropped
-    std::uint64_t max_table_rows = 0;     // per table per PS; 0: what half the memory holds
+    std::uint32_t admit_after = 0;     // a key's row is made at its Nth occurrence
+    std::uint64_t evict_after = 0;     // rows unseen for N steps are dropped
+    std::uint64_t max_table_rows = 0;  // per table per PS; 0: what half the memory holds
     // training
     std::int64_t train_steps = 1000;
     int batch_size = 100;
     ps::optimizer_kind optimizer = ps::optimizer_kind::sgd;  // its word: ps::optimizer_name
     float learning_rate = 0.01f;
     std::uint64_t seed = 1;
-    std::int64_t eval_every = 0;   // 0: at the end only
+    std::int64_t eval_every = 0;  // 0: at the end only
     // checkpoints
-    std::string checkpoint_dir;     // empty: no checkpoints
-    int save_checkpoint_secs = 600; // 0: not by time
+    std::string checkpoint_dir;              // empty: no checkpoints
+    int save_checkpoint_secs = 600;          // 0: not by time
     std::int64_t save_checkpoint_steps = 0;  // 0: not by steps
     int keep_checkpoints = 5;
-    int full_checkpoint_every = 10; // embedding tables: every Nth save of a PS is full, the others incremental
+    int full_checkpoint_every = 10;  // embedding tables: every Nth save of a PS is full, the others incremental
     resume_policy resume = resume_policy::any;
     // compute
     compute::device_kind device = compute::device_kind::automatic;  // --device auto, cpu or cuda
@@ -98,11 +99,11 @@ struct train_options {
     // output
     std::int64_t log_every = 100;
     std::string metrics_file;
-    std::string tensorboard_dir;    // empty: none; default with --checkpoint-dir: DIR/events
-    bool job_comment = true;        // --job-comment on: the chief's status in the Slurm job's comment (squeue -o %k)
+    std::string tensorboard_dir;  // empty: none; default with --checkpoint-dir: DIR/events
+    bool job_comment = true;      // --job-comment on: the chief's status in the Slurm job's comment (squeue -o %k)
     std::string log_level = "info";
-    bool profile = false;           // log each task's time_profile at the end
-    std::string log_format;         // text or json; empty: PSTRAIN_LOG_FORMAT, else text
+    bool profile = false;    // log each task's time_profile at the end
+    std::string log_format;  // text or json; empty: PSTRAIN_LOG_FORMAT, else text
 };
 
 // Parses argv.  Returns std::nullopt when the program should exit with

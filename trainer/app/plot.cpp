@@ -56,7 +56,8 @@ void write_points(const std::string& file, const std::vector<plot_point>& points
 run_series read_run(const std::string& path, const fs::path& dir, std::size_t index)
 {
     std::ifstream in(path);
-    if (!in) throw error(fmt::format("{}: cannot read: {}: give a --metrics-file a run wrote", path, std::strerror(errno)));
+    if (!in)
+        throw error(fmt::format("{}: cannot read: {}: give a --metrics-file a run wrote", path, std::strerror(errno)));
     run_series r;
     r.name = fs::path(path).parent_path().filename().string();
     if (r.name.empty() || r.name == ".") r.name = fs::path(path).filename().string();
@@ -92,30 +93,33 @@ std::string metric_label(const std::vector<run_series>& runs)
 std::string panel(const std::vector<run_series>& runs, bool metric, int column, const std::string& xlabel)
 {
     const auto what = metric ? metric_label(runs) : std::string("loss");
-    const bool test_losses = !metric && std::any_of(runs.begin(), runs.end(), [](const run_series& r) { return !r.points.test_loss.empty(); });
-    std::string s = fmt::format("set key {} right\nset xlabel {}\nset ylabel {}\nset title {}\n", metric ? "bottom" : "top", quoted(xlabel),
-                                quoted(metric ? what
-                                              : test_losses ? "loss (train: mean over the logged steps; test: dashed)"
-                                                            : "loss (mean over the logged steps)"),
+    const bool test_losses = !metric && std::any_of(runs.begin(), runs.end(),
+                                                    [](const run_series& r) { return !r.points.test_loss.empty(); });
+    std::string s = fmt::format("set key {} right\nset xlabel {}\nset ylabel {}\nset title {}\n",
+                                metric ? "bottom" : "top", quoted(xlabel),
+                                quoted(metric        ? what
+                                       : test_losses ? "loss (train: mean over the logged steps; test: dashed)"
+                                                     : "loss (mean over the logged steps)"),
                                 quoted(fmt::format("{} against {}", what, xlabel)));
     std::vector<std::string> lines;
     for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto& r = runs[i];
         const auto& points = metric ? r.points.metric : r.points.loss;
         if (!points.empty())
-            lines.push_back(fmt::format("{} using {}:3 with linespoints linestyle {} title {}",
-                                        quoted(metric ? r.metric_file : r.loss_file), column, i + 1,
-                                        quoted(metric && r.points.auc && what != "test AUC" ? r.name + " (AUC)" : r.name)));
+            lines.push_back(fmt::format(
+                "{} using {}:3 with linespoints linestyle {} title {}", quoted(metric ? r.metric_file : r.loss_file),
+                column, i + 1, quoted(metric && r.points.auc && what != "test AUC" ? r.name + " (AUC)" : r.name)));
         if (!metric && !r.points.test_loss.empty())
-            lines.push_back(fmt::format("{} using {}:3 with linespoints linestyle {} dashtype 2 title {}", quoted(r.test_loss_file),
-                                        column, i + 1, quoted(r.name + " test log loss")));
+            lines.push_back(fmt::format("{} using {}:3 with linespoints linestyle {} dashtype 2 title {}",
+                                        quoted(r.test_loss_file), column, i + 1, quoted(r.name + " test log loss")));
     }
     // An empty panel (a run shorter than --log-every or --eval-every): a
     // fixed range, or gnuplot stops at "all points y value undefined".
     if (lines.empty())
         return s + fmt::format("set xrange [0:1]\nset yrange [0:1]\nset label 1 {} at graph 0.5, 0.5 center\n"
                                "plot NaN notitle\nunset label 1\nset autoscale\n",
-                               quoted(metric ? "no evaluations in these runs" : "no progress lines in these runs (shorter than --log-every)"));
+                               quoted(metric ? "no evaluations in these runs"
+                                             : "no progress lines in these runs (shorter than --log-every)"));
     s += "plot ";
     for (std::size_t i = 0; i < lines.size(); ++i) s += (i ? ", \\\n     " : "") + lines[i];
     return s + "\n";
@@ -132,9 +136,12 @@ run_points read_points(std::istream& in)
     std::string line;
     while (std::getline(in, line)) {
         auto e = nlohmann::json::parse(line, nullptr, false);
-        if (e.is_discarded() || !e.is_object() || !e.contains("global_step") || !e["global_step"].is_number_integer()) continue;
+        if (e.is_discarded() || !e.is_object() || !e.contains("global_step") || !e["global_step"].is_number_integer())
+            continue;
         const auto step = e["global_step"].get<std::int64_t>();
-        const double elapsed = e.contains("elapsed_seconds") && e["elapsed_seconds"].is_number() ? e["elapsed_seconds"].get<double>() : 0.0;
+        const double elapsed = e.contains("elapsed_seconds") && e["elapsed_seconds"].is_number()
+                                   ? e["elapsed_seconds"].get<double>()
+                                   : 0.0;
         // A start of the job: its clock starts at 0 again, its steps at its checkpoint's.
         if (segment < 0 || elapsed < last_seconds || step < last_step) {
             if (segment >= 0) offset += last_seconds;
@@ -171,7 +178,11 @@ void plot(const plot_request& r)
     const fs::path dir = templ;
     struct cleanup {
         fs::path d;
-        ~cleanup() { std::error_code ec; fs::remove_all(d, ec); }
+        ~cleanup()
+        {
+            std::error_code ec;
+            fs::remove_all(d, ec);
+        }
     } gone{dir};
 
     std::vector<run_series> runs;
@@ -200,12 +211,13 @@ void plot(const plot_request& r)
     const int err = ::posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (err != 0)
-        throw error(fmt::format("cannot run gnuplot: {}: pstrain plot draws with it (apt-get install gnuplot-nox)", std::strerror(err)));
+        throw error(fmt::format("cannot run gnuplot: {}: pstrain plot draws with it (apt-get install gnuplot-nox)",
+                                std::strerror(err)));
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     std::error_code ec;
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) || !fs::exists(tmp_png, ec) || fs::file_size(tmp_png, ec) == 0) {
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) || !fs::exists(tmp_png, ec) ||
+        fs::file_size(tmp_png, ec) == 0) {
         std::ifstream l(log_file);
         std::string first, line;
         while (std::getline(l, line))
@@ -222,21 +234,25 @@ void plot(const plot_request& r)
 
 int plot_command(int argc, char** argv)
 {
-    CLI::App app{"pstrain plot: loss and test accuracy (click-through runs: AUC and log loss) of one or more runs against step and time, as a PNG", "pstrain plot"};
+    CLI::App app{"pstrain plot: loss and test accuracy (click-through runs: AUC and log loss) of one or more runs "
+                 "against step and time, as a PNG",
+                 "pstrain plot"};
     plot_request r;
     std::string size = "1200x800";
-    app.add_option("metrics", r.metrics, "metrics files (--metrics-file, or DIR/metrics.jsonl), one run each")->required();
+    app.add_option("metrics", r.metrics, "metrics files (--metrics-file, or DIR/metrics.jsonl), one run each")
+        ->required();
     app.add_option("-o,--output", r.output, "the PNG to write")->required();
     int width = 0, height = 0;
     app.add_option("--size", size, "WIDTHxHEIGHT in pixels")
         ->check(CLI::Validator(
             [&](std::string& text) -> std::string {
-            char x = 0, extra = 0;
-            if (std::sscanf(text.c_str(), "%d%c%d%c", &width, &x, &height, &extra) != 3 || x != 'x' || width < 200 ||
-                height < 150 || width > 10000 || height > 10000)
-                return fmt::format("'{}' is not WIDTHxHEIGHT from 200x150 to 10000x10000, e.g. 1200x800", text);
-            return "";
-        }, "WIDTHxHEIGHT"))
+                char x = 0, extra = 0;
+                if (std::sscanf(text.c_str(), "%d%c%d%c", &width, &x, &height, &extra) != 3 || x != 'x' ||
+                    width < 200 || height < 150 || width > 10000 || height > 10000)
+                    return fmt::format("'{}' is not WIDTHxHEIGHT from 200x150 to 10000x10000, e.g. 1200x800", text);
+                return "";
+            },
+            "WIDTHxHEIGHT"))
         ->capture_default_str();
     app.add_option("--title", r.title, "the figure's title")->capture_default_str();
     if (auto exit_status = parse_tool_command(app, argc, argv, "pstrain plot")) return *exit_status;
@@ -247,7 +263,8 @@ int plot_command(int argc, char** argv)
     log::set_prefix("pstrain plot");
     try {
         plot(r);
-        log::info("wrote {} ({}x{}, {} run{})", r.output, r.width, r.height, r.metrics.size(), r.metrics.size() == 1 ? "" : "s");
+        log::info("wrote {} ({}x{}, {} run{})", r.output, r.width, r.height, r.metrics.size(),
+                  r.metrics.size() == 1 ? "" : "s");
         return 0;
     } catch (const error& e) {
         log::error("{}", e.what());

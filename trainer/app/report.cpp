@@ -50,8 +50,9 @@ std::string sparse_line(const std::string& task, const ps::time_profile& p, cons
         if (std::string_view(phase.name) == "sparse") spent = phase.time;
     const double s = std::chrono::duration<double>(spent).count();
     const double keys = static_cast<double>(t.keys_pulled + t.keys_pushed);
-    return fmt::format("sparse traffic of {}: {} keys pulled, {} pushed in {:.2f} s of lookups and updates: {} keys/s", task,
-                       short_count(static_cast<double>(t.keys_pulled)), short_count(static_cast<double>(t.keys_pushed)), s,
+    return fmt::format("sparse traffic of {}: {} keys pulled, {} pushed in {:.2f} s of lookups and updates: {} keys/s",
+                       task, short_count(static_cast<double>(t.keys_pulled)),
+                       short_count(static_cast<double>(t.keys_pushed)), s,
                        s > 0 ? short_count(keys / s) : std::string("-"));
 }
 
@@ -100,7 +101,8 @@ std::string describe_cluster(const nlohmann::json& e)
     for (const auto& w : e.value("workers", nlohmann::json::array()))
         rates += fmt::format("{}{:.1f}", rates.empty() ? "" : ", ", w.value("steps_per_sec", 0.0));
     for (const auto& p : e.value("ps", nlohmann::json::array()))
-        ps += fmt::format("; ps {} in {}B/s out {}B/s", p.value("ps", 0), short_count(p.value("received_bytes_per_sec", 0.0)),
+        ps += fmt::format("; ps {} in {}B/s out {}B/s", p.value("ps", 0),
+                          short_count(p.value("received_bytes_per_sec", 0.0)),
                           short_count(p.value("sent_bytes_per_sec", 0.0)));
     return fmt::format("workers {} steps/s, staleness {:.2f}, stale {:.0f}{}", rates, e.value("staleness", 0.0),
                        e.value("stale_gradients", 0.0), ps);
@@ -157,8 +159,9 @@ bool reporter::step(std::int64_t global_step, double loss, double accuracy, std:
     double mean_loss = loss_sum_ / batches;
     log::info("step {}/{} loss {:.4f} {:.0f} samples/s eta {}", global_step, train_steps, mean_loss, rate,
               format_duration(eta));
-    nlohmann::json progress = {{"event", "progress"}, {"global_step", global_step}, {"loss", mean_loss},
-                               {"samples_per_sec", rate}, {"eta_seconds", eta}, {"learning_rate", cfg_.learning_rate}};
+    nlohmann::json progress = {{"event", "progress"}, {"global_step", global_step},
+                               {"loss", mean_loss},   {"samples_per_sec", rate},
+                               {"eta_seconds", eta},  {"learning_rate", cfg_.learning_rate}};
     if (cfg_.classifier) progress["train_accuracy"] = accuracy_sum_ / batches;
     record(progress);
     if (status_) {
@@ -205,7 +208,9 @@ void reporter::cluster(std::int64_t global_step, const std::vector<ps::ps_stats>
         stale_total += stale;
         staleness_sum += staleness;
         applied_total += applied;
-        w.push_back({{"worker", i}, {"steps_per_sec", steps / dt}, {"staleness", applied > 0 ? staleness / applied : 0.0},
+        w.push_back({{"worker", i},
+                     {"steps_per_sec", steps / dt},
+                     {"staleness", applied > 0 ? staleness / applied : 0.0},
                      {"stale", stale}});
     }
     for (std::size_t p = 0; p < stats.size(); ++p) {
@@ -216,8 +221,13 @@ void reporter::cluster(std::int64_t global_step, const std::vector<ps::ps_stats>
                       {"bytes_received", stats[p].bytes_received},
                       {"bytes_sent", stats[p].bytes_sent}});
     }
-    record({{"event", "cluster"}, {"global_step", global_step}, {"interval_seconds", dt}, {"workers", w}, {"ps", ps},
-            {"stale_gradients", stale_total}, {"staleness", applied_total > 0 ? staleness_sum / applied_total : 0.0}});
+    record({{"event", "cluster"},
+            {"global_step", global_step},
+            {"interval_seconds", dt},
+            {"workers", w},
+            {"ps", ps},
+            {"stale_gradients", stale_total},
+            {"staleness", applied_total > 0 ? staleness_sum / applied_total : 0.0}});
     last_stats_ = stats;
     last_stats_time_ = now;
 }

@@ -24,10 +24,10 @@ namespace pstrain::trainer {
 
 struct report_config {
     std::int64_t train_steps = 0, log_every = 0;
-    std::string metrics_file;       // empty: none
-    std::string tensorboard_dir;    // empty: none
-    double learning_rate = 0;       // reported with the progress
-    bool classifier = true;         // progress has a training accuracy
+    std::string metrics_file;     // empty: none
+    std::string tensorboard_dir;  // empty: none
+    double learning_rate = 0;     // reported with the progress
+    bool classifier = true;       // progress has a training accuracy
 };
 
 // The TensorBoard scalars of a metrics event (tag and value), none for an
@@ -69,7 +69,9 @@ public:
     std::int64_t samples() const { return samples_; }
 
 private:
-    struct file_closer { void operator()(std::FILE* f) const { std::fclose(f); } };
+    struct file_closer {
+        void operator()(std::FILE* f) const { std::fclose(f); }
+    };
     using clock = std::chrono::steady_clock;
 
     report_config cfg_;

@@ -26,16 +26,20 @@ session open_session(const train_options& o, int worker)
         // The click-through models run on the CPU in this version (options.cpp refuses --device cuda).
         kind = compute::device_kind::cpu;
     }
-    const auto fit = fit_threads(o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus());
+    const auto fit = fit_threads(
+        o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus());
     s.backend = compute::make_backend(kind, fit.threads, worker == 0);
     if (o.ctr) {
         // The files are streamed by each worker (ctr_work); the chief reads test.tsv.
         const auto files = data::ctr_train_files(o.data_dir);
         s.ctr = model::make_wide_deep(wide_deep_config_for(o));
-        s.data.description = fmt::format("{} ({} training file{})", o.data_dir, files.size(), files.size() == 1 ? "" : "s");
-        log::info("data: {}, streamed; model: {} ({} dense parameters, {} embedding tables); device: {}", s.data.description,
-                  s.ctr->describe(), s.ctr->num_params(), s.ctr->tables().size(), s.backend->name());
-        if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
+        s.data.description =
+            fmt::format("{} ({} training file{})", o.data_dir, files.size(), files.size() == 1 ? "" : "s");
+        log::info("data: {}, streamed; model: {} ({} dense parameters, {} embedding tables); device: {}",
+                  s.data.description, s.ctr->describe(), s.ctr->num_params(), s.ctr->tables().size(),
+                  s.backend->name());
+        if (s.backend->host_memory())
+            log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
         return s;
     }
     if (o.family == model_family::linear) {
@@ -59,7 +63,8 @@ session open_session(const train_options& o, int worker)
               s.data.description, s.data.train.rows, s.data.test.rows, s.shape().describe(), s.shape().num_params(),
               s.shape().num_params() * 4 / 1000.0, s.backend->name());
     // After the data: a bad --data-dir stays one error line.
-    if (s.backend->host_memory()) log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
+    if (s.backend->host_memory())
+        log::info("{} compute thread{} ({})", fit.threads, fit.threads == 1 ? "" : "s", fit.source);
     return s;
 }
 
@@ -69,7 +74,8 @@ int print_summary(const train_options& o)
         const auto m = model::make_wide_deep(wide_deep_config_for(o));
         fmt::print("model {}\n", m->describe());
         for (const auto& t : m->tables())
-            fmt::print("  embedding table {:<6} {:>5} floats a row, rows made as keys appear (on the PS tasks)\n", t.name, t.dim);
+            fmt::print("  embedding table {:<6} {:>5} floats a row, rows made as keys appear (on the PS tasks)\n",
+                       t.name, t.dim);
         std::size_t total = 0;
         for (const auto& t : m->tensors()) {
             std::string shape;
@@ -82,7 +88,8 @@ int print_summary(const train_options& o)
     }
     if (o.family == model_family::linear) {
         model::model_spec spec = model::parse_model_spec("dense:1,loss:mse");
-        fmt::print("model linear: y = w x + b on one feature, squared error\n{}", model::summary(spec, {false, 1, 1, 1}, 1));
+        fmt::print("model linear: y = w x + b on one feature, squared error\n{}",
+                   model::summary(spec, {false, 1, 1, 1}, 1));
         return 0;
     }
     auto data = data::load_directory(o.data_dir, o.normalize);

@@ -16,8 +16,8 @@ namespace pstrain::trainer {
 
 struct session {
     std::unique_ptr<compute::backend> backend;
-    data::train_test data;              // dense models: the examples in memory
-    std::unique_ptr<model::model> net;  // a dense model, or
+    data::train_test data;                  // dense models: the examples in memory
+    std::unique_ptr<model::model> net;      // a dense model, or
     std::unique_ptr<model::ctr_model> ctr;  // a click-through model (its data are streamed: ctr_work.hpp)
 
     // Whichever it is: its tensors, name and initial values.

@@ -21,7 +21,7 @@ void catch_termination()
 {
     static std::atomic<bool> installed{false};
     if (installed.exchange(true)) return;
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_termination;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;

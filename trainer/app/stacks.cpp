@@ -84,10 +84,8 @@ void append_frames(const boost::stacktrace::stacktrace& st, std::string& out)
         if (name.empty()) name = fmt::format("{}", f.address());
         if (name.size() > 200) name = name.substr(0, 197) + "...";
         const auto file = f.source_file();
-        if (!file.empty())
-            out += fmt::format("  #{:<2} {} at {}:{}\n", k, name, file, f.source_line());
-        else
-            out += fmt::format("  #{:<2} {}\n", k, name);
+        if (!file.empty()) out += fmt::format("  #{:<2} {} at {}:{}\n", k, name, file, f.source_line());
+        else out += fmt::format("  #{:<2} {}\n", k, name);
         ++k;
     }
     if (k == 0) out += "  (no frames)\n";
@@ -100,7 +98,7 @@ void prepare_stack_dumps()
     static std::once_flag once;
     std::call_once(once, [] {
         sem_init(&slot.done, 0, 0);
-        struct sigaction sa{};
+        struct sigaction sa {};
         sa.sa_handler = on_dump_signal;
         sigemptyset(&sa.sa_mask);
         sa.sa_flags = SA_RESTART;
@@ -127,8 +125,7 @@ std::string all_thread_stacks(std::chrono::milliseconds wait)
             append_frames(boost::stacktrace::stacktrace(), out);
             continue;
         }
-        while (sem_trywait(&slot.done) == 0) {
-        }
+        while (sem_trywait(&slot.done) == 0) {}
         slot.bytes.store(0);
         slot.target.store(tid);
         if (::syscall(SYS_tgkill, ::getpid(), tid, dump_signal()) != 0) {
@@ -142,11 +139,11 @@ std::string all_thread_stacks(std::chrono::milliseconds wait)
         deadline.tv_sec += static_cast<time_t>(ns / 1000000000);
         deadline.tv_nsec = static_cast<long>(ns % 1000000000);
         int rc;
-        while ((rc = sem_timedwait(&slot.done, &deadline)) != 0 && errno == EINTR) {
-        }
+        while ((rc = sem_timedwait(&slot.done, &deadline)) != 0 && errno == EINTR) {}
         slot.target.store(0);
         if (rc != 0) {
-            out += fmt::format("  (no answer within {} ms: the thread blocks signal {})\n", wait.count(), dump_signal());
+            out +=
+                fmt::format("  (no answer within {} ms: the thread blocks signal {})\n", wait.count(), dump_signal());
             continue;
         }
         append_frames(boost::stacktrace::stacktrace::from_dump(slot.frames, slot.bytes.load()), out);

@@ -40,9 +40,10 @@ nlohmann::json run_status(const std::string& dir, const std::string& metrics_fil
         if (!e.problem.empty() || !e.m) continue;
         if (complete++ == 0) {
             const auto& m = *e.m;
-            s["checkpoint"] = {{"global_step", m.global_step}, {"created", m.created}, {"mode", m.mode},
-                               {"ps", m.shards.size()}, {"model", m.model}, {"num_params", m.num_params},
-                               {"optimizer", m.optimizer}, {"manifest", e.manifest_file}};
+            s["checkpoint"] = {
+                {"global_step", m.global_step}, {"created", m.created},       {"mode", m.mode},
+                {"ps", m.shards.size()},        {"model", m.model},           {"num_params", m.num_params},
+                {"optimizer", m.optimizer},     {"manifest", e.manifest_file}};
         }
     }
     s["complete_checkpoints"] = complete;
@@ -56,11 +57,13 @@ nlohmann::json run_status(const std::string& dir, const std::string& metrics_fil
     std::ifstream in(path);
     if (!in) {
         if (!metrics_file.empty())
-            throw error(fmt::format("--metrics {}: cannot be read: give the --metrics-file the job wrote", metrics_file));
+            throw error(
+                fmt::format("--metrics {}: cannot be read: give the --metrics-file the job wrote", metrics_file));
         return s;
     }
     s["metrics_file"] = path;
-    const std::uint64_t ckpt_step = s["checkpoint"].is_null() ? UINT64_MAX : s["checkpoint"]["global_step"].get<std::uint64_t>();
+    const std::uint64_t ckpt_step =
+        s["checkpoint"].is_null() ? UINT64_MAX : s["checkpoint"]["global_step"].get<std::uint64_t>();
     std::deque<nlohmann::json> last;
     std::string line;
     std::size_t bad = 0;
@@ -98,8 +101,8 @@ std::string format_status(const nlohmann::json& s)
         out += fmt::format("run: {}, model {} ({} parameters), optimizer {}\n",
                            mode == "standalone" ? std::string("standalone (one process)")
                                                 : fmt::format("{} mode, {} PS task{}", mode, ps, ps == 1 ? "" : "s"),
-                           c["model"].get<std::string>(),
-                           c["num_params"].get<std::uint64_t>(), c["optimizer"].get<std::string>());
+                           c["model"].get<std::string>(), c["num_params"].get<std::uint64_t>(),
+                           c["optimizer"].get<std::string>());
     }
     const auto& a = s["accuracy"];
     if (a.is_null())
@@ -120,15 +123,14 @@ std::string format_status(const nlohmann::json& s)
                                e.contains("train_accuracy") && e["train_accuracy"].is_number()
                                    ? fmt::format("  train accuracy {:.4f}", e["train_accuracy"].get<double>())
                                    : "",
-                               short_count(e.value("samples_per_sec", 0.0)), format_duration(e.value("eta_seconds", -1.0)));
-        else if (kind == "cluster")
-            out += fmt::format("  step {:>8}  {}\n", step, describe_cluster(e));
+                               short_count(e.value("samples_per_sec", 0.0)),
+                               format_duration(e.value("eta_seconds", -1.0)));
+        else if (kind == "cluster") out += fmt::format("  step {:>8}  {}\n", step, describe_cluster(e));
         else if (kind == "eval" && e.contains("test_accuracy") && e["test_accuracy"].is_number())
             out += fmt::format("  step {:>8}  test accuracy {:.4f}\n", step, e["test_accuracy"].get<double>());
         else if (kind == "checkpoint")
             out += fmt::format("  step {:>8}  checkpoint {}\n", step, e.value("manifest", ""));
-        else
-            out += fmt::format("  step {:>8}  {}\n", step, e.dump());
+        else out += fmt::format("  step {:>8}  {}\n", step, e.dump());
     }
     return out;
 }
@@ -142,7 +144,9 @@ int status_command(int argc, char** argv)
     app.add_option("dir", dir, "the job's --checkpoint-dir")->required();
     app.add_flag("--json", json, "one JSON object instead of lines");
     app.add_option("--metrics", metrics, "the job's --metrics-file, if it was not DIR/metrics.jsonl");
-    app.add_option("--tail", tail, "how many of the last metrics events to show")->check(CLI::Range(0, 10000))->capture_default_str();
+    app.add_option("--tail", tail, "how many of the last metrics events to show")
+        ->check(CLI::Range(0, 10000))
+        ->capture_default_str();
     if (auto exit_status = parse_tool_command(app, argc, argv, "pstrain status")) return *exit_status;
     log::set_prefix("pstrain status");
     try {
@@ -150,8 +154,10 @@ int status_command(int argc, char** argv)
             throw error(fmt::format("{} is not a directory: give the --checkpoint-dir of a job", dir));
         const auto s = run_status(dir, metrics, tail);
         if (s["checkpoint"].is_null() && s["metrics_file"].is_null())
-            throw error(fmt::format("{} holds no complete checkpoint and no metrics.jsonl: give the --checkpoint-dir of a job "
-                                    "that has saved one (or its --metrics-file with --metrics)", dir));
+            throw error(
+                fmt::format("{} holds no complete checkpoint and no metrics.jsonl: give the --checkpoint-dir of a job "
+                            "that has saved one (or its --metrics-file with --metrics)",
+                            dir));
         fmt::print("{}", json ? s.dump() + "\n" : format_status(s));
         return 0;
     } catch (const error& e) {

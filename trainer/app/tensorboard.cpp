@@ -99,7 +99,8 @@ event_writer::event_writer(const std::string& dir, const std::string& flag)
     ::gethostname(host, sizeof host - 1);
     const double t = now_seconds();
     // A new file, never another run's (the same second and pid: a suffix).
-    const auto base = fmt::format("{}/events.out.tfevents.{}.{}.{}.pstrain", dir, static_cast<long long>(t), host, ::getpid());
+    const auto base =
+        fmt::format("{}/events.out.tfevents.{}.{}.{}.pstrain", dir, static_cast<long long>(t), host, ::getpid());
     int fd = -1;
     for (int n = 0; fd < 0; ++n) {
         path_ = n == 0 ? base : fmt::format("{}.{}", base, n);

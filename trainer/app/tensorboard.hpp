@@ -46,7 +46,9 @@ public:
     const std::string& path() const { return path_; }
 
 private:
-    struct file_closer { void operator()(std::FILE* f) const { std::fclose(f); } };
+    struct file_closer {
+        void operator()(std::FILE* f) const { std::fclose(f); }
+    };
     bool append(const std::string& event);
 
     std::string path_;

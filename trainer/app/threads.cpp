@@ -62,14 +62,16 @@ thread_fit fit_threads(int flag, const environment& env, int affinity)
         while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
         if (auto n = parse_count(v, 1, 1 << 20)) return {static_cast<int>(*n), fmt::format("OMP_NUM_THREADS={}", *n)};
         throw error(fmt::format("OMP_NUM_THREADS={} is not a positive number: set it to the threads a task should run, "
-                                "or unset it (each task then uses the CPUs Slurm gave it)", omp));
+                                "or unset it (each task then uses the CPUs Slurm gave it)",
+                                omp));
     }
     if (auto n = positive(env, "SLURM_CPUS_PER_TASK"))
         return {std::min(*n, affinity), fmt::format("SLURM_CPUS_PER_TASK={}", *n)};
     if (auto cpus = positive(env, "SLURM_CPUS_ON_NODE")) {
         if (auto tasks = local_tasks(env))
             return {std::clamp(*cpus / *tasks, 1, affinity),
-                    fmt::format("SLURM_CPUS_ON_NODE={} shared by {} task{} on this node", *cpus, *tasks, *tasks == 1 ? "" : "s")};
+                    fmt::format("SLURM_CPUS_ON_NODE={} shared by {} task{} on this node", *cpus, *tasks,
+                                *tasks == 1 ? "" : "s")};
     }
     return {affinity, fmt::format("the affinity mask's {} CPU{}", affinity, affinity == 1 ? "" : "s")};
 }

@@ -16,11 +16,11 @@
 namespace pstrain::trainer {
 
 struct loop_role {
-    int index = 0;                  // worker index; 0 is the chief
+    int index = 0;  // worker index; 0 is the chief
     int num_ps = 1, num_workers = 1;
     std::vector<std::string> worker_names;  // how errors name the workers
-    std::string name;               // "worker 1 (n2)", for messages
-    bool standalone = false;        // --standalone: the final line says "ps":0 and mode "standalone"
+    std::string name;                       // "worker 1 (n2)", for messages
+    bool standalone = false;                // --standalone: the final line says "ps":0 and mode "standalone"
     // Called after the chief has ended training and before the final line
     // (standalone: waits for its PS thread, whose last log line then comes first).
     std::function<void()> after_shutdown;

@@ -21,17 +21,17 @@ progress_meter::busy::~busy()
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(watch_clock::now() - start_);
     if (took.count() <= limit) return;
     try {
-        log::warn("{} took {:.1f} s, more than half of --stall-timeout {}: tasks that wait for this one meanwhile count "
-                  "that as a stall; raise --stall-timeout", what_, took.count() / 1000.0, m_.stall_timeout_.load());
-    } catch (...) {
-    }
+        log::warn(
+            "{} took {:.1f} s, more than half of --stall-timeout {}: tasks that wait for this one meanwhile count "
+            "that as a stall; raise --stall-timeout",
+            what_, took.count() / 1000.0, m_.stall_timeout_.load());
+    } catch (...) {}
 }
 
 stall_detector::stall_detector(std::chrono::milliseconds timeout, watch_clock::time_point start,
                                std::chrono::milliseconds max_gap)
     : timeout_(timeout), max_gap_(max_gap), since_(start), seen_(start)
-{
-}
+{}
 
 std::optional<std::chrono::milliseconds> stall_detector::observe(const watch_sample& s, watch_clock::time_point now)
 {
@@ -68,9 +68,10 @@ std::string stall_line(const std::string& task, std::chrono::milliseconds timeou
         slow = fmt::format("{}", fmt::join(a.peer_names, ", "));
         waiting = fmt::format("waiting for {}: {}", slow, a.request);
     }
-    return fmt::format("{} made no progress for {}, {}; exiting with status {}, its threads' stacks follow (if {} is only "
-                       "slow, not hung or stopped, raise --stall-timeout from {})",
-                       task, seconds(timeout), waiting, stalled_exit_status, slow, timeout.count() / 1000.0);
+    return fmt::format(
+        "{} made no progress for {}, {}; exiting with status {}, its threads' stacks follow (if {} is only "
+        "slow, not hung or stopped, raise --stall-timeout from {})",
+        task, seconds(timeout), waiting, stalled_exit_status, slow, timeout.count() / 1000.0);
 }
 
 watchdog::watchdog(progress_meter& meter, watchdog_config config) : meter_(meter), cfg_(std::move(config))

@@ -75,8 +75,8 @@ private:
 
 // One look at the task.
 struct watch_sample {
-    std::uint64_t progress = 0;  // grows with progress (any counter)
-    bool paused = false;         // busy with its own work, or in a bounded end of job
+    std::uint64_t progress = 0;          // grows with progress (any counter)
+    bool paused = false;                 // busy with its own work, or in a bounded end of job
     std::chrono::milliseconds grace{0};  // more quiet than `timeout` allowed now (see watchdog_config)
 };
 

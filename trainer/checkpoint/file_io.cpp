@@ -107,8 +107,9 @@ framed_file read_framed(const std::string& dir, const std::string& file, const c
                         const char* kind, bool header_only)
 {
     const std::string path = path_of(dir, file);
-    struct stat st{};
-    if (::stat(path.c_str(), &st) != 0) throw missing_file(fmt::format("{} is missing ({})", file, std::strerror(errno)));
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw missing_file(fmt::format("{} is missing ({})", file, std::strerror(errno)));
     framed_file f;
     f.size = static_cast<std::uint64_t>(st.st_size);
     constexpr std::size_t fixed = framed_file::fixed_header;
@@ -118,7 +119,8 @@ framed_file read_framed(const std::string& dir, const std::string& file, const c
     std::uint32_t found = 0;
     std::memcpy(&found, head.data() + 8, 4);
     std::memcpy(&f.json_bytes, head.data() + 12, 4);
-    if (found != version) throw error(fmt::format("{} has format version {}, this pstrain reads version {}", file, found, version));
+    if (found != version)
+        throw error(fmt::format("{} has format version {}, this pstrain reads version {}", file, found, version));
     if (fixed + f.json_bytes + 4 > f.size)
         throw error(fmt::format("{} is truncated ({} bytes, shorter than its own header)", file, f.size));
     f.bytes = read_file(path, header_only ? fixed + f.json_bytes : f.size);
@@ -126,8 +128,9 @@ framed_file read_framed(const std::string& dir, const std::string& file, const c
     return f;
 }
 
-framed_receipt write_framed(const std::string& dir, const std::string& name, const char (&magic)[8], std::uint32_t version,
-                            const std::string& json, const std::function<void(atomic_file&)>& body)
+framed_receipt write_framed(const std::string& dir, const std::string& name, const char (&magic)[8],
+                            std::uint32_t version, const std::string& json,
+                            const std::function<void(atomic_file&)>& body)
 {
     const std::uint32_t json_bytes = static_cast<std::uint32_t>(json.size());
     atomic_file f(dir, name);
@@ -154,7 +157,8 @@ std::uint32_t check_framed_checksum(const framed_file& f, const std::string& fil
     if (f.bytes.size() != f.size) throw error(fmt::format("{} changed while it was read", file));
     std::uint32_t stored = 0;
     std::memcpy(&stored, f.bytes.data() + f.size - 4, 4);
-    if (crc32_of(0, f.bytes.data(), f.size - 4) != stored) throw error(fmt::format("{} is corrupt (checksum mismatch)", file));
+    if (crc32_of(0, f.bytes.data(), f.size - 4) != stored)
+        throw error(fmt::format("{} is corrupt (checksum mismatch)", file));
     return stored;
 }
 
@@ -174,8 +178,7 @@ void retry_while_missing(const std::string& dir, std::chrono::milliseconds patie
         // Reading the directory refreshes an NFS client's cached view of it.
         std::error_code ec;
         for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
-             it.increment(ec)) {
-        }
+             it.increment(ec)) {}
     }
 }
 

@@ -43,7 +43,7 @@ public:
     void write(const void* data, std::size_t bytes);
     void commit();
 
-    std::uint32_t crc() const { return crc_; }   // crc32 of every byte written so far
+    std::uint32_t crc() const { return crc_; }    // crc32 of every byte written so far
     std::uint64_t size() const { return size_; }  // bytes written so far
 
 private:
@@ -94,8 +94,9 @@ struct framed_receipt {
     std::uint64_t bytes = 0;
     std::uint32_t crc32 = 0;
 };
-framed_receipt write_framed(const std::string& dir, const std::string& name, const char (&magic)[8], std::uint32_t version,
-                            const std::string& json, const std::function<void(atomic_file&)>& body);
+framed_receipt write_framed(const std::string& dir, const std::string& name, const char (&magic)[8],
+                            std::uint32_t version, const std::string& json,
+                            const std::function<void(atomic_file&)>& body);
 
 // Refuses a framed file `file` whose size is not `expected`, the size its
 // metadata implies ("truncated" or "too long", both sizes).

@@ -25,7 +25,8 @@ int inspect(const std::string& dir)
         return 0;
     }
     fmt::print("checkpoints in {} (newest first):\n", dir);
-    fmt::print("  {:>12}  {:<20}  {:>3}  {:>10}  {:<10}  {}\n", "global_step", "created", "ps", "params", "optimizer", "status");
+    fmt::print("  {:>12}  {:<20}  {:>3}  {:>10}  {:<10}  {}\n", "global_step", "created", "ps", "params", "optimizer",
+               "status");
     const listing_entry* newest = nullptr;
     for (const auto& e : entries) {
         const bool ok = e.problem.empty();
@@ -51,25 +52,29 @@ int inspect(const std::string& dir)
             } catch (const error& err) {
                 rows = err.what();
             }
-            fmt::print("    {:<40} {:<11} {:>12} bytes  {}  chain from step {} ({} file{})\n", f.file, f.full ? "full" : "incremental",
-                       f.bytes, rows, f.base_step, f.chain.size(), f.chain.size() == 1 ? "" : "s");
+            fmt::print("    {:<40} {:<11} {:>12} bytes  {}  chain from step {} ({} file{})\n", f.file,
+                       f.full ? "full" : "incremental", f.bytes, rows, f.base_step, f.chain.size(),
+                       f.chain.size() == 1 ? "" : "s");
         }
     }
     if (!newest) {
-        const bool any_manifest = std::any_of(entries.begin(), entries.end(), [](auto& e) { return !e.manifest_file.empty(); });
+        const bool any_manifest =
+            std::any_of(entries.begin(), entries.end(), [](auto& e) { return !e.manifest_file.empty(); });
         if (!any_manifest) {
             fmt::print("no complete checkpoint: a job started with --checkpoint-dir {} starts from scratch\n", dir);
             return 0;
         }
-        fmt::print("no complete checkpoint: a job started with --checkpoint-dir {} fails; move it away to start from scratch\n", dir);
+        fmt::print("no complete checkpoint: a job started with --checkpoint-dir {} fails; move it away to start from "
+                   "scratch\n",
+                   dir);
         return 1;
     }
     fmt::print("newest complete: {} (global step {}, {}, {})\n", newest->manifest_file, newest->step, newest->m->model,
                newest->m->mode);
     // Whose it is: a job started with --resume own resumes only its own.
     const auto& m = *newest->m;
-    const auto trained = m.trained_samples > 0 ? fmt::format(", after {:.1f} s of training on {} examples", m.trained_seconds,
-                                                             m.trained_samples)
+    const auto trained = m.trained_samples > 0 ? fmt::format(", after {:.1f} s of training on {} examples",
+                                                             m.trained_seconds, m.trained_samples)
                                                : std::string();
     if (m.job) fmt::print("written by {}{}\n", m.job->describe(), trained);
     else fmt::print("written by no recorded job (a run outside Slurm, or an older pstrain){}\n", trained);

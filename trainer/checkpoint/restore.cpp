@@ -28,7 +28,8 @@ std::optional<manifest> find_latest(const std::string& dir)
             for (const auto& s : skipped) log::warn("{}", s);
             return e.m;
         }
-        skipped.push_back(fmt::format("skipping the checkpoint at global step {} in {}: {}; using an older one", e.step, dir, e.problem));
+        skipped.push_back(fmt::format("skipping the checkpoint at global step {} in {}: {}; using an older one", e.step,
+                                      dir, e.problem));
     }
     if (!skipped.empty())
         throw error(fmt::format("no usable checkpoint in {}: {}: move the directory away to start from scratch", dir,
@@ -49,7 +50,8 @@ range_data load_range(const std::string& dir, const manifest& m, ps::shard_range
         if (b >= e) continue;
         if (auto problem = check_size(dir, s); !problem.empty()) throw error(problem);
         auto d = read_shard(dir, s.file);
-        if (d.meta.range.begin != s.range.begin || d.meta.range.end != s.range.end || d.meta.state_slots != m.state_slots)
+        if (d.meta.range.begin != s.range.begin || d.meta.range.end != s.range.end ||
+            d.meta.state_slots != m.state_slots)
             throw error(fmt::format("{} does not hold what its manifest names", s.file));
         if (s.range.begin <= range.begin && range.begin < s.range.end) out.updates = d.meta.updates;
         // Slot k of the shard starts at k * sn, slot k of the result at k * n.
@@ -78,22 +80,25 @@ std::string describe(const std::vector<table_layout>& l)
 
 }  // namespace
 
-std::uint64_t load_tables(const std::string& dir, const manifest& m, int index, int num_ps, std::span<ps::embedding_table> tables)
+std::uint64_t load_tables(const std::string& dir, const manifest& m, int index, int num_ps,
+                          std::span<ps::embedding_table> tables)
 {
     const auto mine = layout_of(tables);
     if (mine != m.tables)
-        throw error(fmt::format("{}/{} holds {}, this job has {}: restore with the --embedding-* settings it was saved with, or "
-                                "start from scratch in another --checkpoint-dir",
-                                dir, manifest_name(m.global_step), describe(m.tables), describe(mine)));
+        throw error(fmt::format(
+            "{}/{} holds {}, this job has {}: restore with the --embedding-* settings it was saved with, or "
+            "start from scratch in another --checkpoint-dir",
+            dir, manifest_name(m.global_step), describe(m.tables), describe(mine)));
     const auto me = static_cast<std::size_t>(index), count = static_cast<std::size_t>(num_ps);
     for (const auto& f : chain_files(m)) {
         // Its own tables before any row: a file that is not its manifest's
         // (left by another job, or replaced since) could name a table this
         // job does not have.
         if (const auto theirs = read_tables(dir, f, true).meta.tables; theirs != m.tables)
-            throw error(fmt::format("{}/{} holds {}, its manifest {} names {}: the checkpoint directory mixes two jobs' files; "
-                                    "restore from an older checkpoint or start from scratch in another --checkpoint-dir",
-                                    dir, f, describe(theirs), manifest_name(m.global_step), describe(m.tables)));
+            throw error(
+                fmt::format("{}/{} holds {}, its manifest {} names {}: the checkpoint directory mixes two jobs' files; "
+                            "restore from an older checkpoint or start from scratch in another --checkpoint-dir",
+                            dir, f, describe(theirs), manifest_name(m.global_step), describe(m.tables)));
         read_tables(
             dir, f, false,
             [&](std::size_t t, const ps::embedding_row& r) {

@@ -43,6 +43,7 @@ range_data load_range(const std::string& dir, const manifest& m, ps::shard_range
 // tasks wrote it, so a restore onto another count re-hashes the rows.  A
 // checkpoint with another table layout (count, dims, optimizer) is
 // refused, naming both.  Returns the rows restored.
-std::uint64_t load_tables(const std::string& dir, const manifest& m, int index, int num_ps, std::span<ps::embedding_table> tables);
+std::uint64_t load_tables(const std::string& dir, const manifest& m, int index, int num_ps,
+                          std::span<ps::embedding_table> tables);
 
 }  // namespace pstrain::checkpoint

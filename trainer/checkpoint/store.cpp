@@ -33,17 +33,19 @@ void prepare_directory(const std::string& dir)
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
         int e = errno;
         if (e == ENOENT)
-            throw error(fmt::format("cannot create checkpoint directory {}: its parent does not exist: create it or {}", dir, fix));
+            throw error(fmt::format("cannot create checkpoint directory {}: its parent does not exist: create it or {}",
+                                    dir, fix));
         throw error(fmt::format("cannot create checkpoint directory {}: {}: {}", dir, std::strerror(e), fix));
     }
-    struct stat st{};
+    struct stat st {};
     if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         throw error(fmt::format("checkpoint directory {} is not a directory: {}", dir, fix));
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     const std::string probe = path_of(dir, fmt::format(".pstrain-probe-{}-{}", host, ::getpid()));
     int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) throw error(fmt::format("checkpoint directory {} is not writable: {}: {}", dir, std::strerror(errno), fix));
+    if (fd < 0)
+        throw error(fmt::format("checkpoint directory {} is not writable: {}: {}", dir, std::strerror(errno), fix));
     const bool ok = ::write(fd, "pstrain\n", 8) == 8 && ::fsync(fd) == 0;
     int e = errno;
     ::close(fd);
@@ -60,11 +62,13 @@ shard_data read_new_shard(const std::string& dir, const std::string& file, std::
 
 std::string check_size(const std::string& dir, const shard_entry& s)
 {
-    struct stat st{};
-    if (::stat(path_of(dir, s.file).c_str(), &st) != 0) return fmt::format("{} is missing ({})", s.file, std::strerror(errno));
+    struct stat st {};
+    if (::stat(path_of(dir, s.file).c_str(), &st) != 0)
+        return fmt::format("{} is missing ({})", s.file, std::strerror(errno));
     if (static_cast<std::uint64_t>(st.st_size) != s.bytes)
-        return fmt::format("{} is {} ({} of {} bytes)", s.file, static_cast<std::uint64_t>(st.st_size) < s.bytes ? "truncated" : "too long",
-                           st.st_size, s.bytes);
+        return fmt::format("{} is {} ({} of {} bytes)", s.file,
+                           static_cast<std::uint64_t>(st.st_size) < s.bytes ? "truncated" : "too long", st.st_size,
+                           s.bytes);
     return {};
 }
 
@@ -80,7 +84,8 @@ std::string check_complete(const std::string& dir, const manifest& m, bool verif
             auto d = read_shard(dir, s.file);
             if (d.meta.range.begin != s.range.begin || d.meta.range.end != s.range.end)
                 return fmt::format("{} holds another range than its manifest names", s.file);
-            if (d.crc32 != s.crc32) return fmt::format("{} is not the file its manifest names (another checksum)", s.file);
+            if (d.crc32 != s.crc32)
+                return fmt::format("{} is not the file its manifest names (another checksum)", s.file);
         } catch (const error& e) {
             return e.what();
         }
@@ -93,7 +98,8 @@ std::string check_table_chains(const std::string& dir, const manifest& m, bool v
 {
     // One table file per PS task that wrote the checkpoint, in PS order.
     for (std::size_t p = 0; p < m.table_files.size(); ++p)
-        if (m.table_files[p].ps != static_cast<int>(p) || m.table_files[p].num_ps != static_cast<int>(m.table_files.size()))
+        if (m.table_files[p].ps != static_cast<int>(p) ||
+            m.table_files[p].num_ps != static_cast<int>(m.table_files.size()))
             return fmt::format("{} is not table file {} of {}: the manifest's table files do not match its PS tasks",
                                m.table_files[p].file, p, m.table_files.size());
     for (const auto& t : m.table_files) {
@@ -101,11 +107,13 @@ std::string check_table_chains(const std::string& dir, const manifest& m, bool v
             const std::string file = table_name(step, t.ps, t.num_ps);
             try {
                 const auto d = read_tables(dir, file, !verify);
-                if (d.meta.full != (step == t.base_step) || d.meta.chain.back() != step || d.meta.chain.size() > t.chain.size() ||
+                if (d.meta.full != (step == t.base_step) || d.meta.chain.back() != step ||
+                    d.meta.chain.size() > t.chain.size() ||
                     !std::equal(d.meta.chain.begin(), d.meta.chain.end(), t.chain.begin()))
-                    return fmt::format("{} does not continue the chain of {} from the full save at step {}", file, t.file,
-                                       t.base_step);
-                if (d.meta.tables != m.tables) return fmt::format("{} holds another table layout than its manifest names", file);
+                    return fmt::format("{} does not continue the chain of {} from the full save at step {}", file,
+                                       t.file, t.base_step);
+                if (d.meta.tables != m.tables)
+                    return fmt::format("{} holds another table layout than its manifest names", file);
                 if (step == m.global_step && d.bytes != t.bytes)
                     return fmt::format("{} is {} bytes, its manifest names {}", file, d.bytes, t.bytes);
                 if (step == m.global_step && verify && d.crc32 != t.crc32)
@@ -148,12 +156,14 @@ std::vector<listing_entry> list(const std::string& dir, bool verify)
     std::vector<listing_entry> out;
     for (auto& [step, e] : found) {
         if (e.manifest_file.empty()) {
-            e.problem = with_shards.count(step) ? "interrupted: shard files without a manifest"
-                                                : "table files without a manifest (a newer checkpoint's chain may build on them)";
+            e.problem = with_shards.count(step)
+                            ? "interrupted: shard files without a manifest"
+                            : "table files without a manifest (a newer checkpoint's chain may build on them)";
         } else {
             try {
                 e.m = read_manifest(dir, e.manifest_file);
-                if (e.m->global_step != step) e.problem = fmt::format("{} records global step {}", e.manifest_file, e.m->global_step);
+                if (e.m->global_step != step)
+                    e.problem = fmt::format("{} records global step {}", e.manifest_file, e.m->global_step);
                 else e.problem = check_complete(dir, *e.m, verify);
             } catch (const error& err) {
                 e.problem = err.what();

@@ -50,9 +50,9 @@ std::vector<std::string> chain_files(const manifest& m);
 // A checkpoint found in the directory, newest first.
 struct listing_entry {
     std::uint64_t step = 0;
-    std::string manifest_file;          // empty: shards without a manifest (an interrupted write)
+    std::string manifest_file;  // empty: shards without a manifest (an interrupted write)
     std::optional<manifest> m;
-    std::string problem;                // empty: complete and, if verified, every checksum good
+    std::string problem;  // empty: complete and, if verified, every checksum good
 };
 // Every checkpoint (by manifest) and every step with orphaned shard files.
 // `verify` reads every shard fully and checks its checksum.  Throws

@@ -54,7 +54,7 @@ private:
     chain& of(int ps_index);
 
     const int full_every_;
-    std::mutex mu_;                        // guards the map, not a chain (one thread per PS index)
+    std::mutex mu_;  // guards the map, not a chain (one thread per PS index)
     std::map<int, chain> chains_;
 };
 

@@ -26,10 +26,17 @@ nlohmann::json meta_to_json(const table_meta& m)
 {
     nlohmann::json tables = nlohmann::json::array();
     for (std::size_t i = 0; i < m.tables.size(); ++i)
-        tables.push_back({{"dim", m.tables[i].dim}, {"optimizer", m.tables[i].optimizer}, {"slots", m.tables[i].slots},
-                          {"rows", m.rows[i]}, {"removed", m.removed[i]}});
-    return {{"global_step", m.global_step}, {"ps_index", m.ps_index}, {"num_ps", m.num_ps},
-            {"kind", m.full ? "full" : "incremental"}, {"chain", m.chain}, {"tables", tables}};
+        tables.push_back({{"dim", m.tables[i].dim},
+                          {"optimizer", m.tables[i].optimizer},
+                          {"slots", m.tables[i].slots},
+                          {"rows", m.rows[i]},
+                          {"removed", m.removed[i]}});
+    return {{"global_step", m.global_step},
+            {"ps_index", m.ps_index},
+            {"num_ps", m.num_ps},
+            {"kind", m.full ? "full" : "incremental"},
+            {"chain", m.chain},
+            {"tables", tables}};
 }
 
 table_meta meta_from_json(const nlohmann::json& j)
@@ -49,7 +56,8 @@ table_meta meta_from_json(const nlohmann::json& j)
         l.dim = t.at("dim").get<std::uint32_t>();
         l.optimizer = t.at("optimizer").get<std::string>();
         l.slots = t.at("slots").get<std::uint32_t>();
-        if (l.dim == 0 || l.dim > (1u << 20) || l.slots > 2) throw error("a table's dim or optimizer slots out of range");
+        if (l.dim == 0 || l.dim > (1u << 20) || l.slots > 2)
+            throw error("a table's dim or optimizer slots out of range");
         m.tables.push_back(l);
         m.rows.push_back(t.at("rows").get<std::uint64_t>());
         m.removed.push_back(t.at("removed").get<std::uint64_t>());
@@ -85,7 +93,8 @@ private:
 std::vector<table_layout> layout_of(std::span<const ps::embedding_table> tables)
 {
     std::vector<table_layout> out;
-    for (const auto& t : tables) out.push_back({t.config().dim, ps::row_optimizer_name(t.config().optimizer), t.slots()});
+    for (const auto& t : tables)
+        out.push_back({t.config().dim, ps::row_optimizer_name(t.config().optimizer), t.slots()});
     return out;
 }
 
@@ -106,24 +115,25 @@ table_entry write_tables(const std::string& dir, table_meta meta, std::span<cons
         meta.removed.push_back(removed.back().size());
     }
     const std::string name = table_name(meta.global_step, meta.ps_index, meta.num_ps);
-    const auto receipt = write_framed(dir, name, table_magic, format_version, meta_to_json(meta).dump(), [&](atomic_file& f) {
-        buffered out(f);
-        for (std::size_t i = 0; i < tables.size(); ++i) {
-            std::uint64_t written = 0;
-            const auto put_row = [&](const ps::embedding_row& r) {
-                const std::uint64_t head[4] = {r.key, r.last_seen, r.count, r.updates};
-                out.put(head, sizeof head);
-                out.put(r.values.data(), r.values.size_bytes());
-                out.put(r.state.data(), r.state.size_bytes());
-                ++written;
-            };
-            if (meta.full) tables[i].for_each(put_row);
-            else tables[i].for_each_changed(put_row);
-            if (written != meta.rows[i]) throw error("internal error: a table changed while it was saved");
-            out.put(removed[i].data(), removed[i].size() * sizeof(std::uint64_t));
-        }
-        out.flush();
-    });
+    const auto receipt =
+        write_framed(dir, name, table_magic, format_version, meta_to_json(meta).dump(), [&](atomic_file& f) {
+            buffered out(f);
+            for (std::size_t i = 0; i < tables.size(); ++i) {
+                std::uint64_t written = 0;
+                const auto put_row = [&](const ps::embedding_row& r) {
+                    const std::uint64_t head[4] = {r.key, r.last_seen, r.count, r.updates};
+                    out.put(head, sizeof head);
+                    out.put(r.values.data(), r.values.size_bytes());
+                    out.put(r.state.data(), r.state.size_bytes());
+                    ++written;
+                };
+                if (meta.full) tables[i].for_each(put_row);
+                else tables[i].for_each_changed(put_row);
+                if (written != meta.rows[i]) throw error("internal error: a table changed while it was saved");
+                out.put(removed[i].data(), removed[i].size() * sizeof(std::uint64_t));
+            }
+            out.flush();
+        });
     table_entry e;
     e.file = name;
     e.ps = meta.ps_index;
@@ -146,8 +156,8 @@ table_data read_tables(const std::string& dir, const std::string& file, bool hea
     table_data d;
     d.bytes = size;
     try {
-        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header, bytes.begin() + fixed_header + json_bytes,
-                                                      integers_only));
+        d.meta = meta_from_json(nlohmann::json::parse(bytes.begin() + fixed_header,
+                                                      bytes.begin() + fixed_header + json_bytes, integers_only));
     } catch (const std::exception& e) {
         throw error(fmt::format("{} has unreadable metadata ({})", file, e.what()));
     }
@@ -156,7 +166,8 @@ table_data read_tables(const std::string& dir, const std::string& file, bool hea
     std::uint64_t expected = fixed_header + json_bytes + 4;
     for (std::size_t i = 0; i < d.meta.tables.size(); ++i) {
         if (d.meta.rows[i] > size / row_header || d.meta.removed[i] > size / 8)
-            throw error(fmt::format("{} is truncated ({} bytes, its metadata names {} rows)", file, size, d.meta.rows[i]));
+            throw error(
+                fmt::format("{} is truncated ({} bytes, its metadata names {} rows)", file, size, d.meta.rows[i]));
         expected += d.meta.rows[i] * row_bytes(d.meta.tables[i]) + 8 * d.meta.removed[i];
         if (expected > size) break;
     }

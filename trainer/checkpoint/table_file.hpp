@@ -36,10 +36,10 @@ namespace pstrain::checkpoint {
 
 // What a PS task writes.
 struct table_meta {
-    std::uint64_t global_step = 0;       // names the file
+    std::uint64_t global_step = 0;  // names the file
     int ps_index = 0, num_ps = 1;
     bool full = true;
-    std::vector<std::uint64_t> chain;    // steps from the full save to this one (this one last)
+    std::vector<std::uint64_t> chain;  // steps from the full save to this one (this one last)
     std::vector<table_layout> tables;
     std::vector<std::uint64_t> rows, removed;  // per table (filled by write_tables)
 };
@@ -61,7 +61,7 @@ table_entry write_tables(const std::string& dir, table_meta meta, std::span<cons
 struct table_data {
     table_meta meta;
     std::uint64_t bytes = 0;
-    std::uint32_t crc32 = 0;             // not filled with header_only
+    std::uint32_t crc32 = 0;  // not filled with header_only
 };
 table_data read_tables(const std::string& dir, const std::string& file, bool header_only,
                        const std::function<void(std::size_t table, const ps::embedding_row&)>& on_row = {},

@@ -38,20 +38,22 @@ public:
     virtual void synchronize() = 0;
 
     // y[rows x out] = x[rows x in] * w[in x out] + b[out]
-    virtual void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out) = 0;
+    virtual void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in,
+                                int out) = 0;
     // dw = x^T dy, db = column sums of dy, dx = dy w^T (dx may be null).
-    virtual void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
-                                 int in, int out) = 0;
+    virtual void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
+                                 int rows, int in, int out) = 0;
     virtual void relu_forward(const float* z, float* a, std::size_t n) = 0;
     virtual void relu_backward(const float* z, const float* da, float* dz, std::size_t n) = 0;
 
     struct loss_sums {
-        double loss = 0;       // summed over rows
+        double loss = 0;  // summed over rows
         std::int64_t correct = 0;
     };
     // Softmax cross-entropy over rows; when dlogits is given, writes
     // d(mean loss)/d logits there.  labels are device int32.
-    virtual loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) = 0;
+    virtual loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows,
+                                   int classes) = 0;
     // Squared error (pred - target)^2 summed; dpred = d(mean)/d pred.
     virtual loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) = 0;
 
@@ -78,13 +80,20 @@ public:
     device_array() = default;
     device_array(backend& be, std::size_t n) : be_(&be), n_(n), p_(static_cast<T*>(be.allocate(n * sizeof(T)))) {}
     ~device_array() { reset(); }
-    device_array(device_array&& o) noexcept : be_(o.be_), n_(o.n_), p_(o.p_) { o.p_ = nullptr; o.n_ = 0; }
+    device_array(device_array&& o) noexcept : be_(o.be_), n_(o.n_), p_(o.p_)
+    {
+        o.p_ = nullptr;
+        o.n_ = 0;
+    }
     device_array& operator=(device_array&& o) noexcept
     {
         if (this != &o) {
             reset();
-            be_ = o.be_; n_ = o.n_; p_ = o.p_;
-            o.p_ = nullptr; o.n_ = 0;
+            be_ = o.be_;
+            n_ = o.n_;
+            p_ = o.p_;
+            o.p_ = nullptr;
+            o.n_ = 0;
         }
         return *this;
     }
@@ -110,7 +119,10 @@ private:
 class host_pin {
 public:
     host_pin(backend& be, void* p, std::size_t bytes) : be_(be), p_(be.pin_host(p, bytes) ? p : nullptr) {}
-    ~host_pin() { if (p_) be_.unpin_host(p_); }
+    ~host_pin()
+    {
+        if (p_) be_.unpin_host(p_);
+    }
     host_pin(const host_pin&) = delete;
     host_pin& operator=(const host_pin&) = delete;
 
@@ -125,14 +137,24 @@ class host_array {
 public:
     host_array() = default;
     host_array(backend& be, std::size_t n) : be_(&be), n_(n), p_(static_cast<T*>(be.allocate_host(n * sizeof(T)))) {}
-    ~host_array() { if (p_) be_->release_host(p_); }
-    host_array(host_array&& o) noexcept : be_(o.be_), n_(o.n_), p_(o.p_) { o.p_ = nullptr; o.n_ = 0; }
+    ~host_array()
+    {
+        if (p_) be_->release_host(p_);
+    }
+    host_array(host_array&& o) noexcept : be_(o.be_), n_(o.n_), p_(o.p_)
+    {
+        o.p_ = nullptr;
+        o.n_ = 0;
+    }
     host_array& operator=(host_array&& o) noexcept
     {
         if (this != &o) {
             if (p_) be_->release_host(p_);
-            be_ = o.be_; n_ = o.n_; p_ = o.p_;
-            o.p_ = nullptr; o.n_ = 0;
+            be_ = o.be_;
+            n_ = o.n_;
+            p_ = o.p_;
+            o.p_ = nullptr;
+            o.n_ = 0;
         }
         return *this;
     }

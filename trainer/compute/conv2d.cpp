@@ -27,8 +27,7 @@ class im2col_conv2d final : public conv2d {
 public:
     im2col_conv2d(const window2d& w, int filters, int max_batch)
         : w_(w), filters_(filters), workspace_(conv2d_workspace(w, filters, max_batch))
-    {
-    }
+    {}
     const char* name() const override { return "im2col"; }
     void forward(const float* x, const float* k, const float* b, float* y, int n) override
     {
@@ -63,8 +62,9 @@ std::unique_ptr<conv2d> make_conv2d(const window2d& w, int filters, int max_batc
 #ifdef HAVE_DNNL
     return make_onednn_conv2d(w, filters);
 #else
-    throw error("oneDNN convolution: this pstrain was built without oneDNN: install libdnnl-dev and configure again, or "
-                "unset PSTRAIN_CONV");
+    throw error(
+        "oneDNN convolution: this pstrain was built without oneDNN: install libdnnl-dev and configure again, or "
+        "unset PSTRAIN_CONV");
 #endif
 }
 

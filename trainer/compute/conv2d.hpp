@@ -23,7 +23,8 @@ enum class conv2d_impl {
 
 // Throws pstrain::error when `which` is onednn in a build without it, or
 // PSTRAIN_CONV names something else.
-std::unique_ptr<conv2d> make_conv2d(const window2d& w, int filters, int max_batch, conv2d_impl which = conv2d_impl::automatic);
+std::unique_ptr<conv2d> make_conv2d(const window2d& w, int filters, int max_batch,
+                                    conv2d_impl which = conv2d_impl::automatic);
 bool have_onednn();
 // The threads oneDNN's convolutions use (its OpenMP runtime); a no-op
 // without oneDNN.

@@ -47,13 +47,21 @@ struct operand {
         user.set_data_handle(const_cast<void*>(p));
         if (!reorder) prim = user;
     }
-    void in(dnnl::stream& s) { if (reorder) to_prim.execute(s, user, prim); }
-    void out(dnnl::stream& s) { if (reorder) to_user.execute(s, prim, user); }
+    void in(dnnl::stream& s)
+    {
+        if (reorder) to_prim.execute(s, user, prim);
+    }
+    void out(dnnl::stream& s)
+    {
+        if (reorder) to_user.execute(s, prim, user);
+    }
 };
 
 class onednn_conv2d final : public conv2d {
 public:
-    onednn_conv2d(const window2d& w, int filters) : w_(w), filters_(filters), eng_(dnnl::engine::kind::cpu, 0), stream_(eng_) {}
+    onednn_conv2d(const window2d& w, int filters)
+        : w_(w), filters_(filters), eng_(dnnl::engine::kind::cpu, 0), stream_(eng_)
+    {}
     const char* name() const override { return "onednn"; }
 
     void forward(const float* x, const float* k, const float* b, float* y, int n) override
@@ -65,7 +73,9 @@ public:
         p.bias.set_data_handle(const_cast<float*>(b));
         p.src.in(stream_);
         p.wei.in(stream_);
-        p.fwd.execute(stream_, {{DNNL_ARG_SRC, p.src.prim}, {DNNL_ARG_WEIGHTS, p.wei.prim}, {DNNL_ARG_BIAS, p.bias},
+        p.fwd.execute(stream_, {{DNNL_ARG_SRC, p.src.prim},
+                                {DNNL_ARG_WEIGHTS, p.wei.prim},
+                                {DNNL_ARG_BIAS, p.bias},
                                 {DNNL_ARG_DST, p.dst.prim}});
         p.dst.out(stream_);
         stream_.wait();
@@ -80,8 +90,10 @@ public:
         p.dbias.set_data_handle(db);
         p.src_w.in(stream_);
         p.ddst_w.in(stream_);
-        p.bwd_weights.execute(stream_, {{DNNL_ARG_SRC, p.src_w.prim}, {DNNL_ARG_DIFF_DST, p.ddst_w.prim},
-                                        {DNNL_ARG_DIFF_WEIGHTS, p.dwei.prim}, {DNNL_ARG_DIFF_BIAS, p.dbias}});
+        p.bwd_weights.execute(stream_, {{DNNL_ARG_SRC, p.src_w.prim},
+                                        {DNNL_ARG_DIFF_DST, p.ddst_w.prim},
+                                        {DNNL_ARG_DIFF_WEIGHTS, p.dwei.prim},
+                                        {DNNL_ARG_DIFF_BIAS, p.dbias}});
         p.dwei.out(stream_);
         if (dx) {
             p.ddst_d.bind(dy);
@@ -89,7 +101,8 @@ public:
             p.dsrc.bind(dx);
             p.ddst_d.in(stream_);
             p.wei_d.in(stream_);
-            p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, p.ddst_d.prim}, {DNNL_ARG_WEIGHTS, p.wei_d.prim},
+            p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, p.ddst_d.prim},
+                                         {DNNL_ARG_WEIGHTS, p.wei_d.prim},
                                          {DNNL_ARG_DIFF_SRC, p.dsrc.prim}});
             p.dsrc.out(stream_);
         }
@@ -121,30 +134,37 @@ private:
             dst_plain(dst_d, f32, tag::nchw), bias_plain(bias_d, f32, tag::x);
         try {
             dnnl::convolution_forward::primitive_desc fwd(
-                dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src_any,
-                                                wei_any, bias_plain, dst_any, strides, pad_l, pad_r),
+                dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                                src_any, wei_any, bias_plain, dst_any, strides, pad_l, pad_r),
                 eng_);
             dnnl::convolution_backward_data::primitive_desc bwd_data(
-                dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any, wei_any, dst_any, strides,
-                                                      pad_l, pad_r),
+                dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any, wei_any, dst_any,
+                                                      strides, pad_l, pad_r),
                 eng_, fwd);
             dnnl::convolution_backward_weights::primitive_desc bwd_weights(
-                dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, wei_any, bias_plain,
-                                                         dst_any, strides, pad_l, pad_r),
+                dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, wei_any,
+                                                         bias_plain, dst_any, strides, pad_l, pad_r),
                 eng_, fwd);
-            plan p{dnnl::convolution_forward(fwd), dnnl::convolution_backward_data(bwd_data),
+            plan p{dnnl::convolution_forward(fwd),
+                   dnnl::convolution_backward_data(bwd_data),
                    dnnl::convolution_backward_weights(bwd_weights),
-                   operand(fwd.src_desc(), src_plain, eng_), operand(fwd.weights_desc(), wei_plain, eng_),
-                   operand(fwd.dst_desc(), dst_plain, eng_), operand(bwd_weights.src_desc(), src_plain, eng_),
+                   operand(fwd.src_desc(), src_plain, eng_),
+                   operand(fwd.weights_desc(), wei_plain, eng_),
+                   operand(fwd.dst_desc(), dst_plain, eng_),
+                   operand(bwd_weights.src_desc(), src_plain, eng_),
                    operand(bwd_weights.diff_dst_desc(), dst_plain, eng_),
                    operand(bwd_weights.diff_weights_desc(), wei_plain, eng_),
-                   operand(bwd_data.diff_dst_desc(), dst_plain, eng_), operand(bwd_data.weights_desc(), wei_plain, eng_),
-                   operand(bwd_data.diff_src_desc(), src_plain, eng_), memory(bias_plain, eng_, DNNL_MEMORY_NONE),
+                   operand(bwd_data.diff_dst_desc(), dst_plain, eng_),
+                   operand(bwd_data.weights_desc(), wei_plain, eng_),
+                   operand(bwd_data.diff_src_desc(), src_plain, eng_),
+                   memory(bias_plain, eng_, DNNL_MEMORY_NONE),
                    memory(bias_plain, eng_, DNNL_MEMORY_NONE)};
             return plans_.emplace(n, std::move(p)).first->second;
         } catch (const dnnl::error& e) {
-            throw error(fmt::format("oneDNN cannot make a {}x{} convolution of {} channels into {} filters: {} (PSTRAIN_CONV=im2col "
-                                    "uses pstrain's own)", w_.kh, w_.kw, w_.channels, filters_, e.what()));
+            throw error(fmt::format(
+                "oneDNN cannot make a {}x{} convolution of {} channels into {} filters: {} (PSTRAIN_CONV=im2col "
+                "uses pstrain's own)",
+                w_.kh, w_.kw, w_.channels, filters_, e.what()));
         }
     }
 
@@ -157,6 +177,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<conv2d> make_onednn_conv2d(const window2d& w, int filters) { return std::make_unique<onednn_conv2d>(w, filters); }
+std::unique_ptr<conv2d> make_onednn_conv2d(const window2d& w, int filters)
+{
+    return std::make_unique<onednn_conv2d>(w, filters);
+}
 
 }  // namespace pstrain::compute::cpu

@@ -46,8 +46,14 @@ void* cpu_backend::allocate(std::size_t bytes)
 }
 
 void cpu_backend::release(void* p) noexcept { std::free(p); }
-void cpu_backend::copy_to_device(void* dst, const void* src, std::size_t bytes) { if (dst != src) std::memcpy(dst, src, bytes); }
-void cpu_backend::copy_to_host(void* dst, const void* src, std::size_t bytes) { if (dst != src) std::memcpy(dst, src, bytes); }
+void cpu_backend::copy_to_device(void* dst, const void* src, std::size_t bytes)
+{
+    if (dst != src) std::memcpy(dst, src, bytes);
+}
+void cpu_backend::copy_to_host(void* dst, const void* src, std::size_t bytes)
+{
+    if (dst != src) std::memcpy(dst, src, bytes);
+}
 
 void cpu_backend::linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out)
 {
@@ -55,8 +61,8 @@ void cpu_backend::linear_forward(const float* x, const float* w, const float* b,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
 }
 
-void cpu_backend::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
-                                  int in, int out)
+void cpu_backend::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
+                                  int rows, int in, int out)
 {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, rows, 1.0f, x, in, dy, out, 0.0f, dw, out);
     for (int c = 0; c < out; ++c) db[c] = 0.0f;

@@ -23,11 +23,12 @@ public:
     void synchronize() override {}
 
     void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out) override;
-    void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows, int in,
-                         int out) override;
+    void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
+                         int in, int out) override;
     void relu_forward(const float* z, float* a, std::size_t n) override;
     void relu_backward(const float* z, const float* da, float* dz, std::size_t n) override;
-    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) override;
+    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows,
+                           int classes) override;
     loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) override;
     std::unique_ptr<layer_kernels> make_layer_kernels() override;
 };

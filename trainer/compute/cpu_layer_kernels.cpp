@@ -14,8 +14,7 @@ class maxpool final : public pool2d {
 public:
     maxpool(const window2d& w, int max_batch)
         : w_(w), argmax_(std::size_t(std::max(max_batch, 1)) * w.channels * w.out_h * w.out_w)
-    {
-    }
+    {}
     void forward(const float* x, float* y, int n) override
     {
         reserve(n);
@@ -40,7 +39,10 @@ class avgpool final : public pool2d {
 public:
     explicit avgpool(const window2d& w) : w_(w) {}
     void forward(const float* x, float* y, int n) override { avgpool_forward(x, y, n, w_); }
-    void backward(const float*, const float*, const float* dy, float* dx, int n) override { avgpool_backward(dy, dx, n, w_); }
+    void backward(const float*, const float*, const float* dy, float* dx, int n) override
+    {
+        avgpool_backward(dy, dx, n, w_);
+    }
 
 private:
     window2d w_;
@@ -70,16 +72,21 @@ public:
     {
         cpu::activation_backward(a, y, dy, dx, count);
     }
-    void softmax_forward(const float* x, float* y, int rows, int classes) override { cpu::softmax_forward(x, y, rows, classes); }
+    void softmax_forward(const float* x, float* y, int rows, int classes) override
+    {
+        cpu::softmax_forward(x, y, rows, classes);
+    }
     void softmax_backward(const float* y, const float* dy, float* dx, int rows, int classes) override
     {
         cpu::softmax_backward(y, dy, dx, rows, classes);
     }
-    backend::loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, int rows, int classes) override
+    backend::loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, int rows,
+                                  int classes) override
     {
         return cpu::mse_onehot(pred, labels, dpred, rows, classes);
     }
-    void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate, std::uint64_t seed) override
+    void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate,
+                         std::uint64_t seed) override
     {
         cpu::dropout_forward(x, y, mask, count, rate, seed);
     }
@@ -87,8 +94,8 @@ public:
     {
         cpu::dropout_backward(dy, mask, dx, count);
     }
-    void batchnorm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* var,
-                                 float* inv_std, int n, int channels, int inner, float eps) override
+    void batchnorm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                                 float* var, float* inv_std, int n, int channels, int inner, float eps) override
     {
         cpu::batchnorm_forward_train(x, gamma, beta, y, mean, var, inv_std, n, channels, inner, eps);
     }
@@ -97,8 +104,9 @@ public:
     {
         cpu::batchnorm_forward_eval(x, gamma, beta, moving_mean, moving_var, y, n, channels, inner, eps);
     }
-    void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std, const float* dy,
-                            float* dx, float* dgamma, float* dbeta, int n, int channels, int inner, float) override
+    void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std,
+                            const float* dy, float* dx, float* dgamma, float* dbeta, int n, int channels, int inner,
+                            float) override
     {
         cpu::batchnorm_backward(x, gamma, mean, inv_std, dy, dx, dgamma, dbeta, n, channels, inner);
     }

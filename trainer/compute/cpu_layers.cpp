@@ -62,8 +62,7 @@ void im2col(const float* x, const window2d& w, float* col, std::size_t ld)
                     float* out = row + std::size_t(oy) * w.out_w;
                     const float* in = xc + std::size_t(oy * w.sh - w.pad_top + ki) * w.width - w.pad_left + kj;
                     std::fill(out, out + xlo, 0.0f);
-                    if (w.sw == 1)
-                        std::memcpy(out + xlo, in + xlo, sizeof(float) * std::size_t(xhi - xlo));
+                    if (w.sw == 1) std::memcpy(out + xlo, in + xlo, sizeof(float) * std::size_t(xhi - xlo));
                     else
                         for (int ox = xlo; ox < xhi; ++ox) out[ox] = in[ox * w.sw];
                     std::fill(out + xhi, out + w.out_w, 0.0f);
@@ -106,7 +105,8 @@ int conv2d_chunk(const window2d& w, int n)
 {
     const std::size_t per_image = std::size_t(w.channels) * w.kh * w.kw * w.out_h * w.out_w;
     const std::size_t budget = std::size_t(1) << 21;  // floats
-    return static_cast<int>(std::clamp<std::size_t>(budget / std::max<std::size_t>(per_image, 1), 1, std::size_t(std::max(n, 1))));
+    return static_cast<int>(
+        std::clamp<std::size_t>(budget / std::max<std::size_t>(per_image, 1), 1, std::size_t(std::max(n, 1))));
 }
 
 std::size_t conv2d_workspace(const window2d& w, int filters, int max_batch)
@@ -129,8 +129,8 @@ void conv2d_forward(const float* x, const float* k, const float* b, float* y, in
         float* col = workspace;
         float* out = workspace + std::size_t(depth) * ld;  // filters x (m images x plane)
         for (int j = 0; j < m; ++j) im2col(x + (i0 + j) * in_size, w, col + j * plane, ld);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, filters, static_cast<int>(ld), depth, 1.0f, k, depth, col,
-                    static_cast<int>(ld), 0.0f, out, static_cast<int>(ld));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, filters, static_cast<int>(ld), depth, 1.0f, k, depth,
+                    col, static_cast<int>(ld), 0.0f, out, static_cast<int>(ld));
         for (int j = 0; j < m; ++j) {
             float* yi = y + std::size_t(i0 + j) * filters * plane;
             for (int o = 0; o < filters; ++o) {
@@ -143,8 +143,8 @@ void conv2d_forward(const float* x, const float* k, const float* b, float* y, in
     }
 }
 
-void conv2d_backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n, int filters,
-                     const window2d& w, float* workspace)
+void conv2d_backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n,
+                     int filters, const window2d& w, float* workspace)
 {
     const std::size_t plane = std::size_t(w.out_h) * w.out_w;
     const int depth = w.channels * w.kh * w.kw;
@@ -193,7 +193,8 @@ void for_each_window(const window2d& w, std::size_t planes, F&& f)
     const std::size_t out_plane = std::size_t(w.out_h) * w.out_w;
     for (std::size_t p = 0; p < planes; ++p)
         for (int oy = 0; oy < w.out_h; ++oy)
-            for (int ox = 0; ox < w.out_w; ++ox) f(p * in_plane, p * out_plane + std::size_t(oy) * w.out_w + ox, w.under(oy, ox));
+            for (int ox = 0; ox < w.out_w; ++ox)
+                f(p * in_plane, p * out_plane + std::size_t(oy) * w.out_w + ox, w.under(oy, ox));
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ void conv2d_forward(const float* x, const float* k, const float* b, float* y, in
                     float* workspace);
 // dk = dy * col^T summed over the images, db = sums of dy; dx (may be null)
 // = col2im(k^T dy).
-void conv2d_backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n, int filters,
-                     const window2d& w, float* workspace);
+void conv2d_backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n,
+                     int filters, const window2d& w, float* workspace);
 
 // Max pooling; `argmax` (n * C * out_h * out_w) keeps each output's input
 // index within its channel plane for the backward pass.  Padding never wins.

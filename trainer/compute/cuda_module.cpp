@@ -72,13 +72,13 @@ loaded load_once()
     auto entry = reinterpret_cast<entry_fn>(dlsym(handle, PSTRAIN_CUDA_MODULE_ENTRY));
     if (!entry) {
         r.why = path + " is not pstrain's CUDA module (no " PSTRAIN_CUDA_MODULE_ENTRY
-                "): reinstall pstrain, or point PSTRAIN_CUDA_MODULE at its pstrain-cuda.so";
+                       "): reinstall pstrain, or point PSTRAIN_CUDA_MODULE at its pstrain-cuda.so";
         return r;
     }
     const cuda_module* m = entry();
     if (!m || std::string(m->version) != PACKAGE_VERSION) {
-        r.why = path + " is the CUDA module of pstrain " + (m ? m->version : "?") + ", this is pstrain " PACKAGE_VERSION
-                ": install both from one build";
+        r.why = path + " is the CUDA module of pstrain " + (m ? m->version : "?") +
+                ", this is pstrain " PACKAGE_VERSION ": install both from one build";
         return r;
     }
     r.module = m;

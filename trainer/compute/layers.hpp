@@ -37,8 +37,8 @@ struct window2d {
     };
     span2d under(int oy, int ox) const
     {
-        return {std::max(oy * sh - pad_top, 0), std::min(oy * sh - pad_top + kh, height), std::max(ox * sw - pad_left, 0),
-                std::min(ox * sw - pad_left + kw, width)};
+        return {std::max(oy * sh - pad_top, 0), std::min(oy * sh - pad_top + kh, height),
+                std::max(ox * sw - pad_left, 0), std::min(ox * sw - pad_left + kw, width)};
     }
 };
 
@@ -116,15 +116,17 @@ public:
                                          float* var, float* inv_std, int n, int channels, int inner, float eps) = 0;
     // Evaluation: the moving mean and variance instead of the batch's.
     virtual void batchnorm_forward_eval(const float* x, const float* gamma, const float* beta, const float* moving_mean,
-                                        const float* moving_var, float* y, int n, int channels, int inner, float eps) = 0;
+                                        const float* moving_var, float* y, int n, int channels, int inner,
+                                        float eps) = 0;
     // dgamma = sum dy * xhat, dbeta = sum dy (both overwritten), and dx (may
     // be null) through the batch statistics of batchnorm_forward_train.
     virtual void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std,
-                                    const float* dy, float* dx, float* dgamma, float* dbeta, int n, int channels, int inner,
-                                    float eps) = 0;
+                                    const float* dy, float* dx, float* dgamma, float* dbeta, int n, int channels,
+                                    int inner, float eps) = 0;
     // delta = (1 - momentum) * (batch - moving): the step of a moving average
     // toward the batch's statistic (TensorFlow's assign_moving_average).
-    virtual void moving_average_delta(const float* batch, const float* moving, float* delta, int count, float momentum) = 0;
+    virtual void moving_average_delta(const float* batch, const float* moving, float* delta, int count,
+                                      float momentum) = 0;
 };
 
 }  // namespace pstrain::compute

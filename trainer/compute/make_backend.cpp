@@ -29,7 +29,8 @@ std::unique_ptr<backend> make_backend(device_kind kind, int threads, bool chief)
     }
 #else
     if (kind == device_kind::cuda)
-        throw error("--device cuda: this pstrain was built without CUDA: rebuild with ./configure --with-cuda, or use --device cpu");
+        throw error("--device cuda: this pstrain was built without CUDA: rebuild with ./configure --with-cuda, or use "
+                    "--device cpu");
 #endif
     return std::make_unique<cpu_backend>(threads);
 }

@@ -14,8 +14,8 @@ augmenter::augmenter(augment_options o, const dataset& d, std::uint64_t seed) : 
     if (o_.enabled() && (d.height <= 0 || d.width <= 0))
         throw error("--augment-shift and --augment-flip need images (IDX files): the data are flat rows");
     if (o_.enabled() && (o_.shift >= d.height || o_.shift >= d.width))
-        throw error(fmt::format("--augment-shift {}: the images are {}x{}: give fewer pixels than the image's side", o_.shift,
-                                d.height, d.width));
+        throw error(fmt::format("--augment-shift {}: the images are {}x{}: give fewer pixels than the image's side",
+                                o_.shift, d.height, d.width));
 }
 
 void augmenter::make_batch(const dataset& from, std::span<const std::uint32_t> rows, dataset& batch)

@@ -58,11 +58,13 @@ dataset read_csv(const std::filesystem::path& file)
             ++cols;
             p = comma + 1;
         }
-        if (cols < 2) throw error(fmt::format("{}:{}: expected label,pixel0,... but found {} field", file.string(), line_no, cols));
+        if (cols < 2)
+            throw error(
+                fmt::format("{}:{}: expected label,pixel0,... but found {} field", file.string(), line_no, cols));
         if (d.rows == 0) d.cols = cols - 1;
         if (cols - 1 != d.cols)
-            throw error(fmt::format("{}:{}: {} pixel columns, but the first example has {}", file.string(), line_no, cols - 1,
-                                    d.cols));
+            throw error(fmt::format("{}:{}: {} pixel columns, but the first example has {}", file.string(), line_no,
+                                    cols - 1, d.cols));
         d.labels.push_back(label);
         max_label = std::max(max_label, label);
         ++d.rows;

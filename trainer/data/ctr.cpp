@@ -18,7 +18,10 @@ namespace {
 std::uint64_t mix(std::uint64_t x) { return random::splitmix64(x)(); }
 
 // The key of categorical field f's value (blank: value ~0).
-std::uint64_t field_key(int field, std::uint64_t value) { return mix((static_cast<std::uint64_t>(field + 1) << 48) ^ mix(value)); }
+std::uint64_t field_key(int field, std::uint64_t value)
+{
+    return mix((static_cast<std::uint64_t>(field + 1) << 48) ^ mix(value));
+}
 
 }  // namespace
 
@@ -67,15 +70,20 @@ bool parse_ctr_line(std::string_view line, ctr_sample& out, std::string& why)
                 for (const char* id = b; id <= e; ++ids) {
                     const char* end = std::find(id, e, ',');
                     std::uint64_t x = 0;
-                    auto [p, ec] = end - id >= 1 && end - id <= 16 ? std::from_chars(id, end, x, 16)
-                                                                  : std::from_chars_result{id, std::errc::invalid_argument};
+                    auto [p, ec] = end - id >= 1 && end - id <= 16
+                                       ? std::from_chars(id, end, x, 16)
+                                       : std::from_chars_result{id, std::errc::invalid_argument};
                     if (ec != std::errc() || p != end) {
-                        why = end == e && id == b
-                                  ? fmt::format("categorical feature C{} is '{}', not a hex string of at most 16 digits "
-                                                "(or several separated by commas)", f + 1, text.substr(0, 20))
-                                  : fmt::format("categorical feature C{} is '{}': id {} of its list is '{}', not a hex string "
-                                                "of at most 16 digits", f + 1, text.substr(0, 40), ids + 1,
-                                                std::string_view(id, static_cast<std::size_t>(end - id)).substr(0, 20));
+                        why =
+                            end == e && id == b
+                                ? fmt::format("categorical feature C{} is '{}', not a hex string of at most 16 digits "
+                                              "(or several separated by commas)",
+                                              f + 1, text.substr(0, 20))
+                                : fmt::format(
+                                      "categorical feature C{} is '{}': id {} of its list is '{}', not a hex string "
+                                      "of at most 16 digits",
+                                      f + 1, text.substr(0, 40), ids + 1,
+                                      std::string_view(id, static_cast<std::size_t>(end - id)).substr(0, 20));
                         return false;
                     }
                     if (ids == ctr_max_bag) {
@@ -101,7 +109,8 @@ bool parse_ctr_line(std::string_view line, ctr_sample& out, std::string& why)
 
 double auc(std::span<const float> scores, std::span<const float> labels)
 {
-    if (scores.size() != labels.size()) throw error(fmt::format("auc: {} scores for {} labels", scores.size(), labels.size()));
+    if (scores.size() != labels.size())
+        throw error(fmt::format("auc: {} scores for {} labels", scores.size(), labels.size()));
     std::vector<std::uint32_t> order(scores.size());
     std::iota(order.begin(), order.end(), 0u);
     std::sort(order.begin(), order.end(), [&](auto a, auto b) { return scores[a] < scores[b]; });

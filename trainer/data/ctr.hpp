@@ -17,7 +17,7 @@ inline constexpr int ctr_numeric_fields = 13;
 inline constexpr int ctr_categorical_fields = 26;
 
 struct ctr_sample {
-    float label = 0;                                        // 0 or 1
+    float label = 0;  // 0 or 1
     // log(1 + x) of each integer feature (negative values: -log(1 - x)); 0 when blank.
     std::array<float, ctr_numeric_fields> numeric{};
     // The 64-bit keys of every categorical field, field after field: each

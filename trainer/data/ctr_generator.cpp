@@ -56,7 +56,8 @@ ctr_generated generate_ctr(const std::filesystem::path& dir, const ctr_generator
     };
     const std::uint64_t teacher = mix(o.seed ^ 0x7465616368657221ull);
     std::array<double, ctr_numeric_fields> numeric_weight{};
-    for (int j = 0; j < ctr_numeric_fields; ++j) numeric_weight[static_cast<std::size_t>(j)] = 0.15 * gauss(teacher + 1000 + j);
+    for (int j = 0; j < ctr_numeric_fields; ++j)
+        numeric_weight[static_cast<std::size_t>(j)] = 0.15 * gauss(teacher + 1000 + j);
 
     std::mt19937_64 rng(o.seed);
     std::uniform_real_distribution<double> unit(0, 1);
@@ -69,7 +70,8 @@ ctr_generated generate_ctr(const std::filesystem::path& dir, const ctr_generator
         return std::min<std::uint64_t>(v - 1, static_cast<std::uint64_t>(x) - 1);
     };
 
-    const std::uint64_t test = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(static_cast<double>(o.samples) * o.test_fraction));
+    const std::uint64_t test =
+        std::max<std::uint64_t>(1, static_cast<std::uint64_t>(static_cast<double>(o.samples) * o.test_fraction));
     const std::uint64_t train = o.samples - test;
     ctr_generated g;
     g.train_samples = train;
@@ -118,7 +120,8 @@ ctr_generated generate_ctr(const std::filesystem::path& dir, const ctr_generator
             }
         }
         for (int c = 0; c < k; ++c)
-            logit += 0.5 * (sum[static_cast<std::size_t>(c)] * sum[static_cast<std::size_t>(c)] - sum_sq[static_cast<std::size_t>(c)]);
+            logit += 0.5 * (sum[static_cast<std::size_t>(c)] * sum[static_cast<std::size_t>(c)] -
+                            sum_sq[static_cast<std::size_t>(c)]);
         const double p = 1 / (1 + std::exp(-std::clamp(logit, -30.0, 30.0)));
         const bool click = unit(rng) < p;
         clicks += click;
@@ -138,9 +141,10 @@ ctr_generated generate_ctr(const std::filesystem::path& dir, const ctr_generator
     g.click_rate = clicks / static_cast<double>(o.samples);
     const auto oracle = dir / "oracle.json";
     std::ofstream j(oracle, std::ios::trunc);
-    j << fmt::format("{{\"oracle_auc\":{:.6f},\"oracle_logloss\":{:.6f},\"click_rate\":{:.6f},\"train_samples\":{},"
-                     "\"test_samples\":{},\"seed\":{},\"zipf\":{},\"factors\":{},\"generator\":\"pstrain datagen ctr\"}}\n",
-                     g.oracle_auc, g.oracle_logloss, g.click_rate, train, test, o.seed, o.zipf, k);
+    j << fmt::format(
+        "{{\"oracle_auc\":{:.6f},\"oracle_logloss\":{:.6f},\"click_rate\":{:.6f},\"train_samples\":{},"
+        "\"test_samples\":{},\"seed\":{},\"zipf\":{},\"factors\":{},\"generator\":\"pstrain datagen ctr\"}}\n",
+        g.oracle_auc, g.oracle_logloss, g.click_rate, train, test, o.seed, o.zipf, k);
     j.close();
     if (!j) throw error(fmt::format("{}: cannot write", oracle.string()));
     return g;

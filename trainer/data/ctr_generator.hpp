@@ -12,16 +12,16 @@ namespace pstrain::data {
 struct ctr_generator_options {
     std::uint64_t samples = 1000000;
     std::uint64_t seed = 1;
-    double test_fraction = 0.1;         // the last part goes to test.tsv
+    double test_fraction = 0.1;  // the last part goes to test.tsv
     std::uint64_t lines_per_file = 1000000;
-    double zipf = 1.1;                  // popularity of each field's ids
-    int factors = 4;                    // the teacher's factorisation-machine rank
+    double zipf = 1.1;  // popularity of each field's ids
+    int factors = 4;    // the teacher's factorisation-machine rank
 };
 
 struct ctr_generated {
     std::uint64_t train_samples = 0, test_samples = 0;
     std::vector<std::filesystem::path> files;
-    double oracle_auc = 0;              // of the teacher's own probabilities, on test.tsv
+    double oracle_auc = 0;  // of the teacher's own probabilities, on test.tsv
     double oracle_logloss = 0;
     double click_rate = 0;
 };

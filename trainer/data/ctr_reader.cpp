@@ -14,8 +14,10 @@ std::vector<std::filesystem::path> ctr_train_files(const std::filesystem::path& 
     std::error_code ec;
     if (std::filesystem::is_regular_file(path, ec)) return {path};
     if (!std::filesystem::is_directory(path, ec))
-        throw error(fmt::format("--data-dir {}: no such file or directory: give --data-dir a folder of Criteo-style .tsv "
-                                "click-through files (make some with `pstrain datagen ctr DIR`)", path.string()));
+        throw error(
+            fmt::format("--data-dir {}: no such file or directory: give --data-dir a folder of Criteo-style .tsv "
+                        "click-through files (make some with `pstrain datagen ctr DIR`)",
+                        path.string()));
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
         const auto ext = e.path().extension();
@@ -24,8 +26,10 @@ std::vector<std::filesystem::path> ctr_train_files(const std::filesystem::path& 
     }
     std::sort(files.begin(), files.end());
     if (files.empty())
-        throw error(fmt::format("{}: no .tsv or .txt files (test.tsv is the held-out part): make some with `pstrain datagen "
-                                "ctr {}`", path.string(), path.string()));
+        throw error(
+            fmt::format("{}: no .tsv or .txt files (test.tsv is the held-out part): make some with `pstrain datagen "
+                        "ctr {}`",
+                        path.string(), path.string()));
     return files;
 }
 

@@ -10,17 +10,17 @@ namespace pstrain::data {
 
 struct dataset {
     std::size_t rows = 0;
-    std::size_t cols = 0;             // features per example
+    std::size_t cols = 0;  // features per example
     // Images (IDX files): cols = channels x height x width, stored channel
     // after channel (NCHW).  0: flat rows of features.
     int channels = 0, height = 0, width = 0;
     // What a raw 0 (an empty pixel) became after normalisation, per
     // channel (one value for flat rows): what a shifted image is padded with.
     std::vector<float> background;
-    int num_classes = 0;              // 0 for regression
-    std::vector<float> features;      // rows * cols, row-major
-    std::vector<std::int32_t> labels; // classification targets (rows)
-    std::vector<float> targets;       // regression targets (rows)
+    int num_classes = 0;               // 0 for regression
+    std::vector<float> features;       // rows * cols, row-major
+    std::vector<std::int32_t> labels;  // classification targets (rows)
+    std::vector<float> targets;        // regression targets (rows)
 
     const float* row(std::size_t i) const { return features.data() + i * cols; }
 };

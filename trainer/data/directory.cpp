@@ -51,7 +51,8 @@ void standardize(train_test& t, normalization how)
             for (auto& v : d->features) v = (v - static_cast<float>(mean)) * scale;
             d->background.assign(std::max(d->channels, 1), (0.0f - static_cast<float>(mean)) * scale);
         }
-        t.description += fmt::format(", standardised by the training set's mean {:.4f} and stddev {:.4f}", mean, std::sqrt(var));
+        t.description +=
+            fmt::format(", standardised by the training set's mean {:.4f} and stddev {:.4f}", mean, std::sqrt(var));
         return;
     }
     // Per channel: the features of an example are channel after channel.
@@ -93,15 +94,18 @@ train_test load_directory(const fs::path& dir, normalization how)
 {
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
-        throw error(fmt::format("--data-dir {}: no such directory: point --data-dir at MNIST-format IDX files, train.csv/test.csv "
-                                "or Criteo-style .tsv click-through files (or install dataset-fashion-mnist)",
-                                dir.string()));
+        throw error(fmt::format(
+            "--data-dir {}: no such directory: point --data-dir at MNIST-format IDX files, train.csv/test.csv "
+            "or Criteo-style .tsv click-through files (or install dataset-fashion-mnist)",
+            dir.string()));
     train_test out;
     auto train_images = find_idx(dir, "train-images-idx3-ubyte");
     if (!train_images.empty()) {
         auto need = [&](const std::string& base) {
             auto p = find_idx(dir, base);
-            if (p.empty()) throw error(fmt::format("{}: no {}[.gz] beside {}", dir.string(), base, train_images.filename().string()));
+            if (p.empty())
+                throw error(
+                    fmt::format("{}: no {}[.gz] beside {}", dir.string(), base, train_images.filename().string()));
             return p;
         };
         out.train = read_idx_pair(train_images, need("train-labels-idx1-ubyte"));
@@ -115,18 +119,20 @@ train_test load_directory(const fs::path& dir, normalization how)
     } else if (holds_tsv(dir)) {
         // Click-through data, and a model for images (options.cpp picks
         // deepfm for .tsv files only when --model is not given).
-        throw error(fmt::format("--data-dir {} holds .tsv click-through data, which trains --model deepfm or wide-deep; the "
-                                "image models (mlp, lenet5, cnn, layer specs) need MNIST-format IDX files or "
-                                "train.csv/test.csv: pick one of those models, or another --data-dir",
-                                dir.string()));
+        throw error(
+            fmt::format("--data-dir {} holds .tsv click-through data, which trains --model deepfm or wide-deep; the "
+                        "image models (mlp, lenet5, cnn, layer specs) need MNIST-format IDX files or "
+                        "train.csv/test.csv: pick one of those models, or another --data-dir",
+                        dir.string()));
     } else {
-        throw error(fmt::format("--data-dir {}: no train-images-idx3-ubyte[.gz], train.csv or .tsv files: point --data-dir at "
-                                "MNIST-format IDX files, train.csv/test.csv, or Criteo-style .tsv click-through files",
-                                dir.string()));
+        throw error(
+            fmt::format("--data-dir {}: no train-images-idx3-ubyte[.gz], train.csv or .tsv files: point --data-dir at "
+                        "MNIST-format IDX files, train.csv/test.csv, or Criteo-style .tsv click-through files",
+                        dir.string()));
     }
     if (out.train.cols != out.test.cols)
-        throw error(fmt::format("{}: training examples have {} features, test examples {}", dir.string(), out.train.cols,
-                                out.test.cols));
+        throw error(fmt::format("{}: training examples have {} features, test examples {}", dir.string(),
+                                out.train.cols, out.test.cols));
     if (out.train.height != out.test.height || out.train.width != out.test.width)
         throw error(fmt::format("{}: training images are {}x{}, test images {}x{}: use matching files", dir.string(),
                                 out.train.height, out.train.width, out.test.height, out.test.width));

@@ -45,16 +45,18 @@ public:
             const auto offset = gztell(file_.get());
             const std::uint64_t left = offset >= 0 && std::uint64_t(offset) <= file_size_ ? file_size_ - offset : 0;
             if (bytes > left)
-                throw error(fmt::format("{}: truncated: the file ends inside the {} ({} of the {} bytes its header announces): "
-                                        "download it again, or check --data-dir",
-                                        path_.string(), what, left, bytes));
+                throw error(
+                    fmt::format("{}: truncated: the file ends inside the {} ({} of the {} bytes its header announces): "
+                                "download it again, or check --data-dir",
+                                path_.string(), what, left, bytes));
         }
         constexpr std::size_t chunk = std::size_t(16) << 20;
         std::vector<unsigned char> out;
         while (out.size() < bytes) {
             const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(bytes - out.size(), chunk));
             if (out.capacity() < out.size() + n)
-                out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(bytes, std::max(2 * out.capacity(), out.size() + n))));
+                out.reserve(static_cast<std::size_t>(
+                    std::min<std::uint64_t>(bytes, std::max(2 * out.capacity(), out.size() + n))));
             const std::size_t at = out.size();
             out.resize(at + n);
             read(out.data() + at, n, what);
@@ -92,8 +94,9 @@ public:
         unsigned char extra[64];
         int got = gzread(file_.get(), extra, sizeof extra);
         if (got > 0)
-            throw error(fmt::format("{}: has bytes after the data its header announces: not an IDX file, or a wrong header",
-                                    path_.string()));
+            throw error(
+                fmt::format("{}: has bytes after the data its header announces: not an IDX file, or a wrong header",
+                            path_.string()));
         if (got < 0) {
             int code = 0;
             throw error(fmt::format("{}: corrupt ({})", path_.string(), gzerror(file_.get(), &code)));
@@ -113,9 +116,9 @@ void check_magic(idx_file& f, std::uint32_t want_rank)
 {
     std::uint32_t magic = f.read_be32("header");
     if ((magic >> 8) != 0x08 || (magic & 0xff) != want_rank)
-        throw error(fmt::format("{}: bad magic number 0x{:08x} (expected 0x{:08x}, unsigned bytes of rank {}): not an IDX {} file",
-                                f.path().string(), magic, 0x800u | want_rank, want_rank,
-                                want_rank == 1 ? "label" : "image"));
+        throw error(fmt::format(
+            "{}: bad magic number 0x{:08x} (expected 0x{:08x}, unsigned bytes of rank {}): not an IDX {} file",
+            f.path().string(), magic, 0x800u | want_rank, want_rank, want_rank == 1 ? "label" : "image"));
 }
 
 }  // namespace
@@ -134,8 +137,8 @@ dataset read_idx_pair(const std::filesystem::path& images_path, const std::files
     check_magic(labels, 1);
     std::uint32_t nl = labels.read_be32("header");
     if (nl != n)
-        throw error(fmt::format("{} holds {} images but {} holds {} labels: use matching files", images_path.string(), n,
-                                labels_path.string(), nl));
+        throw error(fmt::format("{} holds {} images but {} holds {} labels: use matching files", images_path.string(),
+                                n, labels_path.string(), nl));
 
     dataset d;
     d.rows = n;

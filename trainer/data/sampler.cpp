@@ -30,11 +30,13 @@ void shuffle(std::vector<std::uint32_t>& v, std::mt19937_64& rng)
 sampler::sampler(std::size_t rows, int num_shards, int shard, std::uint64_t seed, bool with_replacement)
     : seed_(seed), shard_index_(shard), with_replacement_(with_replacement)
 {
-    if (num_shards < 1 || shard < 0 || shard >= num_shards) throw error(fmt::format("bad shard {} of {}", shard, num_shards));
+    if (num_shards < 1 || shard < 0 || shard >= num_shards)
+        throw error(fmt::format("bad shard {} of {}", shard, num_shards));
     for (std::size_t i = static_cast<std::size_t>(shard); i < rows; i += static_cast<std::size_t>(num_shards))
         shard_.push_back(static_cast<std::uint32_t>(i));
     if (shard_.empty())
-        throw error(fmt::format("worker {} has no training examples: {} examples for {} workers", shard, rows, num_shards));
+        throw error(
+            fmt::format("worker {} has no training examples: {} examples for {} workers", shard, rows, num_shards));
     shuffle_epoch();
 }
 

@@ -38,7 +38,8 @@ public:
         if (c.max_batch < 1 || c.max_batch > (1u << 20))
             throw error(fmt::format("wide-deep: a batch of {} examples: give 1 to 1048576", c.max_batch));
         for (int h : c.hidden)
-            if (h < 1 || h > 65536) throw error(fmt::format("wide-deep: a hidden layer of {} units: give 1 to 65536", h));
+            if (h < 1 || h > 65536)
+                throw error(fmt::format("wide-deep: a hidden layer of {} units: give 1 to 65536", h));
         tables_ = {{"wide", 1}, {"deep", c.embedding_dim}};
         add_tensor("wide/weights", {std::max(c.numeric, 1)});
         add_tensor("wide/bias", {1});
@@ -68,8 +69,8 @@ public:
     {
         std::string hidden;
         for (int h : c_.hidden) hidden += (hidden.empty() ? "" : "-") + std::to_string(h);
-        return fmt::format("{} {}x{}+{} {} {}", c_.fm ? "deepfm" : "wide-deep", c_.fields, c_.embedding_dim, c_.numeric, hidden.empty() ? "linear" : hidden,
-                           c_.combiner == bag_combiner::sum ? "sum" : "mean");
+        return fmt::format("{} {}x{}+{} {} {}", c_.fm ? "deepfm" : "wide-deep", c_.fields, c_.embedding_dim, c_.numeric,
+                           hidden.empty() ? "linear" : hidden, c_.combiner == bag_combiner::sum ? "sum" : "mean");
     }
 
     void initialize(std::span<float> params, std::uint64_t seed) const override
@@ -82,7 +83,8 @@ public:
             // wide weights start at 0.
             const double limit = std::sqrt(6.0 / (s.shape[0] + s.shape[1]));
             random::splitmix64 rng(seed * 1000003u + t);
-            for (auto& v : params.subspan(s.offset, s.size)) v = static_cast<float>(random::uniform(rng, -limit, limit));
+            for (auto& v : params.subspan(s.offset, s.size))
+                v = static_cast<float>(random::uniform(rng, -limit, limit));
         }
     }
 
@@ -92,8 +94,9 @@ public:
     {
         check(params, b, rows);
         if (grads.size() != num_params() || row_grads.size() != tables_.size())
-            throw error(fmt::format("wide-deep: {} gradient floats and {} row gradients for {} parameters and {} tables",
-                                    grads.size(), row_grads.size(), num_params(), tables_.size()));
+            throw error(
+                fmt::format("wide-deep: {} gradient floats and {} row gradients for {} parameters and {} tables",
+                            grads.size(), row_grads.size(), num_params(), tables_.size()));
         for (std::size_t t = 0; t < tables_.size(); ++t)
             if (row_grads[t].size() != b.unique * static_cast<std::size_t>(tables_[t].dim))
                 throw error(fmt::format("wide-deep: table {} has {} gradient floats for {} keys", tables_[t].name,
@@ -121,7 +124,8 @@ public:
         if (probabilities.size() != static_cast<std::size_t>(b.rows))
             throw error(fmt::format("wide-deep: {} probabilities for {} examples", probabilities.size(), b.rows));
         forward(params, b, rows);
-        for (std::size_t r = 0; r < probabilities.size(); ++r) probabilities[r] = static_cast<float>(sigmoid(logit_[r]));
+        for (std::size_t r = 0; r < probabilities.size(); ++r)
+            probabilities[r] = static_cast<float>(sigmoid(logit_[r]));
     }
 
 private:
@@ -138,20 +142,25 @@ private:
     {
         const auto n = static_cast<std::size_t>(b.rows);
         if (b.rows < 1 || n > c_.max_batch)
-            throw error(fmt::format("wide-deep: a batch of {} examples where the model holds 1 to {}", b.rows, c_.max_batch));
+            throw error(
+                fmt::format("wide-deep: a batch of {} examples where the model holds 1 to {}", b.rows, c_.max_batch));
         if (b.fields != c_.fields || b.numeric != c_.numeric)
             throw error(fmt::format("wide-deep: examples of {} fields and {} numeric features for a model of {} and {}",
                                     b.fields, b.numeric, c_.fields, c_.numeric));
-        if (params.size() != num_params()) throw error(fmt::format("wide-deep: {} parameters, not {}", params.size(), num_params()));
+        if (params.size() != num_params())
+            throw error(fmt::format("wide-deep: {} parameters, not {}", params.size(), num_params()));
         if (b.labels.size() != n || b.features.size() != n * static_cast<std::size_t>(c_.numeric) ||
             b.bag_begin.size() != n * static_cast<std::size_t>(c_.fields) + 1 || b.bag_begin.back() != b.places.size())
             throw error("wide-deep: a batch whose labels, features or bags do not match its examples");
-        if (rows.size() != tables_.size()) throw error(fmt::format("wide-deep: rows of {} tables, not {}", rows.size(), tables_.size()));
+        if (rows.size() != tables_.size())
+            throw error(fmt::format("wide-deep: rows of {} tables, not {}", rows.size(), tables_.size()));
         for (std::size_t t = 0; t < tables_.size(); ++t)
             if (rows[t].size() != b.unique * static_cast<std::size_t>(tables_[t].dim))
-                throw error(fmt::format("wide-deep: table {} has {} floats for {} keys", tables_[t].name, rows[t].size(), b.unique));
+                throw error(fmt::format("wide-deep: table {} has {} floats for {} keys", tables_[t].name,
+                                        rows[t].size(), b.unique));
         for (auto p : b.places)
-            if (p >= b.unique) throw error(fmt::format("wide-deep: a place {} beyond the batch's {} keys", p, b.unique));
+            if (p >= b.unique)
+                throw error(fmt::format("wide-deep: a place {} beyond the batch's {} keys", p, b.unique));
     }
 
     std::span<const float> tensor(std::span<const float> params, std::size_t t) const
@@ -169,7 +178,8 @@ private:
     void forward(std::span<const float> params, const sparse_batch& b, std::span<const std::span<const float>> rows)
     {
         const std::size_t n = static_cast<std::size_t>(b.rows), fields = static_cast<std::size_t>(c_.fields);
-        const std::size_t dim = static_cast<std::size_t>(c_.embedding_dim), numeric = static_cast<std::size_t>(c_.numeric);
+        const std::size_t dim = static_cast<std::size_t>(c_.embedding_dim),
+                          numeric = static_cast<std::size_t>(c_.numeric);
         const std::size_t in = static_cast<std::size_t>(widths_[0]);
         const auto wide_w = tensor(params, 0);
         const float wide_b = tensor(params, 1)[0];
@@ -216,8 +226,10 @@ private:
             const auto w = tensor(params, hidden_weights(l));
             const auto bias = tensor(params, hidden_weights(l) + 1);
             float* z = pre_[l + 1].data();
-            for (std::size_t r = 0; r < n; ++r) std::copy(bias.begin(), bias.end(), z + r * static_cast<std::size_t>(o));
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b.rows, o, a, 1.0f, act_[l].data(), a, w.data(), o, 1.0f, z, o);
+            for (std::size_t r = 0; r < n; ++r)
+                std::copy(bias.begin(), bias.end(), z + r * static_cast<std::size_t>(o));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b.rows, o, a, 1.0f, act_[l].data(), a, w.data(), o,
+                        1.0f, z, o);
             float* out = act_[l + 1].data();
             for (std::size_t i = 0; i < n * static_cast<std::size_t>(o); ++i) out[i] = std::max(z[i], 0.0f);
         }
@@ -225,7 +237,8 @@ private:
         const int last = widths_.back();
         const auto wl = tensor(params, logit);
         const float bl = tensor(params, logit + 1)[0];
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, b.rows, last, 1.0f, act_.back().data(), last, wl.data(), 1, 0.0f, logit_.data(), 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, b.rows, last, 1.0f, act_.back().data(), last, wl.data(), 1, 0.0f,
+                    logit_.data(), 1);
         for (std::size_t r = 0; r < n; ++r) logit_[r] += bl + wide_[r];
     }
 
@@ -233,7 +246,8 @@ private:
                   std::span<const std::span<float>> row_grads)
     {
         const std::size_t n = static_cast<std::size_t>(b.rows), fields = static_cast<std::size_t>(c_.fields);
-        const std::size_t dim = static_cast<std::size_t>(c_.embedding_dim), numeric = static_cast<std::size_t>(c_.numeric);
+        const std::size_t dim = static_cast<std::size_t>(c_.embedding_dim),
+                          numeric = static_cast<std::size_t>(c_.numeric);
         std::fill(grads.begin(), grads.end(), 0.0f);
         for (auto g : row_grads) std::fill(g.begin(), g.end(), 0.0f);
         const float* dl = dlogit_.data();
@@ -262,7 +276,9 @@ private:
         tensor(grads, logit + 1)[0] = static_cast<float>(gb);
         float* da = delta_a_.data();
         for (std::size_t r = 0; r < n; ++r)
-            for (int j = 0; j < last; ++j) da[r * static_cast<std::size_t>(last) + static_cast<std::size_t>(j)] = dl[r] * wl[static_cast<std::size_t>(j)];
+            for (int j = 0; j < last; ++j)
+                da[r * static_cast<std::size_t>(last) + static_cast<std::size_t>(j)] =
+                    dl[r] * wl[static_cast<std::size_t>(j)];
 
         // The hidden layers, last first; the input's gradient lands in da.
         for (std::size_t l = widths_.size() - 1; l > 0; --l) {
@@ -275,8 +291,11 @@ private:
                         tensor(grads, wt).data(), o);
             auto gbias = tensor(grads, wt + 1);
             for (std::size_t r = 0; r < n; ++r)
-                for (int j = 0; j < o; ++j) gbias[static_cast<std::size_t>(j)] += dz[r * static_cast<std::size_t>(o) + static_cast<std::size_t>(j)];
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b.rows, a, o, 1.0f, dz, o, tensor(params, wt).data(), o, 0.0f, da, a);
+                for (int j = 0; j < o; ++j)
+                    gbias[static_cast<std::size_t>(j)] +=
+                        dz[r * static_cast<std::size_t>(o) + static_cast<std::size_t>(j)];
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b.rows, a, o, 1.0f, dz, o, tensor(params, wt).data(),
+                        o, 0.0f, da, a);
         }
 
         // The deep rows: each occurrence gets its field's share of the input's
@@ -305,10 +324,10 @@ private:
     }
 
     wide_deep_config c_;
-    std::vector<int> widths_;                   // the deep input, then each hidden layer
+    std::vector<int> widths_;                    // the deep input, then each hidden layer
     std::vector<std::vector<float>> pre_, act_;  // per width: before and after ReLU (act_[0]: the input)
     std::vector<float> delta_a_, delta_z_, wide_, logit_, dlogit_;
-    std::vector<float> fm_sum_;                 // fm: each example's sum of its fields' embeddings
+    std::vector<float> fm_sum_;  // fm: each example's sum of its fields' embeddings
 };
 
 }  // namespace

@@ -32,16 +32,16 @@ bag_combiner parse_bag_combiner(const std::string& name);
 // same keys, so one set of unique keys serves them all).
 struct sparse_batch {
     int rows = 0;
-    int fields = 0;                        // categorical fields per example
-    int numeric = 0;                       // numeric features per example
-    std::span<const float> labels;         // rows, 0 or 1
-    std::span<const float> features;       // rows x numeric
+    int fields = 0;                   // categorical fields per example
+    int numeric = 0;                  // numeric features per example
+    std::span<const float> labels;    // rows, 0 or 1
+    std::span<const float> features;  // rows x numeric
     // Example r's field f holds the ids at places[bag_begin[r * fields + f]
     // .. bag_begin[r * fields + f + 1]); an empty bag embeds as zeros.
     std::span<const std::uint32_t> bag_begin;  // rows * fields + 1
     // Each id's index into the batch's unique keys (the rows pulled).
     std::span<const std::uint32_t> places;
-    std::size_t unique = 0;                // unique keys in the batch
+    std::size_t unique = 0;  // unique keys in the batch
 };
 
 class ctr_model : public tensor_model {
@@ -60,8 +60,8 @@ public:
                                            std::span<const std::span<float>> row_grads) = 0;
 
     // The click probability of each example into probabilities (b.rows).
-    virtual void predict(std::span<const float> params, const sparse_batch& b, std::span<const std::span<const float>> rows,
-                         std::span<float> probabilities) = 0;
+    virtual void predict(std::span<const float> params, const sparse_batch& b,
+                         std::span<const std::span<const float>> rows, std::span<float> probabilities) = 0;
 
 protected:
     std::vector<table_spec> tables_;

@@ -33,7 +33,8 @@ public:
             act_.emplace_back(be_, max_rows_ * static_cast<std::size_t>(widths_[l]));
             pre_.emplace_back(be_, max_rows_ * static_cast<std::size_t>(widths_[l]));
         }
-        delta_a_ = device_array<float>(be_, max_rows_ * static_cast<std::size_t>(*std::max_element(widths_.begin(), widths_.end())));
+        delta_a_ = device_array<float>(
+            be_, max_rows_ * static_cast<std::size_t>(*std::max_element(widths_.begin(), widths_.end())));
         delta_z_ = device_array<float>(be_, delta_a_.size());
         labels_ = device_array<std::int32_t>(be_, max_rows_);
         staging_ = std::make_unique<device_staging>(be_, max_rows_, static_cast<std::size_t>(inputs), num_params());
@@ -57,8 +58,8 @@ public:
         }
     }
 
-    batch_result compute_gradients(std::span<const float> params, const data::dataset& d, std::span<const std::uint32_t> rows,
-                                   std::span<float> grads) override
+    batch_result compute_gradients(std::span<const float> params, const data::dataset& d,
+                                   std::span<const std::uint32_t> rows, std::span<float> grads) override
     {
         const int n = static_cast<int>(rows.size());
         check_rows(d, rows.size());
@@ -99,8 +100,10 @@ private:
     void check_rows(const data::dataset& d, std::size_t n) const
     {
         if (d.cols != static_cast<std::size_t>(widths_.front()))
-            throw error(fmt::format("the data has {} features per example but the model takes {}", d.cols, widths_.front()));
-        if (n > max_rows_) throw error(fmt::format("batch of {} rows is larger than the model's workspace ({})", n, max_rows_));
+            throw error(
+                fmt::format("the data has {} features per example but the model takes {}", d.cols, widths_.front()));
+        if (n > max_rows_)
+            throw error(fmt::format("batch of {} rows is larger than the model's workspace ({})", n, max_rows_));
     }
 
     void forward(const float* p, int n)
@@ -123,8 +126,8 @@ private:
             const auto& w = tensors_[2 * l];
             const auto& b = tensors_[2 * l + 1];
             float* dx = l > 0 ? delta_a_.get() : nullptr;
-            be_.linear_backward(act_[l].get(), p + w.offset, delta_z_.get(), dx, g + w.offset, g + b.offset, n, widths_[l],
-                                widths_[l + 1]);
+            be_.linear_backward(act_[l].get(), p + w.offset, delta_z_.get(), dx, g + w.offset, g + b.offset, n,
+                                widths_[l], widths_[l + 1]);
             if (l > 0) be_.relu_backward(pre_[l].get(), delta_a_.get(), delta_z_.get(), std::size_t(n) * widths_[l]);
         }
     }
@@ -157,10 +160,13 @@ public:
 
     std::string describe() const override { return "linear"; }
     bool is_classifier() const override { return false; }
-    void initialize(std::span<float> params, std::uint64_t seed) const override { truncated_normal(params, 1.0f, seed); }
+    void initialize(std::span<float> params, std::uint64_t seed) const override
+    {
+        truncated_normal(params, 1.0f, seed);
+    }
 
-    batch_result compute_gradients(std::span<const float> params, const data::dataset& d, std::span<const std::uint32_t> rows,
-                                   std::span<float> grads) override
+    batch_result compute_gradients(std::span<const float> params, const data::dataset& d,
+                                   std::span<const std::uint32_t> rows, std::span<float> grads) override
     {
         const int n = static_cast<int>(rows.size());
         stage(d, rows);
@@ -194,7 +200,8 @@ public:
 private:
     void stage(const data::dataset& d, std::span<const std::uint32_t> rows)
     {
-        if (d.cols != 1 || d.targets.size() != d.rows) throw error("the linear model needs one feature and a target per example");
+        if (d.cols != 1 || d.targets.size() != d.rows)
+            throw error("the linear model needs one feature and a target per example");
         for (std::size_t i = 0; i < rows.size(); ++i) {
             host_x_[i] = d.features[rows[i]];
             host_t_[i] = d.targets[rows[i]];
@@ -214,7 +221,8 @@ private:
 std::unique_ptr<model> make_mlp(compute::backend& be, int inputs, const std::vector<int>& hidden, int classes,
                                 std::size_t max_batch)
 {
-    if (inputs < 1 || classes < 2) throw error(fmt::format("an MLP needs inputs and at least 2 classes ({} -> {})", inputs, classes));
+    if (inputs < 1 || classes < 2)
+        throw error(fmt::format("an MLP needs inputs and at least 2 classes ({} -> {})", inputs, classes));
     return std::make_unique<mlp>(be, inputs, hidden, classes, max_batch);
 }
 

@@ -23,7 +23,8 @@ void tensor_model::add_tensor(std::string name, std::vector<int> shape)
     tensors_.push_back(std::move(t));
 }
 
-device_staging::device_staging(compute::backend& be, std::size_t max_rows, std::size_t cols, std::size_t num_params) : be_(be)
+device_staging::device_staging(compute::backend& be, std::size_t max_rows, std::size_t cols, std::size_t num_params)
+    : be_(be)
 {
     if (be_.host_memory()) return;
     params_ = compute::device_array<float>(be_, num_params);
@@ -66,7 +67,8 @@ std::vector<int> parse_hidden_units(const std::string& text)
     for (std::string_view item : split(text, ',')) {
         auto v = parse_count(item, 1, 1 << 16);
         if (!v)
-            throw error(fmt::format("--hidden-units {}: '{}' is not a layer width: give a comma list of whole numbers from 1 to 65536, e.g. 256,128",
+            throw error(fmt::format("--hidden-units {}: '{}' is not a layer width: give a comma list of whole numbers "
+                                    "from 1 to 65536, e.g. 256,128",
                                     text, item));
         units.push_back(static_cast<int>(*v));
     }

@@ -16,10 +16,10 @@
 namespace pstrain::model {
 
 struct tensor_spec {
-    std::string name;           // "hidden_0/weights"
-    std::vector<int> shape;     // {784, 100}
-    std::size_t offset = 0;     // into the flat vector
-    std::size_t size = 0;       // elements
+    std::string name;        // "hidden_0/weights"
+    std::vector<int> shape;  // {784, 100}
+    std::size_t offset = 0;  // into the flat vector
+    std::size_t size = 0;    // elements
     // A moving average (a batch normalization's moving mean or variance):
     // the PS runs no optimizer on it but adds what the worker pushes, the
     // step toward the batch's statistic (client_config::tensor_kinds).
@@ -28,13 +28,13 @@ struct tensor_spec {
 
 // One training batch's outcome.
 struct batch_result {
-    double loss = 0;           // mean over the batch
-    double accuracy = 0;       // fraction classified right; 0 for regression
+    double loss = 0;      // mean over the batch
+    double accuracy = 0;  // fraction classified right; 0 for regression
 };
 
 struct eval_result {
-    double accuracy = 0;       // classification; 0 for regression
-    double loss = 0;           // mean cross-entropy, or mean squared error
+    double accuracy = 0;  // classification; 0 for regression
+    double loss = 0;      // mean cross-entropy, or mean squared error
     std::size_t examples = 0;
 };
 
@@ -61,12 +61,11 @@ protected:
 // A model of dense examples (data::dataset rows).
 class model : public tensor_model {
 public:
-
     // Mean loss (and accuracy) over the batch rows of `d`; writes the
     // gradient of the mean loss into `grads` (host, num_params()).
     // Allocates nothing.
     virtual batch_result compute_gradients(std::span<const float> params, const data::dataset& d,
-                                     std::span<const std::uint32_t> rows, std::span<float> grads) = 0;
+                                           std::span<const std::uint32_t> rows, std::span<float> grads) = 0;
 
     virtual eval_result evaluate(std::span<const float> params, const data::dataset& d) = 0;
 };
@@ -111,8 +110,8 @@ std::unique_ptr<model> make_linear(compute::backend& be, std::size_t max_batch);
 // without cuDNN refuses).  `input` is the data's shape (data_shape), `seed`
 // draws the dropout masks.  Throws pstrain::error naming the layer whose
 // shapes do not fit, or the device it cannot run on.
-std::unique_ptr<model> make_sequential(compute::backend& be, const model_spec& spec, const tensor_shape& input, int classes,
-                                       std::size_t max_batch, std::uint64_t seed);
+std::unique_ptr<model> make_sequential(compute::backend& be, const model_spec& spec, const tensor_shape& input,
+                                       int classes, std::size_t max_batch, std::uint64_t seed);
 
 // The shape of one example of `d`: an image when the data know it, else flat.
 tensor_shape data_shape(const data::dataset& d);

@@ -33,24 +33,25 @@ struct step {
     compute::window2d window;
     std::unique_ptr<compute::conv2d> conv;  // conv2d
     std::unique_ptr<compute::pool2d> pool;  // maxpool, avgpool
-    device_array<float> mask;           // dropout
-    device_array<float> stats;          // batchnorm: the batch's mean, variance and 1 / std, `groups` each
-    int groups = 0, inner = 0;          // batchnorm: channels (or features) and the values of each per example
-    float* output = nullptr;            // max_rows x out.size()
+    device_array<float> mask;               // dropout
+    device_array<float> stats;              // batchnorm: the batch's mean, variance and 1 / std, `groups` each
+    int groups = 0, inner = 0;              // batchnorm: channels (or features) and the values of each per example
+    float* output = nullptr;                // max_rows x out.size()
 };
 
 compute::activation to_compute(activation_kind a)
 {
-    return a == activation_kind::tanh ? compute::activation::tanh
+    return a == activation_kind::tanh      ? compute::activation::tanh
            : a == activation_kind::sigmoid ? compute::activation::sigmoid
                                            : compute::activation::relu;
 }
 
 class sequential final : public model {
 public:
-    sequential(compute::backend& be, model_spec spec, tensor_shape input, int classes, std::size_t max_batch, std::uint64_t seed)
-        : be_(be), spec_(std::move(spec)), input_(input), classes_(classes), max_rows_(std::max<std::size_t>(max_batch, 1)),
-          seed_(seed), kernels_(be_.make_layer_kernels())
+    sequential(compute::backend& be, model_spec spec, tensor_shape input, int classes, std::size_t max_batch,
+               std::uint64_t seed)
+        : be_(be), spec_(std::move(spec)), input_(input), classes_(classes),
+          max_rows_(std::max<std::size_t>(max_batch, 1)), seed_(seed), kernels_(be_.make_layer_kernels())
     {
         auto shapes = infer_shapes(spec_, input_, classes_);
         const std::size_t count = spec_.layers.size();
@@ -64,7 +65,8 @@ public:
             s.in = i == 0 ? input_ : shapes[i - 1];
             s.out = shapes[i];
             widest = std::max(widest, s.out.size());
-            const std::string scope = fmt::format("layer_{}_{}", i + 1, s.spec.text().substr(0, s.spec.text().find(':')));
+            const std::string scope =
+                fmt::format("layer_{}_{}", i + 1, s.spec.text().substr(0, s.spec.text().find(':')));
             switch (s.spec.kind) {
             case layer_kind::dense:
                 s.weights = tensors_.size();
@@ -84,8 +86,7 @@ public:
                     s.conv = kernels_->make_conv2d(s.window, s.spec.units, static_cast<int>(max_rows_));
                 else if (s.spec.kind == layer_kind::maxpool)
                     s.pool = kernels_->make_maxpool(s.window, static_cast<int>(max_rows_));
-                else
-                    s.pool = kernels_->make_avgpool(s.window, static_cast<int>(max_rows_));
+                else s.pool = kernels_->make_avgpool(s.window, static_cast<int>(max_rows_));
                 break;
             case layer_kind::dropout: s.mask = device_array<float>(be_, max_rows_ * s.out.size()); break;
             case layer_kind::batchnorm:
@@ -114,7 +115,8 @@ public:
         if (num_params() == 0)
             throw error(fmt::format("--model {}: no layer has parameters: add a dense or conv2d layer", spec_.text()));
         // Softmax before cross-entropy is part of the loss.
-        fused_softmax_ = spec_.loss == loss_kind::softmax_cross_entropy && steps_.back().spec.kind == layer_kind::softmax;
+        fused_softmax_ =
+            spec_.loss == loss_kind::softmax_cross_entropy && steps_.back().spec.kind == layer_kind::softmax;
         first_weighted_ = 0;
         while (steps_[first_weighted_].weights == no_tensor) ++first_weighted_;
         dy_ = device_array<float>(be_, max_rows_ * widest);
@@ -158,8 +160,8 @@ public:
         }
     }
 
-    batch_result compute_gradients(std::span<const float> params, const data::dataset& d, std::span<const std::uint32_t> rows,
-                                   std::span<float> grads) override
+    batch_result compute_gradients(std::span<const float> params, const data::dataset& d,
+                                   std::span<const std::uint32_t> rows, std::span<float> grads) override
     {
         const int n = static_cast<int>(rows.size());
         check_rows(d, rows.size());
@@ -200,8 +202,10 @@ private:
     void check_rows(const data::dataset& d, std::size_t n) const
     {
         if (d.cols != input_.size())
-            throw error(fmt::format("the data has {} features per example but the model takes {}", d.cols, input_.text()));
-        if (n > max_rows_) throw error(fmt::format("batch of {} rows is larger than the model's workspace ({})", n, max_rows_));
+            throw error(
+                fmt::format("the data has {} features per example but the model takes {}", d.cols, input_.text()));
+        if (n > max_rows_)
+            throw error(fmt::format("batch of {} rows is larger than the model's workspace ({})", n, max_rows_));
     }
 
     void forward(const float* p, int n, bool training)
@@ -229,12 +233,13 @@ private:
                 if (training && s.spec.rate > 0)
                     kernels_->dropout_forward(x, s.output, s.mask.get(), count, s.spec.rate,
                                               seed_ ^ (0x9e3779b97f4a7c15ull * ++dropout_draws_));
-                else
-                    kernels_->copy(s.output, x, count);
+                else kernels_->copy(s.output, x, count);
                 break;
             case layer_kind::relu: kernels_->activation_forward(compute::activation::relu, x, s.output, count); break;
             case layer_kind::tanh: kernels_->activation_forward(compute::activation::tanh, x, s.output, count); break;
-            case layer_kind::sigmoid: kernels_->activation_forward(compute::activation::sigmoid, x, s.output, count); break;
+            case layer_kind::sigmoid:
+                kernels_->activation_forward(compute::activation::sigmoid, x, s.output, count);
+                break;
             case layer_kind::softmax: kernels_->softmax_forward(x, s.output, n, static_cast<int>(s.out.size())); break;
             case layer_kind::batchnorm: {
                 const float* gamma = p + tensors_[s.weights].offset;
@@ -265,7 +270,8 @@ private:
         const float* out = !fused_softmax_      ? steps_.back().output
                            : steps_.size() >= 2 ? steps_[steps_.size() - 2].output
                                                 : input_buffer_.get();
-        if (spec_.loss == loss_kind::mean_squared_error) return kernels_->mse_onehot(out, labels_.get(), dy, n, classes_);
+        if (spec_.loss == loss_kind::mean_squared_error)
+            return kernels_->mse_onehot(out, labels_.get(), dy, n, classes_);
         return be_.softmax_xent(out, labels_.get(), dy, n, classes_);
     }
 
@@ -297,13 +303,15 @@ private:
             case layer_kind::maxpool:
             case layer_kind::avgpool: s.pool->backward(x, s.output, dy, dx, n); break;
             case layer_kind::dropout:
-                if (s.spec.rate > 0)
-                    kernels_->dropout_backward(dy, s.mask.get(), dx, count);
-                else
-                    kernels_->copy(dx, dy, count);
+                if (s.spec.rate > 0) kernels_->dropout_backward(dy, s.mask.get(), dx, count);
+                else kernels_->copy(dx, dy, count);
                 break;
-            case layer_kind::relu: kernels_->activation_backward(compute::activation::relu, s.output, dy, dx, count); break;
-            case layer_kind::tanh: kernels_->activation_backward(compute::activation::tanh, s.output, dy, dx, count); break;
+            case layer_kind::relu:
+                kernels_->activation_backward(compute::activation::relu, s.output, dy, dx, count);
+                break;
+            case layer_kind::tanh:
+                kernels_->activation_backward(compute::activation::tanh, s.output, dy, dx, count);
+                break;
             case layer_kind::sigmoid:
                 kernels_->activation_backward(compute::activation::sigmoid, s.output, dy, dx, count);
                 break;
@@ -314,11 +322,12 @@ private:
                 const auto &tg = tensors_[s.weights], &tb = tensors_[s.weights + 1], &tm = tensors_[s.weights + 2],
                            &tv = tensors_[s.weights + 3];
                 const float* st = s.stats.get();
-                kernels_->batchnorm_backward(x, p + tg.offset, st, st + 2 * s.groups, dy, need_dx ? dx : nullptr, g + tg.offset,
-                                             g + tb.offset, n, s.groups, s.inner, batchnorm_epsilon);
+                kernels_->batchnorm_backward(x, p + tg.offset, st, st + 2 * s.groups, dy, need_dx ? dx : nullptr,
+                                             g + tg.offset, g + tb.offset, n, s.groups, s.inner, batchnorm_epsilon);
                 // The moving averages' "gradients" are their steps toward this batch's statistics.
                 kernels_->moving_average_delta(st, p + tm.offset, g + tm.offset, s.groups, batchnorm_momentum);
-                kernels_->moving_average_delta(st + s.groups, p + tv.offset, g + tv.offset, s.groups, batchnorm_momentum);
+                kernels_->moving_average_delta(st + s.groups, p + tv.offset, g + tv.offset, s.groups,
+                                               batchnorm_momentum);
                 break;
             }
             case layer_kind::input:
@@ -347,8 +356,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<model> make_sequential(compute::backend& be, const model_spec& spec, const tensor_shape& input, int classes,
-                                       std::size_t max_batch, std::uint64_t seed)
+std::unique_ptr<model> make_sequential(compute::backend& be, const model_spec& spec, const tensor_shape& input,
+                                       int classes, std::size_t max_batch, std::uint64_t seed)
 {
     return std::make_unique<sequential>(be, spec, input, classes, max_batch, seed);
 }

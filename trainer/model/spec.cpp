@@ -114,11 +114,15 @@ layer_spec parse_layer(std::string_view item, std::size_t position)
 {
     auto fields = split(item, ':');
     auto kind = kind_named(fields[0]);
-    if (!kind) bad_layer(position, item, fmt::format("no layer '{}'", fields[0]), fmt::format("accepted: {}", all_layers).c_str());
+    if (!kind)
+        bad_layer(position, item, fmt::format("no layer '{}'", fields[0]),
+                  fmt::format("accepted: {}", all_layers).c_str());
     layer_spec l;
     l.kind = *kind;
     const char* accepted = usage(l.kind);
-    auto fail = [&](std::string_view why) { bad_layer(position, item, why, fmt::format("accepted: {}", accepted).c_str()); };
+    auto fail = [&](std::string_view why) {
+        bad_layer(position, item, why, fmt::format("accepted: {}", accepted).c_str());
+    };
     std::size_t positional = 0;
     switch (l.kind) {
     case layer_kind::input: {
@@ -126,7 +130,8 @@ layer_spec parse_layer(std::string_view item, std::size_t position)
         if (dims.size() != 3) fail("give channels x height x width");
         std::optional<std::int64_t> v[3];
         for (int i = 0; i < 3; ++i)
-            if (!(v[i] = parse_count(dims[i], 1, max_size))) fail(fmt::format("'{}' is not a size from 1 to {}", dims[i], max_size));
+            if (!(v[i] = parse_count(dims[i], 1, max_size)))
+                fail(fmt::format("'{}' is not a size from 1 to {}", dims[i], max_size));
         l.channels = static_cast<int>(*v[0]);
         l.height = static_cast<int>(*v[1]);
         l.width = static_cast<int>(*v[2]);
@@ -135,7 +140,10 @@ layer_spec parse_layer(std::string_view item, std::size_t position)
     case layer_kind::dense: positional = 1; break;
     case layer_kind::conv2d: positional = 2; break;
     case layer_kind::maxpool:
-    case layer_kind::avgpool: positional = 1; l.same = false; break;
+    case layer_kind::avgpool:
+        positional = 1;
+        l.same = false;
+        break;
     case layer_kind::dropout: positional = 1; break;
     default:
         if (fields.size() != 1) fail("takes no arguments");
@@ -159,11 +167,13 @@ layer_spec parse_layer(std::string_view item, std::size_t position)
         l.sw = l.kw;
         break;
     case layer_kind::dropout:
-        if (fields.size() != 2 || !parse_rate(fields[1], l.rate)) fail(fmt::format("'{}' is not a rate", fields.back()));
+        if (fields.size() != 2 || !parse_rate(fields[1], l.rate))
+            fail(fmt::format("'{}' is not a rate", fields.back()));
         return l;
     default: break;
     }
-    const bool windowed = l.kind == layer_kind::conv2d || l.kind == layer_kind::maxpool || l.kind == layer_kind::avgpool;
+    const bool windowed =
+        l.kind == layer_kind::conv2d || l.kind == layer_kind::maxpool || l.kind == layer_kind::avgpool;
     const bool weighted = l.kind == layer_kind::conv2d || l.kind == layer_kind::dense;
     for (std::size_t i = positional + 1; i < fields.size(); ++i) {
         std::string_view f = fields[i];
@@ -174,7 +184,9 @@ layer_spec parse_layer(std::string_view item, std::size_t position)
         } else if (weighted && (f == "glorot" || f == "he")) {
             l.init = f == "he" ? init_kind::he : init_kind::glorot;
         } else if (weighted && (f == "relu" || f == "tanh" || f == "sigmoid")) {
-            l.activation = f == "relu" ? activation_kind::relu : f == "tanh" ? activation_kind::tanh : activation_kind::sigmoid;
+            l.activation = f == "relu"   ? activation_kind::relu
+                           : f == "tanh" ? activation_kind::tanh
+                                         : activation_kind::sigmoid;
         } else {
             fail(fmt::format("unknown option '{}'", f));
         }
@@ -185,7 +197,8 @@ layer_spec parse_layer(std::string_view item, std::size_t position)
 void check_structure(const model_spec& s, const std::string& where)
 {
     if (s.layers.empty()) throw error(fmt::format("{}: no layers: give at least one, e.g. dense:10", where));
-    if (s.layers.size() > max_layers) throw error(fmt::format("{}: {} layers, at most {}", where, s.layers.size(), max_layers));
+    if (s.layers.size() > max_layers)
+        throw error(fmt::format("{}: {} layers, at most {}", where, s.layers.size(), max_layers));
     for (std::size_t i = 1; i < s.layers.size(); ++i)
         if (s.layers[i].kind == layer_kind::input)
             throw error(fmt::format("{}: layer {} 'input:...': input may only be the first layer", where, i + 1));
@@ -238,7 +251,8 @@ std::string preset_spec(std::string_view name)
     // LeNet-5 on 28x28 images: the first convolution pads to keep 28x28 (as
     // LeCun's 32x32 input did), then 5x5 valid convolutions, average pooling, tanh.
     if (name == "lenet5")
-        return "conv2d:6:5x5:tanh,avgpool:2,conv2d:16:5x5:valid:tanh,avgpool:2,flatten,dense:120:tanh,dense:84:tanh,dense:10";
+        return "conv2d:6:5x5:tanh,avgpool:2,conv2d:16:5x5:valid:tanh,avgpool:2,flatten,dense:120:tanh,dense:84:tanh,"
+               "dense:10";
     // The classic distributed-TensorFlow MNIST model (the Estimator tutorial's cnn_model_fn).
     if (name == "cnn")
         return "conv2d:32:5x5:relu,maxpool:2,conv2d:64:5x5:relu,maxpool:2,flatten,dense:1024:relu,dropout:0.4,dense:10";
@@ -257,7 +271,9 @@ model_spec parse_model_spec(std::string_view text)
         if (item.starts_with("loss:")) {
             if (item == "loss:xent") s.loss = loss_kind::softmax_cross_entropy;
             else if (item == "loss:mse") s.loss = loss_kind::mean_squared_error;
-            else bad_layer(position, item, "no such loss", "accepted: loss:xent (softmax cross-entropy) or loss:mse (mean squared error)");
+            else
+                bad_layer(position, item, "no such loss",
+                          "accepted: loss:xent (softmax cross-entropy) or loss:mse (mean squared error)");
             if (have_loss) bad_layer(position, item, "a second loss", "give one loss, last");
             have_loss = true;
             continue;
@@ -291,8 +307,8 @@ model_spec parse_model_json(std::string_view json_text, const std::string& file)
         if (!in.is_array() || in.size() != 3 || !in[0].is_number_integer() || !in[1].is_number_integer() ||
             !in[2].is_number_integer())
             throw error(fmt::format("{}: \"input\" must be [channels, height, width]", where));
-        s.layers.push_back(parse_layer(fmt::format("input:{}x{}x{}", in[0].get<std::int64_t>(), in[1].get<std::int64_t>(),
-                                                   in[2].get<std::int64_t>()),
+        s.layers.push_back(parse_layer(fmt::format("input:{}x{}x{}", in[0].get<std::int64_t>(),
+                                                   in[1].get<std::int64_t>(), in[2].get<std::int64_t>()),
                                        ++position));
     }
     for (const auto& l : j["layers"]) {
@@ -305,7 +321,8 @@ model_spec parse_model_json(std::string_view json_text, const std::string& file)
             // is written as its spec text and parsed as one.
             item = l["type"].get<std::string>();
             auto number = [&](const char* key) {
-                if (!l[key].is_number()) throw error(fmt::format("{}: layer {}: \"{}\" must be a number", where, position, key));
+                if (!l[key].is_number())
+                    throw error(fmt::format("{}: layer {}: \"{}\" must be a number", where, position, key));
                 return l[key].dump();
             };
             auto size = [&](const char* key) {
@@ -313,16 +330,19 @@ model_spec parse_model_json(std::string_view json_text, const std::string& file)
                 if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer())
                     return fmt::format("{}x{}", v[0].get<std::int64_t>(), v[1].get<std::int64_t>());
                 if (v.is_number_integer()) return v.dump();
-                throw error(fmt::format("{}: layer {}: \"{}\" must be a whole number or [height, width]", where, position, key));
+                throw error(fmt::format("{}: layer {}: \"{}\" must be a whole number or [height, width]", where,
+                                        position, key));
             };
             for (const auto& [key, value] : l.items()) {
                 if (key == "type") continue;
-                const bool known = key == "units" || key == "filters" || key == "kernel" || key == "size" || key == "stride" ||
-                                   key == "padding" || key == "init" || key == "activation" || key == "rate";
+                const bool known = key == "units" || key == "filters" || key == "kernel" || key == "size" ||
+                                   key == "stride" || key == "padding" || key == "init" || key == "activation" ||
+                                   key == "rate";
                 if (!known)
-                    throw error(fmt::format("{}: layer {} ({}): unknown key \"{}\": accepted: units, filters, kernel, size, "
-                                            "stride, padding, init, activation, rate",
-                                            where, position, item, key));
+                    throw error(
+                        fmt::format("{}: layer {} ({}): unknown key \"{}\": accepted: units, filters, kernel, size, "
+                                    "stride, padding, init, activation, rate",
+                                    where, position, item, key));
                 if (!value.is_string() && (key == "padding" || key == "init" || key == "activation"))
                     throw error(fmt::format("{}: layer {}: \"{}\" must be a string", where, position, key));
             }
@@ -335,8 +355,8 @@ model_spec parse_model_json(std::string_view json_text, const std::string& file)
             for (const char* key : {"padding", "init", "activation"})
                 if (l.contains(key)) item += ":" + l[key].get<std::string>();
         } else {
-            throw error(fmt::format("{}: layer {}: give a spec string (\"conv2d:32:5x5\") or an object with \"type\"", where,
-                                    position));
+            throw error(fmt::format("{}: layer {}: give a spec string (\"conv2d:32:5x5\") or an object with \"type\"",
+                                    where, position));
         }
         try {
             if (item.starts_with("loss:")) throw error("a loss is the file's \"loss\" key");
@@ -351,7 +371,9 @@ model_spec parse_model_json(std::string_view json_text, const std::string& file)
         const auto& loss = j["loss"];
         if (loss == "softmax_cross_entropy" || loss == "xent") s.loss = loss_kind::softmax_cross_entropy;
         else if (loss == "mean_squared_error" || loss == "mse") s.loss = loss_kind::mean_squared_error;
-        else throw error(fmt::format("{}: \"loss\": {}: accepted: \"softmax_cross_entropy\" or \"mean_squared_error\"", where, loss.dump()));
+        else
+            throw error(fmt::format("{}: \"loss\": {}: accepted: \"softmax_cross_entropy\" or \"mean_squared_error\"",
+                                    where, loss.dump()));
     }
     check_structure(s, where);
     return s;
@@ -383,7 +405,9 @@ namespace {
 // dense layer: what a spec that mixes them up most likely meant.
 std::string reordered(const model_spec& spec)
 {
-    const auto two_d = [](layer_kind k) { return k == layer_kind::conv2d || k == layer_kind::maxpool || k == layer_kind::avgpool; };
+    const auto two_d = [](layer_kind k) {
+        return k == layer_kind::conv2d || k == layer_kind::maxpool || k == layer_kind::avgpool;
+    };
     const auto flat = [](layer_kind k) { return k == layer_kind::flatten || k == layer_kind::dense; };
     std::vector<const layer_spec*> front, back;
     bool seen_flat = false, in_two_d = false;
@@ -414,29 +438,34 @@ std::vector<tensor_shape> infer_shapes(const model_spec& spec, const tensor_shap
         ++position;
         auto fail = [&](const std::string& why) {
             throw error(fmt::format("--model: layer {} '{}' takes {} input: {}", position, l.text(),
-                                    cur.image ? cur.text() : fmt::format("flat rows of {} values as", cur.size()), why));
+                                    cur.image ? cur.text() : fmt::format("flat rows of {} values as", cur.size()),
+                                    why));
         };
         switch (l.kind) {
         case layer_kind::input:
             if (l.channels * std::size_t(l.height) * l.width != cur.size())
-                fail(fmt::format("{} values do not make {} images: fix input: to match the data", cur.size(), l.text().substr(6)));
+                fail(fmt::format("{} values do not make {} images: fix input: to match the data", cur.size(),
+                                 l.text().substr(6)));
             cur = {true, l.channels, l.height, l.width};
             break;
         case layer_kind::conv2d:
         case layer_kind::maxpool:
         case layer_kind::avgpool: {
             if (!cur.image && flat_at > 0)
-                throw error(fmt::format("--model: layer {} '{}' comes after layer {} '{}': 2-D layers (conv2d, maxpool, avgpool) "
-                                        "must come before flatten and dense: reorder them, e.g. --model '{}'",
-                                        position, l.text(), flat_at, spec.layers[flat_at - 1].text(), reordered(spec)));
+                throw error(fmt::format(
+                    "--model: layer {} '{}' comes after layer {} '{}': 2-D layers (conv2d, maxpool, avgpool) "
+                    "must come before flatten and dense: reorder them, e.g. --model '{}'",
+                    position, l.text(), flat_at, spec.layers[flat_at - 1].text(), reordered(spec)));
             if (!cur.image)
-                throw error(fmt::format("--model: layer {} '{}' needs images (channels x height x width) but the data gives flat "
-                                        "rows of {} values: start the spec with input:CxHxW, or use IDX image files",
-                                        position, l.text(), cur.size()));
+                throw error(fmt::format(
+                    "--model: layer {} '{}' needs images (channels x height x width) but the data gives flat "
+                    "rows of {} values: start the spec with input:CxHxW, or use IDX image files",
+                    position, l.text(), cur.size()));
             compute::window2d w{cur.channels, cur.height, cur.width, l.kh, l.kw, l.sh, l.sw};
             if (!compute::resolve_padding(w, l.same))
-                fail(fmt::format("the {}x{} window is larger than the {}x{} image: use a smaller window or :same padding", l.kh,
-                                 l.kw, cur.height, cur.width));
+                fail(fmt::format(
+                    "the {}x{} window is larger than the {}x{} image: use a smaller window or :same padding", l.kh,
+                    l.kw, cur.height, cur.width));
             cur = {true, l.kind == layer_kind::conv2d ? l.units : cur.channels, w.out_h, w.out_w};
             break;
         }
@@ -444,7 +473,8 @@ std::vector<tensor_shape> infer_shapes(const model_spec& spec, const tensor_shap
         case layer_kind::dense:
             if (flat_at == 0) flat_at = position;
             cur = {false, static_cast<int>(l.kind == layer_kind::dense ? l.units : cur.size()), 1, 1};
-            if (l.kind == layer_kind::flatten && cur.size() > (std::size_t(1) << 28)) fail("more than 2^28 values per example");
+            if (l.kind == layer_kind::flatten && cur.size() > (std::size_t(1) << 28))
+                fail("more than 2^28 values per example");
             break;
         default: break;
         }
@@ -452,8 +482,9 @@ std::vector<tensor_shape> infer_shapes(const model_spec& spec, const tensor_shap
     }
     const auto& last = spec.layers.back();
     if (cur.image || cur.size() != static_cast<std::size_t>(classes))
-        throw error(fmt::format("--model: the last layer {} '{}' outputs {} values but the data has {} classes: end with dense:{}",
-                                spec.layers.size(), last.text(), cur.text(), classes, classes));
+        throw error(fmt::format(
+            "--model: the last layer {} '{}' outputs {} values but the data has {} classes: end with dense:{}",
+            spec.layers.size(), last.text(), cur.text(), classes, classes));
     std::size_t total = 0;
     tensor_shape in = input;
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
@@ -478,8 +509,8 @@ std::string summary(const model_spec& spec, const tensor_shape& input, int class
         s += fmt::format("{:<4} {:<44} {:>14} {:>12}\n", i + 1, spec.layers[i].text(), shapes[i].text(), n);
         in = shapes[i];
     }
-    s += fmt::format("loss: {}\n", spec.loss == loss_kind::mean_squared_error ? "mean squared error"
-                                                                             : "softmax cross-entropy");
+    s += fmt::format("loss: {}\n",
+                     spec.loss == loss_kind::mean_squared_error ? "mean squared error" : "softmax cross-entropy");
     s += fmt::format("total parameters: {} ({:.1f} MB of float32)\n", total, total * 4 / 1e6);
     return s;
 }

@@ -11,18 +11,31 @@
 
 namespace pstrain::model {
 
-enum class layer_kind { input, dense, conv2d, maxpool, avgpool, dropout, flatten, relu, tanh, sigmoid, softmax, batchnorm };
+enum class layer_kind {
+    input,
+    dense,
+    conv2d,
+    maxpool,
+    avgpool,
+    dropout,
+    flatten,
+    relu,
+    tanh,
+    sigmoid,
+    softmax,
+    batchnorm
+};
 enum class init_kind { glorot, he };
 enum class activation_kind { none, relu, tanh, sigmoid };
 enum class loss_kind { softmax_cross_entropy, mean_squared_error };
 
 struct layer_spec {
     layer_kind kind = layer_kind::flatten;
-    int units = 0;                  // dense units, conv2d filters
-    int kh = 0, kw = 0;             // conv2d kernel, pool window
-    int sh = 1, sw = 1;             // strides (pools: the window by default)
-    bool same = true;               // padding: conv2d same by default, pools valid
-    float rate = 0;                 // dropout
+    int units = 0;                            // dense units, conv2d filters
+    int kh = 0, kw = 0;                       // conv2d kernel, pool window
+    int sh = 1, sw = 1;                       // strides (pools: the window by default)
+    bool same = true;                         // padding: conv2d same by default, pools valid
+    float rate = 0;                           // dropout
     int channels = 0, height = 0, width = 0;  // input
     init_kind init = init_kind::glorot;
     activation_kind activation = activation_kind::none;  // fused after dense/conv2d

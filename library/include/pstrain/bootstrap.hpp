@@ -17,10 +17,10 @@ namespace pstrain::ps {
 
 struct task_info {
     bool is_ps = false;
-    int index = 0;                 // within its role
+    int index = 0;  // within its role
     int num_ps = 0, num_workers = 0;
-    std::string name;              // "worker 1"
-    std::string source;            // where the role came from
+    std::string name;    // "worker 1"
+    std::string source;  // where the role came from
     bool is_chief() const { return !is_ps && index == 0; }
 };
 

@@ -41,9 +41,9 @@
 namespace pstrain::ps {
 
 struct client_config {
-    int index = 0;                  // this worker's index; worker 0 is the chief
+    int index = 0;  // this worker's index; worker 0 is the chief
     int num_workers = 1;
-    std::uint64_t num_params = 0;   // the flat vector's length
+    std::uint64_t num_params = 0;  // the flat vector's length
     // Tensor sizes, in order: tensor k is the k-th range of the flat vector.
     // Empty: one tensor, the whole vector.
     std::vector<std::uint64_t> tensor_sizes;
@@ -55,7 +55,7 @@ struct client_config {
     enum class tensor_kind : std::uint8_t { trainable, moving_average };
     std::vector<tensor_kind> tensor_kinds;
     std::chrono::seconds timeout{600};  // a PS that does not answer for this long is lost
-    bool share_memory = true;       // offer the buffers to PS tasks on this host
+    bool share_memory = true;           // offer the buffers to PS tasks on this host
     // How errors name worker i ("worker 1 (n2)"); default "worker i".
     std::vector<std::string> worker_names;
     // The embedding tables' dims, in the order of server_config::tables.
@@ -68,8 +68,8 @@ using ticket = std::uint64_t;
 struct snapshot_result {
     enum class status { taken, moved_on, failed };
     status outcome = status::failed;
-    std::uint64_t step = 0;         // taken: the step; moved_on: the PS's newer step
-    std::uint64_t bytes = 0;        // taken: the receipt of the server's snapshot hook
+    std::uint64_t step = 0;   // taken: the step; moved_on: the PS's newer step
+    std::uint64_t bytes = 0;  // taken: the receipt of the server's snapshot hook
     std::uint64_t checksum = 0;
 };
 
@@ -84,7 +84,7 @@ struct ps_stats {
         std::uint64_t staleness_sum = 0;  // over the applied gradients: PS step minus the gradient's step
         std::uint64_t staleness_max = 0;
     };
-    std::vector<worker> workers;       // in worker order
+    std::vector<worker> workers;  // in worker order
 };
 
 class client {

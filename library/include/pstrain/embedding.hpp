@@ -30,10 +30,10 @@ row_optimizer parse_row_optimizer(const std::string& name);
 std::string row_optimizer_name(row_optimizer o);
 
 struct embedding_config {
-    std::uint32_t dim = 16;                   // floats per embedding
+    std::uint32_t dim = 16;  // floats per embedding
     row_optimizer optimizer = row_optimizer::adagrad;
     float learning_rate = 0.05f;
-    float adagrad_initial = 0.1f;             // Adagrad's and FTRL's initial accumulator
+    float adagrad_initial = 0.1f;                         // Adagrad's and FTRL's initial accumulator
     float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // Adam
     float l1 = 0.0f, l2 = 0.0f, ftrl_beta = 0.0f;         // FTRL
     // New rows: uniform in [-init_range, init_range] from (seed, key).
@@ -93,7 +93,7 @@ public:
     std::size_t evict(std::uint64_t now);
 
     std::size_t rows() const;
-    std::uint64_t refused_rows() const;   // new keys refused by max_rows
+    std::uint64_t refused_rows() const;  // new keys refused by max_rows
     std::uint64_t evicted_rows() const;
     // Memory a row takes: its floats, its bookkeeping and its share of the
     // hash index at the index's present load.
@@ -130,6 +130,7 @@ std::size_t shard_of_key(std::uint64_t key, std::size_t num_ps);
 // A batch's keys without repeats, for one sparse pull and one push: the
 // unique keys in order of first appearance, and for each key of the batch
 // its place in `unique` (a worker sums a key's gradients there).
-void deduplicate(std::span<const std::uint64_t> keys, std::vector<std::uint64_t>& unique, std::vector<std::uint32_t>& place);
+void deduplicate(std::span<const std::uint64_t> keys, std::vector<std::uint64_t>& unique,
+                 std::vector<std::uint32_t>& place);
 
 }  // namespace pstrain::ps

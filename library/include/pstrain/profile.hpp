@@ -14,10 +14,10 @@ namespace pstrain::ps {
 
 struct time_profile {
     struct phase {
-        const char* name = "";        // "update"
-        const char* what = "";        // "the optimizer's update of the shard"
+        const char* name = "";  // "update"
+        const char* what = "";  // "the optimizer's update of the shard"
         std::chrono::nanoseconds time{0};
-        std::uint64_t entered = 0;    // how often the phase began
+        std::uint64_t entered = 0;  // how often the phase began
     };
     // In the order the client or server names them.  A client's first
     // phase is the time outside its calls (the program's own work, such

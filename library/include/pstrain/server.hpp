@@ -28,7 +28,7 @@
 namespace pstrain::ps {
 
 struct server_config {
-    int index = 0;                     // this PS of num_ps: its shard of make_partition(num_params, num_ps)
+    int index = 0;  // this PS of num_ps: its shard of make_partition(num_params, num_ps)
     int num_ps = 1;
     optimizer_config optimizer;
     bool sync = false;
@@ -57,14 +57,14 @@ struct server_config {
 
 // The shard as it is at a snapshot, for the snapshot hook.
 struct shard_snapshot {
-    std::uint64_t step = 0;            // the chief's step that names the snapshot
+    std::uint64_t step = 0;  // the chief's step that names the snapshot
     int index = 0, num_ps = 1;
     shard_range range;
     std::uint64_t num_params = 0;
     optimizer_kind optimizer = optimizer_kind::sgd;
     std::span<const float> values;
-    std::span<const float> state;      // optimizer state, slot after slot
-    std::uint64_t updates = 0;         // updates applied (Adam's bias correction)
+    std::span<const float> state;              // optimizer state, slot after slot
+    std::uint64_t updates = 0;                 // updates applied (Adam's bias correction)
     std::span<const std::uint64_t> positions;  // each worker's last reported data position
     // This PS's shard of each embedding table (server_config::tables, in
     // that order).  The hook stores what its policy says: every row, or
@@ -112,13 +112,13 @@ struct server_hooks {
 
 // Embedding rows a server has served since it started.
 struct sparse_traffic {
-    std::uint64_t keys_pulled = 0;     // rows read (pulls and lookups)
-    std::uint64_t keys_pushed = 0;     // row updates received
+    std::uint64_t keys_pulled = 0;  // rows read (pulls and lookups)
+    std::uint64_t keys_pushed = 0;  // row updates received
 };
 
 enum class server_outcome {
-    done,      // the chief ended training
-    stopped,   // the chief stopped training for preemption
+    done,     // the chief ended training
+    stopped,  // the chief stopped training for preemption
 };
 
 class server {

@@ -48,11 +48,11 @@ public:
     class operation {
     public:
         virtual ~operation() = default;
-        virtual bool complete() = 0;                // polls; true once complete
-        virtual bool ok() const = 0;                // after complete(): it succeeded
-        virtual std::size_t length() const = 0;     // after complete(): bytes received
-        virtual std::string failure() const = 0;    // after complete() and !ok(): why
-        virtual void cancel() = 0;                  // a receive still pending completes failed
+        virtual bool complete() = 0;              // polls; true once complete
+        virtual bool ok() const = 0;              // after complete(): it succeeded
+        virtual std::size_t length() const = 0;   // after complete(): bytes received
+        virtual std::string failure() const = 0;  // after complete() and !ok(): why
+        virtual void cancel() = 0;                // a receive still pending completes failed
     };
 
     transfer() = default;

@@ -52,9 +52,11 @@ BOOST_AUTO_TEST_CASE(a_chief_is_in_the_cluster_and_the_evaluator_outside_it)
     BOOST_TEST(back.chief == spec.chief);
     BOOST_TEST(back.evaluator == spec.evaluator);
     // TF_CONFIG: ParameterServerStrategy refuses an evaluator in the cluster.
-    for (auto task : {task_id{role::chief, 0}, task_id{role::ps, 1}, task_id{role::worker, 0}, task_id{role::evaluator, 0}}) {
+    for (auto task :
+         {task_id{role::chief, 0}, task_id{role::ps, 1}, task_id{role::worker, 0}, task_id{role::evaluator, 0}}) {
         auto j = nlohmann::json::parse(tf_config_json(spec, task));
-        BOOST_TEST(j["cluster"] == nlohmann::json::parse(R"({"chief":["n1:5"],"ps":["n2:5","n3:5"],"worker":["n2:6","n3:6"]})"));
+        BOOST_TEST(j["cluster"] ==
+                   nlohmann::json::parse(R"({"chief":["n1:5"],"ps":["n2:5","n3:5"],"worker":["n2:6","n3:6"]})"));
         BOOST_TEST(j["task"]["type"] == std::string(role_name(task.role)));
         BOOST_TEST(j["task"]["index"] == task.index);
         BOOST_TEST((parse_tf_config(j.dump()).task == task));
@@ -69,12 +71,15 @@ BOOST_AUTO_TEST_CASE(bad_specs_name_the_problem)
                    .find("index 3 is outside") != std::string::npos);
     BOOST_TEST(message_of(R"({"cluster":{"ps":["a:99999"],"worker":["b:2"]},"task":{"type":"ps","index":0}})")
                    .find("no valid port") != std::string::npos);
-    BOOST_TEST(message_of(R"({"cluster":{"ps":[],"worker":["b:2"]},"task":{"type":"ps","index":0}})")
-                   .find("non-empty list") != std::string::npos);
+    BOOST_TEST(
+        message_of(R"({"cluster":{"ps":[],"worker":["b:2"]},"task":{"type":"ps","index":0}})").find("non-empty list") !=
+        std::string::npos);
     BOOST_TEST(message_of(R"({"cluster":{"ps":["a:1"],"worker":["b:2"]},"task":{"type":"chief","index":0}})")
                    .find("index 0 is outside the chief list (0 entries)") != std::string::npos);
-    BOOST_TEST(message_of(R"({"cluster":{"chief":["a:1","c:1"],"ps":["a:1"],"worker":["b:2"]},"task":{"type":"ps","index":0}})")
-                   .find("\"chief\" lists 2 tasks: a job has at most 1") != std::string::npos);
+    BOOST_TEST(
+        message_of(
+            R"({"cluster":{"chief":["a:1","c:1"],"ps":["a:1"],"worker":["b:2"]},"task":{"type":"ps","index":0}})")
+            .find("\"chief\" lists 2 tasks: a job has at most 1") != std::string::npos);
     BOOST_TEST(message_of(R"({"cluster":{"ps":["a:1"],"worker":["b:2"]},"task":{"type":"master","index":0}})")
                    .find("'master' is not chief, evaluator, ps or worker") != std::string::npos);
 }

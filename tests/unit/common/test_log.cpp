@@ -104,7 +104,8 @@ BOOST_FIXTURE_TEST_CASE(formats_parse_and_refuse_with_the_fix, restore_format)
     } catch (const pstrain::error& e) {
         why = e.what();
     }
-    BOOST_TEST(why == "PSTRAIN_LOG_FORMAT: log format 'yaml' is not one of text, json: set it to text or json, or unset it");
+    BOOST_TEST(why ==
+               "PSTRAIN_LOG_FORMAT: log format 'yaml' is not one of text, json: set it to text or json, or unset it");
     ::setenv("PSTRAIN_LOG_FORMAT", "json", 1);
     log::format_from_environment();
     auto lines = stderr_lines([] { log::info("hello"); });

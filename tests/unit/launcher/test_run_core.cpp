@@ -63,12 +63,15 @@ BOOST_AUTO_TEST_CASE(a_dead_ps_ends_the_step_naming_it)
     BOOST_TEST(o.end_step);
     BOOST_TEST(o.exit_code == 137);
     BOOST_TEST(o.is_error);
-    BOOST_TEST(o.line.rfind("ps 1 (n3) ended with signal 9 (Killed): the job cannot go on without its ps tasks", 0) == 0u, o.line);
+    BOOST_TEST(o.line.rfind("ps 1 (n3) ended with signal 9 (Killed): the job cannot go on without its ps tasks", 0) ==
+                   0u,
+               o.line);
     // A ps serves until the step ends: one that exits 0 on its own leaves the chief waiting too.
     const auto early = on_program_exit(make(role::ps, 0, true, "n2"), ok, worker_failures::automatic);
     BOOST_TEST(early.end_step);
     BOOST_TEST(early.exit_code == 1);
-    BOOST_TEST(early.line.find("before the chief (does the program join() its server?)") != std::string::npos, early.line);
+    BOOST_TEST(early.line.find("before the chief (does the program join() its server?)") != std::string::npos,
+               early.line);
 }
 
 BOOST_AUTO_TEST_CASE(a_dead_worker_is_tolerated_with_a_chief_and_fatal_without)
@@ -115,8 +118,8 @@ BOOST_AUTO_TEST_CASE(classic_flags_name_every_host_and_this_task)
 {
     cluster_spec spec{{}, {}, {"n1:5000", "n2:5000"}, {"n2:5001", "n3:5000"}};
     BOOST_TEST(classic_flags(spec, {role::worker, 1}) ==
-               (std::vector<std::string>{"--ps_hosts=n1:5000,n2:5000", "--worker_hosts=n2:5001,n3:5000", "--job_name=worker",
-                                         "--task_index=1"}));
+               (std::vector<std::string>{"--ps_hosts=n1:5000,n2:5000", "--worker_hosts=n2:5001,n3:5000",
+                                         "--job_name=worker", "--task_index=1"}));
     spec.chief = {"n1:5001"};
     BOOST_TEST(classic_flags(spec, {role::ps, 0}).at(2) == "--chief_hosts=n1:5001");
     BOOST_TEST((parse_worker_failures("tolerate") == worker_failures::tolerate));

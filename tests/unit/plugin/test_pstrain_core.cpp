@@ -55,7 +55,9 @@ fake_host remote_task(int rank, int total, const std::string& nodes, const std::
                       const std::string& dist = "", std::uint32_t job = 42, std::uint32_t step = 0)
 {
     fake_host h(context::remote);
-    h.items = {{item::job_id, job}, {item::step_id, step}, {item::total_tasks, static_cast<std::uint32_t>(total)},
+    h.items = {{item::job_id, job},
+               {item::step_id, step},
+               {item::total_tasks, static_cast<std::uint32_t>(total)},
                {item::task_global_id, static_cast<std::uint32_t>(rank)}};
     h.env = {{"SLURM_STEP_NODELIST", nodes}, {"SLURM_STEP_TASKS_PER_NODE", per_node}};
     if (!dist.empty()) h.env["SLURM_DISTRIBUTION"] = dist;
@@ -97,8 +99,8 @@ BOOST_AUTO_TEST_SUITE(errors)
 BOOST_AUTO_TEST_CASE(zero_negative_text_empty)
 {
     for (auto where : {context::local, context::allocator}) {
-        BOOST_TEST(submit_error(where, "0", "2") ==
-                   "pstrain: --ps=0 is not a valid number of parameter-server tasks: give a whole number from 1 to 4096, e.g. --ps=1");
+        BOOST_TEST(submit_error(where, "0", "2") == "pstrain: --ps=0 is not a valid number of parameter-server tasks: "
+                                                    "give a whole number from 1 to 4096, e.g. --ps=1");
         BOOST_TEST(contains(submit_error(where, "-1", "2"), "--ps=-1 is not a valid number"));
         BOOST_TEST(contains(submit_error(where, "abc", "2"), "--ps=abc is not a valid number"));
         BOOST_TEST(contains(submit_error(where, "1", "two"), "--workers=two is not a valid number of worker tasks"));
@@ -130,7 +132,8 @@ BOOST_AUTO_TEST_CASE(chief_or_evaluator_alone_and_their_task_count)
     BOOST_REQUIRE_EQUAL(p.init({}, h), 0);
     p.set_option(option::chief, nullptr);
     BOOST_TEST(p.init_post_opt(h) == -1);
-    BOOST_TEST(h.errors.at(0) == "pstrain: --chief was given without --ps and --workers: give them too, e.g. --ps=2 --workers=2 --chief");
+    BOOST_TEST(h.errors.at(0) ==
+               "pstrain: --chief was given without --ps and --workers: give them too, e.g. --ps=2 --workers=2 --chief");
     fake_host l(context::local);
     l.items[item::total_tasks] = 4;
     spank_plugin q;
@@ -141,8 +144,9 @@ BOOST_AUTO_TEST_CASE(chief_or_evaluator_alone_and_their_task_count)
     q.set_option(option::evaluator, nullptr);
     BOOST_REQUIRE_EQUAL(q.init_post_opt(l), 0);
     BOOST_TEST(q.local_user_init(l) == -1);
-    BOOST_TEST(l.errors.at(0) ==
-               "pstrain: --ps=2 --workers=2 --chief --evaluator needs 6 tasks, the step has 4: use -n 6 (or leave -n out)");
+    BOOST_TEST(
+        l.errors.at(0) ==
+        "pstrain: --ps=2 --workers=2 --chief --evaluator needs 6 tasks, the step has 4: use -n 6 (or leave -n out)");
 }
 
 BOOST_AUTO_TEST_CASE(task_count_must_match)
@@ -156,7 +160,8 @@ BOOST_AUTO_TEST_CASE(unknown_plugstack_argument)
 {
     BOOST_TEST(contains(submit_error(context::local, nullptr, nullptr, {"colour=blue"}),
                         "unknown plugstack.conf argument 'colour' for spank_pstrain.so: known keys are"));
-    BOOST_TEST(contains(submit_error(context::local, "1", "1", {"gpu_bind=all"}), "gpu_bind=all: use split, share or none"));
+    BOOST_TEST(
+        contains(submit_error(context::local, "1", "1", {"gpu_bind=all"}), "gpu_bind=all: use split, share or none"));
     BOOST_TEST(contains(submit_error(context::local, "1", "1", {"tf_config"}), "is not key=value"));
     BOOST_TEST(contains(submit_error(context::local, "1", "1", {"port_range=9-5"}), "port_range"));
 }
@@ -357,7 +362,8 @@ BOOST_AUTO_TEST_CASE(task_counts_that_do_not_add_up_fail_the_task_before_allocat
     pstrain::testing::allocation_probe probe;
     BOOST_TEST(run_remote(h, "1", "2") != 0);
     BOOST_TEST_REQUIRE(h.errors.size() == 1u);
-    BOOST_TEST(h.errors[0] == "pstrain: SLURM_STEP_TASKS_PER_NODE=1048576(x1048576) counts 1099511627776 tasks but the step has 3");
+    BOOST_TEST(h.errors[0] ==
+               "pstrain: SLURM_STEP_TASKS_PER_NODE=1048576(x1048576) counts 1099511627776 tasks but the step has 3");
     BOOST_TEST(probe.largest() < std::size_t(64) << 20);  // the counts, not a layout of 2^40 tasks
 
     auto few = remote_task(0, 3, "n[1-3]", "1,1");

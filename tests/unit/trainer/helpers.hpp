@@ -36,8 +36,8 @@ inline data::dataset make_image_data(std::size_t rows, int c, int h, int w, int 
 
 // The loss of every step of an Adam run of `steps` batches of `batch` rows,
 // from the seed's initialisation and data order.
-inline std::vector<double> adam_loss_curve(model::model& m, const data::dataset& d, float learning_rate, std::uint64_t seed,
-                                           int steps, std::size_t batch)
+inline std::vector<double> adam_loss_curve(model::model& m, const data::dataset& d, float learning_rate,
+                                           std::uint64_t seed, int steps, std::size_t batch)
 {
     ps::optimizer_config cfg;
     cfg.kind = ps::optimizer_kind::adam;

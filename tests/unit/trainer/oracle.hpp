@@ -52,7 +52,8 @@ inline vec conv2d_forward(const geometry& g, int filters, const vec& x, const ve
                             for (int kx = 0; kx < g.kw; ++kx) {
                                 const int iy = oy * g.sh - g.pt + ky, ix = ox * g.sw - g.pl + kx;
                                 if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-                                s += x[g.in_index(i, ch, iy, ix)] * k[((std::size_t(o) * g.c + ch) * g.kh + ky) * g.kw + kx];
+                                s += x[g.in_index(i, ch, iy, ix)] *
+                                     k[((std::size_t(o) * g.c + ch) * g.kh + ky) * g.kw + kx];
                             }
                     y[((std::size_t(i) * filters + o) * g.oh + oy) * g.ow + ox] = s;
                 }
@@ -131,8 +132,7 @@ inline vec pool_backward(const geometry& g, bool max, const vec& x, const vec& d
                                 best = at;
                             }
                         }
-                    if (max)
-                        dx[best] += d;
+                    if (max) dx[best] += d;
                     else
                         for (auto at : cells) dx[at] += d / double(cells.size());
                 }
@@ -172,7 +172,8 @@ inline vec softmax(const vec& x, int rows, int classes)
         double m = -std::numeric_limits<double>::infinity(), s = 0;
         for (int c = 0; c < classes; ++c) m = std::max(m, x[std::size_t(r) * classes + c]);
         for (int c = 0; c < classes; ++c) s += std::exp(x[std::size_t(r) * classes + c] - m);
-        for (int c = 0; c < classes; ++c) y[std::size_t(r) * classes + c] = std::exp(x[std::size_t(r) * classes + c] - m) / s;
+        for (int c = 0; c < classes; ++c)
+            y[std::size_t(r) * classes + c] = std::exp(x[std::size_t(r) * classes + c] - m) / s;
     }
     return y;
 }

@@ -22,7 +22,8 @@ data::ctr_sample sample(float label, std::vector<std::uint64_t> keys)
 {
     data::ctr_sample s;
     s.label = label;
-    for (int i = 0; i < data::ctr_numeric_fields; ++i) s.numeric[static_cast<std::size_t>(i)] = label + 0.5f * static_cast<float>(i);
+    for (int i = 0; i < data::ctr_numeric_fields; ++i)
+        s.numeric[static_cast<std::size_t>(i)] = label + 0.5f * static_cast<float>(i);
     keys.resize(data::ctr_categorical_fields, 1000);  // the other fields share one id
     s.keys = keys;
     for (std::size_t f = 0; f <= keys.size(); ++f) s.field_begin[f] = static_cast<std::uint32_t>(f);

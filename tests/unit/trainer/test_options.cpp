@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <vector>
 
-using pstrain::trainer::parse_command_line;
 using pstrain::trainer::model_family;
+using pstrain::trainer::parse_command_line;
 using pstrain::trainer::train_options;
 using pstrain::trainer::ucx_progress;
 
@@ -110,15 +110,63 @@ BOOST_AUTO_TEST_CASE(every_accepted_flag_lands_in_its_field)
 {
     // Each value differs from the default, so a flag that is parsed into the
     // wrong field, or dropped, fails here.
-    const auto o = accepted({"--standalone", "--sync-replicas", "--replicas-to-aggregate", "3",
-                             "--ps-hosts", "a:1,b:2", "--worker-hosts", "c:3", "--job-name", "worker", "--task-index", "4",
-                             "--bootstrap-timeout", "30", "--peer-timeout", "45", "--progress", "spin",
-                             "--shared-memory", "off", "--data-dir", "/data/x", "--sample-with-replacement",
-                             "--model", "mlp", "--hidden-units", "256,128", "--train-steps", "6000", "--batch-size", "50",
-                             "--optimizer", "adam", "--learning-rate", "0.001", "--seed", "7", "--eval-every", "3000",
-                             "--checkpoint-dir", "/ckpt", "--save-checkpoint-secs", "0", "--save-checkpoint-steps", "100",
-                             "--keep-checkpoints", "2", "--device", "cpu", "--threads", "3", "--log-every", "10",
-                             "--metrics-file", "m.jsonl", "--log-level", "debug"});
+    const auto o = accepted({"--standalone",
+                             "--sync-replicas",
+                             "--replicas-to-aggregate",
+                             "3",
+                             "--ps-hosts",
+                             "a:1,b:2",
+                             "--worker-hosts",
+                             "c:3",
+                             "--job-name",
+                             "worker",
+                             "--task-index",
+                             "4",
+                             "--bootstrap-timeout",
+                             "30",
+                             "--peer-timeout",
+                             "45",
+                             "--progress",
+                             "spin",
+                             "--shared-memory",
+                             "off",
+                             "--data-dir",
+                             "/data/x",
+                             "--sample-with-replacement",
+                             "--model",
+                             "mlp",
+                             "--hidden-units",
+                             "256,128",
+                             "--train-steps",
+                             "6000",
+                             "--batch-size",
+                             "50",
+                             "--optimizer",
+                             "adam",
+                             "--learning-rate",
+                             "0.001",
+                             "--seed",
+                             "7",
+                             "--eval-every",
+                             "3000",
+                             "--checkpoint-dir",
+                             "/ckpt",
+                             "--save-checkpoint-secs",
+                             "0",
+                             "--save-checkpoint-steps",
+                             "100",
+                             "--keep-checkpoints",
+                             "2",
+                             "--device",
+                             "cpu",
+                             "--threads",
+                             "3",
+                             "--log-every",
+                             "10",
+                             "--metrics-file",
+                             "m.jsonl",
+                             "--log-level",
+                             "debug"});
     BOOST_TEST(o.standalone);
     BOOST_TEST(o.sync_replicas);
     BOOST_TEST(o.replicas_to_aggregate == 3);
@@ -154,8 +202,9 @@ BOOST_AUTO_TEST_CASE(every_accepted_flag_lands_in_its_field)
 
 BOOST_AUTO_TEST_CASE(the_classic_examples_underscore_spellings_and_equals_signs)
 {
-    const auto o = accepted({"--sync_replicas", "--replicas_to_aggregate=2", "--ps_hosts=h:1", "--worker_hosts", "h:2,h:3",
-                             "--job_name", "ps", "--task_index", "0", "--checkpoint_dir=/c", "--batch-size=64"});
+    const auto o =
+        accepted({"--sync_replicas", "--replicas_to_aggregate=2", "--ps_hosts=h:1", "--worker_hosts", "h:2,h:3",
+                  "--job_name", "ps", "--task_index", "0", "--checkpoint_dir=/c", "--batch-size=64"});
     BOOST_TEST(o.sync_replicas);
     BOOST_TEST(o.replicas_to_aggregate == 2);
     BOOST_TEST(o.ps_hosts == "h:1");
@@ -176,29 +225,45 @@ BOOST_AUTO_TEST_CASE(the_linear_model_has_no_hidden_layers)
 
 BOOST_AUTO_TEST_CASE(batch_size_zero) { expect_error({"--batch-size", "0"}, "--batch-size"); }
 BOOST_AUTO_TEST_CASE(negative_learning_rate) { expect_error({"--learning-rate", "-1"}, "--learning-rate"); }
-BOOST_AUTO_TEST_CASE(empty_hidden_layer) { expect_error({"--hidden-units", "10,,5"}, "--hidden-units 10,,5: '' is not a layer width"); }
+BOOST_AUTO_TEST_CASE(empty_hidden_layer)
+{
+    expect_error({"--hidden-units", "10,,5"}, "--hidden-units 10,,5: '' is not a layer width");
+}
 BOOST_AUTO_TEST_CASE(text_train_steps) { expect_error({"--train-steps", "abc"}, "--train-steps"); }
 BOOST_AUTO_TEST_CASE(unknown_flag) { expect_error({"--frobnicate"}, "--frobnicate"); }
 BOOST_AUTO_TEST_CASE(unknown_optimizer) { expect_error({"--optimizer", "rmsprop"}, "rmsprop"); }
 BOOST_AUTO_TEST_CASE(errors_say_where_help_is) { expect_error({"--batch-size", "x"}, "see pstrain --help"); }
-BOOST_AUTO_TEST_CASE(keep_no_checkpoint) { expect_error({"--keep-checkpoints", "0"}, "--keep-checkpoints: Value 0 not in range 1 to 1000000"); }
+BOOST_AUTO_TEST_CASE(keep_no_checkpoint)
+{
+    expect_error({"--keep-checkpoints", "0"}, "--keep-checkpoints: Value 0 not in range 1 to 1000000");
+}
 BOOST_AUTO_TEST_CASE(full_checkpoint_every_defaults_to_10_and_is_at_least_1)
 {
     BOOST_TEST(accepted({}).full_checkpoint_every == 10);
     BOOST_TEST(accepted({"--full-checkpoint-every", "1"}).full_checkpoint_every == 1);
     expect_error({"--full-checkpoint-every", "0"}, "--full-checkpoint-every: Value 0 not in range 1 to 1000000");
 }
-BOOST_AUTO_TEST_CASE(negative_checkpoint_interval) { expect_error({"--save-checkpoint-secs", "-5"}, "--save-checkpoint-secs"); }
-BOOST_AUTO_TEST_CASE(text_checkpoint_steps) { expect_error({"--save-checkpoint-steps", "often"}, "--save-checkpoint-steps"); }
-BOOST_AUTO_TEST_CASE(shared_memory_yes) { expect_error({"--shared-memory", "yes"}, "--shared-memory: yes not in {auto,off}"); }
+BOOST_AUTO_TEST_CASE(negative_checkpoint_interval)
+{
+    expect_error({"--save-checkpoint-secs", "-5"}, "--save-checkpoint-secs");
+}
+BOOST_AUTO_TEST_CASE(text_checkpoint_steps)
+{
+    expect_error({"--save-checkpoint-steps", "often"}, "--save-checkpoint-steps");
+}
+BOOST_AUTO_TEST_CASE(shared_memory_yes)
+{
+    expect_error({"--shared-memory", "yes"}, "--shared-memory: yes not in {auto,off}");
+}
 
 BOOST_AUTO_TEST_CASE(a_flag_given_twice_takes_the_last_value)
 {
     // train.sh passes its defaults first, the user's flags after them.
     std::optional<train_options> o;
     int code = 0;
-    const auto err = parse({"--data-dir", "/script/default", "--train-steps", "10", "--data-dir", "/users/own",
-                            "--train-steps", "20"}, o, code);
+    const auto err = parse(
+        {"--data-dir", "/script/default", "--train-steps", "10", "--data-dir", "/users/own", "--train-steps", "20"}, o,
+        code);
     BOOST_TEST_REQUIRE(o.has_value(), err);
     BOOST_TEST(o->data_dir == "/users/own");
     BOOST_TEST(o->train_steps == 20);
@@ -221,7 +286,9 @@ BOOST_AUTO_TEST_CASE(a_mistyped_flag_gets_did_you_mean)
     auto err = parse({"--batch-szie", "64"}, o, code);
     BOOST_TEST(!o.has_value());
     BOOST_TEST(code == 2);
-    BOOST_TEST(err == "pstrain: error: unknown argument '--batch-szie': did you mean --batch-size? (see pstrain --help)\n", err);
+    BOOST_TEST(err ==
+                   "pstrain: error: unknown argument '--batch-szie': did you mean --batch-size? (see pstrain --help)\n",
+               err);
     err = parse({"--learning_rate=0.1"}, o, code);
     BOOST_TEST(err.find("did you mean --learning-rate?") != std::string::npos, err);
     err = parse({"--chekpoint-dir", "/tmp/x"}, o, code);
@@ -253,7 +320,8 @@ BOOST_AUTO_TEST_CASE(model_presets_and_layer_specs)
 
 BOOST_AUTO_TEST_CASE(a_bad_layer_is_one_line_naming_it)
 {
-    expect_error({"--model", "conv2d:32:5x5,maxpol:2,dense:10"}, "pstrain: error: --model: layer 2 'maxpol:2': no layer 'maxpol': accepted: input, dense, conv2d");
+    expect_error({"--model", "conv2d:32:5x5,maxpol:2,dense:10"},
+                 "pstrain: error: --model: layer 2 'maxpol:2': no layer 'maxpol': accepted: input, dense, conv2d");
 }
 
 BOOST_AUTO_TEST_CASE(model_files)
@@ -268,7 +336,8 @@ BOOST_AUTO_TEST_CASE(model_files)
     BOOST_TEST(o.spec.text() == "conv2d:4:3x3:relu,dense:10");
     expect_error({"--model-file", path, "--model", "cnn"}, "--model excludes --model-file");
     unlink(path);
-    expect_error({"--model-file", "/nonexistent/m.json"}, "--model-file /nonexistent/m.json: cannot open: No such file or directory");
+    expect_error({"--model-file", "/nonexistent/m.json"},
+                 "--model-file /nonexistent/m.json: cannot open: No such file or directory");
 }
 
 // Layer models go to a GPU where the build has cuDNN; a CUDA build without
@@ -277,20 +346,25 @@ BOOST_AUTO_TEST_CASE(model_files)
 BOOST_AUTO_TEST_CASE(cuda_takes_layer_models_where_cudnn_is_built)
 {
 #if defined(HAVE_CUDA) && !defined(HAVE_CUDNN)
-    expect_error({"--model", "cnn", "--device", "cuda"},
-                 "--device cuda: --model cnn needs cuDNN, and this pstrain was built without it: install cuDNN beside the CUDA "
-                 "toolkit and rebuild, or use --device cpu");
+    expect_error(
+        {"--model", "cnn", "--device", "cuda"},
+        "--device cuda: --model cnn needs cuDNN, and this pstrain was built without it: install cuDNN beside the CUDA "
+        "toolkit and rebuild, or use --device cpu");
     BOOST_TEST((accepted({"--model", "cnn"}).device == pstrain::compute::device_kind::cpu));
 #elif defined(HAVE_CUDNN)
     BOOST_TEST((accepted({"--model", "cnn", "--device", "cuda"}).device == pstrain::compute::device_kind::cuda));
     BOOST_TEST(accepted({"--model", "dense:10", "--device", "cuda"}).layers);
-    BOOST_TEST((accepted({"--model", "cnn"}).device == pstrain::compute::device_kind::automatic), "auto: the GPU when one is visible");
+    BOOST_TEST((accepted({"--model", "cnn"}).device == pstrain::compute::device_kind::automatic),
+               "auto: the GPU when one is visible");
 #endif
     BOOST_TEST(accepted({"--model", "cnn", "--device", "cuda", "--summary"}).summary, "--summary needs no device");
 }
 
 BOOST_AUTO_TEST_CASE(augment_shift_out_of_range) { expect_error({"--augment-shift", "65"}, "--augment-shift"); }
-BOOST_AUTO_TEST_CASE(unknown_normalisation) { expect_error({"--normalize", "minmax"}, "--normalize: minmax not in {global,per-channel}"); }
+BOOST_AUTO_TEST_CASE(unknown_normalisation)
+{
+    expect_error({"--normalize", "minmax"}, "--normalize: minmax not in {global,per-channel}");
+}
 
 // A folder of .tsv files is click-through data: DeepFM unless another
 // model is named; its own defaults and flags.
@@ -309,8 +383,8 @@ BOOST_AUTO_TEST_CASE(tsv_data_trains_wide_deep)
     BOOST_TEST(o.embedding_optimizer == "adagrad");
     BOOST_TEST(o.max_table_rows == 0u);
     o = accepted({"--data-dir", dir, "--hidden-units", "32", "--embedding-dim", "8", "--embedding-combiner", "mean",
-                  "--embedding-optimizer", "ftrl", "--admit-after", "3", "--evict-after", "1000", "--max-table-rows", "5000",
-                  "--skip-bad-lines"});
+                  "--embedding-optimizer", "ftrl", "--admit-after", "3", "--evict-after", "1000", "--max-table-rows",
+                  "5000", "--skip-bad-lines"});
     BOOST_TEST(o.hidden == (std::vector<int>{32}), boost::test_tools::per_element());
     BOOST_TEST(o.embedding_dim == 8);
     BOOST_TEST(o.embedding_combiner == "mean");
@@ -325,7 +399,8 @@ BOOST_AUTO_TEST_CASE(tsv_data_trains_wide_deep)
     BOOST_TEST(accepted({"--model", "wide-deep"}).ctr);
     BOOST_TEST(accepted({"--model", "deepfm"}).ctr);
     expect_error({"--model", "wide-deep", "--device", "cuda"}, "--device cuda: --model wide-deep runs on the CPU");
-    expect_error({"--data-dir", dir, "--embedding-optimizer", "sgd"}, "--embedding-optimizer: sgd not in {adagrad,adam,ftrl}");
+    expect_error({"--data-dir", dir, "--embedding-optimizer", "sgd"},
+                 "--embedding-optimizer: sgd not in {adagrad,adam,ftrl}");
     expect_error({"--data-dir", dir, "--embedding-dim", "0"}, "--embedding-dim");
     unlink(tsv.c_str());
     rmdir(dir);

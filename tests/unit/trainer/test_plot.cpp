@@ -90,7 +90,8 @@ BOOST_AUTO_TEST_CASE(a_click_through_run_plots_auc_and_test_log_loss)
 
 BOOST_AUTO_TEST_CASE(lines_that_are_not_events_are_skipped)
 {
-    const auto r = points_of("not json\n{\"event\":\"eval\",\"global_step\":1,\"test_accuracy\":null,\"test_mse\":0.1}\n[]\n");
+    const auto r =
+        points_of("not json\n{\"event\":\"eval\",\"global_step\":1,\"test_accuracy\":null,\"test_mse\":0.1}\n[]\n");
     BOOST_TEST(r.loss.empty());
     BOOST_TEST(r.metric.empty());
 }

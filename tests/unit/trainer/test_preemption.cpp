@@ -50,10 +50,11 @@ BOOST_AUTO_TEST_CASE(sigterm_saves_a_checkpoint_at_the_next_step_stops_the_ps_an
     BOOST_TEST(r.status == 143);
     BOOST_TEST((r.ps == pstrain::ps::server_outcome::stopped));
     BOOST_TEST(contains(log, "SIGTERM at global step 1: saving a checkpoint, then stopping every task"), log);
-    BOOST_TEST(contains(log, fmt::format("stopped at global step 1: exiting with status 143 so that a requeued job resumes "
-                                         "from {}/ckpt-0000000001.json",
-                                         dir.path)),
-               log);
+    BOOST_TEST(
+        contains(log, fmt::format("stopped at global step 1: exiting with status 143 so that a requeued job resumes "
+                                  "from {}/ckpt-0000000001.json",
+                                  dir.path)),
+        log);
     BOOST_TEST(complete_steps(dir.path) == steps{1}, log);
 }
 
@@ -81,9 +82,11 @@ BOOST_AUTO_TEST_CASE(sigterm_with_a_failing_store_exits_1_and_leaves_the_previou
     // Every task is still told to stop.
     BOOST_TEST((r.ps == pstrain::ps::server_outcome::stopped));
     BOOST_TEST(contains(log, "error: checkpoint at global step 2 failed: ps 0 could not write its shard"), log);
-    BOOST_TEST(contains(log, "error: stopped at global step 2 without a new checkpoint (see the error above): a requeued "
-                             "job resumes from the previous one"),
+    BOOST_TEST(contains(log,
+                        "error: stopped at global step 2 without a new checkpoint (see the error above): a requeued "
+                        "job resumes from the previous one"),
                log);
     BOOST_TEST(complete_steps(dir.path) == steps{1}, log);
-    BOOST_TEST(files_in(dir.path).size() == 2u, fmt::format("{}", fmt::join(files_in(dir.path), " ")));  // its manifest and shard
+    BOOST_TEST(files_in(dir.path).size() == 2u,
+               fmt::format("{}", fmt::join(files_in(dir.path), " ")));  // its manifest and shard
 }

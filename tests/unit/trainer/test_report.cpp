@@ -53,7 +53,8 @@ std::vector<std::string> read_records(const fs::path& file)
     while (at < s.size()) {
         BOOST_TEST_REQUIRE(at + 12 <= s.size(), "a truncated record header at byte " << at);
         const auto length = le(s, at, 8);
-        BOOST_TEST_REQUIRE(le(s, at + 8, 4) == tensorboard::masked_crc32c(s.substr(at, 8)), "the length's CRC at " << at);
+        BOOST_TEST_REQUIRE(le(s, at + 8, 4) == tensorboard::masked_crc32c(s.substr(at, 8)),
+                           "the length's CRC at " << at);
         BOOST_TEST_REQUIRE(at + 12 + length + 4 <= s.size(), "a truncated record at byte " << at);
         const auto data = s.substr(at + 12, length);
         BOOST_TEST_REQUIRE(le(s, at + 12 + length, 4) == tensorboard::masked_crc32c(data), "the data's CRC at " << at);
@@ -89,7 +90,8 @@ BOOST_AUTO_TEST_CASE(crc32c_is_castagnolis_and_the_mask_is_tfrecords)
     // The mask rotates right by 15 bits and adds a constant.
     BOOST_TEST(tensorboard::masked_crc32c("") == 0xa282ead8u);
     const std::uint32_t c = 0xE3069283u;
-    BOOST_TEST(tensorboard::masked_crc32c("123456789") == static_cast<std::uint32_t>(((c >> 15) | (c << 17)) + 0xa282ead8u));
+    BOOST_TEST(tensorboard::masked_crc32c("123456789") ==
+               static_cast<std::uint32_t>(((c >> 15) | (c << 17)) + 0xa282ead8u));
 }
 
 BOOST_AUTO_TEST_CASE(a_record_is_length_crc_data_crc)
@@ -167,29 +169,38 @@ BOOST_AUTO_TEST_CASE(a_directory_that_cannot_be_made_is_one_error_naming_the_fla
 
 BOOST_AUTO_TEST_CASE(each_metrics_event_gives_its_scalars)
 {
-    auto progress = as_map(tensorboard_scalars({{"event", "progress"}, {"global_step", 100}, {"loss", 0.5},
-                                                {"train_accuracy", 0.8}, {"samples_per_sec", 1000.0},
-                                                {"learning_rate", 0.01}, {"eta_seconds", 3.0}}));
-    BOOST_TEST(progress == (std::map<std::string, double>{
-                               {"loss/train", 0.5}, {"accuracy/train", 0.8}, {"samples_per_sec", 1000.0}, {"learning_rate", 0.01}}));
-    auto eval = as_map(tensorboard_scalars({{"event", "eval"}, {"global_step", 100}, {"test_accuracy", 0.85},
-                                            {"test_cross_entropy", 0.4}}));
+    auto progress = as_map(tensorboard_scalars({{"event", "progress"},
+                                                {"global_step", 100},
+                                                {"loss", 0.5},
+                                                {"train_accuracy", 0.8},
+                                                {"samples_per_sec", 1000.0},
+                                                {"learning_rate", 0.01},
+                                                {"eta_seconds", 3.0}}));
+    BOOST_TEST(
+        progress ==
+        (std::map<std::string, double>{
+            {"loss/train", 0.5}, {"accuracy/train", 0.8}, {"samples_per_sec", 1000.0}, {"learning_rate", 0.01}}));
+    auto eval = as_map(tensorboard_scalars(
+        {{"event", "eval"}, {"global_step", 100}, {"test_accuracy", 0.85}, {"test_cross_entropy", 0.4}}));
     BOOST_TEST(eval == (std::map<std::string, double>{{"accuracy/test", 0.85}, {"cross_entropy/test", 0.4}}));
     // The linear model's eval has no accuracy (null): only what is a number.
-    auto linear = as_map(tensorboard_scalars({{"event", "eval"}, {"global_step", 5}, {"test_accuracy", nullptr},
-                                              {"test_mse", 0.01}}));
+    auto linear = as_map(
+        tensorboard_scalars({{"event", "eval"}, {"global_step", 5}, {"test_accuracy", nullptr}, {"test_mse", 0.01}}));
     BOOST_TEST(linear == (std::map<std::string, double>{{"mse/test", 0.01}}));
-    const nlohmann::json cluster = {
-        {"event", "cluster"},
-        {"global_step", 100},
-        {"workers", {{{"worker", 0}, {"steps_per_sec", 50.0}, {"staleness", 0.0}},
-                     {{"worker", 1}, {"steps_per_sec", 48.0}, {"staleness", 1.5}}}},
-        {"ps", {{{"ps", 0}, {"received_bytes_per_sec", 2e6}, {"sent_bytes_per_sec", 1e6}}}},
-        {"stale_gradients", 3.0}};
+    const nlohmann::json cluster = {{"event", "cluster"},
+                                    {"global_step", 100},
+                                    {"workers",
+                                     {{{"worker", 0}, {"steps_per_sec", 50.0}, {"staleness", 0.0}},
+                                      {{"worker", 1}, {"steps_per_sec", 48.0}, {"staleness", 1.5}}}},
+                                    {"ps", {{{"ps", 0}, {"received_bytes_per_sec", 2e6}, {"sent_bytes_per_sec", 1e6}}}},
+                                    {"stale_gradients", 3.0}};
     BOOST_TEST(as_map(tensorboard_scalars(cluster)) ==
-               (std::map<std::string, double>{{"worker/0/steps_per_sec", 50.0}, {"worker/0/staleness", 0.0},
-                                              {"worker/1/steps_per_sec", 48.0}, {"worker/1/staleness", 1.5},
-                                              {"stale_gradients", 3.0}, {"ps/0/received_bytes_per_sec", 2e6},
+               (std::map<std::string, double>{{"worker/0/steps_per_sec", 50.0},
+                                              {"worker/0/staleness", 0.0},
+                                              {"worker/1/steps_per_sec", 48.0},
+                                              {"worker/1/staleness", 1.5},
+                                              {"stale_gradients", 3.0},
+                                              {"ps/0/received_bytes_per_sec", 2e6},
                                               {"ps/0/sent_bytes_per_sec", 1e6}}));
     BOOST_TEST(tensorboard_scalars({{"event", "checkpoint"}, {"global_step", 100}}).empty());
     BOOST_TEST(tensorboard_scalars({{"event", "done"}, {"global_step", 100}, {"test_accuracy", 0.9}}).empty());
@@ -246,10 +257,11 @@ BOOST_AUTO_TEST_CASE(the_reporter_writes_the_same_figures_to_the_metrics_file_an
 BOOST_AUTO_TEST_CASE(a_failure_comment_names_the_lost_task_and_its_node_on_one_line)
 {
     using pstrain::trainer::failure_comment;
-    BOOST_TEST(failure_comment(812, "lost ps 0 (n1): silent for 30 s (heartbeats every 5 s, address 10.251.0.11): its node "
-                                    "is unreachable or down; raise --heartbeat-interval if ...") ==
-               "failed at step 812: lost ps 0 (n1): silent for 30 s (heartbeats every 5 s, address 10.251.0.11): its node is "
-               "unreachable or down");
+    BOOST_TEST(
+        failure_comment(812, "lost ps 0 (n1): silent for 30 s (heartbeats every 5 s, address 10.251.0.11): its node "
+                             "is unreachable or down; raise --heartbeat-interval if ...") ==
+        "failed at step 812: lost ps 0 (n1): silent for 30 s (heartbeats every 5 s, address 10.251.0.11): its node is "
+        "unreachable or down");
     BOOST_TEST(failure_comment(1, "a\nb") == "failed at step 1: a b");
     BOOST_TEST(failure_comment(1, std::string(1000, 'x')).size() == 300u);
 }

@@ -25,7 +25,9 @@ environment env_of(const std::map<std::string, std::string>& vars)
 // srun -N2 --ps=1 --workers=2 on nodes n1, n2: 2 tasks on n1, 1 on n2.
 std::map<std::string, std::string> step_on(const std::string& node, const std::string& cpus_on_node)
 {
-    return {{"SLURMD_NODENAME", node}, {"SLURM_STEP_NODELIST", "n[1-2]"}, {"SLURM_STEP_TASKS_PER_NODE", "2,1"},
+    return {{"SLURMD_NODENAME", node},
+            {"SLURM_STEP_NODELIST", "n[1-2]"},
+            {"SLURM_STEP_TASKS_PER_NODE", "2,1"},
             {"SLURM_CPUS_ON_NODE", cpus_on_node}};
 }
 
@@ -65,8 +67,10 @@ BOOST_AUTO_TEST_CASE(the_nodes_cpus_are_shared_by_its_tasks_ps_included)
     // More than the mask allows: the mask.
     BOOST_TEST(fit_threads(0, env_of(step_on("n2", "8")), 2).threads == 2);
     // The job's lists when the step's are missing.
-    auto job = std::map<std::string, std::string>{{"SLURMD_NODENAME", "n3"}, {"SLURM_JOB_NODELIST", "n[1-3]"},
-                                                  {"SLURM_TASKS_PER_NODE", "1(x2),3"}, {"SLURM_CPUS_ON_NODE", "6"}};
+    auto job = std::map<std::string, std::string>{{"SLURMD_NODENAME", "n3"},
+                                                  {"SLURM_JOB_NODELIST", "n[1-3]"},
+                                                  {"SLURM_TASKS_PER_NODE", "1(x2),3"},
+                                                  {"SLURM_CPUS_ON_NODE", "6"}};
     BOOST_TEST(fit_threads(0, env_of(job), 64).threads == 2);
 }
 
@@ -101,7 +105,8 @@ BOOST_AUTO_TEST_CASE(a_malformed_omp_num_threads_is_one_error_naming_it_and_the_
             BOOST_ERROR("OMP_NUM_THREADS=" << bad << " was accepted");
         } catch (const pstrain::error& e) {
             const std::string what = e.what();
-            BOOST_TEST(what.rfind(std::string("OMP_NUM_THREADS=") + bad + " is not a positive number: set it", 0) == 0u, what);
+            BOOST_TEST(what.rfind(std::string("OMP_NUM_THREADS=") + bad + " is not a positive number: set it", 0) == 0u,
+                       what);
         }
     }
 }

@@ -37,14 +37,16 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_that_fails_once_is_saved_at_the_next_step_and_
     unblock(dir.path);
     const auto& log = r.stderr_text;
     // The PS's line says why, the chief's that the previous checkpoint stands.
-    BOOST_TEST(contains(log, fmt::format("error: checkpoint at global step 2 failed: cannot rename into place {}/{}.tmp.",
-                                         dir.path, pstrain::checkpoint::shard_name(2, 0, 1))),
-               log);
+    BOOST_TEST(
+        contains(log, fmt::format("error: checkpoint at global step 2 failed: cannot rename into place {}/{}.tmp.",
+                                  dir.path, pstrain::checkpoint::shard_name(2, 0, 1))),
+        log);
     BOOST_TEST(contains(log, ": Is a directory: free space there or choose another --checkpoint-dir; the previous "
                              "checkpoint is intact"),
                log);
-    BOOST_TEST(contains(log, "error: checkpoint at global step 2 failed: ps 0 could not write its shard (its error line "
-                             "says why); the previous checkpoint is intact"),
+    BOOST_TEST(contains(log,
+                        "error: checkpoint at global step 2 failed: ps 0 could not write its shard (its error line "
+                        "says why); the previous checkpoint is intact"),
                log);
     // Tried again at step 3, not at the next multiple of 2, then on schedule and at the end.
     BOOST_TEST(contains(log, "checkpoint at global step 3 saved"), log);
@@ -64,10 +66,12 @@ BOOST_AUTO_TEST_CASE(a_store_that_keeps_failing_ends_with_status_1_and_leaves_no
     const auto& log = r.stderr_text;
     // Every step from the first due one on is tried, and training reaches its end.
     for (int s = 2; s <= 6; ++s)
-        BOOST_TEST(contains(log, fmt::format("error: checkpoint at global step {} failed: ps 0 could not write its shard", s)),
-                   "step " << s << ": " << log);
-    BOOST_TEST(contains(log, "error: the final checkpoint was not written (see the error above): the result of this run is "
-                             "only in the line above"),
+        BOOST_TEST(
+            contains(log, fmt::format("error: checkpoint at global step {} failed: ps 0 could not write its shard", s)),
+            "step " << s << ": " << log);
+    BOOST_TEST(contains(log,
+                        "error: the final checkpoint was not written (see the error above): the result of this run is "
+                        "only in the line above"),
                log);
     BOOST_TEST(r.status == 1);
     // No manifest, no shard, no temporary file: nothing a resume could take for a checkpoint.

@@ -144,9 +144,9 @@ BOOST_AUTO_TEST_CASE(a_wait_with_grace_is_a_stall_only_after_the_timeout_and_the
 BOOST_AUTO_TEST_CASE(a_busy_stretch_is_not_a_stall_and_the_count_restarts_after_it)
 {
     stall_detector d(10s, t0);
-    BOOST_TEST(!d.observe({5, true}, t0 + 100s));   // evaluating, a long time
+    BOOST_TEST(!d.observe({5, true}, t0 + 100s));  // evaluating, a long time
     BOOST_TEST(!d.observe({5, true}, t0 + 1000s));
-    BOOST_TEST(!d.observe({5, false}, t0 + 1009s)); // done: the whole timeout again
+    BOOST_TEST(!d.observe({5, false}, t0 + 1009s));  // done: the whole timeout again
     BOOST_TEST(d.observe({5, false}, t0 + 1010s).has_value());
 }
 
@@ -154,7 +154,7 @@ BOOST_AUTO_TEST_CASE(a_gap_between_looks_means_the_process_was_stopped_and_resta
 {
     stall_detector d(10s, t0, 3s);
     BOOST_TEST(!d.observe({0, false}, t0 + 1s));
-    BOOST_TEST(!d.observe({0, false}, t0 + 61s));   // SIGSTOP for a minute, then SIGCONT
+    BOOST_TEST(!d.observe({0, false}, t0 + 61s));  // SIGSTOP for a minute, then SIGCONT
     BOOST_TEST(!d.observe({0, false}, t0 + 62s));
     BOOST_TEST(!d.observe({0, false}, t0 + 64s));
     BOOST_TEST(!d.observe({0, false}, t0 + 66s));
@@ -178,9 +178,12 @@ BOOST_AUTO_TEST_CASE(the_line_names_the_task_the_peer_the_request_the_status_and
     a.request = "the gradients of a sync step (global step 7)";
     const auto two = stall_line("ps 0 (n1)", 10s, a);
     BOOST_TEST(two.find("ps 0 (n1) made no progress for 10 s, waiting for worker 0 (n2, the chief), worker 1 (n3): the "
-                        "gradients of a sync step (global step 7)") == 0u, two);
+                        "gradients of a sync step (global step 7)") == 0u,
+               two);
     const auto idle = stall_line("worker 0 (n2, the chief)", 60s, pstrain::ps::activity{});
-    BOOST_TEST(idle.find("made no progress for 60 s, not waiting for a peer; exiting with status 124") != std::string::npos, idle);
+    BOOST_TEST(idle.find("made no progress for 60 s, not waiting for a peer; exiting with status 124") !=
+                   std::string::npos,
+               idle);
     BOOST_TEST(idle.find("if this task is only slow") != std::string::npos, idle);
 }
 
@@ -199,7 +202,8 @@ BOOST_AUTO_TEST_CASE(the_watchdog_fires_once_within_a_bounded_time_naming_what_i
     const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(r.at - start);
     BOOST_TEST(after.count() >= 300);
     BOOST_TEST(after.count() < 3000);  // a poll every 10 ms; slack for a loaded machine
-    BOOST_TEST(r.line.find("worker 1 (n2) made no progress for 0.3 s, waiting for ps 0 (n1): the reply to push") == 0u, r.line);
+    BOOST_TEST(r.line.find("worker 1 (n2) made no progress for 0.3 s, waiting for ps 0 (n1): the reply to push") == 0u,
+               r.line);
     BOOST_TEST(w.fired());
 }
 
@@ -298,8 +302,10 @@ BOOST_AUTO_TEST_CASE(a_busy_stretch_longer_than_half_the_timeout_warns_that_peer
         std::this_thread::sleep_for(60ms);
     });
     BOOST_TEST(slow.find("warning: writing its checkpoint shard took 0.") != std::string::npos, slow);
-    BOOST_TEST(slow.find(" s, more than half of --stall-timeout 7: tasks that wait for this one meanwhile count that as a "
-                         "stall; raise --stall-timeout") != std::string::npos, slow);
+    BOOST_TEST(
+        slow.find(" s, more than half of --stall-timeout 7: tasks that wait for this one meanwhile count that as a "
+                  "stall; raise --stall-timeout") != std::string::npos,
+        slow);
 }
 
 namespace stack_test {
@@ -346,7 +352,8 @@ BOOST_AUTO_TEST_CASE(every_thread_writes_its_own_stack_with_demangled_function_n
     // parked thread's wait in libc is named.
     std::size_t threads = 0, first_frames = 0;
     for (std::size_t at = out.find("\nthread "); at != std::string::npos; at = out.find("\nthread ", at + 1)) ++threads;
-    for (std::size_t at = out.find("\n  #0 "); at != std::string::npos; at = out.find("\n  #0 ", at + 1)) ++first_frames;
+    for (std::size_t at = out.find("\n  #0 "); at != std::string::npos; at = out.find("\n  #0 ", at + 1))
+        ++first_frames;
     BOOST_TEST(threads >= 2u, out);
     BOOST_TEST(first_frames == threads, out);
     BOOST_TEST(out.find("pthread_cond_wait") != std::string::npos, out);

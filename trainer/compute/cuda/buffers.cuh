@@ -20,7 +20,10 @@ struct growing_buffer {
     growing_buffer() = default;
     growing_buffer(const growing_buffer&) = delete;
     growing_buffer& operator=(const growing_buffer&) = delete;
-    ~growing_buffer() { if (p) release(p); }
+    ~growing_buffer()
+    {
+        if (p) release(p);
+    }
     void reserve(std::size_t want)
     {
         if (want <= n) return;

@@ -12,14 +12,12 @@ namespace pstrain::compute::cuda {
 
 inline void check(cudaError_t status, const char* call)
 {
-    if (status != cudaSuccess)
-        throw error(std::string(call) + " failed: " + cudaGetErrorString(status));
+    if (status != cudaSuccess) throw error(std::string(call) + " failed: " + cudaGetErrorString(status));
 }
 
 inline void check(cublasStatus_t status, const char* call)
 {
-    if (status != CUBLAS_STATUS_SUCCESS)
-        throw error(std::string(call) + " failed: " + cublasGetStatusString(status));
+    if (status != CUBLAS_STATUS_SUCCESS) throw error(std::string(call) + " failed: " + cublasGetStatusString(status));
 }
 
 // After a kernel launch: a bad configuration is reported here, a fault at

@@ -26,18 +26,21 @@ namespace {
 // Row-major C[m x n] = op(A) op(B): cuBLAS is column-major, and a row-major
 // matrix is its transpose in column-major, so C^T = op(B)^T op(A)^T is
 // computed by swapping the operands.
-void gemm_row_major(cublasHandle_t h, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                    const float* b, int ldb, float beta, float* c, int ldc)
+void gemm_row_major(cublasHandle_t h, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    int lda, const float* b, int ldb, float beta, float* c, int ldc)
 {
-    check(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
-                      a, lda, &beta, c, ldc),
+    check(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+                      ldb, a, lda, &beta, c, ldc),
           "cublasSgemm");
 }
 
 struct stream_owner {
     cudaStream_t s = nullptr;
     stream_owner() { check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
-    ~stream_owner() { if (s) cudaStreamDestroy(s); }
+    ~stream_owner()
+    {
+        if (s) cudaStreamDestroy(s);
+    }
 };
 
 struct cublas_owner {
@@ -47,7 +50,10 @@ struct cublas_owner {
         check(cublasCreate(&h), "cublasCreate");
         check(cublasSetStream(h, s), "cublasSetStream");
     }
-    ~cublas_owner() { if (h) cublasDestroy(h); }
+    ~cublas_owner()
+    {
+        if (h) cublasDestroy(h);
+    }
 };
 
 class cuda_backend final : public backend {
@@ -103,8 +109,8 @@ public:
         launch_add_bias(y, b, rows, out, stream_.s);
     }
 
-    void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows, int in,
-                         int out) override
+    void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
+                         int in, int out) override
     {
         gemm_row_major(blas_.h, true, false, in, out, rows, 1.0f, x, in, dy, out, 0.0f, dw, out);
         launch_column_sum(dy, db, rows, out, stream_.s);
@@ -117,7 +123,8 @@ public:
         launch_relu_backward(z, da, dz, n, stream_.s);
     }
 
-    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) override
+    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows,
+                           int classes) override
     {
         reserve_rows(rows);
         launch_softmax_xent(logits, labels, dlogits, row_loss_.p, row_hit_.p, rows, classes, stream_.s);
@@ -136,8 +143,9 @@ public:
 #ifdef HAVE_CUDNN
         return make_cudnn_layer_kernels(stream_.s);
 #else
-        throw error("layer models (--model with conv2d, pooling or batchnorm layers) on --device cuda need cuDNN, and this "
-                    "pstrain was built without it: install cuDNN beside the CUDA toolkit and rebuild, or use --device cpu");
+        throw error(
+            "layer models (--model with conv2d, pooling or batchnorm layers) on --device cuda need cuDNN, and this "
+            "pstrain was built without it: install cuDNN beside the CUDA toolkit and rebuild, or use --device cpu");
 #endif
     }
 
@@ -153,9 +161,11 @@ private:
 
     loss_sums sum_rows(int rows, bool hits)
     {
-        check(cudaMemcpyAsync(host_loss_.p, row_loss_.p, sizeof(float) * rows, cudaMemcpyDeviceToHost, stream_.s), "cudaMemcpyAsync");
+        check(cudaMemcpyAsync(host_loss_.p, row_loss_.p, sizeof(float) * rows, cudaMemcpyDeviceToHost, stream_.s),
+              "cudaMemcpyAsync");
         if (hits)
-            check(cudaMemcpyAsync(host_hit_.p, row_hit_.p, sizeof(std::int32_t) * rows, cudaMemcpyDeviceToHost, stream_.s),
+            check(cudaMemcpyAsync(host_hit_.p, row_hit_.p, sizeof(std::int32_t) * rows, cudaMemcpyDeviceToHost,
+                                  stream_.s),
                   "cudaMemcpyAsync");
         synchronize();
         loss_sums sums;

@@ -50,7 +50,10 @@ struct cudnn_owner {
             check(rc, "cudnnSetStream");
         }
     }
-    ~cudnn_owner() { if (h) cudnnDestroy(h); }
+    ~cudnn_owner()
+    {
+        if (h) cudnnDestroy(h);
+    }
     cudnn_owner(const cudnn_owner&) = delete;
     cudnn_owner& operator=(const cudnn_owner&) = delete;
 };
@@ -59,14 +62,18 @@ template <typename D, cudnnStatus_t (*create)(D*), cudnnStatus_t (*destroy)(D)>
 struct descriptor {
     D d = nullptr;
     descriptor() { check(create(&d), "cudnnCreate...Descriptor"); }
-    ~descriptor() { if (d) destroy(d); }
+    ~descriptor()
+    {
+        if (d) destroy(d);
+    }
     descriptor(const descriptor&) = delete;
     descriptor& operator=(const descriptor&) = delete;
     operator D() const { return d; }
 };
 using tensor_desc = descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using filter_desc = descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
-using conv_desc = descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using conv_desc =
+    descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 using pool_desc = descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 
 void set_nchw(cudnnTensorDescriptor_t d, int n, int c, int h, int w)
@@ -81,8 +88,8 @@ std::string shape_text(int n, int c, int h, int w)
 
 // How a window's padding reaches cuDNN (see the top of this file).
 struct padding_plan {
-    bool copy = false;      // through an explicitly padded input
-    int hp = 0, wp = 0;     // the input's height and width as cuDNN sees it
+    bool copy = false;         // through an explicitly padded input
+    int hp = 0, wp = 0;        // the input's height and width as cuDNN sees it
     int pad_h = 0, pad_w = 0;  // cuDNN's own (symmetric) padding
 
     padding_plan(const window2d& w, bool symmetric_allowed)
@@ -100,8 +107,8 @@ struct padding_plan {
 
 // The input cuDNN reads: x itself, or x copied into `buffer` with the
 // padding filled with `fill`.
-const float* padded_input(const padding_plan& p, const window2d& w, const float* x, int n, scratch<float>& buffer, float fill,
-                          cudaStream_t stream)
+const float* padded_input(const padding_plan& p, const window2d& w, const float* x, int n, scratch<float>& buffer,
+                          float fill, cudaStream_t stream)
 {
     if (!p.copy) return x;
     const std::size_t planes = std::size_t(n) * w.channels;
@@ -122,7 +129,8 @@ float* padded_gradient(const padding_plan& p, const window2d& w, float* dx, int 
 void crop_gradient(const padding_plan& p, const window2d& w, const float* grad, float* dx, int n, cudaStream_t stream)
 {
     if (p.copy)
-        launch_crop(grad, dx, std::size_t(n) * w.channels, w.height, w.width, w.pad_top, w.pad_left, p.hp, p.wp, stream);
+        launch_crop(grad, dx, std::size_t(n) * w.channels, w.height, w.width, w.pad_top, w.pad_left, p.hp, p.wp,
+                    stream);
 }
 
 void check_output(const char* layer, int n, int c, int h, int w, const window2d& win, int channels_out)
@@ -151,7 +159,7 @@ Perf pick(const std::vector<Perf>& perfs, int returned, const char* what)
     for (int i = 0; i < returned; ++i)
         if (usable(perfs[i])) return perfs[i];
     throw error(std::string(what) + ": cuDNN offers no FP32 (FMA) algorithm within 512 MiB of workspace for this "
-                "convolution on this GPU: run the model with --device cpu");
+                                    "convolution on this GPU: run the model with --device cpu");
 }
 
 class cudnn_conv2d final : public conv2d {
@@ -174,8 +182,8 @@ public:
         auto& p = plan(n);
         const float* in = padded_input(pad_, w_, x, n, padded_, 0.0f, stream_);
         math(p.fwd.mathType);
-        check(cudnnConvolutionForward(h_, &one, p.x, in, filter_, k, conv_, p.fwd.algo, workspace_.p, p.workspace, &zero, p.y,
-                                      y),
+        check(cudnnConvolutionForward(h_, &one, p.x, in, filter_, k, conv_, p.fwd.algo, workspace_.p, p.workspace,
+                                      &zero, p.y, y),
               "cudnnConvolutionForward");
         check(cudnnAddTensor(h_, &one, bias_, b, &one, p.y, y), "cudnnAddTensor");
     }
@@ -192,14 +200,14 @@ public:
         const float* in = padded_input(pad_, w_, x, n, padded_, 0.0f, stream_);
         check(cudnnConvolutionBackwardBias(h_, &one, p.y, dy, &zero, bias_, db), "cudnnConvolutionBackwardBias");
         math(p.filter.mathType);
-        check(cudnnConvolutionBackwardFilter(h_, &one, p.x, in, p.y, dy, conv_, p.filter.algo, workspace_.p, p.workspace, &zero,
-                                             filter_, dk),
+        check(cudnnConvolutionBackwardFilter(h_, &one, p.x, in, p.y, dy, conv_, p.filter.algo, workspace_.p,
+                                             p.workspace, &zero, filter_, dk),
               "cudnnConvolutionBackwardFilter");
         if (!dx) return;
         float* out = padded_gradient(pad_, w_, dx, n, padded_grad_);
         math(p.data.mathType);
-        check(cudnnConvolutionBackwardData(h_, &one, filter_, k, p.y, dy, conv_, p.data.algo, workspace_.p, p.workspace, &zero,
-                                           p.x, out),
+        check(cudnnConvolutionBackwardData(h_, &one, filter_, k, p.y, dy, conv_, p.data.algo, workspace_.p, p.workspace,
+                                           &zero, p.x, out),
               "cudnnConvolutionBackwardData");
         crop_gradient(pad_, w_, out, dx, n, stream_);
     }
@@ -241,10 +249,12 @@ private:
         p->workspace = std::max(p->workspace, bytes);
 
         math(CUDNN_FMA_MATH);
-        check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h_, &count), "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
+        check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h_, &count),
+              "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
         std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(std::size_t(std::max(count, 1)));
-        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h_, filter_, p->y, conv_, p->x, count, &returned, data.data()),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        check(
+            cudnnGetConvolutionBackwardDataAlgorithm_v7(h_, filter_, p->y, conv_, p->x, count, &returned, data.data()),
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
         p->data = pick(data, returned, "conv2d backward data");
         math(p->data.mathType);
         check(cudnnGetConvolutionBackwardDataWorkspaceSize(h_, filter_, p->y, conv_, p->x, p->data.algo, &bytes),
@@ -255,7 +265,8 @@ private:
         check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h_, &count),
               "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
         std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(std::size_t(std::max(count, 1)));
-        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h_, p->x, p->y, conv_, filter_, count, &returned, filter.data()),
+        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h_, p->x, p->y, conv_, filter_, count, &returned,
+                                                            filter.data()),
               "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
         p->filter = pick(filter, returned, "conv2d backward filter");
         math(p->filter.mathType);
@@ -283,13 +294,15 @@ private:
 
 class cudnn_pool2d final : public pool2d {
 public:
-    cudnn_pool2d(cudnnHandle_t h, cudaStream_t s, const window2d& w, bool max) : h_(h), stream_(s), w_(w), max_(max), pad_(w, false)
+    cudnn_pool2d(cudnnHandle_t h, cudaStream_t s, const window2d& w, bool max)
+        : h_(h), stream_(s), w_(w), max_(max), pad_(w, false)
     {
         // On the padded copy cuDNN needs no padding, and every window is
         // whole: average pooling divides by kh * kw, which `factor_` turns
         // into the count of the window's cells inside the image.
-        check(cudnnSetPooling2dDescriptor(pool_, max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
-                                          CUDNN_NOT_PROPAGATE_NAN, w.kh, w.kw, 0, 0, w.sh, w.sw),
+        check(cudnnSetPooling2dDescriptor(
+                  pool_, max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
+                  CUDNN_NOT_PROPAGATE_NAN, w.kh, w.kw, 0, 0, w.sh, w.sw),
               "cudnnSetPooling2dDescriptor");
         if (!max && pad_.copy) {
             std::vector<float> factor(std::size_t(w.out_h) * w.out_w);
@@ -297,7 +310,8 @@ public:
                 for (int ox = 0; ox < w.out_w; ++ox)
                     factor[std::size_t(oy) * w.out_w + ox] = float(w.kh * w.kw) / float(w.under(oy, ox).cells());
             factor_.reserve(factor.size());
-            check(cudaMemcpyAsync(factor_.p, factor.data(), factor.size() * sizeof(float), cudaMemcpyHostToDevice, stream_),
+            check(cudaMemcpyAsync(factor_.p, factor.data(), factor.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                  stream_),
                   "cudaMemcpyAsync(pooling factors)");
             check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
         }
@@ -394,18 +408,20 @@ public:
     void softmax_forward(const float* x, float* y, int rows, int classes) override
     {
         set_nchw(rows_, rows, classes, 1, 1);
-        check(cudnnSoftmaxForward(cudnn_.h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, rows_, x, &zero, rows_, y),
+        check(cudnnSoftmaxForward(cudnn_.h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, rows_, x, &zero,
+                                  rows_, y),
               "cudnnSoftmaxForward");
     }
     void softmax_backward(const float* y, const float* dy, float* dx, int rows, int classes) override
     {
         set_nchw(rows_, rows, classes, 1, 1);
-        check(cudnnSoftmaxBackward(cudnn_.h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, rows_, y, rows_, dy,
-                                   &zero, rows_, dx),
+        check(cudnnSoftmaxBackward(cudnn_.h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, rows_, y, rows_,
+                                   dy, &zero, rows_, dx),
               "cudnnSoftmaxBackward");
     }
 
-    backend::loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, int rows, int classes) override
+    backend::loss_sums mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, int rows,
+                                  int classes) override
     {
         backend::loss_sums sums;
         if (rows == 0) return sums;
@@ -414,7 +430,8 @@ public:
         host_loss_.reserve(std::size_t(rows));
         host_hit_.reserve(std::size_t(rows));
         launch_mse_onehot(pred, labels, dpred, row_loss_.p, row_hit_.p, rows, classes, stream_);
-        check(cudaMemcpyAsync(host_loss_.p, row_loss_.p, sizeof(double) * rows, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+        check(cudaMemcpyAsync(host_loss_.p, row_loss_.p, sizeof(double) * rows, cudaMemcpyDeviceToHost, stream_),
+              "cudaMemcpyAsync");
         check(cudaMemcpyAsync(host_hit_.p, row_hit_.p, sizeof(std::int32_t) * rows, cudaMemcpyDeviceToHost, stream_),
               "cudaMemcpyAsync");
         check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
@@ -425,7 +442,8 @@ public:
         return sums;
     }
 
-    void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate, std::uint64_t seed) override
+    void dropout_forward(const float* x, float* y, float* mask, std::size_t count, float rate,
+                         std::uint64_t seed) override
     {
         launch_dropout_forward(x, y, mask, count, rate, seed, stream_);
     }
@@ -434,8 +452,8 @@ public:
         launch_multiply(dy, mask, dx, count, stream_);
     }
 
-    void batchnorm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* mean, float* var,
-                                 float* inv_std, int n, int channels, int inner, float eps) override
+    void batchnorm_forward_train(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                                 float* var, float* inv_std, int n, int channels, int inner, float eps) override
     {
         describe_batchnorm(n, channels, inner, eps);
         // cuDNN's running averages are not the model's (the PS keeps those):
@@ -445,8 +463,9 @@ public:
             running_.reserve(2 * std::size_t(channels));
             check(cudaMemsetAsync(running_.p, 0, running_.n * sizeof(float), stream_), "cudaMemsetAsync");
         }
-        check(cudnnBatchNormalizationForwardTraining(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, bn_x_, x, bn_x_, y, bn_param_,
-                                                     gamma, beta, 1.0, running_.p, running_.p + channels, eps, mean, inv_std),
+        check(cudnnBatchNormalizationForwardTraining(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, bn_x_, x, bn_x_, y,
+                                                     bn_param_, gamma, beta, 1.0, running_.p, running_.p + channels,
+                                                     eps, mean, inv_std),
               "cudnnBatchNormalizationForwardTraining");
         // The biased variance, as the CPU keeps it, from 1 / sqrt(var + eps).
         launch_variance_from_inv_std(inv_std, var, channels, eps, stream_);
@@ -455,20 +474,22 @@ public:
                                 const float* moving_var, float* y, int n, int channels, int inner, float eps) override
     {
         describe_batchnorm(n, channels, inner, eps);
-        check(cudnnBatchNormalizationForwardInference(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, bn_x_, x, bn_x_, y,
-                                                      bn_param_, gamma, beta, moving_mean, moving_var, eps),
+        check(cudnnBatchNormalizationForwardInference(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, bn_x_, x, bn_x_,
+                                                      y, bn_param_, gamma, beta, moving_mean, moving_var, eps),
               "cudnnBatchNormalizationForwardInference");
     }
-    void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std, const float* dy,
-                            float* dx, float* dgamma, float* dbeta, int n, int channels, int inner, float eps) override
+    void batchnorm_backward(const float* x, const float* gamma, const float* mean, const float* inv_std,
+                            const float* dy, float* dx, float* dgamma, float* dbeta, int n, int channels, int inner,
+                            float eps) override
     {
         describe_batchnorm(n, channels, inner, eps);
         if (!dx) {  // cuDNN writes dx in any case
             unused_dx_.reserve(std::size_t(n) * channels * inner);
             dx = unused_dx_.p;
         }
-        check(cudnnBatchNormalizationBackward(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, bn_x_, x, bn_x_, dy,
-                                              bn_x_, dx, bn_param_, gamma, dgamma, dbeta, eps, mean, inv_std),
+        check(cudnnBatchNormalizationBackward(cudnn_.h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, bn_x_, x,
+                                              bn_x_, dy, bn_x_, dx, bn_param_, gamma, dgamma, dbeta, eps, mean,
+                                              inv_std),
               "cudnnBatchNormalizationBackward");
     }
     void moving_average_delta(const float* batch, const float* moving, float* delta, int count, float momentum) override
@@ -485,7 +506,8 @@ private:
             throw error("batch normalization's epsilon " + std::to_string(eps) + " is below cuDNN's minimum " +
                         std::to_string(CUDNN_BN_MIN_EPSILON));
         set_nchw(bn_x_, n, channels, inner, 1);
-        check(cudnnDeriveBNTensorDescriptor(bn_param_, bn_x_, CUDNN_BATCHNORM_SPATIAL), "cudnnDeriveBNTensorDescriptor");
+        check(cudnnDeriveBNTensorDescriptor(bn_param_, bn_x_, CUDNN_BATCHNORM_SPATIAL),
+              "cudnnDeriveBNTensorDescriptor");
     }
 
     cudaStream_t stream_;

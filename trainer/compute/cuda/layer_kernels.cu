@@ -65,7 +65,8 @@ __global__ void mse_onehot_kernel(const float* pred, const std::int32_t* labels,
     row_hit[r] = row_argmax(p, classes) == labels[r];
 }
 
-__global__ void moving_average_delta_kernel(const float* batch, const float* moving, float* delta, int count, float momentum)
+__global__ void moving_average_delta_kernel(const float* batch, const float* moving, float* delta, int count,
+                                            float momentum)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < count) delta[i] = (1.0f - momentum) * (batch[i] - moving[i]);
@@ -81,8 +82,8 @@ __global__ void variance_from_inv_std_kernel(const float* inv_std, float* var, i
 }
 
 // xp[plane, H + top + bottom, W + left + right]: x inside, `fill` around.
-__global__ void pad_kernel(const float* x, float* xp, std::size_t planes, int h, int w, int top, int left, int hp, int wp,
-                           float fill)
+__global__ void pad_kernel(const float* x, float* xp, std::size_t planes, int h, int w, int top, int left, int hp,
+                           int wp, float fill)
 {
     const std::size_t i = thread_index();
     if (i >= planes * hp * wp) return;
@@ -93,7 +94,8 @@ __global__ void pad_kernel(const float* x, float* xp, std::size_t planes, int h,
 }
 
 // The adjoint of pad_kernel's copy: the inside of dxp.
-__global__ void crop_kernel(const float* dxp, float* dx, std::size_t planes, int h, int w, int top, int left, int hp, int wp)
+__global__ void crop_kernel(const float* dxp, float* dx, std::size_t planes, int h, int w, int top, int left, int hp,
+                            int wp)
 {
     const std::size_t i = thread_index();
     if (i >= planes * h * w) return;
@@ -143,8 +145,8 @@ void launch_multiply(const float* a, const float* b, float* out, std::size_t n, 
     check_launch("multiply_kernel");
 }
 
-void launch_mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, double* row_loss, std::int32_t* row_hit,
-                       int rows, int classes, cudaStream_t stream)
+void launch_mse_onehot(const float* pred, const std::int32_t* labels, float* dpred, double* row_loss,
+                       std::int32_t* row_hit, int rows, int classes, cudaStream_t stream)
 {
     if (rows == 0) return;
     const float scale = 2.0f / (static_cast<float>(rows) * static_cast<float>(classes));
@@ -157,7 +159,8 @@ void launch_moving_average_delta(const float* batch, const float* moving, float*
                                  cudaStream_t stream)
 {
     if (count == 0) return;
-    moving_average_delta_kernel<<<grid_for(std::size_t(count)), block, 0, stream>>>(batch, moving, delta, count, momentum);
+    moving_average_delta_kernel<<<grid_for(std::size_t(count)), block, 0, stream>>>(batch, moving, delta, count,
+                                                                                    momentum);
     check_launch("moving_average_delta_kernel");
 }
 
@@ -168,8 +171,8 @@ void launch_variance_from_inv_std(const float* inv_std, float* var, int count, f
     check_launch("variance_from_inv_std_kernel");
 }
 
-void launch_pad(const float* x, float* xp, std::size_t planes, int h, int w, int top, int left, int hp, int wp, float fill,
-                cudaStream_t stream)
+void launch_pad(const float* x, float* xp, std::size_t planes, int h, int w, int top, int left, int hp, int wp,
+                float fill, cudaStream_t stream)
 {
     const std::size_t n = planes * hp * wp;
     if (n == 0) return;
@@ -186,7 +189,8 @@ void launch_crop(const float* dxp, float* dx, std::size_t planes, int h, int w, 
     check_launch("crop_kernel");
 }
 
-void launch_scale_planes(const float* in, const float* factor, float* out, std::size_t n, int plane, cudaStream_t stream)
+void launch_scale_planes(const float* in, const float* factor, float* out, std::size_t n, int plane,
+                         cudaStream_t stream)
 {
     if (n == 0) return;
     scale_planes_kernel<<<grid_for(n), block, 0, stream>>>(in, factor, out, n, plane);

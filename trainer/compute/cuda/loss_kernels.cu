@@ -43,8 +43,8 @@ void launch_softmax_xent(const float* logits, const std::int32_t* labels, float*
                          std::int32_t* row_hit, int rows, int classes, cudaStream_t stream)
 {
     if (rows == 0) return;
-    softmax_xent_kernel<<<(rows + block - 1) / block, block, 0, stream>>>(logits, labels, dlogits, row_loss, row_hit, rows,
-                                                                           classes, 1.0f / static_cast<float>(rows));
+    softmax_xent_kernel<<<(rows + block - 1) / block, block, 0, stream>>>(
+        logits, labels, dlogits, row_loss, row_hit, rows, classes, 1.0f / static_cast<float>(rows));
     check_launch("softmax_xent_kernel");
 }
 
@@ -53,7 +53,7 @@ void launch_squared_error(const float* pred, const float* target, float* dpred, 
 {
     if (rows == 0) return;
     squared_error_kernel<<<(rows + block - 1) / block, block, 0, stream>>>(pred, target, dpred, row_loss, rows,
-                                                                            1.0f / static_cast<float>(rows));
+                                                                           1.0f / static_cast<float>(rows));
     check_launch("squared_error_kernel");
 }
 

@@ -31,10 +31,9 @@ namespace {
 
 // Every variable the bootstrap reads, unset for the case and put back after.
 struct clean_environment {
-    static constexpr const char* names[] = {"PSTRAIN_ROLE",       "PMIX_RANK",           "PMIX_NAMESPACE",
-                                            "PSTRAIN_NUM_PS",     "PSTRAIN_NUM_WORKERS", "PSTRAIN_TASK_INDEX",
-                                            "PSTRAIN_CLUSTER",    "TF_CONFIG",           "PSTRAIN_AUTH_KEY",
-                                            "PSTRAIN_AUTH_KEY_FILE"};
+    static constexpr const char* names[] = {
+        "PSTRAIN_ROLE",       "PMIX_RANK",       "PMIX_NAMESPACE", "PSTRAIN_NUM_PS",   "PSTRAIN_NUM_WORKERS",
+        "PSTRAIN_TASK_INDEX", "PSTRAIN_CLUSTER", "TF_CONFIG",      "PSTRAIN_AUTH_KEY", "PSTRAIN_AUTH_KEY_FILE"};
     std::map<std::string, std::optional<std::string>> saved;
 
     clean_environment()
@@ -263,14 +262,17 @@ BOOST_AUTO_TEST_CASE(each_bad_tf_config_gives_one_line_naming_the_problem)
                "TF_CONFIG: address 'a' is not host:port");
     const std::string no_task = R"(TF_CONFIG has no valid "task": set it as {"type":"ps"|"worker","index":N})";
     BOOST_TEST(refusal_of_tf_config(R"({"cluster":{"ps":["a:1"],"worker":["b:1"]}})") == no_task);
-    BOOST_TEST(refusal_of_tf_config(R"({"cluster":{"ps":["a:1"],"worker":["b:1"]},"task":{"type":"ps","index":"0"}})") ==
-               no_task);
-    BOOST_TEST(refusal_of_tf_config(R"({"cluster":{"ps":["a:1"],"worker":["b:1"]},"task":{"type":"master","index":0}})") ==
-               "TF_CONFIG task type 'master' is not chief, evaluator, ps or worker");
-    BOOST_TEST(refusal_of_tf_config(R"({"cluster":{"ps":["a:1"],"worker":["b:1"]},"task":{"type":"worker","index":1}})") ==
-               "TF_CONFIG task index 1 is outside the worker list (1 entries)");
-    BOOST_TEST(refusal_of_tf_config(R"({"cluster":{"ps":["a:1"],"worker":["b:1"]},"task":{"type":"evaluator","index":1}})") ==
-               "TF_CONFIG task index 1 for the evaluator: there is one, index 0");
+    BOOST_TEST(refusal_of_tf_config(
+                   R"({"cluster":{"ps":["a:1"],"worker":["b:1"]},"task":{"type":"ps","index":"0"}})") == no_task);
+    BOOST_TEST(
+        refusal_of_tf_config(R"({"cluster":{"ps":["a:1"],"worker":["b:1"]},"task":{"type":"master","index":0}})") ==
+        "TF_CONFIG task type 'master' is not chief, evaluator, ps or worker");
+    BOOST_TEST(
+        refusal_of_tf_config(R"({"cluster":{"ps":["a:1"],"worker":["b:1"]},"task":{"type":"worker","index":1}})") ==
+        "TF_CONFIG task index 1 is outside the worker list (1 entries)");
+    BOOST_TEST(
+        refusal_of_tf_config(R"({"cluster":{"ps":["a:1"],"worker":["b:1"]},"task":{"type":"evaluator","index":1}})") ==
+        "TF_CONFIG task index 1 for the evaluator: there is one, index 0");
 }
 
 BOOST_AUTO_TEST_CASE(a_tf_config_for_a_separate_chief_or_evaluator_is_refused_naming_tf_config)
@@ -299,8 +301,9 @@ BOOST_AUTO_TEST_CASE(a_static_spec_takes_its_key_from_pstrain_auth_key)
     BOOST_TEST((*j->key)[1] == 0x11);
 
     set("PSTRAIN_AUTH_KEY", "0011");
-    BOOST_TEST(refusal() == "PSTRAIN_AUTH_KEY must hold 64 hex digits (32 bytes), the same in every task: make one with "
-                            "`openssl rand -hex 32`");
+    BOOST_TEST(refusal() ==
+               "PSTRAIN_AUTH_KEY must hold 64 hex digits (32 bytes), the same in every task: make one with "
+               "`openssl rand -hex 32`");
 }
 
 BOOST_AUTO_TEST_CASE(a_key_file_must_exist_hold_a_key_and_be_its_owners_alone)
@@ -318,12 +321,14 @@ BOOST_AUTO_TEST_CASE(a_key_file_must_exist_hold_a_key_and_be_its_owners_alone)
     BOOST_TEST((*j->key == *ucx::parse_key(sixty_four_hex)));
 
     ::chmod(path, 0640);
-    BOOST_TEST(refusal() == fmt::format("PSTRAIN_AUTH_KEY_FILE={} can be read by others (mode 640): chmod 600 it", path));
+    BOOST_TEST(refusal() ==
+               fmt::format("PSTRAIN_AUTH_KEY_FILE={} can be read by others (mode 640): chmod 600 it", path));
 
     ::chmod(path, 0600);
     std::ofstream(path) << "not hex\n";
-    BOOST_TEST(refusal() == "PSTRAIN_AUTH_KEY_FILE must hold 64 hex digits (32 bytes), the same in every task: make one "
-                            "with `openssl rand -hex 32`");
+    BOOST_TEST(refusal() ==
+               "PSTRAIN_AUTH_KEY_FILE must hold 64 hex digits (32 bytes), the same in every task: make one "
+               "with `openssl rand -hex 32`");
 
     ::unlink(path);
     BOOST_TEST(refusal() == fmt::format("PSTRAIN_AUTH_KEY_FILE={}: No such file or directory: name a file holding the "
@@ -396,8 +401,8 @@ BOOST_AUTO_TEST_CASE(the_chief_is_found_wherever_its_rank_is)
 {
     // Ranks in another order than the plugin's (worker 0 last).
     const std::vector<bootstrap::pmix_rank> ranks{rank({role::worker, 1}, address_of_w1, "n2"),
-                                                   rank({role::ps, 0}, address_of_ps0, "n1"),
-                                                   rank({role::worker, 0}, address_of_w0, std::nullopt)};
+                                                  rank({role::ps, 0}, address_of_ps0, "n1"),
+                                                  rank({role::worker, 0}, address_of_w0, std::nullopt)};
     const auto placed = bootstrap::place_ranks(pmix_job(), ranks);
     BOOST_TEST(placed.chief == 2u);
     // A rank whose host PMIx does not say is taken as the spec places it.
@@ -408,9 +413,10 @@ BOOST_AUTO_TEST_CASE(a_rank_where_the_spec_does_not_put_it_is_refused_naming_bot
 {
     auto ranks = three_ranks();
     ranks[2].host = "n7";
-    BOOST_TEST(refusal_of_ranks(ranks) ==
-               "rank 2 (worker 1) runs on n7 but PSTRAIN_CLUSTER puts it on n2: the plugin's layout is wrong; report it "
-               "with the srun line");
+    BOOST_TEST(
+        refusal_of_ranks(ranks) ==
+        "rank 2 (worker 1) runs on n7 but PSTRAIN_CLUSTER puts it on n2: the plugin's layout is wrong; report it "
+        "with the srun line");
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_claiming_a_task_the_spec_lacks_is_refused)

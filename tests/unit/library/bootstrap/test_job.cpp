@@ -41,7 +41,8 @@ BOOST_AUTO_TEST_CASE(a_task_that_disagrees_reports_its_own)
     const std::vector<std::string> errors{"", "the chief's refusal", "worker 1's own problem"};
     BOOST_TEST((judge_start(errors, names, chief, chief).what == action::report));
     BOOST_TEST((judge_start(errors, names, 2, chief).what == action::report));
-    BOOST_TEST(judge_start(errors, names, 0, chief).line == "stopped: worker 0 (n1, the chief) reported an error at start-up");
+    BOOST_TEST(judge_start(errors, names, 0, chief).line ==
+               "stopped: worker 0 (n1, the chief) reported an error at start-up");
 }
 
 BOOST_AUTO_TEST_CASE(without_the_chief_the_first_task_with_it_reports)

@@ -23,17 +23,17 @@ namespace pstrain::testing {
 
 // How a server's run() ended.
 struct run_end {
-    bool returned = false;                  // within the time finish() gave it
+    bool returned = false;  // within the time finish() gave it
     std::optional<ps::server_outcome> outcome;
     bool threw = false;
-    bool pstrain_error = false;             // the exception is a pstrain::error
-    bool peer_error = false;                // ... and a pstrain::peer_error
-    std::string who, what;                  // its peer() and what()
+    bool pstrain_error = false;  // the exception is a pstrain::error
+    bool peer_error = false;     // ... and a pstrain::peer_error
+    std::string who, what;       // its peer() and what()
 };
 
 struct job_options {
     std::uint64_t num_params = 6;
-    bool share_memory = true;               // servers and clients
+    bool share_memory = true;  // servers and clients
     std::vector<std::uint64_t> tensor_sizes;
     std::vector<ps::client_config::tensor_kind> tensor_kinds;
     std::chrono::seconds client_timeout{3};
@@ -55,10 +55,8 @@ public:
             c.timeout = o.client_timeout;
             c.share_memory = o.share_memory;
             c.table_dims = o.table_dims;
-            if (w == 0)
-                clients_.push_back(std::make_unique<ps::chief_client>(net_.worker(w), c));
-            else
-                clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
+            if (w == 0) clients_.push_back(std::make_unique<ps::chief_client>(net_.worker(w), c));
+            else clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
         }
         config.num_ps = num_ps;
         config.share_memory = o.share_memory;

@@ -53,8 +53,7 @@ BOOST_AUTO_TEST_CASE(a_client_names_the_ps_that_has_not_answered_its_hello)
     std::thread t([&] {
         try {
             c.wait(c.async_pull());
-        } catch (const pstrain::error&) {
-        }
+        } catch (const pstrain::error&) {}
     });
     const auto a = poll_until([&] { return c.activity(); }, [](const activity& x) { return x.waiting; });
     BOOST_TEST(a.waiting);
@@ -80,9 +79,9 @@ BOOST_AUTO_TEST_CASE(in_a_sync_step_the_server_names_the_worker_whose_gradient_i
 
     // The chief's gradient arrives; the step waits for worker 1's.
     std::thread pusher([&] { chief.step(1); });
-    const auto s = poll_until([&] { return job.server(0).activity(); }, [](const activity& x) {
-        return x.waiting && x.request.find("missing gradients") != std::string::npos;
-    });
+    const auto s = poll_until(
+        [&] { return job.server(0).activity(); },
+        [](const activity& x) { return x.waiting && x.request.find("missing gradients") != std::string::npos; });
     BOOST_TEST(s.request == "the missing gradients of a sync step (global step 0)");
     BOOST_TEST(s.peer_names == std::vector<std::string>{"worker 1"});
     BOOST_TEST(s.peers == std::vector<std::size_t>{1});
@@ -96,9 +95,9 @@ BOOST_AUTO_TEST_CASE(in_a_sync_step_the_server_names_the_worker_whose_gradient_i
     pusher.join();
     BOOST_TEST(!chief.activity().waiting);
     BOOST_TEST(chief.global_step() == 1u);
-    const auto after = poll_until([&] { return job.server(0).activity(); }, [](const activity& x) {
-        return x.waiting && x.request.find("(global step 1)") != std::string::npos;
-    });
+    const auto after = poll_until(
+        [&] { return job.server(0).activity(); },
+        [](const activity& x) { return x.waiting && x.request.find("(global step 1)") != std::string::npos; });
     BOOST_TEST(after.request == "the gradients of a sync step (global step 1)");
     BOOST_TEST(after.peer_names == (std::vector<std::string>{"worker 0", "worker 1"}));
 

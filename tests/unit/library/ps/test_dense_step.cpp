@@ -58,7 +58,8 @@ struct three_workers {
         if (!frame.complete()) {
             frame.cancel();
             payload.cancel();
-            t.wait_until([&] { return frame.complete() && payload.complete(); }, clock::now() + std::chrono::seconds(1));
+            t.wait_until([&] { return frame.complete() && payload.complete(); },
+                         clock::now() + std::chrono::seconds(1));
             return std::nullopt;
         }
         t.wait_until([&] { return payload.complete(); }, clock::now() + wait);

@@ -65,7 +65,8 @@ BOOST_AUTO_TEST_CASE(a_new_row_depends_on_the_seed_and_its_key_only)
     BOOST_TEST(!all_zero(one));
     for (float x : many) BOOST_TEST(std::fabs(x) <= a.config().init_range);
     // A second pull reads the same row; the table holds one row per key.
-    BOOST_TEST(pull(b, {42, 42}) == (std::vector<float>{one[0], one[1], one[2], one[3], one[0], one[1], one[2], one[3]}),
+    BOOST_TEST(pull(b, {42, 42}) ==
+                   (std::vector<float>{one[0], one[1], one[2], one[3], one[0], one[1], one[2], one[3]}),
                boost::test_tools::per_element());
     BOOST_TEST(b.rows() == 4u);
     auto other_seed = config();
@@ -98,8 +99,8 @@ BOOST_AUTO_TEST_CASE(rows_unseen_for_evict_after_steps_are_dropped_and_come_back
     const auto fresh = pull(t, {1, 2}, 1);
     t.push(std::vector<std::uint64_t>{1}, std::vector<float>(4, 1.0f), 1);
     pull(t, {2}, 8);
-    BOOST_TEST(t.evict(11) == 0u);    // both seen within 10 steps
-    BOOST_TEST(t.evict(12) == 1u);    // key 1 last seen at step 1
+    BOOST_TEST(t.evict(11) == 0u);  // both seen within 10 steps
+    BOOST_TEST(t.evict(12) == 1u);  // key 1 last seen at step 1
     BOOST_TEST(t.rows() == 1u);
     BOOST_TEST(t.evicted_rows() == 1u);
     // Evicted, key 1 is made again as new (its update is gone).
@@ -145,18 +146,22 @@ BOOST_DATA_TEST_CASE(each_optimizer_updates_only_the_pushed_rows_as_its_rule_say
                 const double k = static_cast<double>(s + 1);
                 m[i] = 0.9 * m[i] + 0.1 * g;
                 v[i] = 0.999 * v[i] + 0.001 * g * g;
-                w[i] -= lr * std::sqrt(1 - std::pow(0.999, k)) / (1 - std::pow(0.9, k)) * m[i] / (std::sqrt(v[i]) + 1e-8);
+                w[i] -=
+                    lr * std::sqrt(1 - std::pow(0.999, k)) / (1 - std::pow(0.9, k)) * m[i] / (std::sqrt(v[i]) + 1e-8);
             } else {
                 const double n_new = n[i] + g * g;
                 z[i] += g - (std::sqrt(n_new) - std::sqrt(n[i])) / lr * w[i];
                 n[i] = n_new;
-                w[i] = std::fabs(z[i]) <= 0.001 ? 0.0 : (std::copysign(0.001, z[i]) - z[i]) / ((0.5 + std::sqrt(n[i])) / lr + 0.02);
+                w[i] = std::fabs(z[i]) <= 0.001
+                           ? 0.0
+                           : (std::copysign(0.001, z[i]) - z[i]) / ((0.5 + std::sqrt(n[i])) / lr + 0.02);
             }
         }
     }
     const auto after = pull(t, {10, 11});
     for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(after[i] == w[i], boost::test_tools::tolerance(1e-5));
-    BOOST_TEST(row_of(after, 1, 3) == row_of(before, 1, 3), boost::test_tools::per_element());  // lazy: key 11 untouched
+    BOOST_TEST(row_of(after, 1, 3) == row_of(before, 1, 3),
+               boost::test_tools::per_element());  // lazy: key 11 untouched
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_gets_every_row_and_the_changed_ones_since_the_last_save)

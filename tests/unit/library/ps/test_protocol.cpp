@@ -54,7 +54,8 @@ answer ask(transport& t, const wire::frame& f, const void* payload = nullptr, st
     transfer payload_send;
     if (bytes > 0) payload_send = t.send(0, channel::payload, payload, bytes);
     auto s = t.send(0, channel::control, &f, sizeof f);
-    if (!t.wait_until([&] { return r.complete() && s.complete() && payload_send.complete(); }, clock::now() + 3s) || !r.ok()) {
+    if (!t.wait_until([&] { return r.complete() && s.complete() && payload_send.complete(); }, clock::now() + 3s) ||
+        !r.ok()) {
         r.cancel();
         return a;
     }
@@ -152,7 +153,8 @@ struct rogue_worker {
         for (int i = 0; i < 100; ++i) {
             const auto last = ask(rogue, pull_frame(0, 8));
             BOOST_TEST_REQUIRE(last.came);
-            if (wire::body<wire::values>(last.frame).status == static_cast<std::uint32_t>(wire::values_status::done)) break;
+            if (wire::body<wire::values>(last.frame).status == static_cast<std::uint32_t>(wire::values_status::done))
+                break;
             BOOST_TEST_REQUIRE(i < 99, "no reply said training is done");
         }
         const auto end = job.finish();
@@ -329,7 +331,8 @@ BOOST_AUTO_TEST_CASE(a_request_before_hello_is_refused_and_hello_still_opens_the
     const auto a = ask(rogue, pull_frame(0, 8));
     BOOST_TEST_REQUIRE(a.came);
     BOOST_TEST(a.frame.kind == static_cast<std::uint16_t>(wire::kind::values));
-    BOOST_TEST(a.payload == std::vector<float>(8, 3.0f), boost::test_tools::per_element());  // the refused push was not applied
+    BOOST_TEST(a.payload == std::vector<float>(8, 3.0f),
+               boost::test_tools::per_element());  // the refused push was not applied
     job.chief().shutdown();
 }
 
@@ -434,8 +437,9 @@ BOOST_FIXTURE_TEST_CASE(a_chief_announcing_2_to_40_parameters_ends_the_server_be
 {
     pstrain::testing::allocation_probe probe;
     send(hello_frame(std::uint64_t{1} << 40, 0));
-    server_refuses("worker 0 announced 1099511627776 parameters: this PS's shard of 1099511627776 needs 13194.1 GB (3 copies: "
-                   "values, optimizer state, sums, one receive buffer per worker), more than this machine's ");
+    server_refuses(
+        "worker 0 announced 1099511627776 parameters: this PS's shard of 1099511627776 needs 13194.1 GB (3 copies: "
+        "values, optimizer state, sums, one receive buffer per worker), more than this machine's ");
     BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }
 
@@ -449,9 +453,10 @@ BOOST_AUTO_TEST_CASE(a_shard_larger_than_max_shard_bytes_ends_the_server_before_
     const auto sent = chief.send(0, channel::control, &hello, sizeof hello);
     const auto end = job.finish(0, 5s);
     BOOST_TEST_REQUIRE(end.returned);
-    BOOST_TEST(end.what == "worker 0 announced 100 parameters: this PS's shard of 100 needs 1200 bytes (3 copies: values, "
-                           "optimizer state, sums, one receive buffer per worker), more than the 1000 bytes max_shard_bytes "
-                           "allows: use more PS tasks, or check that every task builds the same model");
+    BOOST_TEST(end.what ==
+               "worker 0 announced 100 parameters: this PS's shard of 100 needs 1200 bytes (3 copies: values, "
+               "optimizer state, sums, one receive buffer per worker), more than the 1000 bytes max_shard_bytes "
+               "allows: use more PS tasks, or check that every task builds the same model");
 }
 
 BOOST_FIXTURE_TEST_CASE(a_chief_that_does_not_begin_with_hello_ends_the_server, rogue_chief)
@@ -529,10 +534,10 @@ BOOST_AUTO_TEST_CASE(range_inside_holds_at_64_bit_offsets)
 {
     const shard_range second{4294967299, 8589934599};
     BOOST_TEST(wire::range_inside(4294967299, 8589934599, second));
-    BOOST_TEST(wire::range_inside(two_to_32 + 5, two_to_32 + 5, second));    // empty, inside
-    BOOST_TEST(!wire::range_inside(4294967298, 4294967300, second));         // one before
-    BOOST_TEST(!wire::range_inside(8589934598, 8589934600, second));         // one after
-    BOOST_TEST(!wire::range_inside(8589934598, 4294967300, second));         // reversed
+    BOOST_TEST(wire::range_inside(two_to_32 + 5, two_to_32 + 5, second));  // empty, inside
+    BOOST_TEST(!wire::range_inside(4294967298, 4294967300, second));       // one before
+    BOOST_TEST(!wire::range_inside(8589934598, 8589934600, second));       // one after
+    BOOST_TEST(!wire::range_inside(8589934598, 4294967300, second));       // reversed
     // What a 32-bit offset would make of them: 3 and 7 are not in it.
     BOOST_TEST(!wire::range_inside(3, 7, second));
     BOOST_TEST(!wire::range_inside(3, two_to_32 + 7, second));
@@ -558,9 +563,9 @@ BOOST_AUTO_TEST_CASE(bytes_of_a_range_are_exact_or_none_when_they_wrap)
     BOOST_TEST_REQUIRE(s.has_value());
     BOOST_TEST(s->begin == 0x1010u);
     BOOST_TEST(s->bytes == 32u);
-    BOOST_TEST(wire::bytes_of(~std::uint64_t(0) - 32, {0, 8}).has_value());    // its end is the last address
-    BOOST_TEST(!wire::bytes_of(~std::uint64_t(0) - 31, {0, 8}).has_value());   // its end, 2^64, is none
-    BOOST_TEST(!wire::bytes_of(~std::uint64_t(0) - 8, {4, 4}).has_value());    // the offset alone wraps
+    BOOST_TEST(wire::bytes_of(~std::uint64_t(0) - 32, {0, 8}).has_value());   // its end is the last address
+    BOOST_TEST(!wire::bytes_of(~std::uint64_t(0) - 31, {0, 8}).has_value());  // its end, 2^64, is none
+    BOOST_TEST(!wire::bytes_of(~std::uint64_t(0) - 8, {4, 4}).has_value());   // the offset alone wraps
     BOOST_TEST(!wire::bytes_of(0x1000, {0, std::uint64_t(1) << 62}).has_value());
     BOOST_TEST(!wire::bytes_of(0x1000, {std::uint64_t(1) << 62, (std::uint64_t(1) << 62) + 1}).has_value());
 }
@@ -625,7 +630,8 @@ BOOST_AUTO_TEST_CASE(a_hello_payload_is_the_key_then_the_moving_ranges_as_64_bit
     const std::vector<shard_range> moving{{2, 5}, {two_to_32, two_to_32 + 3}};
     const auto payload = wire::hello_payload(key, moving);
     BOOST_TEST_REQUIRE(payload.size() == 3u + 2 * 16);
-    BOOST_TEST(std::vector<std::uint8_t>(payload.begin(), payload.begin() + 3) == key, boost::test_tools::per_element());
+    BOOST_TEST(std::vector<std::uint8_t>(payload.begin(), payload.begin() + 3) == key,
+               boost::test_tools::per_element());
     std::uint64_t second_begin = 0;
     std::memcpy(&second_begin, payload.data() + 3 + 16, 8);
     BOOST_TEST(second_begin == two_to_32);
@@ -654,7 +660,8 @@ BOOST_AUTO_TEST_CASE(a_sparse_push_payload_is_the_keys_then_one_row_per_key_in_t
     wire::decode_sparse_keys(payload.data(), 2, back);
     BOOST_TEST(back == (std::vector<std::uint64_t>{30, 10}), boost::test_tools::per_element());
     const float* rows = wire::sparse_push_grads(payload.data(), 2);
-    BOOST_TEST(std::vector<float>(rows, rows + 4) == (std::vector<float>{3, 3, 1, 1}), boost::test_tools::per_element());
+    BOOST_TEST(std::vector<float>(rows, rows + 4) == (std::vector<float>{3, 3, 1, 1}),
+               boost::test_tools::per_element());
     BOOST_TEST(wire::sparse_pull_bytes(3) == 24u);
     BOOST_TEST(wire::sparse_rows_bytes(3, 4) == 48u);
 }
@@ -674,6 +681,7 @@ BOOST_AUTO_TEST_CASE(a_typed_refusal_carries_its_code_and_details)
     BOOST_TEST(r.code == code(wire::refusal_code::bad_range));
     BOOST_TEST(r.detail_begin == 4u);
     BOOST_TEST(r.detail_end == 9u);
-    BOOST_TEST(wire::describe(r) == "the range [4, 9) is not inside this PS's shard: do all tasks build the same model?");
+    BOOST_TEST(wire::describe(r) ==
+               "the range [4, 9) is not inside this PS's shard: do all tasks build the same model?");
     BOOST_TEST(wire::dense_bytes({4, 9}) == 20u);
 }

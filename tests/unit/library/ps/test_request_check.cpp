@@ -136,7 +136,8 @@ BOOST_AUTO_TEST_CASE(sparse_requests_name_a_table_the_ps_has_and_at_most_max_spa
     BOOST_TEST(r->detail_begin == 3u);
     BOOST_TEST(r->detail_end == 1u);
     const auto many = wire::max_sparse_keys + 1;
-    BOOST_TEST((code_of(wire::encode(wire::sparse_pull{many, 0, 0}, many * 8), c) == wire::refusal_code::too_many_keys));
+    BOOST_TEST(
+        (code_of(wire::encode(wire::sparse_pull{many, 0, 0}, many * 8), c) == wire::refusal_code::too_many_keys));
     BOOST_TEST(!code_of(wire::encode(wire::sparse_pull{2, 0, 0}, 16), c).has_value());
     BOOST_TEST((code_of(wire::encode(wire::sparse_pull{2, 0, 0}, 12), c) == wire::refusal_code::bad_length));
     // A push: 2 keys of 8 bytes, then 2 rows of 4 floats.

@@ -47,7 +47,8 @@ BOOST_AUTO_TEST_CASE(while_a_reply_reads_the_values_a_push_goes_into_a_spare_and
     s.apply(std::vector<float>{1, 1, 1, 1}, {0, 4}, [&](const float* v) { return v == read; });
     BOOST_TEST(values_of(s) == (std::vector<float>{0, 1, 2, 3}), boost::test_tools::per_element());
     BOOST_TEST(s.shard().values().data() != read);
-    BOOST_TEST((std::vector<float>(read, read + 4) == std::vector<float>{1, 2, 3, 4}), boost::test_tools::per_element());
+    BOOST_TEST((std::vector<float>(read, read + 4) == std::vector<float>{1, 2, 3, 4}),
+               boost::test_tools::per_element());
     // Another while that reply still reads the first buffer: a buffer that nobody reads, not the first.
     const float* second = s.shard().values().data();
     s.apply(std::vector<float>{1, 1, 1, 1}, {0, 4}, [&](const float* v) { return v == read || v == second; });

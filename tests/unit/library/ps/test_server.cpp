@@ -33,8 +33,8 @@ const std::vector<float> initial{1, 2, 3, 4, 5, 6};
 const std::vector<float> g0{1, 0, 2, -2, 0.5f, 4};
 const std::vector<float> g1{3, 2, 0, 2, 0.5f, -4};
 // Their average is {2, 1, 1, 0, 0.5, 0}; SGD with learning rate 0.5:
-const std::vector<float> after_one_step{0, 1.5f, 2.5f, 4, 4.75f, 6};   // initial - 0.5 * average
-const std::vector<float> after_two_steps{-1, 1, 2, 4, 4.5f, 6};        // ... twice
+const std::vector<float> after_one_step{0, 1.5f, 2.5f, 4, 4.75f, 6};  // initial - 0.5 * average
+const std::vector<float> after_two_steps{-1, 1, 2, 4, 4.5f, 6};       // ... twice
 
 server_config sync_config(int replicas = 0)
 {
@@ -130,9 +130,18 @@ struct recorder {
         h.snapshot = [this](const shard_snapshot& s) {
             std::lock_guard lock(mu);
             if (fail_snapshots) throw pstrain::error("the test's snapshot hook fails");
-            snapshots.push_back({s.step, s.index, s.num_ps, s.range, s.num_params, s.optimizer, to_vector(s.values),
-                                 to_vector(s.state), s.updates, {s.positions.begin(), s.positions.end()}});
-            return snapshot_receipt{1000 + static_cast<std::uint64_t>(s.index), 0xc0ffee00 + static_cast<std::uint64_t>(s.index)};
+            snapshots.push_back({s.step,
+                                 s.index,
+                                 s.num_ps,
+                                 s.range,
+                                 s.num_params,
+                                 s.optimizer,
+                                 to_vector(s.values),
+                                 to_vector(s.state),
+                                 s.updates,
+                                 {s.positions.begin(), s.positions.end()}});
+            return snapshot_receipt{1000 + static_cast<std::uint64_t>(s.index),
+                                    0xc0ffee00 + static_cast<std::uint64_t>(s.index)};
         };
         return h;
     }
@@ -158,8 +167,8 @@ std::vector<float> part(const std::vector<float>& v, shard_range r)
 BOOST_DATA_TEST_CASE(sync_step_applies_sgd_to_the_average_of_every_workers_gradient, bdata::make({false, true}), share)
 {
     ps_job job(1, 2, sync_config(), {}, sharing(share));
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 2);
     BOOST_TEST(to_vector(w1.params()) == initial, boost::test_tools::per_element());
     BOOST_TEST(w0.mapped(0) == share);
@@ -190,12 +199,13 @@ BOOST_DATA_TEST_CASE(sync_step_applies_sgd_to_the_average_of_every_workers_gradi
     BOOST_TEST(job.server(0).stale_gradients() == 0u);
 }
 
-BOOST_DATA_TEST_CASE(backup_workers_a_step_takes_the_first_replicas_to_aggregate_gradients, bdata::make({false, true}), share)
+BOOST_DATA_TEST_CASE(backup_workers_a_step_takes_the_first_replicas_to_aggregate_gradients, bdata::make({false, true}),
+                     share)
 {
     // 3 workers, 2 gradients a step: worker 1 is a backup that never pushes.
     ps_job job(1, 3, sync_config(2), {}, sharing(share));
-    auto &w0 = job.chief();
-    auto &w2 = job.worker(2);
+    auto& w0 = job.chief();
+    auto& w2 = job.worker(2);
     start(job, 3);
     fill(w0.grads(), g0);
     const auto t0 = w0.async_push();
@@ -218,10 +228,11 @@ BOOST_DATA_TEST_CASE(backup_workers_a_step_takes_the_first_replicas_to_aggregate
     BOOST_TEST((job.finish().outcome == server_outcome::done));
 }
 
-BOOST_DATA_TEST_CASE(a_stale_gradient_is_dropped_and_answered_with_the_current_values, bdata::make({false, true}), share)
+BOOST_DATA_TEST_CASE(a_stale_gradient_is_dropped_and_answered_with_the_current_values, bdata::make({false, true}),
+                     share)
 {
     ps_job job(1, 3, sync_config(2), {}, sharing(share));
-    auto &w0 = job.chief();
+    auto& w0 = job.chief();
     auto &w1 = job.worker(1), &w2 = job.worker(2);
     start(job, 3);  // worker 2 holds the values of step 0
     fill(w0.grads(), g0);
@@ -257,8 +268,8 @@ BOOST_DATA_TEST_CASE(a_stale_gradient_is_dropped_and_answered_with_the_current_v
 BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
 {
     ps_job job(1, 2, sync_config(1));
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 2);
     fill(w1.grads(), g1);
     try {
@@ -271,7 +282,8 @@ BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
     // The PS goes on with the chief: one gradient a step, and not worker 1's.
     fill(w0.grads(), g0);
     w0.wait(w0.async_push());
-    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}), boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}),
+               boost::test_tools::per_element());
     job.net().kill_worker(1);
     w0.shutdown();
     BOOST_TEST((job.finish().outcome == server_outcome::done));
@@ -282,12 +294,13 @@ BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
 BOOST_DATA_TEST_CASE(async_applies_each_push_on_arrival, bdata::make({false, true}), share)
 {
     ps_job job(1, 2, async_config(), {}, sharing(share));
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 2);
     fill(w0.grads(), g0);
     w0.wait(w0.async_push());
-    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}), boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}),
+               boost::test_tools::per_element());
     BOOST_TEST(w0.global_step() == 1u);
     // Worker 1's gradient, computed on step 0's values, is applied too.
     fill(w1.grads(), g1);
@@ -295,7 +308,8 @@ BOOST_DATA_TEST_CASE(async_applies_each_push_on_arrival, bdata::make({false, tru
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-1, 1, 2, 4, 4.5f, 6}), boost::test_tools::per_element());
     BOOST_TEST(w1.global_step() == 2u);
     w1.wait(w1.async_push());
-    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-2.5f, 0, 2, 3, 4.25f, 8}), boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-2.5f, 0, 2, 3, 4.25f, 8}),
+               boost::test_tools::per_element());
     BOOST_TEST(w1.global_step() == 3u);
     w0.wait(w0.async_pull());
     BOOST_TEST(to_vector(w0.params()) == to_vector(w1.params()), boost::test_tools::per_element());
@@ -314,8 +328,8 @@ BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, b
     o.num_params = 8;
     o.tensor_sizes = {2, 4, 2};
     ps_job job(2, 2, async_config(), {}, o);
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     const std::vector<float> v{1, 2, 3, 4, 5, 6, 7, 8};
     start(job, 2, v);
     BOOST_TEST((w0.tensor(1) == shard_range{2, 6}));
@@ -337,7 +351,8 @@ BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, b
     fill(w1.grads(), std::vector<float>(8, 4.0f));
     w1.wait(w1.async_push({4, 6}));
     w1.wait(w1.async_pull());
-    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{1, 2, 2, 3, 2, 3, 7, 8}), boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{1, 2, 2, 3, 2, 3, 7, 8}),
+               boost::test_tools::per_element());
     BOOST_TEST(w1.global_step() == 1u);  // PS 0's
 
     w0.shutdown();
@@ -389,16 +404,16 @@ BOOST_AUTO_TEST_CASE(two_ps_tasks_split_the_vector_as_make_partition_says)
 // variance) gets no optimizer: the PS adds the step's average of the
 // pushed deltas.  Its range [2, 4) crosses the two PS tasks' shards; the
 // chief's hello tells both.
-BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_the_optimizer, bdata::make({false, true}),
-                     share)
+BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_the_optimizer,
+                     bdata::make({false, true}), share)
 {
     auto o = sharing(share);
     o.tensor_sizes = {2, 2, 2};
     o.tensor_kinds = {client_config::tensor_kind::trainable, client_config::tensor_kind::moving_average,
-                   client_config::tensor_kind::trainable};
+                      client_config::tensor_kind::trainable};
     ps_job job(2, 2, sync_config(), {}, o);
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 2);
     fill(w0.grads(), g0);
     fill(w1.grads(), g1);
@@ -409,7 +424,8 @@ BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_
     w0.wait(w0.async_pull());
     // The average is {2, 1, 1, 0, 0.5, 0}: SGD (learning rate 0.5) on
     // elements 0, 1, 4, 5; elements 2 and 3 are 3 + 1 and 4 + 0.
-    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0, 1.5f, 4, 4, 4.75f, 6}), boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0, 1.5f, 4, 4, 4.75f, 6}),
+               boost::test_tools::per_element());
     w0.shutdown();
     leave(w1);
     BOOST_TEST((job.finish(0).outcome == server_outcome::done));
@@ -433,9 +449,9 @@ BOOST_AUTO_TEST_CASE(a_kind_for_each_key_or_none)
 BOOST_DATA_TEST_CASE(async_stats_count_each_workers_gradients_and_their_staleness, bdata::make({false, true}), share)
 {
     ps_job job(1, 2, async_config(), {}, sharing(share));
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
-    start(job, 2);  // both hold the values of step 0
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);             // both hold the values of step 0
     w0.wait(w0.async_push());  // on step 0 at step 0: staleness 0, now step 1
     w1.wait(w1.async_push());  // on step 0 at step 1: 1, now step 2
     w1.wait(w1.async_push());  // on step 2 at step 2: 0, now step 3
@@ -480,7 +496,7 @@ BOOST_AUTO_TEST_CASE(sync_stats_count_aggregated_and_stale_gradients_on_every_ps
 {
     // 3 workers, 2 gradients a step: worker 2's late gradient is stale.
     ps_job job(2, 3, sync_config(2), {}, sharing(false));
-    auto &w0 = job.chief();
+    auto& w0 = job.chief();
     auto &w1 = job.worker(1), &w2 = job.worker(2);
     start(job, 3);
     auto t0 = w0.async_push();
@@ -512,8 +528,8 @@ BOOST_AUTO_TEST_CASE(the_step_completed_hook_ends_training_at_the_step_it_decide
 {
     recorder rec;
     ps_job job(1, 2, sync_config(), rec.hooks(2));
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 2);
     BOOST_TEST(!w0.done());
     for (int step = 1; step <= 2; ++step) {
@@ -563,8 +579,8 @@ BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back
     c.optimizer.kind = optimizer_kind::momentum;
     c.optimizer.momentum = 0.5f;
     ps_job job(2, 2, c, rec.hooks());
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 2);
     fill(w0.grads(), g0);
     fill(w1.grads(), g1);
@@ -572,7 +588,8 @@ BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back
     const auto t1 = w1.async_push(22);
     w0.wait(t0);
     w1.wait(t1);
-    BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());  // momentum's first step is SGD's
+    BOOST_TEST(to_vector(w0.params()) == after_one_step,
+               boost::test_tools::per_element());  // momentum's first step is SGD's
 
     const auto taken = w0.snapshot(1);
     BOOST_TEST_REQUIRE(taken.size() == 2u);
@@ -660,8 +677,8 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
     c.optimizer.kind = optimizer_kind::momentum;
     c.optimizer.momentum = 0.5f;
     ps_job job(2, 2, c, hooks);
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     fill(w0.params(), std::vector<float>(6, -1.0f));
     BOOST_TEST(!w0.restored_step().has_value());
     w0.wait(w0.async_restore(4));
@@ -675,7 +692,8 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
     {
         std::lock_guard lock(rec.mu);
         BOOST_TEST_REQUIRE(rec.restores.size() == 2u);
-        std::sort(rec.restores.begin(), rec.restores.end(), [](auto& a, auto& b) { return a.range.begin < b.range.begin; });
+        std::sort(rec.restores.begin(), rec.restores.end(),
+                  [](auto& a, auto& b) { return a.range.begin < b.range.begin; });
         BOOST_TEST(rec.restores[0].step == 4u);
         BOOST_TEST((rec.restores[0].range == shard_range{0, 3}));
         BOOST_TEST((rec.restores[1].range == shard_range{3, 6}));
@@ -699,7 +717,8 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
     const auto t1 = w1.async_push();
     w0.wait(t0);
     w1.wait(t1);
-    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{8.5f, 19.5f, 30, 39, 49.75f, 59.75f}), boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{8.5f, 19.5f, 30, 39, 49.75f, 59.75f}),
+               boost::test_tools::per_element());
     BOOST_TEST(w1.global_step() == 5u);
 
     w0.shutdown();
@@ -713,8 +732,8 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
 BOOST_DATA_TEST_CASE(the_chiefs_shutdown_reaches_a_worker_waiting_for_its_step, bdata::make({false, true}), stop)
 {
     ps_job job(1, 2, sync_config());
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 2);
     fill(w1.grads(), g1);
     const auto t1 = w1.async_push();  // waits for the chief's gradient, which never comes
@@ -748,8 +767,8 @@ BOOST_AUTO_TEST_CASE(a_stop_makes_every_other_worker_see_stopped)
 BOOST_AUTO_TEST_CASE(async_goes_on_without_a_lost_worker)
 {
     ps_job job(1, 3, async_config());
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 3);
     job.net().kill_worker(2);
     fill(w0.grads(), g0);
@@ -768,8 +787,8 @@ BOOST_AUTO_TEST_CASE(async_goes_on_without_a_lost_worker)
 BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_a_lost_worker)
 {
     ps_job job(1, 3, sync_config(2));
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 3);
     job.net().kill_worker(2);
     fill(w0.grads(), g0);
@@ -809,8 +828,8 @@ BOOST_AUTO_TEST_CASE(losing_the_chief_ends_the_server_and_the_other_workers_hear
 BOOST_AUTO_TEST_CASE(sync_without_enough_workers_ends_and_tells_the_waiting_workers)
 {
     ps_job job(1, 3, sync_config());  // every worker's gradient, every step
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 3);
     const auto t0 = w0.async_push();
     const auto t1 = w1.async_push();
@@ -835,8 +854,8 @@ BOOST_AUTO_TEST_CASE(sync_without_enough_workers_ends_and_tells_the_waiting_work
 BOOST_AUTO_TEST_CASE(a_lost_ps_makes_the_waiting_worker_throw_naming_it)
 {
     ps_job job(1, 2, sync_config());
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     start(job, 2);
     const auto t0 = w0.async_push();  // waits for worker 1's gradient
     BOOST_TEST(held_for_the_step(job, w0, 0, t0));

@@ -31,7 +31,8 @@ std::string shard_map_problem(const std::vector<shard_range>& map, std::size_t n
         const auto& r = map[i];
         if (r.end < r.begin) why << "range " << i << " is [" << r.begin << ", " << r.end << "); ";
         if (i + 1 < p && r.end != map[i + 1].begin)
-            why << "range " << i << " ends at " << r.end << ", range " << i + 1 << " begins at " << map[i + 1].begin << "; ";
+            why << "range " << i << " ends at " << r.end << ", range " << i + 1 << " begins at " << map[i + 1].begin
+                << "; ";
         smallest = std::min(smallest, r.size());
         largest = std::max(largest, r.size());
     }
@@ -45,8 +46,27 @@ std::string shard_map_problem(const std::vector<shard_range>& map, std::size_t n
 BOOST_AUTO_TEST_CASE(shard_map_covers_every_element_once_in_order_with_balanced_sizes)
 {
     // The map is arithmetic only, so sizes up to 2^40 cost nothing.
-    std::vector<std::size_t> sizes{0, 1, 2, 3, 5, 7, 13, 61, 63, 64, 65, 127, 8191, 79510, 131071, 235146, 524287,
-                                   2147483647, std::size_t{1} << 32, 4294967311, (std::size_t{1} << 40) - 87,
+    std::vector<std::size_t> sizes{0,
+                                   1,
+                                   2,
+                                   3,
+                                   5,
+                                   7,
+                                   13,
+                                   61,
+                                   63,
+                                   64,
+                                   65,
+                                   127,
+                                   8191,
+                                   79510,
+                                   131071,
+                                   235146,
+                                   524287,
+                                   2147483647,
+                                   std::size_t{1} << 32,
+                                   4294967311,
+                                   (std::size_t{1} << 40) - 87,
                                    std::size_t{1} << 40};
     // and random ones, log-uniform from 0 to 2^40, from a fixed seed
     pstrain::random::splitmix64 rng(20240611);
@@ -61,10 +81,7 @@ BOOST_AUTO_TEST_CASE(shard_map_covers_every_element_once_in_order_with_balanced_
         }
 }
 
-BOOST_AUTO_TEST_CASE(shard_map_needs_a_shard)
-{
-    BOOST_CHECK_THROW(make_partition(10, 0), pstrain::error);
-}
+BOOST_AUTO_TEST_CASE(shard_map_needs_a_shard) { BOOST_CHECK_THROW(make_partition(10, 0), pstrain::error); }
 
 BOOST_AUTO_TEST_CASE(shard_applies_and_counts_updates)
 {
@@ -183,7 +200,8 @@ BOOST_AUTO_TEST_CASE(moving_average_elements_add_the_pushed_delta_and_skip_the_o
     const shard_range range{10, 40};
     const std::vector<shard_range> moving{{0, 12}, {20, 25}, {28, 29}, {39, 50}};
     auto is_moving = [&](std::uint64_t i) {
-        return std::any_of(moving.begin(), moving.end(), [&](const shard_range& r) { return r.begin <= i && i < r.end; });
+        return std::any_of(moving.begin(), moving.end(),
+                           [&](const shard_range& r) { return r.begin <= i && i < r.end; });
     };
     for (auto kind : {optimizer_kind::sgd, optimizer_kind::adam}) {
         optimizer_config c;
@@ -199,7 +217,8 @@ BOOST_AUTO_TEST_CASE(moving_average_elements_add_the_pushed_delta_and_skip_the_o
             float_buffer spare;
             for (int step = 1; step <= 3; ++step) {
                 std::vector<float> g(range.size());
-                for (std::size_t i = 0; i < g.size(); ++i) g[i] = 0.1f * static_cast<float>(step) - 0.01f * static_cast<float>(i);
+                for (std::size_t i = 0; i < g.size(); ++i)
+                    g[i] = 0.1f * static_cast<float>(step) - 0.01f * static_cast<float>(i);
                 const std::vector<float> before(with.values().begin(), with.values().end());
                 if (mode == 0) {
                     with.apply(g);

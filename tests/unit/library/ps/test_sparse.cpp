@@ -65,9 +65,10 @@ std::vector<float> pulled(client& w, std::size_t table, const std::vector<std::u
 // rows one table gives for the same requests in the same order.
 BOOST_DATA_TEST_CASE(rows_are_those_of_one_table_whatever_the_ps_count, bdata::make({1, 2, 3}), num_ps)
 {
-    ps_job job(num_ps, 2, with_tables(false, {table_config(), table_config(row_optimizer::adam)}), {}, table_options({dim, dim}));
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    ps_job job(num_ps, 2, with_tables(false, {table_config(), table_config(row_optimizer::adam)}), {},
+               table_options({dim, dim}));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     w0.wait(w0.async_init());
     w1.wait(w1.async_pull());
     embedding_table ref0(table_config()), ref1(table_config(row_optimizer::adam));
@@ -80,7 +81,8 @@ BOOST_DATA_TEST_CASE(rows_are_those_of_one_table_whatever_the_ps_count, bdata::m
     std::vector<std::uint64_t> unique;
     std::vector<std::uint32_t> place;
     deduplicate(keys, unique, place);
-    BOOST_TEST(unique == (std::vector<std::uint64_t>{5, 1ull << 50, 77, 123456789, 0}), boost::test_tools::per_element());
+    BOOST_TEST(unique == (std::vector<std::uint64_t>{5, 1ull << 50, 77, 123456789, 0}),
+               boost::test_tools::per_element());
     BOOST_TEST(place == (std::vector<std::uint32_t>{0, 1, 0, 2, 3, 4}), boost::test_tools::per_element());
     std::vector<float> grads(unique.size() * dim);
     for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = 0.25f * static_cast<float>(i) - 1.0f;
@@ -120,8 +122,8 @@ BOOST_DATA_TEST_CASE(lookups_read_without_making_rows, bdata::make({1, 2}), num_
     auto admitted = table_config();
     admitted.admit_after = 2;
     ps_job job(num_ps, 2, with_tables(false, {admitted}), {}, table_options({dim}));
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     w0.wait(w0.async_init());
     w1.wait(w1.async_pull());
     embedding_table ref(admitted);
@@ -193,7 +195,7 @@ BOOST_DATA_TEST_CASE(in_sync_mode_row_updates_move_with_the_dense_step, bdata::m
     auto config = with_tables(true, {table_config(row_optimizer::adam)});
     config.replicas_to_aggregate = 2;
     ps_job job(num_ps, 3, config, {}, table_options({dim}));
-    auto &w0 = job.chief();
+    auto& w0 = job.chief();
     auto &w1 = job.worker(1), &w2 = job.worker(2);
     w0.wait(w0.async_init());
     w1.wait(w1.async_pull());
@@ -231,7 +233,8 @@ BOOST_DATA_TEST_CASE(in_sync_mode_row_updates_move_with_the_dense_step, bdata::m
     w2.wait(w2.async_push_rows(0, keys, g2));
     w2.wait(w2.async_push());
     w0.wait(w0.async_lookup_rows(0, keys, looked));
-    BOOST_TEST_CONTEXT("a stale push's row updates must be dropped") BOOST_TEST(looked == after, boost::test_tools::per_element());
+    BOOST_TEST_CONTEXT("a stale push's row updates must be dropped")
+    BOOST_TEST(looked == after, boost::test_tools::per_element());
 
     w0.shutdown();
     for (int p = 0; p < num_ps; ++p) BOOST_TEST_REQUIRE(job.finish(p).returned);

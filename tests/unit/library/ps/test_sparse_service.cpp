@@ -62,7 +62,8 @@ struct two_workers {
         std::vector<std::uint8_t> bytes(8);
         std::memcpy(bytes.data(), &key, 8);
         arrive(w, wire::encode(wire::sparse_pull{1, 0, 0}, 8), bytes);
-        sparse.on_pull(static_cast<std::size_t>(w), wire::body<wire::sparse_pull>(links[static_cast<std::size_t>(w)].in));
+        sparse.on_pull(static_cast<std::size_t>(w),
+                       wire::body<wire::sparse_pull>(links[static_cast<std::size_t>(w)].in));
         std::vector<float> rows;
         reply_to(w, rows);
         return rows;
@@ -72,7 +73,8 @@ struct two_workers {
         std::vector<std::uint8_t> bytes;
         wire::encode_sparse_push(std::vector<std::uint64_t>{key}, grad, std::vector<std::uint32_t>{0}, 2, bytes);
         arrive(w, wire::encode(wire::sparse_push{1, 0}, bytes.size()), bytes);
-        sparse.on_push(static_cast<std::size_t>(w), wire::body<wire::sparse_push>(links[static_cast<std::size_t>(w)].in));
+        sparse.on_push(static_cast<std::size_t>(w),
+                       wire::body<wire::sparse_push>(links[static_cast<std::size_t>(w)].in));
         std::vector<float> rows;
         const auto r = reply_to(w, rows);
         BOOST_TEST(r.count == 0u);
@@ -111,7 +113,7 @@ BOOST_FIXTURE_TEST_CASE(a_pull_makes_the_row_and_answers_it_in_place_of_its_key,
     BOOST_TEST_REQUIRE(rows.size() == 4u);
     BOOST_TEST(sparse.tables()[0].rows() == 2u);
     BOOST_TEST((std::vector<float>(rows.begin() + 2, rows.end()) == pull(0, 9)), boost::test_tools::per_element());
-    BOOST_TEST(rows[2] != 0.0f);  // a new row starts random, not zero
+    BOOST_TEST(rows[2] != 0.0f);                       // a new row starts random, not zero
     BOOST_TEST(row(9) == (std::vector<float>{0, 0}));  // a lookup reads only rows an update reached
     BOOST_TEST(sparse.keys_pulled() == 3u);
 }
@@ -135,7 +137,7 @@ BOOST_FIXTURE_TEST_CASE(sync_a_row_update_waits_for_its_workers_step_and_is_drop
     push(1, 8, {1, 1});
     BOOST_TEST(row(7) == seven);  // held
     BOOST_TEST(row(8) == eight);
-    sparse.drop_held(1);          // worker 1's gradient was stale
+    sparse.drop_held(1);  // worker 1's gradient was stale
     const std::vector<std::size_t> step{0, 1};
     sparse.apply_held(step);
     BOOST_TEST(row(7) != seven);

@@ -29,7 +29,8 @@ BOOST_AUTO_TEST_CASE(adjacent_moving_average_tensors_make_one_range_and_empty_on
     client_config c;
     c.num_params = 10;
     c.tensor_sizes = {2, 3, 1, 0, 4};
-    c.tensor_kinds = {kind::trainable, kind::moving_average, kind::moving_average, kind::moving_average, kind::moving_average};
+    c.tensor_kinds = {kind::trainable, kind::moving_average, kind::moving_average, kind::moving_average,
+                      kind::moving_average};
     const auto l = lay_out_tensors(c);
     BOOST_TEST(l.tensors.size() == 5u);
     BOOST_TEST_REQUIRE(l.moving.size() == 1u);
@@ -47,11 +48,13 @@ BOOST_AUTO_TEST_CASE(sizes_and_kinds_that_do_not_add_up_are_named)
     client_config c;
     c.num_params = 8;
     c.tensor_sizes = {4, 5};
-    BOOST_CHECK_EXCEPTION(lay_out_tensors(c), pstrain::error,
-                          [](const auto& e) { return says(e, "the tensors' sizes add up to more than the model's 8 parameters"); });
+    BOOST_CHECK_EXCEPTION(lay_out_tensors(c), pstrain::error, [](const auto& e) {
+        return says(e, "the tensors' sizes add up to more than the model's 8 parameters");
+    });
     c.tensor_sizes = {4, 3};
-    BOOST_CHECK_EXCEPTION(lay_out_tensors(c), pstrain::error,
-                          [](const auto& e) { return says(e, "the tensors' sizes add up to 7, the model has 8 parameters"); });
+    BOOST_CHECK_EXCEPTION(lay_out_tensors(c), pstrain::error, [](const auto& e) {
+        return says(e, "the tensors' sizes add up to 7, the model has 8 parameters");
+    });
     c.tensor_sizes = {4, 4};
     c.tensor_kinds = {kind::trainable};
     BOOST_CHECK_EXCEPTION(lay_out_tensors(c), pstrain::error, [](const auto& e) {

@@ -64,8 +64,8 @@ bool bitwise_equal(std::span<const float> a, const std::vector<float>& b)
 
 }  // namespace
 
-BOOST_DATA_TEST_CASE(the_pool_runs_every_block_exactly_once, bdata::make({1, 2, 4}) * bdata::make({0, 1, 7, 1000}), threads,
-                     blocks)
+BOOST_DATA_TEST_CASE(the_pool_runs_every_block_exactly_once, bdata::make({1, 2, 4}) * bdata::make({0, 1, 7, 1000}),
+                     threads, blocks)
 {
     update_pool pool(threads);
     BOOST_TEST(pool.threads() == threads);
@@ -79,15 +79,15 @@ BOOST_DATA_TEST_CASE(the_pool_runs_every_block_exactly_once, bdata::make({1, 2, 
 // values of one update with the mean of their gradients (summed in worker
 // order), whatever the threads and whether the PS writes into the
 // workers' memory or sends messages.
-BOOST_DATA_TEST_CASE(a_large_sync_step_equals_the_plain_update, bdata::make({1, 3}) * bdata::make({true, false}), threads,
-                     share)
+BOOST_DATA_TEST_CASE(a_large_sync_step_equals_the_plain_update, bdata::make({1, 3}) * bdata::make({true, false}),
+                     threads, share)
 {
     job_options o;
     o.num_params = large;
     o.share_memory = share;
     ps_job job(1, 2, adam(true, threads), {}, o);
-    auto &w0 = job.chief();
-    auto &w1 = job.worker(1);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
     auto expected = values(0, large);
     std::copy(expected.begin(), expected.end(), w0.params().begin());
     w0.wait(w0.async_init());

@@ -15,7 +15,9 @@ namespace {
 
 // A PS's links to two workers over a loopback network; the test plays the workers.
 struct two_workers {
-    two_workers() : net(1, 2), activity({"worker 0", "worker 1"}), profile(server_phase_names()), links(net.ps(0), activity, profile)
+    two_workers()
+        : net(1, 2), activity({"worker 0", "worker 1"}), profile(server_phase_names()),
+          links(net.ps(0), activity, profile)
     {
         for (std::size_t i = 0; i < links.size(); ++i) links[i].slot = float_buffer(16, 0);
     }
@@ -23,7 +25,8 @@ struct two_workers {
     void send(int w, const wire::frame& f, const std::vector<float>& payload = {})
     {
         frames.push_back(f);
-        if (!payload.empty()) sends.push_back(net.worker(w).send(0, channel::payload, payload.data(), payload.size() * 4));
+        if (!payload.empty())
+            sends.push_back(net.worker(w).send(0, channel::payload, payload.data(), payload.size() * 4));
         sends.push_back(net.worker(w).send(0, channel::control, &frames.back(), sizeof f));
     }
     // The next frame the PS sends worker w.
@@ -52,7 +55,8 @@ BOOST_FIXTURE_TEST_CASE(a_posted_link_is_ready_once_its_frame_and_payload_are_he
     BOOST_TEST(links.wait_for(1, "a push", [&] { return links[1].ready(); }));
     BOOST_TEST(links[1].in.kind == static_cast<std::uint16_t>(wire::kind::push));
     const auto g = links.gradient(1, {10, 12}, false, 10);
-    BOOST_TEST((std::vector<float>(g.begin(), g.end()) == std::vector<float>{1.5f, 2.5f}), boost::test_tools::per_element());
+    BOOST_TEST((std::vector<float>(g.begin(), g.end()) == std::vector<float>{1.5f, 2.5f}),
+               boost::test_tools::per_element());
     links.received(links[1].in);
     links.reply(1, wire::encode(wire::welcome{}));
     BOOST_TEST(links.bytes_in() == 64u + 8u);
@@ -79,7 +83,8 @@ BOOST_FIXTURE_TEST_CASE(a_refusal_reaches_the_worker_and_its_next_message_is_awa
     BOOST_TEST(links[1].posted);  // the reply posted its next receive
 }
 
-BOOST_FIXTURE_TEST_CASE(values_sent_as_a_payload_arrive_with_their_frame_and_done_tells_the_worker_to_leave, two_workers)
+BOOST_FIXTURE_TEST_CASE(values_sent_as_a_payload_arrive_with_their_frame_and_done_tells_the_worker_to_leave,
+                        two_workers)
 {
     const std::vector<float> values{4, 5, 6};
     values_reply v;

@@ -48,14 +48,14 @@ struct worker_thread {
         : t([&s, ep, key, index, this] {
               try {
                   auto deadline = clock_type::now() + std::chrono::seconds(10);
-                  result = answer_challenge(*s.w, ep, key, 0, index, {}, deadline, deadline, "ps 0", [] { return false; });
+                  result =
+                      answer_challenge(*s.w, ep, key, 0, index, {}, deadline, deadline, "ps 0", [] { return false; });
               } catch (const pstrain::error& e) {
                   failure = e.what();
               }
               finished = true;
           })
-    {
-    }
+    {}
     ~worker_thread() { t.join(); }
     std::optional<pair_tokens> result;
     std::string failure;
@@ -152,7 +152,8 @@ BOOST_AUTO_TEST_CASE(a_worker_with_another_key_is_refused_and_told)
         clock_type::now() + std::chrono::seconds(10));
     BOOST_REQUIRE(a.finished);
     BOOST_TEST(!a.result);
-    BOOST_TEST(a.failure.find("ps 0 refused this worker: its proof does not match this job step's key") != std::string::npos,
+    BOOST_TEST(a.failure.find("ps 0 refused this worker: its proof does not match this job step's key") !=
+                   std::string::npos,
                a.failure);
     BOOST_TEST(!g.complete());
     BOOST_TEST(g.refused() == 1u);

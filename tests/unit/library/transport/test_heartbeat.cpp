@@ -114,8 +114,9 @@ BOOST_AUTO_TEST_CASE(interval_0_turns_them_off)
 BOOST_AUTO_TEST_CASE(the_reason_names_the_silence_the_interval_and_the_address)
 {
     auto text = silence_reason(31400ms, every(5s), "10.251.0.11");
-    BOOST_TEST(text ==
-               "silent for 31 s (heartbeats every 5 s, address 10.251.0.11): its node is unreachable or down, or the task "
-               "is stopped; raise --heartbeat-interval if tasks compute or write for more than 30 s without a word");
+    BOOST_TEST(
+        text ==
+        "silent for 31 s (heartbeats every 5 s, address 10.251.0.11): its node is unreachable or down, or the task "
+        "is stopped; raise --heartbeat-interval if tasks compute or write for more than 30 s without a word");
     BOOST_TEST(silence_reason(3000ms, every(500ms), "").find("every 0.5 s)") != std::string::npos);
 }

@@ -230,7 +230,8 @@ BOOST_AUTO_TEST_CASE(mapping_the_networks_memory_key_gives_the_same_address)
         return std::string();
     };
     BOOST_TEST(refused([&] { mapped->local_pointer(address + 16, 49); }) ==
-               fmt::format("49 bytes at {:#x} are not inside the 64 bytes at {:#x} its memory key names", address + 16, address));
+               fmt::format("49 bytes at {:#x} are not inside the 64 bytes at {:#x} its memory key names", address + 16,
+                           address));
     BOOST_TEST(!refused([&] { mapped->local_pointer(address - 4, 4); }).empty());
     BOOST_TEST(!refused([&] { mapped->local_pointer(address + 8, ~std::size_t(0)); }).empty());
     auto forged = key;

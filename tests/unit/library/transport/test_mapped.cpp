@@ -78,9 +78,9 @@ BOOST_AUTO_TEST_CASE(a_range_past_the_mapped_memory_is_refused)
         }
         return false;
     };
-    BOOST_TEST(refused(base, std::size_t(1) << 30));                // far past its end
-    BOOST_TEST(refused(base + (std::size_t(1) << 30), 4));           // an address far past it
-    BOOST_TEST(refused(base - (std::size_t(1) << 30), 4));           // and before it
+    BOOST_TEST(refused(base, std::size_t(1) << 30));        // far past its end
+    BOOST_TEST(refused(base + (std::size_t(1) << 30), 4));  // an address far past it
+    BOOST_TEST(refused(base - (std::size_t(1) << 30), 4));  // and before it
 }
 
 BOOST_AUTO_TEST_CASE(no_range_is_mapped_over_tcp)

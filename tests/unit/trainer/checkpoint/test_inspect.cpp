@@ -82,8 +82,11 @@ BOOST_AUTO_TEST_CASE(the_newest_says_which_job_wrote_it)
     checkpoint::write_manifest(d.path, m);
     r = run_inspect(d.path);
     BOOST_TEST(r.status == 0);
-    BOOST_TEST(contains(r.out, "written by cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z), "
-                               "after 12.3 s of training on 5000 examples\n"), r.out);
+    BOOST_TEST(
+        contains(r.out,
+                 "written by cluster c1, job 4, submission 20261124T193000-a1b2c3d4 (submitted 2026-11-24T19:30:00Z), "
+                 "after 12.3 s of training on 5000 examples\n"),
+        r.out);
 }
 
 BOOST_AUTO_TEST_CASE(only_broken_checkpoints_fail_and_say_a_job_would)
@@ -94,7 +97,8 @@ BOOST_AUTO_TEST_CASE(only_broken_checkpoints_fail_and_say_a_job_would)
     auto r = run_inspect(d.path);
     BOOST_TEST(r.status == 1);
     BOOST_TEST(contains(r.out, "no complete checkpoint: a job started with --checkpoint-dir " + d.path +
-                                   " fails; move it away to start from scratch\n"), r.out);
+                                   " fails; move it away to start from scratch\n"),
+               r.out);
 }
 
 BOOST_AUTO_TEST_CASE(only_interrupted_writes_mean_a_fresh_start)
@@ -105,7 +109,9 @@ BOOST_AUTO_TEST_CASE(only_interrupted_writes_mean_a_fresh_start)
     auto r = run_inspect(d.path);
     BOOST_TEST(r.status == 0);
     BOOST_TEST(contains(r.out, "interrupted: shard files without a manifest"), r.out);
-    BOOST_TEST(contains(r.out, "no complete checkpoint: a job started with --checkpoint-dir " + d.path + " starts from scratch\n"), r.out);
+    BOOST_TEST(contains(r.out, "no complete checkpoint: a job started with --checkpoint-dir " + d.path +
+                                   " starts from scratch\n"),
+               r.out);
 }
 
 BOOST_AUTO_TEST_CASE(an_unreadable_directory_fails)
@@ -136,9 +142,13 @@ BOOST_AUTO_TEST_CASE(hostile_sizes_are_named_without_allocating_them)
     allocation_probe probe;
     auto r = run_inspect(d.path);
     BOOST_TEST(r.status == 1);
-    BOOST_TEST(contains(r.out, "ckpt-0000000300.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2\n"), r.out);
+    BOOST_TEST(
+        contains(r.out,
+                 "ckpt-0000000300.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2\n"),
+        r.out);
     BOOST_TEST(contains(r.out, "ckpt-0000000200.shard-0-of-1 is truncated (" + std::to_string(bytes.size()) +
-                                   " bytes, shorter than its own header)\n"), r.out);
+                                   " bytes, shorter than its own header)\n"),
+               r.out);
     BOOST_TEST(contains(r.out, "ckpt-0000000100.shard-0-of-1 holds another range than its manifest names\n"), r.out);
     BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }
@@ -160,7 +170,8 @@ BOOST_AUTO_TEST_CASE(the_table_files_of_a_checkpoint_are_shown_with_their_kind_a
         t.global_step = step;
         t.full = step == 1;
         t.chain = step == 1 ? std::vector<std::uint64_t>{1} : std::vector<std::uint64_t>{1, 2};
-        if (step == 2) tables[0].push(std::span<const std::uint64_t>(keys).first(1), std::span<const float>(g).first(2), 2);
+        if (step == 2)
+            tables[0].push(std::span<const std::uint64_t>(keys).first(1), std::span<const float>(g).first(2), 2);
         m.table_files.push_back(write_tables(d.path, t, tables));
         tables[0].clear_changed();
         m.tables = layout_of(tables);

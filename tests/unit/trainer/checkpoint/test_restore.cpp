@@ -40,9 +40,11 @@ BOOST_AUTO_TEST_CASE(three_shards_are_recut_into_two_ranges_element_by_element)
     auto first = load_range(d.path, m, {0, 5});
     auto second = load_range(d.path, m, {5, 10});
     BOOST_TEST(first.values == (std::vector<float>{20, 21, 22, 23, 24}), boost::test_tools::per_element());
-    BOOST_TEST(first.state == (std::vector<float>{-0, -1, -2, -3, -4, -10, -11, -12, -13, -14}), boost::test_tools::per_element());
+    BOOST_TEST(first.state == (std::vector<float>{-0, -1, -2, -3, -4, -10, -11, -12, -13, -14}),
+               boost::test_tools::per_element());
     BOOST_TEST(second.values == (std::vector<float>{25, 26, 27, 28, 29}), boost::test_tools::per_element());
-    BOOST_TEST(second.state == (std::vector<float>{-5, -6, -7, -8, -9, -15, -16, -17, -18, -19}), boost::test_tools::per_element());
+    BOOST_TEST(second.state == (std::vector<float>{-5, -6, -7, -8, -9, -15, -16, -17, -18, -19}),
+               boost::test_tools::per_element());
     // the update count is that of the shard that held the range's first parameter
     BOOST_TEST(first.updates == 20u);
     BOOST_TEST(second.updates == 120u);
@@ -67,23 +69,33 @@ BOOST_AUTO_TEST_CASE(load_range_reads_only_the_shards_it_needs)
     auto m = write_checkpoint(d.path, 20, 300, 3);
     fs::remove(d.path + "/" + m.shards[2].file);
     BOOST_TEST(load_range(d.path, m, {0, 200}).values[199] == 219.0f);
-    BOOST_TEST(error_of([&] { load_range(d.path, m, {150, 250}); }) == "ckpt-0000000020.shard-2-of-3 is missing (No such file or directory)");
+    BOOST_TEST(error_of([&] {
+                   load_range(d.path, m, {150, 250});
+               }) == "ckpt-0000000020.shard-2-of-3 is missing (No such file or directory)");
     flip_byte(d.path + "/" + m.shards[0].file, 300);
-    BOOST_TEST(error_of([&] { load_range(d.path, m, {0, 10}); }) == "ckpt-0000000020.shard-0-of-3 is corrupt (checksum mismatch)");
+    BOOST_TEST(error_of([&] {
+                   load_range(d.path, m, {0, 10});
+               }) == "ckpt-0000000020.shard-0-of-3 is corrupt (checksum mismatch)");
 }
 
 BOOST_AUTO_TEST_CASE(load_range_refuses_what_the_manifest_does_not_hold)
 {
     temp_dir d;
     auto m = write_checkpoint(d.path, 20, 300, 2);
-    BOOST_TEST(error_of([&] { load_range(d.path, m, {200, 301}); }) == "internal error: range beyond the checkpoint's parameters");
+    BOOST_TEST(error_of([&] {
+                   load_range(d.path, m, {200, 301});
+               }) == "internal error: range beyond the checkpoint's parameters");
     auto other = m;
     other.state_slots = 1;
-    BOOST_TEST(error_of([&] { load_range(d.path, other, {0, 10}); }) == "ckpt-0000000020.shard-0-of-2 does not hold what its manifest names");
+    BOOST_TEST(error_of([&] {
+                   load_range(d.path, other, {0, 10});
+               }) == "ckpt-0000000020.shard-0-of-2 does not hold what its manifest names");
     other = m;
     std::swap(other.shards[0].file, other.shards[1].file);  // with their sizes: a swap the size check cannot see
     std::swap(other.shards[0].bytes, other.shards[1].bytes);
-    BOOST_TEST(error_of([&] { load_range(d.path, other, {0, 10}); }) == "ckpt-0000000020.shard-1-of-2 does not hold what its manifest names");
+    BOOST_TEST(error_of([&] {
+                   load_range(d.path, other, {0, 10});
+               }) == "ckpt-0000000020.shard-1-of-2 does not hold what its manifest names");
     std::swap(other.shards[0].bytes, other.shards[1].bytes);  // without: the size check refuses it before reading
     BOOST_TEST(error_of([&] { load_range(d.path, other, {0, 10}); }).starts_with("ckpt-0000000020.shard-1-of-2 is "));
 }
@@ -129,7 +141,8 @@ BOOST_AUTO_TEST_CASE(find_latest_refuses_when_no_checkpoint_is_usable)
     change_manifest_step(d.path, 10);
     const auto e = error_of([&] { find_latest(d.path); });
     BOOST_TEST(e.find("no usable checkpoint in " + d.path + ": the checkpoint at global step 10 in " + d.path +
-                      ": ckpt-0000000010.json: checksum mismatch (the manifest was changed or is corrupt)") == 0u, e);
+                      ": ckpt-0000000010.json: checksum mismatch (the manifest was changed or is corrupt)") == 0u,
+               e);
     BOOST_TEST(e.ends_with(": move the directory away to start from scratch"), e);
 }
 
@@ -144,8 +157,11 @@ BOOST_AUTO_TEST_CASE(a_restore_refuses_a_manifest_whose_sizes_cannot_be_true_bef
     write_manifest(d.path, m);
     allocation_probe probe;
     auto e = error_of([&] { find_latest(d.path); });
-    BOOST_TEST(e.find("no usable checkpoint in " + d.path + ": the checkpoint at global step 10 in " + d.path +
-                      ": ckpt-0000000010.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2") == 0u, e);
+    BOOST_TEST(
+        e.find("no usable checkpoint in " + d.path + ": the checkpoint at global step 10 in " + d.path +
+               ": ckpt-0000000010.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2") ==
+            0u,
+        e);
     // What a PS's restore hook does with the manifest the chief names.
     e = error_of([&] { load_range(d.path, read_manifest(d.path, manifest_name(10)), {0, 300}); });
     BOOST_TEST(e == "ckpt-0000000010.json: it names 1073741824 optimizer state slots, where an optimizer has 0 to 2");
@@ -157,7 +173,8 @@ BOOST_AUTO_TEST_CASE(a_restore_refuses_a_manifest_whose_sizes_cannot_be_true_bef
     write_manifest(d.path, m);
     allocation_probe again;
     e = error_of([&] { find_latest(d.path); });
-    BOOST_TEST(e.find(": ckpt-0000000010.shard-1-of-2 holds another range than its manifest names") != std::string::npos, e);
+    BOOST_TEST(
+        e.find(": ckpt-0000000010.shard-1-of-2 holds another range than its manifest names") != std::string::npos, e);
     BOOST_TEST(again.largest() < std::size_t(1) << 20);
 }
 
@@ -175,7 +192,9 @@ BOOST_AUTO_TEST_CASE(load_range_checks_a_shards_size_against_the_manifest_before
         grow << std::string(std::size_t(4) << 20, 'x');
     }
     allocation_probe probe;
-    BOOST_TEST(error_of([&] { load_range(d.path, m, {0, 10}); }) ==
+    BOOST_TEST(error_of([&] {
+                   load_range(d.path, m, {0, 10});
+               }) ==
                fmt::format("{} is too long ({} of {} bytes)", m.shards[0].file, bytes + (std::size_t(4) << 20), bytes));
     BOOST_TEST(probe.largest() < std::size_t(1) << 20);
     BOOST_TEST(load_range(d.path, m, {200, 300}).values[0] == 220.0f);  // the other shard is whole

@@ -33,16 +33,19 @@ BOOST_AUTO_TEST_CASE(prepare_directory_creates_0700_and_names_the_problem)
     temp_dir d;
     const auto dir = d.path + "/ckpt";
     prepare_directory(dir);
-    struct stat st{};
+    struct stat st {};
     ::stat(dir.c_str(), &st);
     BOOST_TEST((st.st_mode & 0777) == 0700u);
-    prepare_directory(dir);  // twice is fine
+    prepare_directory(dir);             // twice is fine
     BOOST_TEST(names_in(dir).empty());  // the probe file is gone
-    BOOST_TEST(error_of([&] { prepare_directory(d.path + "/missing/ckpt"); }) ==
-               "cannot create checkpoint directory " + d.path +
-                   "/missing/ckpt: its parent does not exist: create it or choose a --checkpoint-dir on a shared filesystem "
-                   "this job can write");
-    { std::ofstream f(d.path + "/file"); }
+    BOOST_TEST(
+        error_of([&] { prepare_directory(d.path + "/missing/ckpt"); }) ==
+        "cannot create checkpoint directory " + d.path +
+            "/missing/ckpt: its parent does not exist: create it or choose a --checkpoint-dir on a shared filesystem "
+            "this job can write");
+    {
+        std::ofstream f(d.path + "/file");
+    }
     BOOST_TEST(error_of([&] { prepare_directory(d.path + "/file"); }) ==
                "checkpoint directory " + d.path +
                    "/file is not a directory: choose a --checkpoint-dir on a shared filesystem this job can write");
@@ -63,7 +66,7 @@ BOOST_AUTO_TEST_CASE(an_atomic_file_appears_whole_or_not_at_all)
         f.commit();
     }
     BOOST_TEST(read_text(d.path + "/f") == "new content");
-    struct stat st{};
+    struct stat st {};
     ::stat((d.path + "/f").c_str(), &st);
     BOOST_TEST((st.st_mode & 0777) == 0600u);
     {
@@ -80,8 +83,9 @@ BOOST_AUTO_TEST_CASE(a_write_that_cannot_happen_names_the_file_and_the_fix)
 {
     temp_dir d;
     const auto gone = d.path + "/gone";
-    const std::string fix = ": No such file or directory: free space there or choose another --checkpoint-dir; the previous "
-                            "checkpoint is intact";
+    const std::string fix =
+        ": No such file or directory: free space there or choose another --checkpoint-dir; the previous "
+        "checkpoint is intact";
     shard_meta meta;
     meta.global_step = 3;
     meta.range = {0, 1};
@@ -127,7 +131,8 @@ BOOST_AUTO_TEST_CASE(list_names_every_checkpoint_newest_first_with_its_problem)
     BOOST_TEST(!listing[0].m);
     BOOST_TEST(listing[1].problem == "ckpt-0000000060.shard-1-of-2 is missing (No such file or directory)");
     BOOST_TEST(listing[2].problem.empty());  // without verify the flipped byte is not seen
-    BOOST_TEST(listing[3].problem == fmt::format("ckpt-0000000040.shard-1-of-2 is truncated (1000 of {} bytes)", cut.shards[1].bytes));
+    BOOST_TEST(listing[3].problem ==
+               fmt::format("ckpt-0000000040.shard-1-of-2 is truncated (1000 of {} bytes)", cut.shards[1].bytes));
     BOOST_TEST(listing[4].problem == "the shards cover 150 of 300 parameters");
     BOOST_TEST(listing[5].problem == "ckpt-0000000020.shard-1-of-2 does not continue at parameter 150");
     BOOST_TEST(listing[6].problem.empty());
@@ -153,11 +158,14 @@ BOOST_AUTO_TEST_CASE(list_refuses_a_manifest_under_another_step_and_a_swapped_sh
     write_manifest(d.path, m40);
     auto listing = list(d.path, true);
     BOOST_TEST_REQUIRE(listing.size() == 4u);
-    BOOST_TEST(listing[0].problem == "ckpt-0000000020.shard-0-of-1 is not the file its manifest names (another checksum)");
+    BOOST_TEST(listing[0].problem ==
+               "ckpt-0000000020.shard-0-of-1 is not the file its manifest names (another checksum)");
     BOOST_TEST(listing[1].problem == "ckpt-0000000030.json records global step 10");
     BOOST_TEST(listing[2].problem.empty());
     BOOST_TEST(listing[3].problem.empty());
-    BOOST_TEST(error_of([&] { list(d.path + "/missing", false); }).find("cannot read checkpoint directory " + d.path + "/missing: ") == 0u);
+    BOOST_TEST(error_of([&] {
+                   list(d.path + "/missing", false);
+               }).find("cannot read checkpoint directory " + d.path + "/missing: ") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(shards_without_manifest_are_pruned)
@@ -170,9 +178,10 @@ BOOST_AUTO_TEST_CASE(shards_without_manifest_are_pruned)
     write_checkpoint(d.path, 40, 300, 2);
     write_text(d.path + "/ckpt-0000000035.shard-0-of-2.tmp.123", "");  // a killed writer's temporary file
     prune(d.path, 2);
-    const std::vector<std::string> expected{"ckpt-0000000030.json", "ckpt-0000000030.shard-0-of-2", "ckpt-0000000030.shard-1-of-2",
-                                            "ckpt-0000000035.shard-0-of-2.tmp.123", "ckpt-0000000040.json",
-                                            "ckpt-0000000040.shard-0-of-2", "ckpt-0000000040.shard-1-of-2"};
+    const std::vector<std::string> expected{"ckpt-0000000030.json",         "ckpt-0000000030.shard-0-of-2",
+                                            "ckpt-0000000030.shard-1-of-2", "ckpt-0000000035.shard-0-of-2.tmp.123",
+                                            "ckpt-0000000040.json",         "ckpt-0000000040.shard-0-of-2",
+                                            "ckpt-0000000040.shard-1-of-2"};
     BOOST_TEST(names_in(d.path) == expected, boost::test_tools::per_element());
 }
 
@@ -186,15 +195,24 @@ BOOST_AUTO_TEST_CASE(retention_keeps_exactly_the_newest_complete_checkpoints)
     write_text(d.path + "/notes.txt", "mine");
 
     prune(d.path, 5);  // six complete: the oldest goes
-    BOOST_TEST(complete_steps(d.path) == (std::vector<std::uint64_t>{60, 50, 40, 30, 20}), boost::test_tools::per_element());
+    BOOST_TEST(complete_steps(d.path) == (std::vector<std::uint64_t>{60, 50, 40, 30, 20}),
+               boost::test_tools::per_element());
     prune(d.path, 3);
     BOOST_TEST(complete_steps(d.path) == (std::vector<std::uint64_t>{60, 50, 40}), boost::test_tools::per_element());
     // the broken newer one stays for a user to look at; files of removed
     // steps are gone whole, the user's file is untouched
-    const std::vector<std::string> expected{"ckpt-0000000040.json", "ckpt-0000000040.shard-0-of-2", "ckpt-0000000040.shard-1-of-2",
-                                            "ckpt-0000000050.json", "ckpt-0000000050.shard-0-of-2", "ckpt-0000000050.shard-1-of-2",
-                                            "ckpt-0000000060.json", "ckpt-0000000060.shard-0-of-2", "ckpt-0000000060.shard-1-of-2",
-                                            "ckpt-0000000070.json", "ckpt-0000000070.shard-0-of-2", "ckpt-0000000070.shard-1-of-2",
+    const std::vector<std::string> expected{"ckpt-0000000040.json",
+                                            "ckpt-0000000040.shard-0-of-2",
+                                            "ckpt-0000000040.shard-1-of-2",
+                                            "ckpt-0000000050.json",
+                                            "ckpt-0000000050.shard-0-of-2",
+                                            "ckpt-0000000050.shard-1-of-2",
+                                            "ckpt-0000000060.json",
+                                            "ckpt-0000000060.shard-0-of-2",
+                                            "ckpt-0000000060.shard-1-of-2",
+                                            "ckpt-0000000070.json",
+                                            "ckpt-0000000070.shard-0-of-2",
+                                            "ckpt-0000000070.shard-1-of-2",
                                             "notes.txt"};
     BOOST_TEST(names_in(d.path) == expected, boost::test_tools::per_element());
     prune(d.path, 1);

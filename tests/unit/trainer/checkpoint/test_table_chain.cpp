@@ -37,7 +37,8 @@ BOOST_AUTO_TEST_CASE(every_third_save_is_full_and_the_others_extend_its_chain)
         BOOST_TEST(e.file == table_name(step, 0, 1));
         BOOST_TEST(read_tables(d.path, e.file, true).meta.full == e.full);
     }
-    BOOST_TEST(full == (std::vector<bool>{true, false, false, true, false, false, true}), boost::test_tools::per_element());
+    BOOST_TEST(full == (std::vector<bool>{true, false, false, true, false, false, true}),
+               boost::test_tools::per_element());
     BOOST_TEST(chain_of[0] == (steps{10}), boost::test_tools::per_element());
     BOOST_TEST(chain_of[2] == (steps{10, 20, 30}), boost::test_tools::per_element());
     BOOST_TEST(chain_of[4] == (steps{40, 50}), boost::test_tools::per_element());

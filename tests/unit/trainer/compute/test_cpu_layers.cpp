@@ -66,17 +66,17 @@ std::ostream& operator<<(std::ostream& os, const conv_case& k)
 }
 
 const conv_case conv_cases[] = {
-    {2, 3, 7, 5, 4, 3, 3, 1, 1, true},     // several channels, non-square
-    {1, 1, 5, 5, 2, 1, 1, 1, 1, false},    // 1x1 kernel, batch 1 (the direct path)
-    {2, 2, 6, 9, 3, 1, 1, 2, 2, false},    // 1x1 kernel with stride 2
-    {3, 2, 9, 6, 3, 3, 2, 2, 3, true},     // non-square kernel, unequal strides
-    {1, 4, 8, 8, 2, 5, 5, 2, 2, false},    // stride 2 valid
-    {2, 1, 8, 7, 2, 4, 4, 1, 1, true},     // even kernel: the odd padding row at the bottom
-    {2, 3, 5, 4, 2, 5, 4, 1, 1, false},    // kernel as large as the image: 1x1 output
-    {1, 2, 3, 3, 2, 5, 5, 1, 1, true},     // kernel larger than the image, same padding
-    {2, 1, 28, 28, 4, 5, 5, 1, 1, true},   // the cnn preset's first layer
-    {2, 2, 7, 7, 3, 3, 3, 3, 3, true},     // stride 3 same
-    {30, 32, 14, 14, 4, 5, 5, 1, 1, true}, // the cnn preset's second layer: chunks of 13, 13 and 4 images
+    {2, 3, 7, 5, 4, 3, 3, 1, 1, true},      // several channels, non-square
+    {1, 1, 5, 5, 2, 1, 1, 1, 1, false},     // 1x1 kernel, batch 1 (the direct path)
+    {2, 2, 6, 9, 3, 1, 1, 2, 2, false},     // 1x1 kernel with stride 2
+    {3, 2, 9, 6, 3, 3, 2, 2, 3, true},      // non-square kernel, unequal strides
+    {1, 4, 8, 8, 2, 5, 5, 2, 2, false},     // stride 2 valid
+    {2, 1, 8, 7, 2, 4, 4, 1, 1, true},      // even kernel: the odd padding row at the bottom
+    {2, 3, 5, 4, 2, 5, 4, 1, 1, false},     // kernel as large as the image: 1x1 output
+    {1, 2, 3, 3, 2, 5, 5, 1, 1, true},      // kernel larger than the image, same padding
+    {2, 1, 28, 28, 4, 5, 5, 1, 1, true},    // the cnn preset's first layer
+    {2, 2, 7, 7, 3, 3, 3, 3, 3, true},      // stride 3 same
+    {30, 32, 14, 14, 4, 5, 5, 1, 1, true},  // the cnn preset's second layer: chunks of 13, 13 and 4 images
 };
 
 compute::window2d window_of(const conv_case& k)
@@ -122,21 +122,24 @@ BOOST_DATA_TEST_CASE(conv2d_forward_and_backward_match_the_oracle, bdata::make(c
     auto kernel = random_floats(std::size_t(k.filters) * k.c * k.kh * k.kw, 2);
     auto bias = random_floats(std::size_t(k.filters), 3);
     auto dy = random_floats(out, 4);
-    std::vector<float> y(out), col(cpu::conv2d_workspace(w, k.filters, k.n)), dx(in, 7.0f), dk(kernel.size(), 7.0f), db(bias.size(), 7.0f);
+    std::vector<float> y(out), col(cpu::conv2d_workspace(w, k.filters, k.n)), dx(in, 7.0f), dk(kernel.size(), 7.0f),
+        db(bias.size(), 7.0f);
     cpu::conv2d_forward(x.data(), kernel.data(), bias.data(), y.data(), k.n, k.filters, w, col.data());
     const std::size_t per_output = std::size_t(k.c) * k.kh * k.kw, per_kernel = out / k.filters;
     expect_close(y, oracle::conv2d_forward(g, k.filters, widen(x), widen(kernel), widen(bias)), "y", per_output);
 
     oracle::vec rdx, rdk, rdb;
     oracle::conv2d_backward(g, k.filters, widen(x), widen(kernel), widen(dy), rdx, rdk, rdb);
-    cpu::conv2d_backward(x.data(), kernel.data(), dy.data(), dx.data(), dk.data(), db.data(), k.n, k.filters, w, col.data());
+    cpu::conv2d_backward(x.data(), kernel.data(), dy.data(), dx.data(), dk.data(), db.data(), k.n, k.filters, w,
+                         col.data());
     expect_close(dx, rdx, "dx", std::size_t(k.filters) * k.kh * k.kw);
     expect_close(dk, rdk, "dkernel", per_kernel);
     expect_close(db, rdb, "dbias", per_kernel);
 
     // Without dx (the first layer) the parameter gradients are the same.
     std::fill(dk.begin(), dk.end(), 7.0f);
-    cpu::conv2d_backward(x.data(), kernel.data(), dy.data(), nullptr, dk.data(), db.data(), k.n, k.filters, w, col.data());
+    cpu::conv2d_backward(x.data(), kernel.data(), dy.data(), nullptr, dk.data(), db.data(), k.n, k.filters, w,
+                         col.data());
     expect_close(dk, rdk, "dkernel without dx", per_kernel);
 }
 
@@ -155,14 +158,16 @@ BOOST_DATA_TEST_CASE(conv2d_kernels_match_the_oracle, bdata::make(conv_cases), k
             g = g.resolve();
             const std::size_t in = std::size_t(n) * k.c * k.h * k.w;
             const std::size_t out = std::size_t(n) * k.filters * w.out_h * w.out_w;
-            auto x = random_floats(in, 11 + n), kernel = random_floats(std::size_t(k.filters) * k.c * k.kh * k.kw, 12 + n);
+            auto x = random_floats(in, 11 + n),
+                 kernel = random_floats(std::size_t(k.filters) * k.c * k.kh * k.kw, 12 + n);
             auto bias = random_floats(std::size_t(k.filters), 13), dy = random_floats(out, 14 + n);
             std::vector<float> y(out, 7.0f), dx(in, 7.0f), dk(kernel.size(), 7.0f), db(bias.size(), 7.0f);
             BOOST_TEST_CONTEXT(conv->name() << ", batch " << n)
             {
                 conv->forward(x.data(), kernel.data(), bias.data(), y.data(), n);
                 const std::size_t per_output = std::size_t(k.c) * k.kh * k.kw, per_kernel = out / k.filters;
-                expect_close(y, oracle::conv2d_forward(g, k.filters, widen(x), widen(kernel), widen(bias)), "y", per_output);
+                expect_close(y, oracle::conv2d_forward(g, k.filters, widen(x), widen(kernel), widen(bias)), "y",
+                             per_output);
                 oracle::vec rdx, rdk, rdb;
                 oracle::conv2d_backward(g, k.filters, widen(x), widen(kernel), widen(dy), rdx, rdk, rdb);
                 conv->backward(x.data(), kernel.data(), dy.data(), dx.data(), dk.data(), db.data(), n);
@@ -203,8 +208,8 @@ struct pool_case {
 
 std::ostream& operator<<(std::ostream& os, const pool_case& k)
 {
-    return os << k.n << "x" << k.c << "x" << k.h << "x" << k.w << " pool " << k.kh << "x" << k.kw << " stride " << k.sh << "x"
-              << k.sw << (k.same ? " same" : " valid");
+    return os << k.n << "x" << k.c << "x" << k.h << "x" << k.w << " pool " << k.kh << "x" << k.kw << " stride " << k.sh
+              << "x" << k.sw << (k.same ? " same" : " valid");
 }
 
 const pool_case pool_cases[] = {
@@ -244,7 +249,8 @@ BOOST_DATA_TEST_CASE(pooling_matches_the_oracle, bdata::make(pool_cases), k)
 
 BOOST_DATA_TEST_CASE(activations_match_the_oracle, bdata::make({0, 1, 2}), kind)
 {
-    const compute::activation a[] = {compute::activation::relu, compute::activation::tanh, compute::activation::sigmoid};
+    const compute::activation a[] = {compute::activation::relu, compute::activation::tanh,
+                                     compute::activation::sigmoid};
     auto x = random_floats(301, 8);
     auto dy = random_floats(301, 9);
     std::vector<float> y(x.size()), dx(x.size());
@@ -365,18 +371,20 @@ bn_oracle bn_forward(const bn_case& k, const oracle::vec& x, const oracle::vec& 
         o.mean[c] = s / m;
         double v = 0;
         for (int i = 0; i < k.n; ++i)
-            for (int j = 0; j < k.inner; ++j) v += (x[bn_at(k, i, c, j)] - o.mean[c]) * (x[bn_at(k, i, c, j)] - o.mean[c]);
+            for (int j = 0; j < k.inner; ++j)
+                v += (x[bn_at(k, i, c, j)] - o.mean[c]) * (x[bn_at(k, i, c, j)] - o.mean[c]);
         o.var[c] = v / m;
         for (int i = 0; i < k.n; ++i)
             for (int j = 0; j < k.inner; ++j)
-                o.y[bn_at(k, i, c, j)] = gamma[c] * (x[bn_at(k, i, c, j)] - o.mean[c]) / std::sqrt(o.var[c] + bn_eps) + beta[c];
+                o.y[bn_at(k, i, c, j)] =
+                    gamma[c] * (x[bn_at(k, i, c, j)] - o.mean[c]) / std::sqrt(o.var[c] + bn_eps) + beta[c];
     }
     return o;
 }
 
 // dx through the full Jacobian, dgamma and dbeta by their definitions.
-void bn_backward(const bn_case& k, const oracle::vec& x, const oracle::vec& gamma, const oracle::vec& dy, oracle::vec& dx,
-                 oracle::vec& dgamma, oracle::vec& dbeta)
+void bn_backward(const bn_case& k, const oracle::vec& x, const oracle::vec& gamma, const oracle::vec& dy,
+                 oracle::vec& dx, oracle::vec& dgamma, oracle::vec& dbeta)
 {
     const auto o = bn_forward(k, x, gamma, oracle::vec(k.channels, 0.0));
     const double m = double(k.n) * k.inner;
@@ -411,8 +419,8 @@ BOOST_DATA_TEST_CASE(batchnorm_training_forward_and_backward_match_the_oracle, b
     auto gamma = random_floats(k.channels, 22), beta = random_floats(k.channels, 23), dy = random_floats(count, 24);
     std::vector<float> y(count), mean(k.channels), var(k.channels), inv_std(k.channels), dx(count), dgamma(k.channels),
         dbeta(k.channels);
-    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), var.data(), inv_std.data(), k.n,
-                                 k.channels, k.inner, bn_eps);
+    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), var.data(), inv_std.data(),
+                                 k.n, k.channels, k.inner, bn_eps);
     const auto o = bn_forward(k, widen(x), widen(gamma), widen(beta));
     expect_close(y, o.y, "y");
     expect_close(mean, o.mean, "mean");
@@ -469,10 +477,10 @@ BOOST_AUTO_TEST_CASE(batchnorm_of_a_single_dense_row_outputs_beta_with_finite_gr
 {
     // Batch 1 after a dense layer: each feature's variance is 0, so xhat is 0.
     const bn_case k{1, 3, 1};
-    std::vector<float> x{2.0f, -1.0f, 0.5f}, gamma{1.0f, 2.0f, 3.0f}, beta{0.1f, 0.2f, 0.3f}, dy{1.0f, -2.0f, 0.5f}, y(3),
-        mean(3), var(3), inv_std(3), dx(3), dgamma(3), dbeta(3);
-    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), var.data(), inv_std.data(), k.n,
-                                 k.channels, k.inner, bn_eps);
+    std::vector<float> x{2.0f, -1.0f, 0.5f}, gamma{1.0f, 2.0f, 3.0f}, beta{0.1f, 0.2f, 0.3f}, dy{1.0f, -2.0f, 0.5f},
+        y(3), mean(3), var(3), inv_std(3), dx(3), dgamma(3), dbeta(3);
+    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), var.data(), inv_std.data(),
+                                 k.n, k.channels, k.inner, bn_eps);
     cpu::batchnorm_backward(x.data(), gamma.data(), mean.data(), inv_std.data(), dy.data(), dx.data(), dgamma.data(),
                             dbeta.data(), k.n, k.channels, k.inner);
     for (int c = 0; c < 3; ++c) {
@@ -491,20 +499,21 @@ BOOST_AUTO_TEST_CASE(batchnorm_evaluation_uses_the_moving_statistics)
     auto x = random_floats(count, 41);
     const std::vector<float> gamma{1.5f, -0.5f}, beta{0.25f, 1.0f}, moving_mean{0.3f, -1.0f}, moving_var{2.0f, 0.5f};
     std::vector<float> y(count);
-    cpu::batchnorm_forward_eval(x.data(), gamma.data(), beta.data(), moving_mean.data(), moving_var.data(), y.data(), k.n,
-                                k.channels, k.inner, bn_eps);
+    cpu::batchnorm_forward_eval(x.data(), gamma.data(), beta.data(), moving_mean.data(), moving_var.data(), y.data(),
+                                k.n, k.channels, k.inner, bn_eps);
     oracle::vec want(count);
     for (int i = 0; i < k.n; ++i)
         for (int c = 0; c < k.channels; ++c)
             for (int j = 0; j < k.inner; ++j) {
                 const auto p = bn_at(k, i, c, j);
-                want[p] = gamma[c] * (double(x[p]) - moving_mean[c]) / std::sqrt(double(moving_var[c]) + bn_eps) + beta[c];
+                want[p] =
+                    gamma[c] * (double(x[p]) - moving_mean[c]) / std::sqrt(double(moving_var[c]) + bn_eps) + beta[c];
             }
     expect_close(y, want, "y");
     // Not the batch's statistics: training mode on the same batch differs.
     std::vector<float> yt(count), mean(2), var(2), inv_std(2);
-    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), yt.data(), mean.data(), var.data(), inv_std.data(), k.n,
-                                 k.channels, k.inner, bn_eps);
+    cpu::batchnorm_forward_train(x.data(), gamma.data(), beta.data(), yt.data(), mean.data(), var.data(),
+                                 inv_std.data(), k.n, k.channels, k.inner, bn_eps);
     BOOST_TEST((yt != y));
 }
 

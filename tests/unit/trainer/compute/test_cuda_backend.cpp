@@ -21,7 +21,6 @@ using pstrain::testing::make_random_data;
 
 namespace {
 
-
 template <typename T>
 void expect_close(const std::vector<T>& got, const std::vector<T>& ref, double atol, double rtol)
 {

@@ -100,17 +100,17 @@ std::ostream& operator<<(std::ostream& os, const window_case& k)
 }
 
 const window_case window_cases[] = {
-    {2, 3, 7, 5, 4, 3, 3, 1, 1, true},     // several channels, non-square: symmetric padding
-    {1, 1, 5, 5, 2, 1, 1, 1, 1, false},    // 1x1 kernel, batch 1
-    {2, 2, 6, 9, 3, 1, 1, 2, 2, false},    // 1x1 kernel with stride 2
-    {3, 2, 9, 6, 3, 3, 2, 2, 3, true},     // non-square kernel, unequal strides
-    {1, 4, 8, 8, 2, 5, 5, 2, 2, false},    // stride 2 valid
-    {2, 1, 8, 7, 2, 4, 4, 1, 1, true},     // even kernel: the odd padding row at the bottom
-    {2, 3, 5, 4, 2, 5, 4, 1, 1, false},    // window as large as the image: 1x1 output
-    {2, 1, 28, 28, 4, 5, 5, 1, 1, true},   // the cnn preset's first layer
-    {2, 2, 7, 7, 3, 3, 3, 3, 3, true},     // stride 3 same
-    {2, 3, 8, 8, 4, 3, 3, 2, 2, true},     // stride 2 same: no row above, one below (the padded copy)
-    {16, 32, 14, 14, 8, 5, 5, 1, 1, true}, // the cnn preset's second layer
+    {2, 3, 7, 5, 4, 3, 3, 1, 1, true},      // several channels, non-square: symmetric padding
+    {1, 1, 5, 5, 2, 1, 1, 1, 1, false},     // 1x1 kernel, batch 1
+    {2, 2, 6, 9, 3, 1, 1, 2, 2, false},     // 1x1 kernel with stride 2
+    {3, 2, 9, 6, 3, 3, 2, 2, 3, true},      // non-square kernel, unequal strides
+    {1, 4, 8, 8, 2, 5, 5, 2, 2, false},     // stride 2 valid
+    {2, 1, 8, 7, 2, 4, 4, 1, 1, true},      // even kernel: the odd padding row at the bottom
+    {2, 3, 5, 4, 2, 5, 4, 1, 1, false},     // window as large as the image: 1x1 output
+    {2, 1, 28, 28, 4, 5, 5, 1, 1, true},    // the cnn preset's first layer
+    {2, 2, 7, 7, 3, 3, 3, 3, 3, true},      // stride 3 same
+    {2, 3, 8, 8, 4, 3, 3, 2, 2, true},      // stride 2 same: no row above, one below (the padded copy)
+    {16, 32, 14, 14, 8, 5, 5, 1, 1, true},  // the cnn preset's second layer
 };
 
 compute::window2d window_of(const window_case& k)
@@ -120,7 +120,8 @@ compute::window2d window_of(const window_case& k)
     return w;
 }
 
-std::unique_ptr<model::model> build(compute::backend& be, const std::string& spec, const data::dataset& d, std::size_t batch)
+std::unique_ptr<model::model> build(compute::backend& be, const std::string& spec, const data::dataset& d,
+                                    std::size_t batch)
 {
     return model::make_sequential(be, model::parse_model_spec(spec), model::data_shape(d), d.num_classes, batch, 7);
 }
@@ -226,15 +227,15 @@ BOOST_AUTO_TEST_CASE(dropout_draws_the_cpu_mask)
 
 // Per channel after a convolution (inner = H * W) and per feature after a
 // dense layer (inner = 1).
-BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::make({4, 7}) ^ bdata::make({10, 1}), n, channels,
-                     inner)
+BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::make({4, 7}) ^ bdata::make({10, 1}), n,
+                     channels, inner)
 {
     devices dev;
     const float eps = 1e-3f, momentum = 0.99f;
     const std::size_t count = std::size_t(n) * channels * inner, ch = std::size_t(channels);
     auto x = random_floats(count, 11);
     for (auto& v : x) v = 3.0f * v + 0.5f;  // off zero mean and unit variance
-    for (int i = 0; i < n; ++i)  // channel 1 constant: variance 0 (a dead unit)
+    for (int i = 0; i < n; ++i)             // channel 1 constant: variance 0 (a dead unit)
         std::fill_n(x.begin() + (std::size_t(i) * channels + 1) * inner, inner, 0.25f);
     const auto gamma = random_floats(ch, 12), beta = random_floats(ch, 13), dy = random_floats(count, 14),
                moving_mean = random_floats(ch, 15);
@@ -243,12 +244,12 @@ BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::mak
     auto& c = *dev.cpu_kernels;
     c.batchnorm_forward_train(x.data(), gamma.data(), beta.data(), y.data(), stats.data(), stats.data() + ch,
                               stats.data() + 2 * ch, n, channels, inner, eps);
-    c.batchnorm_backward(x.data(), gamma.data(), stats.data(), stats.data() + 2 * ch, dy.data(), dx.data(), dgamma.data(),
-                         dbeta.data(), n, channels, inner, eps);
+    c.batchnorm_backward(x.data(), gamma.data(), stats.data(), stats.data() + 2 * ch, dy.data(), dx.data(),
+                         dgamma.data(), dbeta.data(), n, channels, inner, eps);
     c.moving_average_delta(stats.data(), moving_mean.data(), delta.data(), channels, momentum);
     c.moving_average_delta(stats.data() + ch, moving_var.data(), delta.data() + ch, channels, momentum);
-    c.batchnorm_forward_eval(x.data(), gamma.data(), beta.data(), moving_mean.data(), moving_var.data(), y_eval.data(), n,
-                             channels, inner, eps);
+    c.batchnorm_forward_eval(x.data(), gamma.data(), beta.data(), moving_mean.data(), moving_var.data(), y_eval.data(),
+                             n, channels, inner, eps);
 
     auto gx = dev.up(x), ggamma = dev.up(gamma), gbeta = dev.up(beta), gdy = dev.up(dy), gmm = dev.up(moving_mean),
          gmv = dev.up(moving_var);
@@ -257,12 +258,14 @@ BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::mak
          gy_eval = dev.zeros<float>(count);
     auto& g = *dev.gpu_kernels;
     float* st = gstats.get();
-    g.batchnorm_forward_train(gx.get(), ggamma.get(), gbeta.get(), gy.get(), st, st + ch, st + 2 * ch, n, channels, inner, eps);
+    g.batchnorm_forward_train(gx.get(), ggamma.get(), gbeta.get(), gy.get(), st, st + ch, st + 2 * ch, n, channels,
+                              inner, eps);
     g.batchnorm_backward(gx.get(), ggamma.get(), st, st + 2 * ch, gdy.get(), gdx.get(), gdgamma.get(), gdbeta.get(), n,
                          channels, inner, eps);
     g.moving_average_delta(st, gmm.get(), gdelta.get(), channels, momentum);
     g.moving_average_delta(st + ch, gmv.get(), gdelta.get() + ch, channels, momentum);
-    g.batchnorm_forward_eval(gx.get(), ggamma.get(), gbeta.get(), gmm.get(), gmv.get(), gy_eval.get(), n, channels, inner, eps);
+    g.batchnorm_forward_eval(gx.get(), ggamma.get(), gbeta.get(), gmm.get(), gmv.get(), gy_eval.get(), n, channels,
+                             inner, eps);
     const std::size_t per_channel = std::size_t(n) * inner;
     expect_close(dev.down(gstats, 3 * ch), stats, "mean, variance, 1/std", per_channel);
     expect_close(dev.down(gy, count), y, "y", per_channel);
@@ -273,8 +276,8 @@ BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::mak
     expect_close(dev.down(gy_eval, count), y_eval, "evaluation y");
 
     // Without dx (batch normalization as a model's first weighted layer).
-    g.batchnorm_backward(gx.get(), ggamma.get(), st, st + 2 * ch, gdy.get(), nullptr, gdgamma.get(), gdbeta.get(), n, channels,
-                         inner, eps);
+    g.batchnorm_backward(gx.get(), ggamma.get(), st, st + 2 * ch, gdy.get(), nullptr, gdgamma.get(), gdbeta.get(), n,
+                         channels, inner, eps);
     expect_close(dev.down(gdgamma, ch), dgamma, "dgamma without dx", per_channel);
     expect_close(dev.down(gdbeta, ch), dbeta, "dbeta without dx", per_channel);
 }
@@ -282,13 +285,14 @@ BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::mak
 // Whole models: the same step's loss and gradients, evaluation (70 rows in
 // batches of 32: a second batch size, whose plans are made then), and 100
 // Adam steps following the CPU's curve.
-BOOST_DATA_TEST_CASE(layer_models_match_the_cpu,
-                     bdata::make({std::string("conv2d:8:5x5:relu,maxpool:2,conv2d:16:5x5:relu,maxpool:2,flatten,dense:64:relu,"
-                                              "dropout:0.4,dense:10"),
-                                  std::string("conv2d:6:3x3:stride=2:tanh,batchnorm,avgpool:3:same,flatten,dense:16,batchnorm,"
-                                              "sigmoid,dense:10"),
-                                  std::string("conv2d:4:1x1,flatten,dense:10,softmax,loss:mse")}),
-                     spec)
+BOOST_DATA_TEST_CASE(
+    layer_models_match_the_cpu,
+    bdata::make({std::string("conv2d:8:5x5:relu,maxpool:2,conv2d:16:5x5:relu,maxpool:2,flatten,dense:64:relu,"
+                             "dropout:0.4,dense:10"),
+                 std::string("conv2d:6:3x3:stride=2:tanh,batchnorm,avgpool:3:same,flatten,dense:16,batchnorm,"
+                             "sigmoid,dense:10"),
+                 std::string("conv2d:4:1x1,flatten,dense:10,softmax,loss:mse")}),
+    spec)
 {
     devices dev;
     auto d = testing::make_image_data(70, 1, 28, 28, 10, 21);

@@ -112,12 +112,14 @@ BOOST_AUTO_TEST_CASE(flat_rows_and_large_shifts_are_refused)
     auto d = images();
     d.channels = d.height = d.width = 0;
     BOOST_CHECK_EXCEPTION(data::augmenter({1, false}, d, 1), error, [](const error& e) {
-        return std::string(e.what()) == "--augment-shift and --augment-flip need images (IDX files): the data are flat rows";
+        return std::string(e.what()) ==
+               "--augment-shift and --augment-flip need images (IDX files): the data are flat rows";
     });
     BOOST_CHECK_NO_THROW(data::augmenter({0, false}, d, 1));
     auto img = images();
     BOOST_CHECK_EXCEPTION(data::augmenter({3, false}, img, 1), error, [](const error& e) {
-        return std::string(e.what()) == "--augment-shift 3: the images are 3x4: give fewer pixels than the image's side";
+        return std::string(e.what()) ==
+               "--augment-shift 3: the images are 3x4: give fewer pixels than the image's side";
     });
 }
 

@@ -14,7 +14,8 @@ using namespace pstrain::data;
 
 namespace {
 
-std::string criteo_line(const std::string& label, const std::string& first_int = "5", const std::string& first_cat = "68fd1e64")
+std::string criteo_line(const std::string& label, const std::string& first_int = "5",
+                        const std::string& first_cat = "68fd1e64")
 {
     std::string l = label + "\t" + first_int;
     for (int i = 1; i < ctr_numeric_fields; ++i) l += "\t" + std::to_string(i);

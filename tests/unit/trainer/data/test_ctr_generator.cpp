@@ -54,7 +54,8 @@ BOOST_AUTO_TEST_CASE(datagen_writes_readable_files_and_the_teachers_auc_determin
     BOOST_TEST(n == 27000u);
     generate_ctr(d.path / "two", o);
     std::ifstream a(d.path / "one" / "train-00001.tsv"), b(d.path / "two" / "train-00001.tsv");
-    BOOST_TEST((std::string((std::istreambuf_iterator<char>(a)), {}) == std::string((std::istreambuf_iterator<char>(b)), {})));
+    BOOST_TEST(
+        (std::string((std::istreambuf_iterator<char>(a)), {}) == std::string((std::istreambuf_iterator<char>(b)), {})));
 
     o.test_fraction = 1.5;
     BOOST_CHECK_THROW(generate_ctr(d.path / "three", o), pstrain::error);

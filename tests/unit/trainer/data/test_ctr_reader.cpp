@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string criteo_line(const std::string& label, const std::string& first_int = "5", const std::string& first_cat = "68fd1e64")
+std::string criteo_line(const std::string& label, const std::string& first_int = "5",
+                        const std::string& first_cat = "68fd1e64")
 {
     std::string l = label + "\t" + first_int;
     for (int i = 1; i < ctr_numeric_fields; ++i) l += "\t" + std::to_string(i);
@@ -68,8 +69,7 @@ BOOST_AUTO_TEST_CASE(shards_split_the_lines_of_all_files_without_overlap_and_bad
     ctr_reader strict(files, 0, 1);
     ctr_sample s;
     try {
-        while (strict.next(s)) {
-        }
+        while (strict.next(s)) {}
         BOOST_ERROR("a malformed line was read without an error");
     } catch (const pstrain::error& e) {
         const std::string what = e.what();

@@ -188,7 +188,10 @@ namespace {
 
 constexpr std::uint32_t most_images = 1u << 28;  // 2^28 images of 4096 x 4096: 2^52 bytes
 
-std::string header_only(std::uint32_t n, std::uint32_t h, std::uint32_t w) { return be32(0x803) + be32(n) + be32(h) + be32(w); }
+std::string header_only(std::uint32_t n, std::uint32_t h, std::uint32_t w)
+{
+    return be32(0x803) + be32(n) + be32(h) + be32(w);
+}
 
 }  // namespace
 
@@ -198,13 +201,15 @@ BOOST_AUTO_TEST_CASE(dimensions_past_the_end_of_a_plain_file_are_refused_before_
     pstrain::testing::allocation_probe probe;
     auto msg = error_of(write(t.path / "i", header_only(most_images, 4096, 4096) + "abcd"),
                         write(t.path / "l", be32(0x801) + be32(most_images)));
-    BOOST_TEST(msg == (t.path / "i").string() +
-                          ": truncated: the file ends inside the pixel data (4 of the 4503599627370496 bytes its header "
-                          "announces): download it again, or check --data-dir");
+    BOOST_TEST(msg ==
+               (t.path / "i").string() +
+                   ": truncated: the file ends inside the pixel data (4 of the 4503599627370496 bytes its header "
+                   "announces): download it again, or check --data-dir");
     BOOST_TEST(probe.largest() < std::size_t(1) << 20);
     // Labels too: the images are whole, the label file announces as many but holds 2.
     msg = error_of(write(t.path / "i3", images(3, 2, 2)), write(t.path / "l3", labels(3).substr(0, 10)));
-    BOOST_TEST(has(msg, "l3: truncated: the file ends inside the label data (2 of the 3 bytes its header announces)"), msg);
+    BOOST_TEST(has(msg, "l3: truncated: the file ends inside the label data (2 of the 3 bytes its header announces)"),
+               msg);
 }
 
 BOOST_AUTO_TEST_CASE(dimensions_past_the_end_of_a_gzip_file_allocate_no_more_than_was_read)
@@ -216,7 +221,8 @@ BOOST_AUTO_TEST_CASE(dimensions_past_the_end_of_a_gzip_file_allocate_no_more_tha
     BOOST_TEST(msg == (t.path / "i.gz").string() + ": truncated: the file ends inside the pixel data", msg);
     BOOST_TEST(probe.largest() <= std::size_t(16) << 20);  // one chunk, not the 2^52 bytes announced
     // The same for a gzip'd label file.
-    msg = error_of(write(t.path / "i2.gz", images(3, 2, 2), true), write(t.path / "l2.gz", labels(3).substr(0, 9), true));
+    msg =
+        error_of(write(t.path / "i2.gz", images(3, 2, 2), true), write(t.path / "l2.gz", labels(3).substr(0, 9), true));
     BOOST_TEST(has(msg, "l2.gz: truncated: the file ends inside the label data"), msg);
 }
 
@@ -228,8 +234,9 @@ BOOST_AUTO_TEST_CASE(zero_huge_and_overflowing_dimensions_are_implausible)
     struct dims {
         std::uint32_t n, h, w;
     };
-    for (auto [n, h, w] : {dims{0, 28, 28}, dims{3, 0, 28}, dims{3, 28, 0}, dims{3, 1u << 31, 1u << 31},
-                           dims{most_images + 1, 1, 1}, dims{0xffffffffu, 0xffffffffu, 0xffffffffu}, dims{3, 4097, 1}}) {
+    for (auto [n, h, w] :
+         {dims{0, 28, 28}, dims{3, 0, 28}, dims{3, 28, 0}, dims{3, 1u << 31, 1u << 31}, dims{most_images + 1, 1, 1},
+          dims{0xffffffffu, 0xffffffffu, 0xffffffffu}, dims{3, 4097, 1}}) {
         const auto msg = error_of(write(t.path / "i", header_only(n, h, w)), l);
         BOOST_TEST(msg == fmt::format("{}: implausible dimensions {}x{}x{}", (t.path / "i").string(), n, h, w));
     }
@@ -262,8 +269,8 @@ BOOST_AUTO_TEST_CASE(a_data_directory_names_the_file_whose_sizes_cannot_be_true)
         }
         return std::string();
     };
-    BOOST_TEST(error_of_directory() == (t.path / "train-images-idx3-ubyte.gz").string() +
-                                           ": truncated: the file ends inside the pixel data");
+    BOOST_TEST(error_of_directory() ==
+               (t.path / "train-images-idx3-ubyte.gz").string() + ": truncated: the file ends inside the pixel data");
     BOOST_TEST(probe.largest() <= std::size_t(16) << 20);
     fs::remove(t.path / "train-images-idx3-ubyte.gz");
     write(t.path / "train-images-idx3-ubyte", images(3, 2, 2));

@@ -91,7 +91,8 @@ double reference_loss(const wide_deep_config& c, const std::vector<double>& p, c
             const double w = c.combiner == bag_combiner::mean && last > first ? 1.0 / (last - first) : 1.0;
             for (auto i = first; i < last; ++i) {
                 z += w * wide_rows[b.places[i]];
-                for (std::size_t d = 0; d < dim; ++d) e[static_cast<std::size_t>(f)][d] += w * deep_rows[b.places[i] * dim + d];
+                for (std::size_t d = 0; d < dim; ++d)
+                    e[static_cast<std::size_t>(f)][d] += w * deep_rows[b.places[i] * dim + d];
             }
             x.insert(x.end(), e[static_cast<std::size_t>(f)].begin(), e[static_cast<std::size_t>(f)].end());
         }
@@ -103,7 +104,8 @@ double reference_loss(const wide_deep_config& c, const std::vector<double>& p, c
         if (c.fm)
             for (int f = 0; f < c.fields; ++f)
                 for (int g = f + 1; g < c.fields; ++g)
-                    for (std::size_t d = 0; d < dim; ++d) z += e[static_cast<std::size_t>(f)][d] * e[static_cast<std::size_t>(g)][d];
+                    for (std::size_t d = 0; d < dim; ++d)
+                        z += e[static_cast<std::size_t>(f)][d] * e[static_cast<std::size_t>(g)][d];
         for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
             const std::size_t in = static_cast<std::size_t>(widths[l]), out = static_cast<std::size_t>(widths[l + 1]);
             std::vector<double> y(out);
@@ -134,7 +136,8 @@ struct case_config {
 };
 std::ostream& operator<<(std::ostream& os, const case_config& c)
 {
-    return os << (c.fm ? "deepfm" : "wide-deep") << (c.combiner == bag_combiner::sum ? " sum " : " mean ") << c.rows << " rows";
+    return os << (c.fm ? "deepfm" : "wide-deep") << (c.combiner == bag_combiner::sum ? " sum " : " mean ") << c.rows
+              << " rows";
 }
 
 }  // namespace
@@ -186,7 +189,8 @@ BOOST_DATA_TEST_CASE(loss_and_every_gradient_match_the_reference,
             const double down = reference_loss(c, p, w, d, b);
             v[i] = keep;
             const double numeric = (up - down) / (2 * h);
-            BOOST_TEST(std::abs(g[i] - numeric) <= 1e-4 + 1e-3 * std::abs(numeric), what << "[" << i << "]: " << g[i] << " vs " << numeric);
+            BOOST_TEST(std::abs(g[i] - numeric) <= 1e-4 + 1e-3 * std::abs(numeric),
+                       what << "[" << i << "]: " << g[i] << " vs " << numeric);
         }
     };
     check(p, grads, "dense");
@@ -199,7 +203,8 @@ BOOST_DATA_TEST_CASE(loss_and_every_gradient_match_the_reference,
     double loss = 0;
     for (int i = 0; i < b.rows; ++i) {
         const double y = b.labels[static_cast<std::size_t>(i)];
-        loss -= y * std::log(prob[static_cast<std::size_t>(i)]) + (1 - y) * std::log(1 - prob[static_cast<std::size_t>(i)]);
+        loss -=
+            y * std::log(prob[static_cast<std::size_t>(i)]) + (1 - y) * std::log(1 - prob[static_cast<std::size_t>(i)]);
     }
     BOOST_TEST(loss / b.rows == ref, boost::test_tools::tolerance(1e-4));
 }
@@ -239,8 +244,9 @@ BOOST_AUTO_TEST_CASE(bad_batches_and_configurations_are_refused)
     BOOST_CHECK_THROW(m->compute_gradients(params, b.view(), short_rows, grads, row_grads), error);
     BOOST_CHECK_THROW(parse_bag_combiner("max"), error);
     c.embedding_dim = 0;
-    BOOST_CHECK_EXCEPTION(make_wide_deep(c), error,
-                          [](const error& e) { return std::string(e.what()) == "wide-deep: --embedding-dim 0: give 1 to 1024"; });
+    BOOST_CHECK_EXCEPTION(make_wide_deep(c), error, [](const error& e) {
+        return std::string(e.what()) == "wide-deep: --embedding-dim 0: give 1 to 1024";
+    });
 }
 
 // A planted problem: clicks from a hidden teacher over a few keys; plain

@@ -18,7 +18,6 @@ using pstrain::testing::make_random_data;
 
 namespace {
 
-
 // Gradient check in float32.  Documented bound: with central differences of
 // step 1e-3 on a loss summed in double, |analytic - numeric| must stay below
 // 2e-3 + 2e-2 * |numeric| for every parameter (float32 rounding of the

@@ -78,7 +78,7 @@ const fd_case fd_cases[] = {
     {"conv2d:2:3x3:stride=2:he,tanh,dense:3,softmax", 2, 5, 8, 3},  // softmax fused into the loss
     {"dense:5:tanh,dense:3,softmax,loss:mse", 1, 3, 4, 3},          // softmax through its Jacobian
     {"conv2d:2:2x2:valid:sigmoid,flatten,dense:3,loss:mse", 1, 3, 5, 2},
-    {"input:2x3x2,conv2d:2:3x3,tanh,dense:3", 1, 1, 12, 2},        // flat rows made images
+    {"input:2x3x2,conv2d:2:3x3,tanh,dense:3", 1, 1, 12, 2},  // flat rows made images
 };
 
 }  // namespace
@@ -133,8 +133,8 @@ BOOST_AUTO_TEST_CASE(tensors_are_named_shaped_and_counted)
     BOOST_TEST(t[1].name == "layer_1_conv2d/biases");
     BOOST_TEST(t[4].name == "layer_6_dense/weights");
     BOOST_TEST((t[4].shape == std::vector<int>{3136, 1024}));
-    BOOST_TEST(m->describe() ==
-               "conv2d:32:5x5:relu,maxpool:2,conv2d:64:5x5:relu,maxpool:2,flatten,dense:1024:relu,dropout:0.4,dense:10 on 1x28x28");
+    BOOST_TEST(m->describe() == "conv2d:32:5x5:relu,maxpool:2,conv2d:64:5x5:relu,maxpool:2,flatten,dense:1024:relu,"
+                                "dropout:0.4,dense:10 on 1x28x28");
     BOOST_TEST(build(be, "lenet5", d)->num_params() == 61706u);
 }
 
@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE(evaluation_in_chunks_equals_one_batch)
 {
     compute::cpu_backend be(1);
     auto d = testing::make_image_data(23, 2, 5, 4, 3, 4);
-    auto small = build(be, "conv2d:3:3x3:tanh,maxpool:2:same,dense:3", d, 5);   // 5 chunks, the last partial
+    auto small = build(be, "conv2d:3:3x3:tanh,maxpool:2:same,dense:3", d, 5);  // 5 chunks, the last partial
     auto large = build(be, "conv2d:3:3x3:tanh,maxpool:2:same,dense:3", d, 23);
     std::vector<float> p(small->num_params());
     small->initialize(p, 2);
@@ -270,14 +270,18 @@ public:
     {
         cpu_.linear_forward(x, w, b, y, rows, in, out);
     }
-    void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows, int in,
-                         int out) override
+    void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
+                         int in, int out) override
     {
         cpu_.linear_backward(x, w, dy, dx, dw, db, rows, in, out);
     }
     void relu_forward(const float* z, float* a, std::size_t n) override { cpu_.relu_forward(z, a, n); }
-    void relu_backward(const float* z, const float* da, float* dz, std::size_t n) override { cpu_.relu_backward(z, da, dz, n); }
-    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows, int classes) override
+    void relu_backward(const float* z, const float* da, float* dz, std::size_t n) override
+    {
+        cpu_.relu_backward(z, da, dz, n);
+    }
+    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows,
+                           int classes) override
     {
         return cpu_.softmax_xent(logits, labels, dlogits, rows, classes);
     }
@@ -356,7 +360,8 @@ BOOST_AUTO_TEST_CASE(batchnorm_trains_on_batch_statistics_and_evaluates_on_the_m
             const auto &tm = m->tensors()[moving[0]], &tv = m->tensors()[moving[1]];
             BOOST_TEST(tm.name.ends_with("/moving_mean"));
             BOOST_TEST(tv.name.ends_with("/moving_variance"));
-            for (const std::vector<std::uint32_t>& rows : {std::vector<std::uint32_t>{0, 3, 5, 7, 11}, std::vector<std::uint32_t>{4}}) {
+            for (const std::vector<std::uint32_t>& rows :
+                 {std::vector<std::uint32_t>{0, 3, 5, 7, 11}, std::vector<std::uint32_t>{4}}) {
                 std::vector<float> p(m->num_params()), g(m->num_params()), scratch(m->num_params());
                 m->initialize(p, 3);
                 for (std::size_t i = 0; i < tv.size; ++i) {
@@ -368,7 +373,8 @@ BOOST_AUTO_TEST_CASE(batchnorm_trains_on_batch_statistics_and_evaluates_on_the_m
                 const double loss = m->compute_gradients(p, d, rows, g).loss;
                 const float eps = 1e-3f;
                 for (std::size_t i = 0; i < p.size(); ++i) {
-                    const bool is_moving = (i >= tm.offset && i < tm.offset + tm.size) || (i >= tv.offset && i < tv.offset + tv.size);
+                    const bool is_moving =
+                        (i >= tm.offset && i < tm.offset + tm.size) || (i >= tv.offset && i < tv.offset + tv.size);
                     const float saved = p[i];
                     p[i] = saved + eps;
                     const double up = m->compute_gradients(p, d, rows, scratch).loss;
@@ -411,9 +417,9 @@ BOOST_AUTO_TEST_CASE(batchnorm_parses_prints_and_counts_its_parameters)
     BOOST_TEST(s.text() == "conv2d:8:3x3,batchnorm,flatten,dense:10");
     BOOST_TEST(model::layer_params(s.layers[1], {true, 8, 28, 28}) == 32u);
     BOOST_TEST(model::layer_params(s.layers[1], {false, 100, 1, 1}) == 400u);
-    const auto j = model::parse_model_json(R"({"layers":["conv2d:8:3x3",{"type":"batchnorm"},"flatten","dense:10"]})", "m.json");
+    const auto j =
+        model::parse_model_json(R"({"layers":["conv2d:8:3x3",{"type":"batchnorm"},"flatten","dense:10"]})", "m.json");
     BOOST_TEST(j.text() == s.text());
-    BOOST_CHECK_EXCEPTION(model::parse_model_spec("conv2d:8:3x3,batchnorm:0.9,flatten,dense:10"), error, [](const error& e) {
-        return std::string(e.what()).find("batchnorm") != std::string::npos;
-    });
+    BOOST_CHECK_EXCEPTION(model::parse_model_spec("conv2d:8:3x3,batchnorm:0.9,flatten,dense:10"), error,
+                          [](const error& e) { return std::string(e.what()).find("batchnorm") != std::string::npos; });
 }
