@@ -378,7 +378,7 @@ std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode pro
         if (j.key) key = *j.key;
         else if (!plugin || j.is_chief())
             // Under the SPANK plugin without PMIx (srun --mpi=none): PMIx
-            // would make the key; the chief says it for the step's tasks.
+            // would make the auth key; the chief says it for the step's tasks.
             log::warn(
                 "peer authentication is off: a static cluster spec ({}) has no key; {}give every task the same "
                 "PSTRAIN_AUTH_KEY (`export PSTRAIN_AUTH_KEY=$(openssl rand -hex 32)`) so that only they can connect",

@@ -25,7 +25,7 @@ struct job {
     int num_workers = 0;
     cluster_spec spec;   // host:port of every task
     std::string source;  // "PMIx and the SPANK plugin", "TF_CONFIG", "--ps-hosts/--worker-hosts"
-    // The key peers prove they hold (transport/handshake.hpp).  PMIx: made
+    // The auth key peers prove they hold (transport/handshake.hpp).  PMIx: made
     // by rank 0 when connecting and shared with the step's ranks only.  A
     // static spec: PSTRAIN_AUTH_KEY or PSTRAIN_AUTH_KEY_FILE; without them
     // a key of zeros, and a warning that authentication is off.

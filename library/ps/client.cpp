@@ -7,6 +7,7 @@
 #include "library/ps/exchange.hpp"
 #include "library/ps/tensor_layout.hpp"
 #include "library/ps/protocol.hpp"
+#include "library/ps/row_requests.hpp"
 #include "library/ps/ticket_book.hpp"
 
 #include <algorithm>
@@ -90,16 +91,8 @@ public:
         return tensors_[k];
     }
 
-    ticket init()
-    {
-        chief_only("init");
-        return issue(wire::kind::init, everything(), 0, 0);
-    }
-    ticket restore(std::uint64_t step)
-    {
-        chief_only("restore");
-        return issue(wire::kind::restore, everything(), step, 0);
-    }
+    ticket init() { return issue(wire::kind::init, everything(), 0, 0); }
+    ticket restore(std::uint64_t step) { return issue(wire::kind::restore, everything(), step, 0); }
     ticket pull(shard_range r) { return issue(wire::kind::pull, r, 0, 0); }
 
     // Sparse requests: each key to its PS (shard_of_key), at most
@@ -139,7 +132,6 @@ public:
 
     std::vector<snapshot_result> snapshot(std::uint64_t step)
     {
-        chief_only("snapshot");
         const auto t = ask_every_ps(wire::kind::snapshot, step);
         std::vector<snapshot_result> out;
         for (auto& op : book_.at(t).ops) {
@@ -178,7 +170,6 @@ public:
 
     void shutdown(bool stop)
     {
-        chief_only("shutdown");
         std::vector<wire::frame> frames(net_.num_peers());
         std::vector<transfer> sends;
         for (std::size_t p = 0; p < net_.num_peers(); ++p) {
@@ -224,12 +215,6 @@ public:
                             {"check", "checking the replies"}}}};
 
 private:
-    void chief_only(const char* what) const
-    {
-        if (cfg_.index != 0)
-            throw error(fmt::format("only the chief (worker 0) may {}; this is worker {}", what, cfg_.index));
-    }
-
     // A ticket whose wait failed: the client is broken, and the ticket's
     // receives from other PS tasks may still be posted, into its frames and
     // params(): the book keeps it until the destructor takes them back.
@@ -341,38 +326,19 @@ private:
         client_clock::scope timed(profile_, client_phase::issuing);
         ready_to_issue();
         const std::uint32_t dim = cfg_.table_dims[table];
-        const std::size_t num_ps = partition_.size();
-        // Each key's place, grouped by PS.
-        std::vector<std::vector<std::uint32_t>> by_ps(num_ps);
-        for (std::size_t i = 0; i < keys.size(); ++i)
-            by_ps[shard_of_key(keys[i], num_ps)].push_back(static_cast<std::uint32_t>(i));
-        std::size_t messages = 0;
-        for (const auto& v : by_ps) messages += (v.size() + wire::max_sparse_keys - 1) / wire::max_sparse_keys;
+        const auto by_ps = places_by_ps(keys, partition_.size());
         const ticket id = book_.open();
         auto& t = book_.at(id);
-        t.ops.reserve(messages);  // never reallocated while in flight
-        for (std::size_t p = 0; p < num_ps; ++p) {
-            for (std::size_t from = 0; from < by_ps[p].size(); from += wire::max_sparse_keys) {
-                const std::size_t n = std::min<std::size_t>(wire::max_sparse_keys, by_ps[p].size() - from);
+        t.ops.reserve(row_messages(by_ps));  // never reallocated while in flight
+        for (std::size_t p = 0; p < by_ps.size(); ++p) {
+            const std::span<const std::uint32_t> places(by_ps[p]);
+            for (std::size_t from = 0; from < places.size(); from += wire::max_sparse_keys) {
                 auto& op = t.ops.emplace_back();
                 op.ps = p;
-                op.table = static_cast<std::uint32_t>(table);
-                op.dim = dim;
-                op.expected = wire::kind::rows;
-                op.places.assign(by_ps[p].begin() + static_cast<long>(from),
-                                 by_ps[p].begin() + static_cast<long>(from + n));
-                op.keys.resize(n);
-                for (std::size_t k = 0; k < n; ++k) op.keys[k] = keys[op.places[k]];
-                if (kind == wire::kind::sparse_pull) {
-                    op.rows.resize(n * dim);
-                    op.scatter_to = out;
-                    op.out = wire::encode(wire::sparse_pull{n, op.table, flags}, wire::sparse_pull_bytes(n));
-                    exchange_.post_and_send(op, op.keys.data());
-                } else {
-                    wire::encode_sparse_push(keys, grads, op.places, dim, op.bytes);
-                    op.out = wire::encode(wire::sparse_push{n, op.table}, op.bytes.size());
-                    exchange_.post_and_send(op, op.bytes.data());
-                }
+                const auto part =
+                    places.subspan(from, std::min<std::size_t>(wire::max_sparse_keys, places.size() - from));
+                exchange_.post_and_send(op, fill_row_request(op, kind, static_cast<std::uint32_t>(table), dim, part,
+                                                             keys, out, grads, flags));
             }
         }
         return id;
@@ -387,12 +353,12 @@ private:
         std::vector<std::uint8_t> key;
         if (cfg_.share_memory) {
             key = memory_->packed_rkey();
-            if (key.size() > wire::max_key_bytes) {
+            if (key.size() > wire::max_rkey_bytes) {
                 log::debug("the transport's rkey is {} bytes: exchanges go through messages", key.size());
                 key.clear();
             }
         }
-        // The chief tells every PS which ranges hold moving averages, after the key.
+        // The chief tells every PS which ranges hold moving averages, after the rkey.
         const auto moving = cfg_.index == 0 ? std::span<const shard_range>(moving_) : std::span<const shard_range>();
         const auto payload = wire::hello_payload(key, moving);
         const ticket id = book_.open();

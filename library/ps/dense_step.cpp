@@ -31,9 +31,7 @@ void dense_step::on_push(std::size_t i, const wire::push& m)
         sparse_.drop_held(i);
         return reply_values(i, part, shared, values_status::stale);
     }
-    // One gradient per worker and step: a second would count twice in the mean.
-    if (contributed(i)) return links_.refuse(i, wire::refusal_of(wire::refusal_code::pushed_twice, m.step, 0));
-    contribute(i, m, shared);
+    contribute(i, m, shared);  // request_check refused a second push to this step
 }
 
 // Async: the gradient applies on arrival.
@@ -47,7 +45,7 @@ void dense_step::apply_now(std::size_t i, const wire::push& m, shard_range part,
     p.position = m.position;
     {
         server_clock::scope timed(profile_, updating);
-        shard_.apply(links_.gradient(i, part, shared, shard_.range().begin), part,
+        shard_.apply(gradient(i, part, shared), part,
                      [&](const float* values) { return links_.read_by_a_reply(values); });
     }
     advance();
@@ -97,13 +95,21 @@ void dense_step::apply_step(const std::vector<contribution>& step)
     for (const auto& c : step) {
         auto& w = links_[c.worker];
         w.position = c.position;
-        grads_.push_back(links_.gradient(c.worker, range, c.shared, range.begin).data());
+        grads_.push_back(gradient(c.worker, range, c.shared).data());
         if (c.shared) {
             copies_.push_back(w.mapped_params);
             w.values_written = true;
         }
     }
     shard_.apply_mean(grads_, 1.0f / static_cast<float>(replicas_), copies_);
+}
+
+// Where worker i's gradient of `part` is: in its mapped buffer (same host)
+// or in its receive slot.
+std::span<const float> dense_step::gradient(std::size_t i, shard_range part, bool shared) const
+{
+    const auto& p = links_[i];
+    return {shared ? p.mapped_grads + (part.begin - shard_.range().begin) : p.slot.data(), part.size()};
 }
 
 // Every gradient of the step gets the new values.

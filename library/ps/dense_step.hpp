@@ -52,6 +52,7 @@ private:
     const std::vector<contribution>& take_contributions();
     void apply_step(const std::vector<contribution>& step);
     void answer(const std::vector<contribution>& step);
+    std::span<const float> gradient(std::size_t i, shard_range part, bool shared) const;
     void advance();
 
     worker_links& links_;

@@ -3,7 +3,7 @@
 // Every message is one 64-byte frame on the control channel: a magic, the
 // protocol version, the kind, the payload's length, and the kind's own
 // struct with named fixed-width fields.  Bulk data (values, gradients, a
-// memory key) follows as one message on the payload channel, so that the
+// rkey) follows as one message on the payload channel, so that the
 // transport can move it zero-copy into the buffer posted for it.
 //
 //   worker -> ps   hello          first message on every connection: who, the
@@ -325,8 +325,8 @@ inline std::optional<byte_span> bytes_of(std::uint64_t address, const shard_rang
 // Dense: the floats of a range of the flat vector (init, push, values).
 inline std::uint64_t dense_bytes(const shard_range& part) { return float_bytes(part.size()); }
 
-// The largest packed memory key a hello may carry.
-inline constexpr std::size_t max_key_bytes = 4096;
+// The largest packed rkey a hello may carry.
+inline constexpr std::size_t max_rkey_bytes = 4096;
 // The most moving-average ranges a hello may carry (16 bytes each).
 inline constexpr std::size_t max_moving_ranges = 4096;
 inline constexpr std::size_t moving_range_bytes = 2 * sizeof(std::uint64_t);
@@ -336,7 +336,7 @@ inline constexpr std::size_t moving_range_bytes = 2 * sizeof(std::uint64_t);
 std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> key, std::span<const shard_range> moving);
 // The bytes of a hello's ranges, and of its key (what is left before them).
 inline std::uint64_t hello_moving_bytes(const hello& h) { return std::uint64_t(h.num_moving) * moving_range_bytes; }
-inline std::uint64_t hello_key_bytes(const hello& h, std::uint64_t payload_bytes)
+inline std::uint64_t hello_rkey_bytes(const hello& h, std::uint64_t payload_bytes)
 {
     return payload_bytes >= hello_moving_bytes(h) ? payload_bytes - hello_moving_bytes(h) : 0;
 }

@@ -62,6 +62,8 @@ maybe_refusal push(const wire::frame& f, const request_context& ctx)
     if (auto r = payload_is(f, m.in_shared_memory ? 0 : wire::float_bytes(m.range_end - m.range_begin))) return r;
     if (ctx.whole_shard_pushes && shard_range{m.range_begin, m.range_end} != ctx.range)
         return refusal_of(refusal_code::needs_whole_shard, m.range_begin, m.range_end);
+    // One gradient per worker and sync step: a second would count twice in the mean.
+    if (ctx.pushed_to_step && m.step == *ctx.pushed_to_step) return refusal_of(refusal_code::pushed_twice, m.step, 0);
     return std::nullopt;
 }
 

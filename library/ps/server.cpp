@@ -174,6 +174,7 @@ private:
         c.range = shard_->range();
         c.num_params = num_params_;
         c.whole_shard_pushes = cfg_.sync && !state_.done;
+        if (c.whole_shard_pushes && dense_ && dense_->contributed(i)) c.pushed_to_step = state_.step;
         c.table_dims = sparse_.dims();
         return c;
     }

@@ -99,10 +99,10 @@ std::unique_ptr<served_shard> startup::allocate(shard_range range, std::size_t s
     try {
         auto shard = std::make_unique<served_shard>(range, cfg_.optimizer, cfg_.update_threads);
         // A whole-shard gradient lands where the worker sends it from
-        // (aligned_buffer.hpp); the slot also takes a memory key and the
+        // (aligned_buffer.hpp); the slot also takes an rkey and the
         // largest sparse request.
         const std::size_t floats =
-            std::max({static_cast<std::size_t>(range.size()), wire::max_key_bytes / sizeof(float), slot_floats});
+            std::max({static_cast<std::size_t>(range.size()), wire::max_rkey_bytes / sizeof(float), slot_floats});
         for (std::size_t i = 0; i < links_.size(); ++i)
             links_[i].slot = float_buffer(floats, page_offset_of(range.begin));
         return shard;
@@ -125,15 +125,15 @@ void startup::receive_hello_payload(const wire::hello& h, served_shard& shard)
         throw peer_error(who_, fmt::format("{} announced {} moving-average ranges (at most {})", who_, h.num_moving,
                                            wire::max_moving_ranges));
     const std::uint64_t moving_bytes = wire::hello_moving_bytes(h);
-    if (chief.in.payload_bytes < moving_bytes || chief.in.payload_bytes - moving_bytes > wire::max_key_bytes)
+    if (chief.in.payload_bytes < moving_bytes || chief.in.payload_bytes - moving_bytes > wire::max_rkey_bytes)
         throw peer_error(who_,
                          fmt::format("{} sent a hello of {} payload bytes for {} moving-average ranges and a memory "
                                      "key of at most {} bytes",
-                                     who_, chief.in.payload_bytes, h.num_moving, wire::max_key_bytes));
-    // Received aside (the ranges may not fit the slot), the key then goes where map_buffers reads it.
+                                     who_, chief.in.payload_bytes, h.num_moving, wire::max_rkey_bytes));
+    // Received aside (the ranges may not fit the slot), the rkey then goes where map_buffers reads it.
     hello_payload_.resize(chief.in.payload_bytes);
     chief.payload_recv = net_.recv(0, channel::payload, hello_payload_.data(), chief.in.payload_bytes);
-    wait_for_chief(chief.payload_recv, "sent its memory key");
+    wait_for_chief(chief.payload_recv, "sent its rkey");
     std::memcpy(chief.slot.data(), hello_payload_.data(), chief.in.payload_bytes - moving_bytes);
     // The moving averages (a batch normalization's statistics) get no optimizer.
     const auto moving = wire::hello_moving_ranges(h, hello_payload_);

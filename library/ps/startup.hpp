@@ -35,7 +35,7 @@ public:
     // 3. The shard and every worker's receive slot (`slot_floats` at least,
     // for the sparse requests).
     std::unique_ptr<served_shard> allocate(shard_range range, std::size_t slot_floats);
-    // 4. The hello's payload: its memory key into the chief's slot, its
+    // 4. The hello's payload: its rkey into the chief's slot, its
     // moving-average ranges into the shard.
     void receive_hello_payload(const wire::hello& h, served_shard& shard);
     // 5. The chief's init or restore, applied.  True when it restored.

@@ -203,13 +203,6 @@ bool worker_links::read_by_a_reply(const float* values)
     return false;
 }
 
-std::span<const float> worker_links::gradient(std::size_t i, shard_range part, bool shared,
-                                              std::uint64_t range_begin) const
-{
-    const auto& p = links_[i];
-    return {shared ? p.mapped_grads + (part.begin - range_begin) : p.slot.data(), part.size()};
-}
-
 // True when the worker's buffers are mapped here (same host, a transport
 // that can, share_memory on).  The whole of what this PS will read and
 // write, its range of both buffers, must lie in the memory the worker's
@@ -219,9 +212,9 @@ bool worker_links::map_buffers(std::size_t i, const wire::hello& h, shard_range 
                                std::string& why)
 {
     auto& p = links_[i];
-    // The key comes before the moving-average ranges (the chief's hello).
-    const auto key_bytes = wire::hello_key_bytes(h, p.in.payload_bytes);
-    if (!share_memory || key_bytes == 0 || key_bytes > wire::max_key_bytes || h.params_address == 0 ||
+    // The rkey comes before the moving-average ranges (the chief's hello).
+    const auto key_bytes = wire::hello_rkey_bytes(h, p.in.payload_bytes);
+    if (!share_memory || key_bytes == 0 || key_bytes > wire::max_rkey_bytes || h.params_address == 0 ||
         h.grads_address == 0 || range.size() == 0)
         return false;
     std::unique_ptr<peer_memory> mapping;

@@ -27,7 +27,7 @@ namespace pstrain::ps {
 struct worker_link {
     // The mailbox: the message being handled and its payload.
     wire::frame in;
-    float_buffer slot;            // a gradient, values, a memory key or a sparse request
+    float_buffer slot;            // a gradient, values, an rkey or a sparse request
     transfer recv, payload_recv;  // the posted receives
     bool posted = false, payload_posted = false;
 
@@ -110,8 +110,6 @@ public:
     // A reply in flight still reads `values`.
     bool read_by_a_reply(const float* values);
 
-    // Worker i's gradient of `part`: in its mapped buffer or in its payload slot.
-    std::span<const float> gradient(std::size_t i, shard_range part, bool shared, std::uint64_t range_begin) const;
     // Maps worker i's buffers that its hello offers (its key is in the
     // slot): true when they are mapped here; `why` says why they are refused.
     bool map_buffers(std::size_t i, const wire::hello& h, shard_range range, bool share_memory, std::string& why);

@@ -89,7 +89,7 @@ public:
     virtual ~peer_memory() = default;
     // This process's address for the peer's `bytes` bytes at
     // `remote_address`; nullptr when the memory is not mapped here.  Throws
-    // pstrain::error when they are not all inside the memory the key
+    // pstrain::error when they are not all inside the memory the rkey
     // described, or not all of that is mapped here: a peer's key and
     // addresses are checked, never believed.
     virtual void* local_pointer(std::uint64_t remote_address, std::size_t bytes) const = 0;

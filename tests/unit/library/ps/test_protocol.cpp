@@ -638,8 +638,8 @@ BOOST_AUTO_TEST_CASE(a_hello_payload_is_the_key_then_the_moving_ranges_as_64_bit
     wire::hello h;
     h.num_moving = 2;
     BOOST_TEST(wire::hello_moving_bytes(h) == 32u);
-    BOOST_TEST(wire::hello_key_bytes(h, payload.size()) == 3u);
-    BOOST_TEST(wire::hello_key_bytes(h, 31) == 0u);  // too short for its ranges: no key
+    BOOST_TEST(wire::hello_rkey_bytes(h, payload.size()) == 3u);
+    BOOST_TEST(wire::hello_rkey_bytes(h, 31) == 0u);  // too short for its ranges: no key
     const auto back = wire::hello_moving_ranges(h, payload);
     BOOST_TEST_REQUIRE(back.size() == 2u);
     BOOST_TEST(back[0].begin == 2u);

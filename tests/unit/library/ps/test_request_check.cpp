@@ -93,6 +93,25 @@ BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard_until_training_is_
     BOOST_TEST(!code_of(push(8, 12), c).has_value());
 }
 
+// One gradient per worker and sync step: a second push to the step the
+// worker has pushed to, before the first is answered, is refused (it would
+// count twice in the mean); a push to another step is the dense step's to
+// judge (stale, or the next step's).
+BOOST_AUTO_TEST_CASE(a_second_push_to_the_step_a_worker_has_pushed_to_is_refused)
+{
+    auto c = worker_1();
+    c.whole_shard_pushes = true;
+    c.pushed_to_step = 0;
+    BOOST_TEST((code_of(push(8, 16), c) == wire::refusal_code::pushed_twice));
+    const auto r = check_request(push(8, 16), std::nullopt, c);
+    BOOST_TEST_REQUIRE(r.has_value());
+    BOOST_TEST(wire::describe(*r).starts_with("a second push to sync step 0 before the first was answered"));
+    c.pushed_to_step = 3;
+    BOOST_TEST(!code_of(push(8, 16), c).has_value());
+    c.pushed_to_step.reset();
+    BOOST_TEST(!code_of(push(8, 16), c).has_value());
+}
+
 BOOST_AUTO_TEST_CASE(before_its_hello_a_worker_gets_only_no_hello)
 {
     auto c = worker_1();

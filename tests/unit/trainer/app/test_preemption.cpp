@@ -8,7 +8,7 @@
 #define BOOST_TEST_MODULE preemption
 #include <boost/test/unit_test.hpp>
 
-#include "tests/unit/trainer/standalone_job.hpp"
+#include "tests/unit/trainer/app/standalone_job.hpp"
 #include "trainer/app/signals.hpp"
 
 #include <csignal>

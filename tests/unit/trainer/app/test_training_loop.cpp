@@ -7,7 +7,7 @@
 #define BOOST_TEST_MODULE training_loop
 #include <boost/test/unit_test.hpp>
 
-#include "tests/unit/trainer/standalone_job.hpp"
+#include "tests/unit/trainer/app/standalone_job.hpp"
 
 #include <cstdlib>
 #include <string>
