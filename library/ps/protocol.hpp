@@ -106,7 +106,7 @@ struct hello {
     std::uint32_t num_workers = 0;
     std::uint32_t num_tables = 0;  // embedding tables, as this worker sees them
     std::uint32_t num_moving = 0;  // moving-average ranges (the chief's hello only)
-};  // payload: the buffers' packed key, then num_moving (begin, end) pairs of 64-bit element indices
+};  // payload: the buffers' packed rkey, then num_moving (begin, end) pairs of 64-bit element indices
 
 struct welcome {
     static constexpr wire::kind type = kind::welcome;
