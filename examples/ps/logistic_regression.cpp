@@ -6,7 +6,7 @@
 // standard-normal features, labels from known true weights plus a little
 // label noise (linearly separable-ish; the true weights classify about 96%
 // of examples right).  The parameters are one flat vector of FEATURES+1
-// floats, two keys to the library: the weights, then the bias.
+// floats, two tensors to the library: the weights, then the bias.
 //
 //   * A PS task runs ps::server with plain SGD; its step_completed hook ends
 //     training at --steps global steps.
@@ -16,7 +16,7 @@
 //     params().  Sync (default): the PS averages one gradient per worker
 //     per step.  --async: each gradient is applied on arrival.
 //   * Worker 0, the chief, initialises the parameters, evaluates accuracy on
-//     a held-out set at the end, ends training (client::shutdown) and prints
+//     a held-out set at the end, ends training (chief_client::shutdown) and prints
 //     one JSON line on stdout:
 //       {"event":"done","accuracy":0.9655,"steps":300,"mode":"sync",...}
 //     It exits 0 only when the accuracy is at least --min-accuracy (default
@@ -301,7 +301,7 @@ int run_worker(const options& o, ps::transport& net, int index, int num_ps, int 
     cc.index = index;
     cc.num_workers = num_workers;
     cc.num_params = static_cast<std::uint64_t>(d) + 1;
-    cc.tensor_sizes = {static_cast<std::uint64_t>(d), 1};  // key 0: the weights, key 1: the bias
+    cc.tensor_sizes = {static_cast<std::uint64_t>(d), 1};  // tensor 0: the weights, tensor 1: the bias
     cc.worker_names = std::move(worker_names);
     // Between a call and its wait() the buffers belong to the library.
     if (index != 0) {

@@ -21,8 +21,8 @@
 
 namespace pstrain::ps {
 
-// One request to one PS, part of a ticket.  Its frames live here until the
-// transport is done with them.
+// One request to one PS, part of a ticket.  Its frames live here until its
+// transfers are complete.
 struct operation {
     std::size_t ps = 0;
     shard_range part;

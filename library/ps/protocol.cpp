@@ -43,11 +43,11 @@ std::optional<refusal> check_envelope(const frame& f)
     return std::nullopt;
 }
 
-std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> key, std::span<const shard_range> moving)
+std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> rkey, std::span<const shard_range> moving)
 {
-    std::vector<std::uint8_t> out(key.begin(), key.end());
-    out.resize(key.size() + moving.size() * moving_range_bytes);
-    auto* at = out.data() + key.size();
+    std::vector<std::uint8_t> out(rkey.begin(), rkey.end());
+    out.resize(rkey.size() + moving.size() * moving_range_bytes);
+    auto* at = out.data() + rkey.size();
     for (const auto& r : moving) {
         std::memcpy(at, &r.begin, sizeof r.begin);
         std::memcpy(at + sizeof r.begin, &r.end, sizeof r.end);
@@ -115,14 +115,14 @@ std::string describe(const refusal& r)
         return fmt::format("a model of {} parameters where the chief's has {}: do all tasks build the same model?",
                            r.detail_begin, r.detail_end);
     case refusal_code::needs_whole_shard:
-        return "sync training aggregates whole-shard gradients: push every key of the shard together";
+        return "sync training aggregates whole-shard gradients: push the whole shard (every tensor of it) together";
     case refusal_code::wrong_peer:
         return fmt::format("a hello from worker {} of {} on the connection of worker {}: is a task of another job step "
                            "talking to this PS?",
                            r.detail_begin, r.detail_end, r.peer_index);
     case refusal_code::bad_buffers:
         return fmt::format(
-            "exchange buffers at {:#x} and {:#x} that are not inside the memory its key maps (the PS's log "
+            "exchange buffers at {:#x} and {:#x} that are not inside the memory its rkey maps (the PS's log "
             "says which bytes): is another program talking to this PS?",
             r.detail_begin, r.detail_end);
     case refusal_code::bad_table:

@@ -2,13 +2,13 @@
 //
 // Every message is one 64-byte frame on the control channel: a magic, the
 // protocol version, the kind, the payload's length, and the kind's own
-// struct with named fixed-width fields.  Bulk data (values, gradients, a
+// struct with named fixed-width fields.  Bulk data (values, gradients, an
 // rkey) follows as one message on the payload channel, so that the
 // transport can move it zero-copy into the buffer posted for it.
 //
 //   worker -> ps   hello          first message on every connection: who, the
 //                                 model's size, an offer of its exchange
-//                                 buffers (payload: their packed key)
+//                                 buffers (payload: their packed rkey)
 //   ps -> worker   welcome        this PS's range; whether it mapped the buffers
 //   chief -> ps    init           initial values of the PS's range (payload)
 //   chief -> ps    restore        load the snapshot taken at `step`
@@ -331,10 +331,10 @@ inline constexpr std::size_t max_rkey_bytes = 4096;
 inline constexpr std::size_t max_moving_ranges = 4096;
 inline constexpr std::size_t moving_range_bytes = 2 * sizeof(std::uint64_t);
 
-// hello: the packed key, then the moving-average ranges as (begin, end)
+// hello: the packed rkey, then the moving-average ranges as (begin, end)
 // pairs of 64-bit element indices.
-std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> key, std::span<const shard_range> moving);
-// The bytes of a hello's ranges, and of its key (what is left before them).
+std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> rkey, std::span<const shard_range> moving);
+// The bytes of a hello's ranges, and of its rkey (what is left before them).
 inline std::uint64_t hello_moving_bytes(const hello& h) { return std::uint64_t(h.num_moving) * moving_range_bytes; }
 inline std::uint64_t hello_rkey_bytes(const hello& h, std::uint64_t payload_bytes)
 {

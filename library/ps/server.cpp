@@ -215,7 +215,7 @@ private:
             return links_.refuse(
                 i, wire::refusal_of(wire::refusal_code::bad_buffers, h.params_address, h.grads_address),
                 fmt::format("refused the hello of {}: its exchange buffers at {:#x} and {:#x} are not inside "
-                            "the memory its key maps ({}): is another program talking to this PS?",
+                            "the memory its rkey maps ({}): is another program talking to this PS?",
                             net_.peer_name(i), h.params_address, h.grads_address, why));
         p.greeted = true;
         links_.reply(i, wire::encode(wire::welcome{range.begin, range.end, num_params_, mapped ? 1u : 0u}));

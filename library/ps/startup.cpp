@@ -128,7 +128,7 @@ void startup::receive_hello_payload(const wire::hello& h, served_shard& shard)
     if (chief.in.payload_bytes < moving_bytes || chief.in.payload_bytes - moving_bytes > wire::max_rkey_bytes)
         throw peer_error(who_,
                          fmt::format("{} sent a hello of {} payload bytes for {} moving-average ranges and an rkey "
-                                     "key of at most {} bytes",
+                                     "of at most {} bytes",
                                      who_, chief.in.payload_bytes, h.num_moving, wire::max_rkey_bytes));
     // Received aside (the ranges may not fit the slot), the rkey then goes where map_buffers reads it.
     hello_payload_.resize(chief.in.payload_bytes);

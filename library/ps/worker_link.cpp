@@ -206,7 +206,7 @@ bool worker_links::read_by_a_reply(const float* values)
 // True when the worker's buffers are mapped here (same host, a transport
 // that can, share_memory on).  The whole of what this PS will read and
 // write, its range of both buffers, must lie in the memory the worker's
-// key maps (UCX's ucp_rkey_ptr checks no bounds: it adds an offset to any
+// rkey maps (UCX's ucp_rkey_ptr checks no bounds: it adds an offset to any
 // address): when it does not, `why` says so and the hello is refused.
 bool worker_links::map_buffers(std::size_t i, const wire::hello& h, shard_range range, bool share_memory,
                                std::string& why)

@@ -34,9 +34,9 @@ struct worker_link {
     // The reply in flight.
     wire::frame out;
     transfer send, payload_send;
-    const float* sending = nullptr;                // the values buffer its payload reads until payload_send is done
-    std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is done
-    std::vector<float> rows_out;                   // a rows reply's payload until payload_send is done
+    const float* sending = nullptr;                // the values buffer its payload reads until payload_send is complete
+    std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is complete
+    std::vector<float> rows_out;                   // a rows reply's payload until payload_send is complete
 
     // Its exchange buffers, mapped here: element range.begin of each (the
     // part of them this PS reads and writes, and all it checked is mapped).
@@ -66,7 +66,7 @@ struct values_reply {
     wire::values_status status = wire::values_status::ok;
     std::uint64_t step = 0, restored = 0;
     std::span<const float> values;  // the part's values
-    const float* buffer = nullptr;  // the buffer they lie in (a send reads it until done)
+    const float* buffer = nullptr;  // the buffer they lie in (a send reads it until complete)
     std::uint64_t range_begin = 0;  // this PS's first element (the mapped buffers' element 0)
 };
 
@@ -110,7 +110,7 @@ public:
     // A reply in flight still reads `values`.
     bool read_by_a_reply(const float* values);
 
-    // Maps worker i's buffers that its hello offers (its key is in the
+    // Maps worker i's buffers that its hello offers (its rkey is in the
     // slot): true when they are mapped here; `why` says why they are refused.
     bool map_buffers(std::size_t i, const wire::hello& h, shard_range range, bool share_memory, std::string& why);
 

@@ -129,7 +129,7 @@ private:
     mailbox* box_;  // a receive's mailbox, to cancel it
 };
 
-// A memory key: the network, the memory's address and its size.
+// An rkey: the network, the memory's address and its size.
 struct loopback_key {
     std::uint64_t network = 0, address = 0, bytes = 0;
 };
@@ -174,8 +174,8 @@ public:
     {
         if (remote_address < address_ || remote_address - address_ > bytes_ ||
             bytes > bytes_ - (remote_address - address_))
-            throw error(fmt::format("{} bytes at {:#x} are not inside the {} bytes at {:#x} its memory key names",
-                                    bytes, remote_address, bytes_, address_));
+            throw error(fmt::format("{} bytes at {:#x} are not inside the {} bytes at {:#x} its rkey names", bytes,
+                                    remote_address, bytes_, address_));
         return reinterpret_cast<void*>(remote_address);
     }
 
@@ -273,8 +273,8 @@ public:
             std::lock_guard lock(s_->mu);
             auto it = s_->memories.find(k.address);
             if (it == s_->memories.end() || it->second != k.bytes)
-                throw error(fmt::format("a memory key names {} bytes at {:#x}, which this network did not hand out",
-                                        k.bytes, k.address));
+                throw error(fmt::format("an rkey names {} bytes at {:#x}, which this network did not hand out", k.bytes,
+                                        k.address));
         }
         return std::make_unique<same_process_memory>(k.address, k.bytes);
     }

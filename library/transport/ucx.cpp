@@ -456,8 +456,8 @@ void* remote_key::local_range(std::uint64_t remote_address, std::size_t bytes) c
 {
     void* here = local_pointer(remote_address);
     if (!here) return nullptr;
-    // What the key mapped: shared mappings that were not there before the
-    // unpack (ucp maps a peer's segment when it unpacks its key, or at the
+    // What the rkey mapped: shared mappings that were not there before the
+    // unpack (ucp maps a peer's segment when it unpacks its rkey, or at the
     // first ucp_rkey_ptr).
     std::vector<std::pair<std::uintptr_t, std::uintptr_t>> mapped;
     for (const auto& m : shared_mappings())
@@ -466,7 +466,7 @@ void* remote_key::local_range(std::uint64_t remote_address, std::size_t bytes) c
     const auto at = reinterpret_cast<std::uintptr_t>(here);
     for (const auto& [begin, end] : mapped)
         if (at >= begin && at <= end && bytes <= end - at) return here;
-    throw error(fmt::format("{} bytes at {:#x} are not inside the memory its key maps here", bytes, remote_address));
+    throw error(fmt::format("{} bytes at {:#x} are not inside the memory its rkey maps here", bytes, remote_address));
 }
 
 std::vector<std::pair<std::uintptr_t, std::uintptr_t>> shared_mappings()

@@ -205,9 +205,9 @@ std::unique_ptr<ps::exchange_memory> ucx_transport::allocate(std::size_t bytes)
     return std::make_unique<ucx_memory>(*ctx_, bytes);
 }
 
-std::unique_ptr<ps::peer_memory> ucx_transport::map(std::size_t peer, std::span<const std::uint8_t> key)
+std::unique_ptr<ps::peer_memory> ucx_transport::map(std::size_t peer, std::span<const std::uint8_t> rkey)
 {
-    return std::make_unique<ucx_peer_memory>(conns_.data_ep(peer), key);
+    return std::make_unique<ucx_peer_memory>(conns_.data_ep(peer), rkey);
 }
 
 void ucx_transport::close(bool force)

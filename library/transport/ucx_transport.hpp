@@ -69,7 +69,7 @@ public:
     bool failed(std::size_t peer) const override;
     std::string failure(std::size_t peer) const override;
     std::unique_ptr<ps::exchange_memory> allocate(std::size_t bytes) override;
-    std::unique_ptr<ps::peer_memory> map(std::size_t peer, std::span<const std::uint8_t> key) override;
+    std::unique_ptr<ps::peer_memory> map(std::size_t peer, std::span<const std::uint8_t> rkey) override;
     void close(bool force) override;
 
     engine& ucx_engine() { return *engine_; }

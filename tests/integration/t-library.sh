@@ -86,7 +86,7 @@ test_example_async_one_ps_two_workers() {
   expect_trained 1 2 async
 }
 
-# 21 parameters over two PS tasks: the flat vector (two keys) split.
+# 21 parameters over two PS tasks: the flat vector (two tensors) split.
 test_example_two_ps_two_workers() {
   need_example
   run srun --mpi=pmix -N3 -n4 --ps=2 --workers=2 "$example"

@@ -180,9 +180,9 @@ public:
     bool failed(std::size_t peer) const override { return net_.failed(peer); }
     std::string failure(std::size_t peer) const override { return net_.failure(peer); }
     std::unique_ptr<ps::exchange_memory> allocate(std::size_t bytes) override { return net_.allocate(bytes); }
-    std::unique_ptr<ps::peer_memory> map(std::size_t peer, std::span<const std::uint8_t> key) override
+    std::unique_ptr<ps::peer_memory> map(std::size_t peer, std::span<const std::uint8_t> rkey) override
     {
-        return net_.map(peer, key);
+        return net_.map(peer, rkey);
     }
     void close(bool force) override { net_.close(force); }
 

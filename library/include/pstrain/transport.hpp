@@ -90,7 +90,7 @@ public:
     // This process's address for the peer's `bytes` bytes at
     // `remote_address`; nullptr when the memory is not mapped here.  Throws
     // pstrain::error when they are not all inside the memory the rkey
-    // described, or not all of that is mapped here: a peer's key and
+    // described, or not all of that is mapped here: a peer's rkey and
     // addresses are checked, never believed.
     virtual void* local_pointer(std::uint64_t remote_address, std::size_t bytes) const = 0;
 };
@@ -121,9 +121,9 @@ public:
 
     // Memory to exchange through; see exchange_memory.
     virtual std::unique_ptr<exchange_memory> allocate(std::size_t bytes) = 0;
-    // Maps the memory a peer described by `key`; nullptr when this
+    // Maps the memory a peer described by `rkey`; nullptr when this
     // transport cannot (another host, or shared memory not available).
-    virtual std::unique_ptr<peer_memory> map(std::size_t peer, std::span<const std::uint8_t> key) = 0;
+    virtual std::unique_ptr<peer_memory> map(std::size_t peer, std::span<const std::uint8_t> rkey) = 0;
 
     // Ends every connection: flushes what is queued (within a second), or
     // with `force` drops it (an error path).  Later operations fail.

@@ -349,7 +349,7 @@ BOOST_FIXTURE_TEST_CASE(only_the_chief_initialises_snapshots_and_ends_training, 
 }
 
 // The exchange buffers a hello offers: the PS reads and writes its range of
-// both, so all of that must lie in the memory the key maps.
+// both, so all of that must lie in the memory the rkey maps.
 namespace {
 
 wire::frame offer(std::uint64_t params, std::uint64_t grads, std::size_t key_bytes)
@@ -395,7 +395,7 @@ BOOST_FIXTURE_TEST_CASE(buffers_past_the_offered_memory_are_refused_naming_them,
         BOOST_TEST(r.code == code(wire::refusal_code::bad_buffers), params << " " << grads);
         BOOST_TEST(r.detail_begin == params);
         BOOST_TEST(r.detail_end == grads);
-        BOOST_TEST(wire::describe(r).find("not inside the memory its key maps") != std::string::npos);
+        BOOST_TEST(wire::describe(r).find("not inside the memory its rkey maps") != std::string::npos);
     }
     still_serving_then_end();  // its first hello stands: it is served by messages
 }
@@ -624,7 +624,7 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
 
 // ------------------------------------------------------------ the payloads
 
-BOOST_AUTO_TEST_CASE(a_hello_payload_is_the_key_then_the_moving_ranges_as_64_bit_pairs)
+BOOST_AUTO_TEST_CASE(a_hello_payload_is_the_rkey_then_the_moving_ranges_as_64_bit_pairs)
 {
     const std::vector<std::uint8_t> key{7, 8, 9};
     const std::vector<shard_range> moving{{2, 5}, {two_to_32, two_to_32 + 3}};

@@ -323,7 +323,7 @@ BOOST_DATA_TEST_CASE(async_applies_each_push_on_arrival, bdata::make({false, tru
 
 BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, bdata::make({false, true}), share)
 {
-    // Keys [0, 2) [2, 6) [6, 8) over 2 PS holding [0, 4) and [4, 8).
+    // Tensors [0, 2) [2, 6) [6, 8) over 2 PS holding [0, 4) and [4, 8).
     auto o = sharing(share);
     o.num_params = 8;
     o.tensor_sizes = {2, 4, 2};
@@ -334,7 +334,7 @@ BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, b
     start(job, 2, v);
     BOOST_TEST((w0.tensor(1) == shard_range{2, 6}));
 
-    fill(w0.grads(), std::vector<float>(8, 2.0f));  // a gradient everywhere; only key 1's part goes
+    fill(w0.grads(), std::vector<float>(8, 2.0f));  // a gradient everywhere; only tensor 1's part goes
     w0.wait(w0.async_push(w0.tensor(1)));
     const std::vector<float> updated{1, 2, 2, 3, 4, 5, 7, 8};
     BOOST_TEST(to_vector(w0.params()) == updated, boost::test_tools::per_element());
@@ -400,11 +400,11 @@ BOOST_AUTO_TEST_CASE(two_ps_tasks_split_the_vector_as_make_partition_says)
 
 // ------------------------------------------------------- moving averages
 
-// A key of kind moving_average (a batch normalization's moving mean or
+// A tensor of kind moving_average (a batch normalization's moving mean or
 // variance) gets no optimizer: the PS adds the step's average of the
 // pushed deltas.  Its range [2, 4) crosses the two PS tasks' shards; the
 // chief's hello tells both.
-BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_the_optimizer,
+BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_tensors_without_the_optimizer,
                      bdata::make({false, true}), share)
 {
     auto o = sharing(share);
@@ -432,7 +432,7 @@ BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_keys_without_
     BOOST_TEST((job.finish(1).outcome == server_outcome::done));
 }
 
-BOOST_AUTO_TEST_CASE(a_kind_for_each_key_or_none)
+BOOST_AUTO_TEST_CASE(a_kind_for_each_tensor_or_none)
 {
     pstrain::ps::loopback_network net(1, 1);
     client_config c;

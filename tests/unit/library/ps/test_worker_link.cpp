@@ -42,7 +42,7 @@ struct two_workers {
     activity_recorder activity;
     server_clock profile;
     worker_links links;
-    std::deque<wire::frame> frames;  // sends read them until done
+    std::deque<wire::frame> frames;  // sends read them until complete
     std::vector<transfer> sends;
 };
 

@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(a_worker_claiming_another_index_is_refused)
     BOOST_TEST(g.refused() == 1u);
 }
 
-// Past the handshake: a message with a worker's tag but not its session's
+// Past the handshake: a message with a worker's tag but not its pair's
 // token reaches nobody and is counted; the worker's own gets through.
 BOOST_AUTO_TEST_CASE(messages_without_the_pairs_token_are_dropped)
 {

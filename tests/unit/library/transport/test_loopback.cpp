@@ -204,7 +204,7 @@ BOOST_AUTO_TEST_CASE(wait_until_returns_false_at_the_deadline)
     BOOST_TEST(net.ps(0).wait_until([] { return true; }, t0));
 }
 
-BOOST_AUTO_TEST_CASE(mapping_the_networks_memory_key_gives_the_same_address)
+BOOST_AUTO_TEST_CASE(mapping_the_networks_rkey_gives_the_same_address)
 {
     loopback_network net(1, 1), elsewhere(1, 1);
     auto memory = net.worker(0).allocate(64);
@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(mapping_the_networks_memory_key_gives_the_same_address)
     BOOST_TEST(mapped->local_pointer(address + 16, 48) == static_cast<void*>(bytes + 16));
     static_cast<float*>(mapped->local_pointer(address, 8))[1] = 2.5f;
     BOOST_TEST(static_cast<float*>(memory->data())[1] == 2.5f);
-    // Bytes past the memory the key names are refused, and so is a key
+    // Bytes past the memory the rkey names are refused, and so is an rkey
     // naming memory the network did not hand out.
     const auto refused = [](auto&& f) {
         try {
@@ -229,16 +229,16 @@ BOOST_AUTO_TEST_CASE(mapping_the_networks_memory_key_gives_the_same_address)
         }
         return std::string();
     };
-    BOOST_TEST(refused([&] { mapped->local_pointer(address + 16, 49); }) ==
-               fmt::format("49 bytes at {:#x} are not inside the 64 bytes at {:#x} its memory key names", address + 16,
-                           address));
+    BOOST_TEST(
+        refused([&] { mapped->local_pointer(address + 16, 49); }) ==
+        fmt::format("49 bytes at {:#x} are not inside the 64 bytes at {:#x} its rkey names", address + 16, address));
     BOOST_TEST(!refused([&] { mapped->local_pointer(address - 4, 4); }).empty());
     BOOST_TEST(!refused([&] { mapped->local_pointer(address + 8, ~std::size_t(0)); }).empty());
     auto forged = key;
     forged[16] = 65;  // the size: 65 bytes
     BOOST_TEST(refused([&] { net.ps(0).map(0, forged); }) ==
-               fmt::format("a memory key names 65 bytes at {:#x}, which this network did not hand out", address));
-    // Another network's key, or a malformed one, does not map.
+               fmt::format("an rkey names 65 bytes at {:#x}, which this network did not hand out", address));
+    // Another network's rkey, or a malformed one, does not map.
     BOOST_TEST((elsewhere.ps(0).map(0, key) == nullptr));
     std::vector<std::uint8_t> longer = key;
     longer.push_back(0);

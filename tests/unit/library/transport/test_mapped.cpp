@@ -59,7 +59,7 @@ BOOST_AUTO_TEST_CASE(no_mapping_over_tcp)
 }
 
 // ucp_rkey_ptr adds an offset to any address: local_range checks that the
-// bytes asked for lie in what the key mapped here.
+// bytes asked for lie in what the rkey mapped here.
 BOOST_AUTO_TEST_CASE(a_range_past_the_mapped_memory_is_refused)
 {
     pair p("sm,self");
@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(a_range_past_the_mapped_memory_is_refused)
         try {
             key.local_range(address, bytes);
         } catch (const pstrain::error& e) {
-            return std::string(e.what()).find("are not inside the memory its key maps here") != std::string::npos;
+            return std::string(e.what()).find("are not inside the memory its rkey maps here") != std::string::npos;
         }
         return false;
     };
