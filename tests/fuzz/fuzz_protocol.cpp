@@ -79,8 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto deadline = clock::now() + 2s;
     for (auto& send : sends) {
         transport* t = send.first;
-        request& r = send.second;
-        t->wait_until([&] { return r.done() || t->failed(0); }, deadline);
+        transfer& r = send.second;
+        t->wait_until([&] { return r.complete() || t->failed(0); }, deadline);
         if (job.finish(0, 0ms).returned) break;
     }
     job.net().kill_worker(0);
