@@ -59,7 +59,7 @@ test_stopped_ps_fails_each_worker_naming_it_with_stacks() {
     # every thread's stack, the stalled main thread's with its function names
     expect_contains "stacks of the "
     expect_contains ", the main thread):"
-    expect_contains "pstrain::ps::client::impl::wait_ops"
+    expect_contains "pstrain::ps::client::wait("
     expect_contains "pstrain::trainer::run_training_loop"
   done
   out=$srun_err
