@@ -9,6 +9,7 @@
 #include "trainer/app/tasks.hpp"
 #include "trainer/app/training_loop.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
+#include "tests/unit/stderr_capture.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -67,35 +68,6 @@ struct run_result {
     ps::server_outcome ps = ps::server_outcome::done;
     std::string stderr_text;
 };
-
-// What `f` writes to stderr (the log), with what it returns.
-template <typename F>
-std::string stderr_of(F f)
-{
-    char path[] = "/tmp/pstrain-test-loop-log-XXXXXX";
-    const int fd = ::mkstemp(path);
-    BOOST_TEST_REQUIRE(fd >= 0);
-    const int saved = ::dup(STDERR_FILENO);
-    ::dup2(fd, STDERR_FILENO);
-    std::exception_ptr failure;
-    try {
-        f();
-    } catch (...) {
-        failure = std::current_exception();
-    }
-    ::dup2(saved, STDERR_FILENO);
-    ::close(saved);
-    ::close(fd);
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    ::unlink(path);
-    if (failure) {
-        BOOST_TEST_MESSAGE(text.str());
-        std::rethrow_exception(failure);
-    }
-    return text.str();
-}
 
 // As run_standalone runs it, without its signal handler: the PS with the
 // trainer's hooks (shards written by checkpoint::write_shard) in a thread,

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "trainer/app/stacks.hpp"
 #include "trainer/app/watchdog.hpp"
+#include "tests/unit/stderr_capture.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -262,29 +263,7 @@ BOOST_AUTO_TEST_CASE(progress_of_the_library_counts_as_progress)
     BOOST_TEST(quiet.count() >= 100);
 }
 
-namespace {
-
-// What a block writes to stderr.
-template <typename F>
-std::string stderr_of(F f)
-{
-    char path[] = "/tmp/pstrain-test-watchdog-XXXXXX";
-    const int fd = ::mkstemp(path);
-    BOOST_TEST_REQUIRE(fd >= 0);
-    const int saved = ::dup(STDERR_FILENO);
-    ::dup2(fd, STDERR_FILENO);
-    f();
-    ::dup2(saved, STDERR_FILENO);
-    ::close(saved);
-    ::close(fd);
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    ::unlink(path);
-    return text.str();
-}
-
-}  // namespace
+using pstrain::testing::stderr_of;
 
 BOOST_AUTO_TEST_CASE(a_busy_stretch_longer_than_half_the_timeout_warns_that_peers_count_it_as_a_stall)
 {
