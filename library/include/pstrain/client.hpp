@@ -28,6 +28,7 @@
 #include <pstrain/activity.hpp>
 #include <pstrain/profile.hpp>
 #include <pstrain/partition.hpp>
+#include <pstrain/settings.hpp>
 #include <pstrain/transport.hpp>
 
 #include <chrono>
@@ -58,8 +59,13 @@ struct client_config {
     bool share_memory = true;           // offer the buffers to PS tasks on this host
     // How errors name worker i ("worker 1 (n2)"); default "worker i".
     std::vector<std::string> worker_names;
-    // The embedding tables' dims, in the order of server_config::tables.
+    // The embedding tables' dims, in the order of server_config::tables
+    // (with settings: empty, or their tables' dims).
     std::vector<std::uint32_t> table_dims;
+    // The chief's (index 0) only: the job's training settings, sent in its
+    // hello (settings.hpp): PS tasks started without their own adopt them,
+    // others check them.  Unset: the PS tasks' own settings rule.
+    std::optional<training_settings> settings;
 };
 
 using ticket = std::uint64_t;

@@ -18,4 +18,5 @@
 #include <pstrain/partition.hpp>
 #include <pstrain/profile.hpp>
 #include <pstrain/server.hpp>
+#include <pstrain/settings.hpp>
 #include <pstrain/transport.hpp>

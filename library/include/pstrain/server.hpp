@@ -16,6 +16,7 @@
 #include <pstrain/profile.hpp>
 #include <pstrain/optimizer.hpp>
 #include <pstrain/partition.hpp>
+#include <pstrain/settings.hpp>
 #include <pstrain/transport.hpp>
 
 #include <chrono>
@@ -53,7 +54,17 @@ struct server_config {
     // shard_of_key gives it, of each table (client_config::table_dims must
     // list the same tables with the same dims).
     std::vector<embedding_config> tables;
+    // True: optimizer, sync, replicas_to_aggregate and tables above are
+    // ignored, and the chief's hello must bring them (client_config::
+    // settings): a PS task for workers whose program says how to train.
+    // False: when the chief's hello brings settings, they must agree with
+    // these (else the server ends, naming the difference).
+    bool settings_from_chief = false;
 };
+
+// A server_config's training settings, and the same config with `s` in them.
+training_settings settings_of(const server_config& c);
+void adopt(server_config& c, const training_settings& s);
 
 // The shard as it is at a snapshot, for the snapshot hook.
 struct shard_snapshot {
