@@ -47,10 +47,30 @@ client_config chiefs_config(client_config c)
 // (exchange.hpp) moves and checks the messages, the ticket book
 // (ticket_book.hpp) keeps the calls in flight; what is asked, and what a
 // reply means to the client, is decided here.
+namespace {
+
+// The tables' dims from the settings when only they name them; the two
+// must agree when both do.
+client_config with_table_dims(client_config c)
+{
+    if (!c.settings) return c;
+    std::vector<std::uint32_t> dims;
+    for (const auto& t : c.settings->tables) dims.push_back(t.dim);
+    if (c.table_dims.empty()) c.table_dims = std::move(dims);
+    else if (c.table_dims != dims)
+        throw error(fmt::format("the client was given {} table dims and settings of {} tables with other dims: give "
+                                "the dims once, in the settings",
+                                c.table_dims.size(), dims.size()));
+    return c;
+}
+
+}  // namespace
+
 class client::impl {
 public:
     impl(transport& net, client_config c)
-        : net_(net), cfg_(std::move(c)), partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
+        : net_(net), cfg_(with_table_dims(std::move(c))),
+          partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
           memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
           grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors),
           moving_(layout_.moving), mapped_(net.num_peers(), 0), base_step_(net.num_peers(), 0),
@@ -360,7 +380,10 @@ private:
         }
         // The chief tells every PS which ranges hold moving averages, after the rkey.
         const auto moving = cfg_.index == 0 ? std::span<const shard_range>(moving_) : std::span<const shard_range>();
-        const auto payload = wire::hello_payload(key, moving);
+        // And the training settings, when it says them.
+        const auto settings =
+            cfg_.index == 0 && cfg_.settings ? wire::encode_settings(*cfg_.settings) : std::vector<std::uint8_t>();
+        const auto payload = wire::hello_payload(key, moving, settings);
         const ticket id = book_.open();
         auto& t = book_.at(id);
         for (std::size_t p = 0; p < partition_.size(); ++p) {
@@ -368,7 +391,7 @@ private:
             op.ps = p;
             op.part = partition_[p];
             op.expected = wire::kind::welcome;
-            op.out = wire::encode(hello_of(!key.empty(), moving.size()), payload.size());
+            op.out = wire::encode(hello_of(!key.empty(), moving.size(), settings.size()), payload.size());
             exchange_.post_and_send(op, payload.empty() ? nullptr : payload.data());
         }
         wait_ops(id);
@@ -377,7 +400,7 @@ private:
         log_exchange_paths();
     }
 
-    wire::hello hello_of(bool offer_buffers, std::size_t num_moving) const
+    wire::hello hello_of(bool offer_buffers, std::size_t num_moving, std::size_t settings_bytes) const
     {
         wire::hello h;
         h.num_params = cfg_.num_params;
@@ -389,6 +412,7 @@ private:
             h.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
         }
         h.num_moving = static_cast<std::uint32_t>(num_moving);
+        h.settings_bytes = static_cast<std::uint32_t>(settings_bytes);
         return h;
     }
 

@@ -1,6 +1,7 @@
 #include "library/ps/protocol.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -43,7 +44,8 @@ std::optional<refusal> check_envelope(const frame& f)
     return std::nullopt;
 }
 
-std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> rkey, std::span<const shard_range> moving)
+std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> rkey, std::span<const shard_range> moving,
+                                        std::span<const std::uint8_t> settings)
 {
     std::vector<std::uint8_t> out(rkey.begin(), rkey.end());
     out.resize(rkey.size() + moving.size() * moving_range_bytes);
@@ -53,19 +55,140 @@ std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> rkey, std:
         std::memcpy(at + sizeof r.begin, &r.end, sizeof r.end);
         at += moving_range_bytes;
     }
+    out.insert(out.end(), settings.begin(), settings.end());
     return out;
 }
 
 std::vector<shard_range> hello_moving_ranges(const hello& h, std::span<const std::uint8_t> payload)
 {
     std::vector<shard_range> moving(h.num_moving);
-    const auto* at = payload.data() + (payload.size() - hello_moving_bytes(h));
+    const auto* at = payload.data() + (payload.size() - h.settings_bytes - hello_moving_bytes(h));
     for (auto& r : moving) {
         std::memcpy(&r.begin, at, sizeof r.begin);
         std::memcpy(&r.end, at + sizeof r.begin, sizeof r.end);
         at += moving_range_bytes;
     }
     return moving;
+}
+
+namespace {
+
+// Fixed-width fields, one after the other.
+class field_writer {
+public:
+    explicit field_writer(std::vector<std::uint8_t>& out) : out_(out) {}
+    template <typename T>
+    field_writer& put(T v)
+    {
+        static_assert(std::is_trivially_copyable_v<T>);
+        const auto at = out_.size();
+        out_.resize(at + sizeof v);
+        std::memcpy(out_.data() + at, &v, sizeof v);
+        return *this;
+    }
+
+private:
+    std::vector<std::uint8_t>& out_;
+};
+
+class field_reader {
+public:
+    explicit field_reader(std::span<const std::uint8_t> in) : in_(in) {}
+    template <typename T>
+    T get()
+    {
+        T v{};
+        std::memcpy(&v, in_.data() + at_, sizeof v);
+        at_ += sizeof v;
+        return v;
+    }
+    float number(const char* what)
+    {
+        const auto v = get<float>();
+        if (!std::isfinite(v)) throw error(fmt::format("its {} is not a finite number", what));
+        return v;
+    }
+    void skip(std::size_t bytes) { at_ += bytes; }
+    std::size_t at() const { return at_; }
+
+private:
+    std::span<const std::uint8_t> in_;
+    std::size_t at_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_settings(const training_settings& s)
+{
+    std::vector<std::uint8_t> out;
+    out.reserve(settings_head_bytes + s.tables.size() * settings_table_bytes);
+    field_writer w(out);
+    const auto& o = s.optimizer;
+    w.put(static_cast<std::uint32_t>(o.kind)).put(o.learning_rate).put(o.momentum).put(o.adagrad_initial);
+    w.put(o.beta1).put(o.beta2).put(o.epsilon);
+    w.put(static_cast<std::uint32_t>(s.sync)).put(static_cast<std::int32_t>(s.replicas_to_aggregate));
+    w.put(static_cast<std::uint32_t>(s.tables.size()));
+    for (const auto& t : s.tables) {
+        w.put(t.dim).put(static_cast<std::uint32_t>(t.optimizer)).put(t.learning_rate).put(t.adagrad_initial);
+        w.put(t.beta1).put(t.beta2).put(t.epsilon).put(t.l1).put(t.l2).put(t.ftrl_beta).put(t.init_range);
+        w.put(t.seed).put(t.admit_after).put(std::uint32_t{0}).put(t.evict_after).put(t.max_rows);
+    }
+    return out;
+}
+
+training_settings decode_settings(std::span<const std::uint8_t> bytes)
+{
+    if (bytes.size() < settings_head_bytes)
+        throw error(fmt::format("its training settings are {} bytes, fewer than the {} of their head", bytes.size(),
+                                settings_head_bytes));
+    field_reader r(bytes);
+    training_settings s;
+    const auto kind = r.get<std::uint32_t>();
+    if (kind > static_cast<std::uint32_t>(optimizer_kind::adam))
+        throw error(fmt::format("its optimizer {} is none this PS knows (a pstrain of another version?)", kind));
+    s.optimizer.kind = static_cast<optimizer_kind>(kind);
+    s.optimizer.learning_rate = r.number("learning rate");
+    s.optimizer.momentum = r.number("momentum");
+    s.optimizer.adagrad_initial = r.number("adagrad initial accumulator");
+    s.optimizer.beta1 = r.number("beta1");
+    s.optimizer.beta2 = r.number("beta2");
+    s.optimizer.epsilon = r.number("epsilon");
+    s.sync = r.get<std::uint32_t>() != 0;
+    s.replicas_to_aggregate = r.get<std::int32_t>();
+    if (s.replicas_to_aggregate < 0)
+        throw error(fmt::format("its replicas to aggregate, {}, is negative", s.replicas_to_aggregate));
+    const auto tables = r.get<std::uint32_t>();
+    if (tables > max_settings_tables)
+        throw error(fmt::format("it names {} embedding tables, more than the {} a hello may carry", tables,
+                                max_settings_tables));
+    if (bytes.size() != settings_head_bytes + std::size_t(tables) * settings_table_bytes)
+        throw error(fmt::format("its training settings are {} bytes, not the {} of {} table(s)", bytes.size(),
+                                settings_head_bytes + std::size_t(tables) * settings_table_bytes, tables));
+    for (std::uint32_t k = 0; k < tables; ++k) {
+        auto& t = s.tables.emplace_back();
+        t.dim = r.get<std::uint32_t>();
+        if (t.dim == 0 || t.dim > max_table_dim)
+            throw error(fmt::format("its embedding table {} has dim {} (1 to {})", k, t.dim, max_table_dim));
+        const auto opt = r.get<std::uint32_t>();
+        if (opt > static_cast<std::uint32_t>(row_optimizer::ftrl))
+            throw error(fmt::format("its embedding table {} has optimizer {}, none this PS knows", k, opt));
+        t.optimizer = static_cast<row_optimizer>(opt);
+        t.learning_rate = r.number("table learning rate");
+        t.adagrad_initial = r.number("table adagrad initial accumulator");
+        t.beta1 = r.number("table beta1");
+        t.beta2 = r.number("table beta2");
+        t.epsilon = r.number("table epsilon");
+        t.l1 = r.number("table l1");
+        t.l2 = r.number("table l2");
+        t.ftrl_beta = r.number("table ftrl beta");
+        t.init_range = r.number("table init range");
+        t.seed = r.get<std::uint64_t>();
+        t.admit_after = r.get<std::uint32_t>();
+        r.skip(sizeof(std::uint32_t));
+        t.evict_after = r.get<std::uint64_t>();
+        t.max_rows = r.get<std::uint64_t>();
+    }
+    return s;
 }
 
 void encode_sparse_push(std::span<const std::uint64_t> keys, std::span<const float> grads,

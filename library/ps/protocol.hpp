@@ -8,7 +8,10 @@
 //
 //   worker -> ps   hello          first message on every connection: who, the
 //                                 model's size, an offer of its exchange
-//                                 buffers (payload: their packed rkey)
+//                                 buffers (payload: their packed rkey; the
+//                                 chief's also its moving-average ranges
+//                                 and, when it says them, the training
+//                                 settings)
 //   ps -> worker   welcome        this PS's range; whether it mapped the buffers
 //   chief -> ps    init           initial values of the PS's range (payload)
 //   chief -> ps    restore        load the snapshot taken at `step`
@@ -50,6 +53,7 @@
 
 #include "pstrain/error.hpp"
 #include "pstrain/partition.hpp"
+#include "pstrain/settings.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -63,7 +67,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 6;         // 6: the hello carries moving-average ranges
+inline constexpr std::uint16_t version = 7;         // 7: the chief's hello may carry the training settings
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -104,9 +108,11 @@ struct hello {
     std::uint64_t grads_address = 0;
     std::uint32_t worker_index = 0;
     std::uint32_t num_workers = 0;
-    std::uint32_t num_tables = 0;  // embedding tables, as this worker sees them
-    std::uint32_t num_moving = 0;  // moving-average ranges (the chief's hello only)
-};  // payload: the buffers' packed rkey, then num_moving (begin, end) pairs of 64-bit element indices
+    std::uint32_t num_tables = 0;      // embedding tables, as this worker sees them
+    std::uint32_t num_moving = 0;      // moving-average ranges (the chief's hello only)
+    std::uint32_t settings_bytes = 0;  // the training settings (the chief's hello only; 0: none)
+};  // payload: the buffers' packed rkey, then num_moving (begin, end) pairs of 64-bit element indices,
+    // then settings_bytes of encode_settings()
 
 struct welcome {
     static constexpr wire::kind type = kind::welcome;
@@ -331,18 +337,40 @@ inline constexpr std::size_t max_rkey_bytes = 4096;
 inline constexpr std::size_t max_moving_ranges = 4096;
 inline constexpr std::size_t moving_range_bytes = 2 * sizeof(std::uint64_t);
 
+// The training settings (settings.hpp) as the chief's hello carries them:
+// a head (the optimizer, sync, replicas, the table count) and one record
+// per table, fixed-width little-endian fields.
+inline constexpr std::size_t settings_head_bytes = 40;
+inline constexpr std::size_t settings_table_bytes = 76;
+inline constexpr std::size_t max_settings_tables = 1024;
+inline constexpr std::size_t max_settings_bytes = settings_head_bytes + max_settings_tables * settings_table_bytes;
+inline constexpr std::uint32_t max_table_dim = 65536;
+std::vector<std::uint8_t> encode_settings(const training_settings& s);
+// The settings of `bytes`, checked (a known optimizer, finite numbers, a
+// table's dim in 1..max_table_dim, the length its table count gives);
+// throws pstrain::error saying what is wrong.
+training_settings decode_settings(std::span<const std::uint8_t> bytes);
+
 // hello: the packed rkey, then the moving-average ranges as (begin, end)
-// pairs of 64-bit element indices.
-std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> rkey, std::span<const shard_range> moving);
-// The bytes of a hello's ranges, and of its rkey (what is left before them).
+// pairs of 64-bit element indices, then the encoded settings.
+std::vector<std::uint8_t> hello_payload(std::span<const std::uint8_t> rkey, std::span<const shard_range> moving,
+                                        std::span<const std::uint8_t> settings = {});
+// The bytes of a hello's ranges, and of its rkey (what is left before them
+// and the settings).
 inline std::uint64_t hello_moving_bytes(const hello& h) { return std::uint64_t(h.num_moving) * moving_range_bytes; }
 inline std::uint64_t hello_rkey_bytes(const hello& h, std::uint64_t payload_bytes)
 {
-    return payload_bytes >= hello_moving_bytes(h) ? payload_bytes - hello_moving_bytes(h) : 0;
+    const std::uint64_t tail = hello_moving_bytes(h) + h.settings_bytes;
+    return payload_bytes >= tail ? payload_bytes - tail : 0;
 }
 // The ranges of a hello's payload (`payload` holds all of it, checked to
-// hold h.num_moving of them).
+// hold h.num_moving of them and h.settings_bytes).
 std::vector<shard_range> hello_moving_ranges(const hello& h, std::span<const std::uint8_t> payload);
+// The settings' bytes of a hello's payload (checked likewise).
+inline std::span<const std::uint8_t> hello_settings(const hello& h, std::span<const std::uint8_t> payload)
+{
+    return payload.subspan(payload.size() - h.settings_bytes);
+}
 
 // Sparse: a pull's payload is `count` keys; a push's the keys, then one
 // row of `dim` floats per key; a rows reply's `count` rows.

@@ -35,16 +35,13 @@ class server::impl {
 public:
     impl(transport& net, server_config c, server_hooks h)
         : activity_(peer_names(net)), net_(net), cfg_(std::move(c)), hooks_(std::move(h)),
-          replicas_(cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(net.num_peers())),
           links_(net, activity_, profile_), sparse_(cfg_.tables, hooks_, links_, state_, profile_),
           startup_(net, links_, cfg_, hooks_)
     {
         if (links_.size() == 0) throw error("a parameter server needs at least one worker");
         if (cfg_.num_ps < 1 || cfg_.index < 0 || cfg_.index >= cfg_.num_ps)
             throw error(fmt::format("PS index {} is outside 0..{}", cfg_.index, cfg_.num_ps - 1));
-        if (cfg_.sync && replicas_ > static_cast<int>(links_.size()))
-            throw error(fmt::format("sync training cannot aggregate {} gradients per step from {} workers", replicas_,
-                                    links_.size()));
+        if (!cfg_.settings_from_chief) configure(error_from_here);
     }
 
     server_outcome run()
@@ -70,13 +67,58 @@ private:
 
     // ------------------------------------------------------------ start-up
 
+    // How the settings are checked: a server's own when it is made, the
+    // chief's when its hello brings them.
+    enum settings_origin { error_from_here, error_from_chief };
+
+    // Sync's gradients per step and the embedding tables, from cfg_'s settings.
+    void configure(settings_origin origin)
+    {
+        replicas_ = cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(links_.size());
+        if (cfg_.sync && replicas_ > static_cast<int>(links_.size())) {
+            const auto what = fmt::format("sync training cannot aggregate {} gradients per step from {} workers",
+                                          replicas_, links_.size());
+            if (origin == error_from_here) throw error(what);
+            throw peer_error(net_.peer_name(0), fmt::format("{} asks for {}: aggregate at most {}", net_.peer_name(0),
+                                                            what, links_.size()));
+        }
+        sparse_.set_tables(cfg_.tables);
+    }
+
+    // The chief's training settings, adopted (settings_from_chief) or
+    // checked against this server's own.
+    void take_settings(const std::optional<training_settings>& chief)
+    {
+        const auto who = net_.peer_name(0);
+        if (cfg_.settings_from_chief) {
+            if (!chief)
+                throw peer_error(who, fmt::format("{} did not say how to train (optimizer, sync or async, tables): a "
+                                                  "PS task started without them (pstrain serve) serves programs whose "
+                                                  "chief says them, as pstrain's Python package does; pstrain's "
+                                                  "own workers need pstrain's own PS tasks, with the same flags",
+                                                  who));
+            adopt(cfg_, *chief);
+            configure(error_from_chief);
+            log::info("training as {} says: {} (learning rate {}), {}, {} embedding table(s)", who,
+                      optimizer_name(cfg_.optimizer.kind), cfg_.optimizer.learning_rate, cfg_.sync ? "sync" : "async",
+                      cfg_.tables.size());
+        } else if (chief) {
+            if (auto d = settings_difference(settings_of(cfg_), *chief, "this PS", who))
+                throw peer_error(who, fmt::format("{} trains with other settings than this PS: {}: give every task of "
+                                                  "the job the same flags",
+                                                  who, *d));
+        }
+    }
+
     void start()
     {
         const auto hello = startup_.receive_hello();
         num_params_ = hello.num_params;
+        startup_.receive_hello_payload(hello);
+        take_settings(startup_.chief_settings(hello));
         const auto range = startup_.plan_shard(hello);
         shard_ = startup_.allocate(range, sparse_.slot_floats());
-        startup_.receive_hello_payload(hello, *shard_);
+        startup_.apply_hello_payload(hello, *shard_);
         sparse_.hold_for_steps(cfg_.sync && range.size() > 0);
         dense_.emplace(links_, *shard_, sparse_, state_, profile_, activity_, hooks_, cfg_.sync, replicas_);
         handle(0, std::nullopt);  // the chief's hello, as any other
@@ -326,9 +368,9 @@ private:
     }
 
     transport& net_;
-    const server_config cfg_;
+    server_config cfg_;  // its training settings may be the chief's (take_settings)
     const server_hooks hooks_;
-    const int replicas_;
+    int replicas_ = 0;  // sync: gradients per step (configure())
     worker_links links_;
     sparse_service sparse_;
     startup startup_;

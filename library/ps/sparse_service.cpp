@@ -10,6 +10,13 @@ sparse_service::sparse_service(const std::vector<embedding_config>& tables, cons
                                worker_links& links, const training_state& state, server_clock& profile)
     : hooks_(hooks), links_(links), state_(state), profile_(profile), held_(links.size()), keys_(links.size())
 {
+    set_tables(tables);
+}
+
+void sparse_service::set_tables(const std::vector<embedding_config>& tables)
+{
+    tables_.clear();
+    dims_.clear();
     for (const auto& t : tables) {
         tables_.emplace_back(t);
         dims_.push_back(t.dim);

@@ -28,6 +28,9 @@ public:
     sparse_service(const std::vector<embedding_config>& tables, const server_hooks& hooks, worker_links& links,
                    const training_state& state, server_clock& profile);
 
+    // The tables, made anew (empty): before serving, when the chief's
+    // hello says them.
+    void set_tables(const std::vector<embedding_config>& tables);
     std::vector<embedding_table>& tables() { return tables_; }
     std::span<const std::uint32_t> dims() const { return dims_; }
     // Sync training with dense values on this PS: row updates wait for their steps.

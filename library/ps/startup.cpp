@@ -117,24 +117,46 @@ std::unique_ptr<served_shard> startup::allocate(shard_range range, std::size_t s
     }
 }
 
-void startup::receive_hello_payload(const wire::hello& h, served_shard& shard)
+void startup::receive_hello_payload(const wire::hello& h)
 {
     auto& chief = links_[0];
-    if (chief.in.payload_bytes == 0) return;
+    if (chief.in.payload_bytes == 0 && h.num_moving == 0 && h.settings_bytes == 0) return;
     if (h.num_moving > wire::max_moving_ranges)
         throw peer_error(who_, fmt::format("{} announced {} moving-average ranges (at most {})", who_, h.num_moving,
                                            wire::max_moving_ranges));
-    const std::uint64_t moving_bytes = wire::hello_moving_bytes(h);
-    if (chief.in.payload_bytes < moving_bytes || chief.in.payload_bytes - moving_bytes > wire::max_rkey_bytes)
-        throw peer_error(who_,
-                         fmt::format("{} sent a hello of {} payload bytes for {} moving-average ranges and an rkey "
-                                     "of at most {} bytes",
-                                     who_, chief.in.payload_bytes, h.num_moving, wire::max_rkey_bytes));
-    // Received aside (the ranges may not fit the slot), the rkey then goes where map_buffers reads it.
+    if (h.settings_bytes > wire::max_settings_bytes)
+        throw peer_error(who_, fmt::format("{} announced {} bytes of training settings (at most {})", who_,
+                                           h.settings_bytes, wire::max_settings_bytes));
+    const std::uint64_t tail = wire::hello_moving_bytes(h) + h.settings_bytes;
+    if (chief.in.payload_bytes < tail || chief.in.payload_bytes - tail > wire::max_rkey_bytes)
+        throw peer_error(who_, fmt::format("{} sent a hello of {} payload bytes for {} moving-average ranges, {} "
+                                           "bytes of settings and an rkey of at most {} bytes",
+                                           who_, chief.in.payload_bytes, h.num_moving, h.settings_bytes,
+                                           wire::max_rkey_bytes));
+    // Received aside (the ranges may not fit the slot); the rkey goes where
+    // map_buffers reads it once the slot is allocated (apply_hello_payload).
     hello_payload_.resize(chief.in.payload_bytes);
     chief.payload_recv = net_.recv(0, channel::payload, hello_payload_.data(), chief.in.payload_bytes);
     wait_for_chief(chief.payload_recv, "sent its rkey");
-    std::memcpy(chief.slot.data(), hello_payload_.data(), chief.in.payload_bytes - moving_bytes);
+}
+
+std::optional<training_settings> startup::chief_settings(const wire::hello& h) const
+{
+    if (h.settings_bytes == 0) return std::nullopt;
+    try {
+        return wire::decode_settings(wire::hello_settings(h, hello_payload_));
+    } catch (const error& e) {
+        throw peer_error(who_, fmt::format("{} sent training settings this PS cannot read: {}: run the same pstrain "
+                                           "version in every task",
+                                           who_, e.what()));
+    }
+}
+
+void startup::apply_hello_payload(const wire::hello& h, served_shard& shard)
+{
+    if (hello_payload_.empty()) return;
+    auto& chief = links_[0];
+    std::memcpy(chief.slot.data(), hello_payload_.data(), wire::hello_rkey_bytes(h, hello_payload_.size()));
     // The moving averages (a batch normalization's statistics) get no optimizer.
     const auto moving = wire::hello_moving_ranges(h, hello_payload_);
     for (const auto& r : moving)

@@ -1,6 +1,8 @@
-// How a server starts, in steps: the chief's hello says the model's size;
-// that plans this PS's shard, which is checked to fit and allocated; the
-// hello's payload says which ranges are moving averages; once the chief
+// How a server starts, in steps: the chief's hello says the model's size
+// and, in its payload, the training settings when the chief says them (the
+// server adopts or checks them); the size plans this PS's shard, which is
+// checked to fit and allocated; the payload says which ranges are moving
+// averages; once the chief
 // is welcomed, its next message initialises the shard or restores it from
 // a snapshot.  Nobody else is served before that.  A chief whose messages
 // do not fit these steps ends the server with a pstrain::peer_error that
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,18 +30,22 @@ class startup {
 public:
     startup(transport& net, worker_links& links, const server_config& cfg, const server_hooks& hooks);
 
-    // 1. The chief's hello (its frame: its payload comes in step 4).
+    // 1. The chief's hello (its frame).
     wire::hello receive_hello();
-    // 2. This PS's range of the model the hello announces, checked to be
+    // 2. The hello's payload, checked for size and received aside.
+    void receive_hello_payload(const wire::hello& h);
+    // 3. The training settings the chief's hello brings, if it brings any.
+    std::optional<training_settings> chief_settings(const wire::hello& h) const;
+    // 4. This PS's range of the model the hello announces, checked to be
     // addressable and to fit in memory (or max_shard_bytes).
     shard_range plan_shard(const wire::hello& h);
-    // 3. The shard and every worker's receive slot (`slot_floats` at least,
+    // 5. The shard and every worker's receive slot (`slot_floats` at least,
     // for the sparse requests).
     std::unique_ptr<served_shard> allocate(shard_range range, std::size_t slot_floats);
-    // 4. The hello's payload: its rkey into the chief's slot, its
+    // 6. The hello's payload applied: its rkey into the chief's slot, its
     // moving-average ranges into the shard.
-    void receive_hello_payload(const wire::hello& h, served_shard& shard);
-    // 5. The chief's init or restore, applied.  True when it restored.
+    void apply_hello_payload(const wire::hello& h, served_shard& shard);
+    // 7. The chief's init or restore, applied.  True when it restored.
     bool await_init_or_restore(served_shard& shard, std::span<embedding_table> tables, training_state& state);
 
 private:

@@ -97,6 +97,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         "  pstrain plot METRICS... -o PNG    loss and accuracy (click-through: AUC, log loss) against step and time\n"
         "  pstrain checkpoint inspect DIR    list the checkpoints of a --checkpoint-dir: steps, shards, checksums\n"
         "  pstrain datagen ctr OUT           make synthetic click-through .tsv data with a known best AUC\n"
+        "  pstrain serve                     a ps task for workers whose program says how to train (pstrain.torch)\n"
         "See pstrain(1).");
 
     app.add_flag("--standalone", o.standalone, "train in this one process with an in-process parameter server");

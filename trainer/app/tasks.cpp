@@ -115,10 +115,20 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
 
 namespace {
 
+// A PS task of pstrain's own workers, or (serving) of a program whose
+// chief says how to train and when training ends.
+enum class ps_kind { own, serving };
+
 int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& net, progress_meter& meter,
-                watchdog* dog)
+                watchdog* dog, ps_kind kind = ps_kind::own)
 {
-    ps::server s(net, server_config_for(o, j.me.index, j.num_ps), server_hooks_for(o, &meter));
+    auto config = server_config_for(o, j.me.index, j.num_ps);
+    auto hooks = server_hooks_for(o, &meter);
+    if (kind == ps_kind::serving) {
+        config.settings_from_chief = true;
+        hooks.step_completed = nullptr;  // the chief's shutdown ends training
+    }
+    ps::server s(net, config, hooks);
     watchdog::source watched(dog, [&s] { return s.activity(); });
     const auto outcome = s.run();
     if (o.profile) {
@@ -272,6 +282,37 @@ int run_distributed(const train_options& o, bootstrap::job j)
         net->close(code != 0);
     }
     log::debug("progress: {} spins, {} sleeps on the event fd", net->ucx_engine().spins(), net->ucx_engine().sleeps());
+    return code;
+}
+
+int run_serving_ps(const train_options& o, bootstrap::job j)
+{
+    log::set_prefix(fmt::format("pstrain[{}]", j.name()));
+    if (j.me.role != role::ps)
+        throw error(fmt::format("pstrain serve runs a job's ps tasks and this task is {}: run the workers' program "
+                                "there (torch-train.sh does)",
+                                j.name()));
+    if (!o.checkpoint_dir.empty()) {
+        checkpoint::prepare_directory(o.checkpoint_dir);
+        catch_termination();
+    }
+    log::debug("role from {}: {} of {} ps + {} workers", j.source, j.name(), j.num_ps, j.num_workers);
+    ucx::heartbeat_config beats;
+    beats.interval = std::chrono::milliseconds(static_cast<long long>(o.heartbeat_interval * 1000 + 0.5));
+    // No start-up vote: the workers' program (pstrain.init) casts none.
+    auto net =
+        bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
+                           std::chrono::seconds(o.bootstrap_timeout), beats, nullptr);
+    progress_meter meter;
+    auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index), false);
+    int code = 1;
+    try {
+        code = run_ps_task(o, j, *net, meter, dog.get(), ps_kind::serving);
+    } catch (...) {
+        net->close(true);
+        throw;
+    }
+    net->close(code != 0);
     return code;
 }
 

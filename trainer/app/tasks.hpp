@@ -14,6 +14,11 @@ namespace pstrain::trainer {
 // A ps or worker task of a distributed job.  Returns the exit status.
 int run_distributed(const train_options& o, bootstrap::job j);
 
+// `pstrain serve`: a ps task whose workers' program (pstrain's Python
+// package) says how to train in its chief's hello and ends training with
+// its shutdown.  Returns the exit status.
+int run_serving_ps(const train_options& o, bootstrap::job j);
+
 // --standalone.  Returns the exit status.
 int run_standalone(const train_options& o);
 

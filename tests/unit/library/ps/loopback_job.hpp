@@ -37,7 +37,8 @@ struct job_options {
     std::vector<std::uint64_t> tensor_sizes;
     std::vector<ps::client_config::tensor_kind> tensor_kinds;
     std::chrono::seconds client_timeout{3};
-    std::vector<std::uint32_t> table_dims;  // the clients' embedding tables
+    std::vector<std::uint32_t> table_dims;          // the clients' embedding tables
+    std::optional<ps::training_settings> settings;  // the clients' (the chief sends them)
 };
 
 class ps_job {
@@ -55,6 +56,7 @@ public:
             c.timeout = o.client_timeout;
             c.share_memory = o.share_memory;
             c.table_dims = o.table_dims;
+            c.settings = o.settings;
             if (w == 0) clients_.push_back(std::make_unique<ps::chief_client>(net_.worker(w), c));
             else clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
         }

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -599,9 +600,9 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
     f.magic = 0;
     BOOST_TEST(wire::check_envelope(f)->code == code(wire::refusal_code::bad_frame));
     f = wire::encode(wire::pull{});
-    f.version = 7;
+    f.version = wire::version + 1;
     BOOST_TEST(wire::check_envelope(f)->code == code(wire::refusal_code::bad_version));
-    BOOST_TEST(wire::check_envelope(f)->frame_version == 7u);
+    BOOST_TEST(wire::check_envelope(f)->frame_version == wire::version + 1u);
     // Below the first kind, one past the last (rows), and the largest.
     const std::uint16_t past_the_last = static_cast<std::uint16_t>(wire::kind::rows) + 1;
     for (std::uint16_t k : {std::uint16_t{0}, past_the_last, std::uint16_t{0xffff}}) {
@@ -645,6 +646,66 @@ BOOST_AUTO_TEST_CASE(a_hello_payload_is_the_rkey_then_the_moving_ranges_as_64_bi
     BOOST_TEST(back[0].begin == 2u);
     BOOST_TEST(back[0].end == 5u);
     BOOST_TEST(back[1].end == two_to_32 + 3);
+}
+
+BOOST_AUTO_TEST_CASE(training_settings_survive_the_wire_and_bad_ones_are_named)
+{
+    training_settings t;
+    t.optimizer.kind = optimizer_kind::momentum;
+    t.optimizer.learning_rate = 0.03f;
+    t.optimizer.momentum = 0.5f;
+    t.sync = true;
+    t.replicas_to_aggregate = 3;
+    for (std::uint32_t dim : {4u, 16u}) {
+        embedding_config e;
+        e.dim = dim;
+        e.optimizer = row_optimizer::ftrl;
+        e.l1 = 0.25f;
+        e.seed = two_to_32 + dim;
+        e.max_rows = 1000;
+        e.evict_after = 7;
+        e.admit_after = 2;
+        t.tables.push_back(e);
+    }
+    const auto bytes = wire::encode_settings(t);
+    BOOST_TEST(bytes.size() == wire::settings_head_bytes + 2 * wire::settings_table_bytes);
+    const auto back = wire::decode_settings(bytes);
+    BOOST_TEST(!settings_difference(t, back, "sent", "received"));
+    BOOST_TEST(back.tables[1].seed == two_to_32 + 16);
+
+    auto cut = bytes;
+    cut.pop_back();
+    BOOST_CHECK_EXCEPTION(wire::decode_settings(cut), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) == "its training settings are 191 bytes, not the 192 of 2 table(s)";
+    });
+    auto zero_dim = bytes;
+    std::memset(zero_dim.data() + wire::settings_head_bytes, 0, 4);
+    BOOST_CHECK_EXCEPTION(wire::decode_settings(zero_dim), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) == "its embedding table 0 has dim 0 (1 to 65536)";
+    });
+    auto nan_rate = bytes;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(nan_rate.data() + 4, &nan, 4);
+    BOOST_CHECK_EXCEPTION(wire::decode_settings(nan_rate), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) == "its learning rate is not a finite number";
+    });
+}
+
+BOOST_AUTO_TEST_CASE(settings_difference_names_the_first_field_that_differs)
+{
+    training_settings a, b;
+    BOOST_TEST(!settings_difference(a, b, "this PS", "worker 0"));
+    b.optimizer.momentum = 0.1f;  // not sgd's concern
+    BOOST_TEST(!settings_difference(a, b, "this PS", "worker 0"));
+    b.sync = true;
+    BOOST_TEST(*settings_difference(a, b, "this PS", "worker 0") ==
+               "the update mode is async on this PS and sync on worker 0");
+    b = a;
+    b.tables.emplace_back();
+    a.tables.emplace_back();
+    b.tables[0].dim = 32;
+    BOOST_TEST(*settings_difference(a, b, "this PS", "worker 0") ==
+               "embedding table 0's dim is 16 on this PS and 32 on worker 0");
 }
 
 BOOST_AUTO_TEST_CASE(a_sparse_push_payload_is_the_keys_then_one_row_per_key_in_the_order_of_places)

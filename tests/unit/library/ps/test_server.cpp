@@ -927,3 +927,100 @@ BOOST_AUTO_TEST_CASE(only_worker_0_makes_a_chief_client)
                "worker 1 made a chief_client: only worker 0, the chief, starts, saves and ends the job (make a client)";
     });
 }
+
+// ------------------------------------------------- the chief's settings
+
+namespace {
+
+training_settings sgd_settings(bool sync)
+{
+    training_settings t;
+    t.optimizer.kind = optimizer_kind::sgd;
+    t.optimizer.learning_rate = 0.5f;
+    t.sync = sync;
+    return t;
+}
+
+job_options with_settings(training_settings t)
+{
+    job_options o;
+    o.settings = std::move(t);
+    return o;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_ps_without_settings_of_its_own_trains_as_the_chief_says)
+{
+    server_config c;  // async, adagrad, learning rate 3: all ignored
+    c.optimizer.kind = optimizer_kind::adagrad;
+    c.optimizer.learning_rate = 3;
+    c.settings_from_chief = true;
+    c.shutdown_wait = 2s;
+    ps_job job(2, 2, c, {}, with_settings(sgd_settings(true)));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    const auto t0 = w0.async_push();
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0), "the chief's sync was not taken: one gradient made a step");
+    fill(w1.grads(), g1);
+    const auto t1 = w1.async_push();
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
+    w0.shutdown();
+    leave(w1);
+    for (int p = 0; p < 2; ++p) {
+        const auto end = job.finish(p);
+        BOOST_TEST_REQUIRE(end.returned);
+        BOOST_TEST(!end.threw, end.what);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_chief_whose_settings_differ_from_the_ps_tasks_flags_is_refused_naming_the_difference)
+{
+    auto c = async_config();  // SGD at 0.5, async
+    auto theirs = sgd_settings(false);
+    theirs.optimizer.learning_rate = 0.25f;
+    ps_job job(1, 1, c, {}, with_settings(theirs));
+    BOOST_CHECK_THROW(job.chief().wait(job.chief().async_init()), pstrain::peer_error);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.peer_error);
+    BOOST_TEST(end.who == "worker 0");
+    BOOST_TEST(end.what == "worker 0 trains with other settings than this PS: the learning rate is 0.5 on this PS and "
+                           "0.25 on worker 0: give every task of the job the same flags");
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_without_settings_refuses_a_chief_that_says_none)
+{
+    server_config c;
+    c.settings_from_chief = true;
+    ps_job job(1, 1, c);
+    BOOST_CHECK_THROW(job.chief().wait(job.chief().async_init()), pstrain::peer_error);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.peer_error);
+    BOOST_TEST(end.what.find("worker 0 did not say how to train") == 0u, end.what);
+}
+
+BOOST_AUTO_TEST_CASE(the_chiefs_tables_are_made_on_a_ps_without_settings)
+{
+    server_config c;
+    c.settings_from_chief = true;
+    c.shutdown_wait = 2s;
+    auto t = sgd_settings(false);
+    embedding_config table;
+    table.dim = 4;
+    t.tables.push_back(table);
+    ps_job job(1, 1, c, {}, with_settings(t));
+    auto& w0 = job.chief();
+    start(job, 1);
+    const std::vector<std::uint64_t> keys{7, 9};
+    std::vector<float> rows(8, 0.0f);
+    w0.wait(w0.async_pull_rows(0, keys, rows));
+    BOOST_TEST(std::any_of(rows.begin(), rows.end(), [](float v) { return v != 0.0f; }), "no row was made");
+    w0.shutdown();
+    BOOST_TEST(job.finish().returned);
+}

@@ -78,8 +78,10 @@ BOOST_AUTO_TEST_CASE(the_hello_plans_this_ps_part_of_the_model_and_the_init_fill
     BOOST_TEST(h.num_params == 10u);
     const auto range = s.steps.plan_shard(h);
     BOOST_TEST((range == shard_range{5, 10}));
+    s.steps.receive_hello_payload(h);
+    BOOST_TEST(!s.steps.chief_settings(h));
     auto shard = s.steps.allocate(range, 0);
-    s.steps.receive_hello_payload(h, *shard);
+    s.steps.apply_hello_payload(h, *shard);
     s.links.post(0);
     s.chief_sends(wire::encode(wire::init{5, 10}, 20), {1, 2, 3, 4, 5});
     training_state state;
@@ -100,8 +102,9 @@ BOOST_AUTO_TEST_CASE(a_restore_goes_through_the_restore_hook)
     };
     s.chief_sends(hello_of(4));
     const auto h = s.steps.receive_hello();
+    s.steps.receive_hello_payload(h);
     auto shard = s.steps.allocate(s.steps.plan_shard(h), 0);
-    s.steps.receive_hello_payload(h, *shard);
+    s.steps.apply_hello_payload(h, *shard);
     s.links.post(0);
     s.chief_sends(wire::encode(wire::restore{7}));
     training_state state;
@@ -135,8 +138,9 @@ BOOST_AUTO_TEST_CASE(a_chief_that_does_not_initialise_after_hello_ends_the_serve
     ps_of_two s;
     s.chief_sends(hello_of(10));
     const auto h = s.steps.receive_hello();
+    s.steps.receive_hello_payload(h);
     auto shard = s.steps.allocate(s.steps.plan_shard(h), 0);
-    s.steps.receive_hello_payload(h, *shard);
+    s.steps.apply_hello_payload(h, *shard);
     s.links.post(0);
     s.chief_sends(wire::encode(wire::init{0, 10}, 40), std::vector<float>(10, 1.0f));  // the whole model, not [5, 10)
     training_state state;
@@ -150,4 +154,46 @@ BOOST_AUTO_TEST_CASE(a_chief_lost_before_its_hello_is_named)
     s.net.kill_worker(0);
     const auto why = s.error_of([&] { s.steps.receive_hello(); });
     BOOST_TEST(why.starts_with("lost worker 0 before it said hello: "), why);
+}
+
+BOOST_AUTO_TEST_CASE(the_chiefs_hello_brings_its_training_settings_after_its_ranges)
+{
+    ps_of_two s;
+    training_settings t;
+    t.optimizer.kind = optimizer_kind::adam;
+    t.optimizer.learning_rate = 0.125f;
+    t.sync = true;
+    embedding_config table;
+    table.dim = 8;
+    t.tables.push_back(table);
+    const auto bytes = wire::encode_settings(t);
+    const std::vector<shard_range> moving{{6, 8}};
+    auto payload = wire::hello_payload({}, moving, bytes);
+    wire::hello h{10, 0, 0, 0, 2, 1, 1, static_cast<std::uint32_t>(bytes.size())};
+    s.frames.push_back(wire::encode(h, payload.size()));
+    s.sends.push_back(s.net.worker(0).send(s.ps, channel::payload, payload.data(), payload.size()));
+    s.sends.push_back(s.net.worker(0).send(s.ps, channel::control, &s.frames.back(), sizeof(wire::frame)));
+    const auto got = s.steps.receive_hello();
+    s.steps.receive_hello_payload(got);
+    const auto said = s.steps.chief_settings(got);
+    BOOST_TEST_REQUIRE(said.has_value());
+    BOOST_TEST(!settings_difference(*said, t, "here", "there"));
+    auto shard = s.steps.allocate(s.steps.plan_shard(got), 0);
+    s.steps.apply_hello_payload(got, *shard);  // the moving range [6, 8) is in this PS's [5, 10)
+}
+
+BOOST_AUTO_TEST_CASE(settings_this_ps_cannot_read_end_the_server_naming_the_chief)
+{
+    ps_of_two s;
+    std::vector<std::uint8_t> bytes(wire::settings_head_bytes, 0);
+    bytes[0] = 9;  // an optimizer of another version
+    wire::hello h{10, 0, 0, 0, 2, 0, 0, static_cast<std::uint32_t>(bytes.size())};
+    s.frames.push_back(wire::encode(h, bytes.size()));
+    s.sends.push_back(s.net.worker(0).send(s.ps, channel::payload, bytes.data(), bytes.size()));
+    s.sends.push_back(s.net.worker(0).send(s.ps, channel::control, &s.frames.back(), sizeof(wire::frame)));
+    const auto got = s.steps.receive_hello();
+    s.steps.receive_hello_payload(got);
+    BOOST_TEST(s.error_of([&] { s.steps.chief_settings(got); }) ==
+               "worker 0 sent training settings this PS cannot read: its optimizer 9 is none this PS knows (a pstrain "
+               "of another version?): run the same pstrain version in every task");
 }
