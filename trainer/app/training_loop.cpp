@@ -332,20 +332,6 @@ private:
         log::debug("data position restored: {} batches drawn (epoch {})", position_, sampler_->epoch());
     }
 
-    // With embedding tables, each PS's table file (written by its snapshot
-    // hook beside its shard) goes into the manifest with its chain.
-    void save_table_entries(std::uint64_t step, checkpoint::manifest& m, std::uint64_t& bytes)
-    {
-        if (!s_.ctr || s_.ctr->tables().empty()) return;
-        for (std::size_t p = 0; p < m.shards.size(); ++p) {
-            const auto file = checkpoint::table_name(step, static_cast<int>(p), static_cast<int>(m.shards.size()));
-            auto e = checkpoint::read_new_table_entry(o_.checkpoint_dir, file, std::chrono::seconds(10));
-            if (p == 0) m.tables = checkpoint::read_tables(o_.checkpoint_dir, file, true).meta.tables;
-            bytes += e.bytes;
-            m.table_files.push_back(std::move(e));
-        }
-    }
-
     // Every PS writes its shard (its snapshot hook), then the chief checks
     // it can see them all on the shared path and writes the manifest.
     // Returns false (the error said why; the previous checkpoint is intact)
@@ -384,25 +370,14 @@ private:
                 trained_before_ +
                 (train_start_ ? std::chrono::duration<double>(clock::now() - *train_start_).count() : 0.0);
             m.trained_samples = samples_before_ + (report_ ? static_cast<std::uint64_t>(report_->samples()) : 0);
+            std::vector<checkpoint::shard_receipt> receipts;
+            for (const auto& r : replies) receipts.push_back({r.bytes, static_cast<std::uint32_t>(r.checksum), r.step});
             std::uint64_t bytes = 0;
-            for (std::size_t p = 0; p < replies.size(); ++p) {
-                checkpoint::shard_entry e;
-                e.file = checkpoint::shard_name(step, static_cast<int>(p), static_cast<int>(replies.size()));
-                e.range = client_.partition()[p];
-                e.bytes = replies[p].bytes;
-                e.crc32 = static_cast<std::uint32_t>(replies[p].checksum);
-                e.step = replies[p].step;
-                bytes += e.bytes;
-                m.shards.push_back(e);
-            }
             progress_meter::busy busy(meter_, "checking the checkpoint's shards and writing its manifest");
             try {
-                // The chief must see every shard: proof that the path is shared.
-                for (std::size_t p = 0; p < m.shards.size(); ++p) {
-                    auto d = checkpoint::read_new_shard(o_.checkpoint_dir, m.shards[p].file, std::chrono::seconds(10));
-                    if (p == 0) m.positions = d.meta.positions;
-                }
-                save_table_entries(step, m, bytes);
+                // The chief must see every shard (and table file): proof that the path is shared.
+                bytes = checkpoint::enter_snapshot_files(o_.checkpoint_dir, m, receipts,
+                                                         s_.ctr && !s_.ctr->tables().empty(), std::chrono::seconds(10));
                 checkpoint::write_manifest(o_.checkpoint_dir, m);
             } catch (const error& e) {
                 log::error("checkpoint at global step {} failed: {} (seen from {}): --checkpoint-dir must be a path "

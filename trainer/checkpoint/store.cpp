@@ -60,6 +60,37 @@ shard_data read_new_shard(const std::string& dir, const std::string& file, std::
     return d;
 }
 
+std::uint64_t enter_snapshot_files(const std::string& dir, manifest& m, std::span<const shard_receipt> receipts,
+                                   bool tables, std::chrono::milliseconds patience)
+{
+    const int num_ps = static_cast<int>(receipts.size());
+    std::uint64_t bytes = 0;
+    for (int p = 0; p < num_ps; ++p) {
+        shard_entry e;
+        e.file = shard_name(m.global_step, p, num_ps);
+        const auto d = read_new_shard(dir, e.file, patience);
+        if (d.meta.ps_index != p || d.meta.num_ps != num_ps || d.meta.global_step != m.global_step)
+            throw error(fmt::format("{} says it is shard {} of {} at global step {}: another job writes into {}",
+                                    e.file, d.meta.ps_index, d.meta.num_ps, d.meta.global_step, dir));
+        if (p == 0) m.positions = d.meta.positions;
+        e.range = d.meta.range;
+        e.bytes = receipts[static_cast<std::size_t>(p)].bytes;
+        e.crc32 = receipts[static_cast<std::size_t>(p)].crc32;
+        e.step = receipts[static_cast<std::size_t>(p)].step;
+        bytes += e.bytes;
+        m.shards.push_back(std::move(e));
+    }
+    if (!tables) return bytes;
+    for (int p = 0; p < num_ps; ++p) {
+        const auto file = table_name(m.global_step, p, num_ps);
+        auto e = read_new_table_entry(dir, file, patience);
+        if (p == 0) m.tables = read_tables(dir, file, true).meta.tables;
+        bytes += e.bytes;
+        m.table_files.push_back(std::move(e));
+    }
+    return bytes;
+}
+
 std::string check_size(const std::string& dir, const shard_entry& s)
 {
     struct stat st {};

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,23 @@ void prepare_directory(const std::string& dir);
 // missing file is looked for again, re-reading the directory, for up to
 // `patience`; then missing_file is thrown.
 shard_data read_new_shard(const std::string& dir, const std::string& file, std::chrono::milliseconds patience);
+
+// What a PS's snapshot hook gave back for its shard file of a snapshot:
+// the file's size and crc32, and that PS's own global step.
+struct shard_receipt {
+    std::uint64_t bytes = 0;
+    std::uint32_t crc32 = 0;
+    std::uint64_t step = 0;
+};
+// The files of the snapshot at m.global_step, entered into `m` for its
+// manifest: m.shards (one per receipt, in PS order, each file's range read
+// from its header on the shared path: proof that the chief sees it),
+// m.positions (PS 0's), and with `tables` each PS's table file
+// (m.table_files, m.tables).  A name another node has just written is
+// looked for again for up to `patience`.  Returns the files' bytes.
+// Throws pstrain::error naming a missing or damaged file.
+std::uint64_t enter_snapshot_files(const std::string& dir, manifest& m, std::span<const shard_receipt> receipts,
+                                   bool tables, std::chrono::milliseconds patience);
 
 // Empty when the shard file `s` names has the size the manifest records
 // (checked before it is read: a shard is read whole); else what is wrong.

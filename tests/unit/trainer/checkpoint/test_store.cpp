@@ -267,3 +267,50 @@ BOOST_AUTO_TEST_CASE(a_damaged_new_shard_is_not_waited_for)
                "ckpt-0000000009.shard-0-of-1 is truncated (100 bytes, shorter than its own header)");
     BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 1.0);
 }
+
+BOOST_AUTO_TEST_CASE(a_snapshots_files_and_receipts_make_a_manifest_that_lists_complete_and_verified)
+{
+    temp_dir d;
+    const auto written = write_checkpoint(d.path, 30, 10, 2);
+    fs::remove(d.path + "/" + manifest_name(30));  // the PS tasks' files, no manifest yet
+    std::vector<shard_receipt> receipts;
+    for (const auto& s : written.shards) receipts.push_back({s.bytes, s.crc32, 31});
+    manifest m;
+    m.global_step = 30;
+    m.mode = "async";
+    m.model = "a program's own model";
+    m.num_params = 10;
+    m.optimizer = "adam";
+    m.state_slots = 2;
+    const auto bytes = enter_snapshot_files(d.path, m, receipts, false, std::chrono::milliseconds(0));
+    BOOST_TEST(bytes == written.shards[0].bytes + written.shards[1].bytes);
+    BOOST_TEST_REQUIRE(m.shards.size() == 2u);
+    BOOST_TEST((m.shards[1].range == ps::shard_range{5, 10}));
+    BOOST_TEST(m.shards[1].step == 31u);
+    BOOST_TEST(m.positions == written.positions, boost::test_tools::per_element());
+    write_manifest(d.path, m);
+    const auto listed = list(d.path, true);
+    BOOST_TEST_REQUIRE(listed.size() == 1u);
+    BOOST_TEST(listed[0].problem.empty(), listed[0].problem);
+}
+
+BOOST_AUTO_TEST_CASE(a_snapshot_file_that_is_missing_or_of_another_step_is_named)
+{
+    temp_dir d;
+    const auto written = write_checkpoint(d.path, 30, 10, 2);
+    std::vector<shard_receipt> three(3, shard_receipt{written.shards[0].bytes, written.shards[0].crc32, 30});
+    manifest m;
+    m.global_step = 30;
+    BOOST_TEST(error_of([&] {
+                   enter_snapshot_files(d.path, m, three, false, std::chrono::milliseconds(0));
+               }).find("ckpt-0000000030.shard-0-of-3") != std::string::npos);
+    // A shard file of step 30 renamed as step 40's: its header says so.
+    fs::rename(d.path + "/" + shard_name(30, 0, 2), d.path + "/" + shard_name(40, 0, 2));
+    fs::copy_file(d.path + "/" + shard_name(30, 1, 2), d.path + "/" + shard_name(40, 1, 2));
+    manifest later;
+    later.global_step = 40;
+    const std::vector<shard_receipt> two(2, shard_receipt{1, 1, 40});
+    BOOST_TEST(error_of([&] { enter_snapshot_files(d.path, later, two, false, std::chrono::milliseconds(0)); }) ==
+               "ckpt-0000000040.shard-0-of-2 says it is shard 0 of 2 at global step 30: another job writes into " +
+                   d.path);
+}
