@@ -1,0 +1,257 @@
+"""pstrain for Python: a worker's client of pstrain's parameter servers.
+
+The package is thin over the C++ library libpstrain-ps (the extension
+``pstrain._core``):
+
+* :func:`init` connects this task of a Slurm job (``srun --mpi=pmix`` with
+  ``--ps=N --workers=M``, the classic flags, or ``TF_CONFIG``) and returns
+  its :class:`Context`;
+* :meth:`Context.connect` gives a worker its :class:`Client` (the chief a
+  :class:`ChiefClient`): named dense tensors pushed and pulled with tickets,
+  embedding rows by key, the PS tasks' counters;
+* :class:`LocalCluster` runs PS tasks in threads of this process over the
+  library's loopback transport, for tests and notebooks;
+* :mod:`pstrain.torch` trains PyTorch models with it.
+
+Errors are :class:`Error` (one line naming the problem and the fix) and
+:class:`PeerError`, whose ``peer`` names the task it is about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _core
+from ._core import ChiefClient, Client, Context, Error, PeerError
+
+__all__ = [
+    "ChiefClient",
+    "Client",
+    "Context",
+    "Error",
+    "LocalCluster",
+    "LocalContext",
+    "Optimizer",
+    "PeerError",
+    "Settings",
+    "Table",
+    "init",
+    "shard_of_key",
+]
+
+Error.__module__ = "pstrain"
+PeerError.__module__ = "pstrain"
+
+Shape = Union[int, Tuple[int, ...]]
+
+
+@dataclass
+class Optimizer:
+    """The dense parameters' optimizer, run on the PS tasks.
+
+    ``name`` is ``"sgd"``, ``"momentum"``, ``"adagrad"`` or ``"adam"``; the
+    other fields are used by the optimizers they name.
+    """
+
+    name: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    beta1: float = 0.9
+    beta2: float = 0.999
+    epsilon: float = 1e-8
+    adagrad_initial: float = 0.1
+
+
+@dataclass
+class Table:
+    """An embedding table whose rows live on the PS tasks.
+
+    ``optimizer`` is the row-wise lazy optimizer (``"adagrad"``, ``"adam"``,
+    ``"ftrl"``); new rows are uniform in ``[-init_range, init_range]`` from
+    ``(seed, key)``; a key gets a row at its ``admit_after``-th pull, rows
+    unseen for ``evict_after`` steps are dropped, and a PS holds at most
+    ``max_rows`` rows of the table (0: no limit).
+    """
+
+    dim: int = 16
+    optimizer: str = "adagrad"
+    lr: float = 0.05
+    init_range: float = 0.05
+    seed: int = 1
+    admit_after: int = 0
+    evict_after: int = 0
+    max_rows: int = 0
+    l1: float = 0.0
+    l2: float = 0.0
+    ftrl_beta: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.999
+    epsilon: float = 1e-8
+    adagrad_initial: float = 0.1
+
+
+@dataclass
+class Settings:
+    """How the PS tasks train, as the chief says it in its hello.
+
+    ``sync``: the PS tasks aggregate ``replicas_to_aggregate`` gradients per
+    step (0: every worker; fewer leaves backup workers) and apply their
+    average; otherwise each gradient is applied on arrival.  Every worker
+    passes the same settings; the chief's are sent.
+    """
+
+    optimizer: Optimizer = field(default_factory=Optimizer)
+    sync: bool = False
+    replicas_to_aggregate: int = 0
+    tables: List[Table] = field(default_factory=list)
+
+
+def _settings_dict(settings: Optional[Settings]) -> Optional[Dict[str, Any]]:
+    if settings is None:
+        return None
+    if not isinstance(settings, Settings):
+        raise Error("settings must be a pstrain.Settings: pass pstrain.Settings(optimizer=..., sync=..., tables=[...])")
+    return asdict(settings)
+
+
+def _tensors(tensors: Sequence[Tuple[str, Shape]]) -> List[Tuple[str, Tuple[int, ...]]]:
+    out = []
+    for t in tensors:
+        if not isinstance(t, (tuple, list)) or len(t) != 2:
+            raise Error("tensors must be (name, shape) pairs, e.g. ('fc.weight', (10, 784))")
+        name, shape = t
+        out.append((str(name), (int(shape),) if isinstance(shape, int) else tuple(int(d) for d in shape)))
+    return out
+
+
+def init(
+    timeout: float = 60.0,
+    heartbeat_interval: float = 5.0,
+    ps_hosts: Optional[str] = None,
+    worker_hosts: Optional[str] = None,
+    job_name: Optional[str] = None,
+    task_index: Optional[int] = None,
+) -> Context:
+    """Finds this task's role and connects it to its peers.
+
+    The role comes from, in order: ``srun --mpi=pmix`` with pstrain's Slurm
+    plugin (``--ps=N --workers=M``), the classic arguments (``ps_hosts``,
+    ``worker_hosts``, ``job_name``, ``task_index``), or ``TF_CONFIG``.
+    ``timeout``: seconds for every peer to appear; ``heartbeat_interval``:
+    seconds between heartbeats (0: none).  Raises :class:`Error` when
+    nothing gives a role or a peer is missing.  Releases the GIL while it
+    connects.
+    """
+    return _core.connect_task(timeout, heartbeat_interval, ps_hosts, worker_hosts, job_name, task_index)
+
+
+def _connect(
+    self: Context,
+    tensors: Sequence[Tuple[str, Shape]],
+    settings: Optional[Settings] = None,
+    timeout: float = 600.0,
+    share_memory: bool = True,
+) -> Client:
+    """A client of the PS tasks for the model's tensors, in order.
+
+    ``tensors``: ``(name, shape)`` pairs; every worker gives the same.
+    ``settings``: how the PS tasks train (the chief sends them; every
+    worker passes the same).  ``timeout``: seconds after which a silent PS
+    is lost.  The chief (worker 0) gets a :class:`ChiefClient`.
+    """
+    return _context_connect(self, _tensors(tensors), _settings_dict(settings), timeout, share_memory)
+
+
+_context_connect = Context.connect
+Context.connect = _connect  # type: ignore[method-assign]
+
+
+class LocalContext:
+    """Worker ``task_index`` of a :class:`LocalCluster`, shaped as a :class:`Context`."""
+
+    def __init__(self, cluster: "LocalCluster", task_index: int) -> None:
+        self.cluster = cluster
+        self.role = "worker"
+        self.task_index = task_index
+        self.num_workers = cluster.num_workers
+        self.num_ps = cluster.num_ps
+        self.is_chief = task_index == 0
+        self.name = f"worker {task_index}"
+        self.source = "LocalCluster"
+        self.worker_names = [f"worker {w}" for w in range(cluster.num_workers)]
+
+    def connect(
+        self,
+        tensors: Sequence[Tuple[str, Shape]],
+        settings: Optional[Settings] = None,
+        timeout: float = 60.0,
+        share_memory: bool = True,
+    ) -> Client:
+        """A client for this worker (see :meth:`LocalCluster.connect`)."""
+        return self.cluster.connect(self.task_index, tensors, settings, timeout, share_memory)
+
+
+class LocalCluster:
+    """PS tasks in threads of this process, over the library's loopback.
+
+    ``settings=None``: the servers take the settings from the chief's
+    hello; otherwise they start with these (and the chief's must agree).
+    Use it as a context manager: leaving it ends the servers.  Clients it
+    made stay valid objects, but talk to nothing once it is closed.
+    """
+
+    def __init__(
+        self,
+        num_ps: int = 1,
+        num_workers: int = 1,
+        settings: Optional[Settings] = None,
+        share_memory: bool = True,
+    ) -> None:
+        self.num_ps = num_ps
+        self.num_workers = num_workers
+        self._core = _core.LocalCluster(num_ps, num_workers, _settings_dict(settings), share_memory)
+
+    def connect(
+        self,
+        index: int,
+        tensors: Sequence[Tuple[str, Shape]],
+        settings: Optional[Settings] = None,
+        timeout: float = 60.0,
+        share_memory: bool = True,
+    ) -> Client:
+        """A client for worker ``index`` (0 is the chief: a :class:`ChiefClient`)."""
+        return self._core.connect(index, _tensors(tensors), _settings_dict(settings), timeout, share_memory)
+
+    def context(self, index: int) -> LocalContext:
+        """Worker ``index``'s context, for :class:`pstrain.torch.DistributedOptimizer`."""
+        if not 0 <= index < self.num_workers:
+            raise Error(f"worker {index} is not in this LocalCluster of {self.num_workers} workers: use 0..{self.num_workers - 1}")
+        return LocalContext(self, index)
+
+    def server_stats(self, index: int) -> Dict[str, Any]:
+        """PS ``index``'s global step, stale gradients, rows pulled and pushed, and its error ('' if none)."""
+        return self._core.server_stats(index)
+
+    def kill_ps(self, index: int) -> None:
+        """PS ``index`` dies: its workers see it fail."""
+        self._core.kill_ps(index)
+
+    def kill_worker(self, index: int) -> None:
+        """Worker ``index`` dies: the PS tasks see it fail."""
+        self._core.kill_worker(index)
+
+    def close(self) -> None:
+        """Ends the servers and waits for their threads."""
+        self._core.close()
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def shard_of_key(key: int, num_ps: int) -> int:
+    """The PS (of ``num_ps``) that holds the rows of ``key`` (a 64-bit id)."""
+    return _core.shard_of_key(key & 0xFFFFFFFFFFFFFFFF, num_ps)

@@ -1,0 +1,285 @@
+"""PyTorch models on pstrain's parameter servers.
+
+:class:`DistributedOptimizer` is used as a torch optimizer is
+(``zero_grad()``, ``loss.backward()``, ``step()``), but the optimizer runs
+on the PS tasks: ``step()`` sends the gradients and brings the new values
+back.  Parameters and gradients live in the client's exchange buffers
+(each parameter's ``.data`` and ``.grad`` are views of them), so a step
+copies nothing.
+
+:class:`EmbeddingBag` and :class:`Embedding` are embedding tables whose
+rows live on the PS tasks: each forward pulls the batch's unique ids once,
+autograd runs through the pulled rows, and ``step()`` pushes the rows'
+summed gradients once per table.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+import pstrain
+from pstrain import Error
+
+__all__ = ["DistributedOptimizer", "Embedding", "EmbeddingBag"]
+
+# Every table module made in this process, in the order they were made.
+_tables: "weakref.WeakValueDictionary[int, _Table]" = weakref.WeakValueDictionary()
+_made = 0
+
+
+def _keys(ids: torch.Tensor) -> np.ndarray:
+    """ids (int64) as the uint64 keys the library takes (the same bits)."""
+    return ids.numpy().view(np.uint64)
+
+
+class _Table(torch.nn.Module):
+    """What EmbeddingBag and Embedding share: the table's settings, its
+    client, the rows pulled by each forward and their gradients."""
+
+    def __init__(self, dim: int, optimizer: str = "adagrad", lr: float = 0.05, **table: Any) -> None:
+        global _made
+        super().__init__()
+        self.table = pstrain.Table(dim=int(dim), optimizer=optimizer, lr=lr, **table)
+        self.dim = int(dim)
+        self._client: Optional[pstrain.Client] = None
+        self._index = -1
+        self._pending: List[Tuple[torch.Tensor, torch.Tensor]] = []  # (unique ids, rows with grad)
+        self._order = _made
+        _made += 1
+        _tables[self._order] = self
+
+    def _attach(self, client: pstrain.Client, index: int) -> None:
+        self._client, self._index = client, index
+
+    def _rows(self, ids: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The batch's rows: (rows of the unique ids, each id's place in them)."""
+        if self._client is None:
+            raise Error("this embedding table has no client yet: make the DistributedOptimizer before the first forward")
+        if ids.dtype != torch.int64:
+            raise Error(f"embedding ids must be an int64 tensor, got {ids.dtype}: pass ids.long()")
+        flat = ids.detach().reshape(-1).cpu()
+        unique, place = torch.unique(flat, return_inverse=True)
+        unique = unique.contiguous()
+        rows = torch.empty((unique.numel(), self.dim), dtype=torch.float32)
+        learning = self.training and torch.is_grad_enabled()
+        read = self._client.pull_rows if learning else self._client.lookup_rows
+        self._client.wait(read(self._index, _keys(unique), rows.numpy()))
+        if learning:
+            rows.requires_grad_(True)
+            self._pending.append((unique, rows))
+        return rows, place.reshape(ids.shape)
+
+    def _push(self) -> Optional[int]:
+        """Starts the push of the rows' summed gradients; returns its ticket (None: nothing to push)."""
+        pending, self._pending = [p for p in self._pending if p[1].grad is not None], []
+        if not pending or self._client is None:
+            return None
+        if len(pending) == 1:
+            keys, grads = pending[0][0], pending[0][1].grad
+        else:
+            every = torch.cat([k for k, _ in pending])
+            keys, place = torch.unique(every, return_inverse=True)
+            grads = torch.zeros((keys.numel(), self.dim), dtype=torch.float32)
+            grads.index_add_(0, place, torch.cat([r.grad for _, r in pending]))
+        grads = grads.contiguous()
+        self._held = grads  # the library reads it at the call; kept for clarity until the next push
+        return self._client.push_rows(self._index, _keys(keys.contiguous()), grads.numpy())
+
+
+class EmbeddingBag(_Table):
+    """Sums or averages bags of embedding rows that live on the PS tasks.
+
+    ``EmbeddingBag(dim, mode="sum"|"mean", optimizer="adagrad", lr=0.05,
+    **table)``; the table's other settings are :class:`pstrain.Table`'s.
+    ``forward(ids, offsets=None, per_sample_weights=None)`` as
+    ``torch.nn.EmbeddingBag``'s: ids are any 64-bit values (int64), 2-D
+    (one bag per row) or 1-D with ``offsets``.  Each forward pulls the
+    batch's unique ids once; in eval mode (or without grad) it reads rows
+    for evaluation and records nothing.
+    """
+
+    def __init__(self, dim: int, mode: str = "sum", optimizer: str = "adagrad", lr: float = 0.05, **table: Any) -> None:
+        if mode not in ("sum", "mean"):
+            raise Error(f"EmbeddingBag mode '{mode}' is not supported: use 'sum' or 'mean'")
+        super().__init__(dim, optimizer, lr, **table)
+        self.mode = mode
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        offsets: Optional[torch.Tensor] = None,
+        per_sample_weights: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """The bags' sums or means, [bags, dim]."""
+        if ids.dim() == 1 and offsets is None:
+            raise Error("1-D ids need offsets (where each bag starts): pass offsets, or 2-D ids [bags, ids per bag]")
+        rows, place = self._rows(ids)
+        return torch.nn.functional.embedding_bag(
+            place, rows, offsets, mode=self.mode, per_sample_weights=per_sample_weights
+        )
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, mode={self.mode!r}, optimizer={self.table.optimizer!r}, lr={self.table.lr}"
+
+
+class Embedding(_Table):
+    """Embedding rows that live on the PS tasks: ``forward(ids)`` maps int64
+    ids ``[...]`` to ``[..., dim]``.  The table's settings are
+    :class:`pstrain.Table`'s."""
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """The rows of ``ids``, [..., dim]."""
+        rows, place = self._rows(ids)
+        return torch.nn.functional.embedding(place, rows)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, optimizer={self.table.optimizer!r}, lr={self.table.lr}"
+
+
+def _check_parameter(name: str, p: torch.Tensor) -> None:
+    if p.dtype != torch.float32:
+        raise Error(f"parameter '{name}' is {p.dtype}: pstrain trains float32 parameters; call model.float() first")
+    if not p.is_contiguous():
+        raise Error(f"parameter '{name}' is not contiguous: make it so (p.data = p.data.contiguous()) before the optimizer")
+    if p.device.type != "cpu":
+        raise Error(f"parameter '{name}' is on {p.device}: pstrain's exchange buffers are in host memory; keep the model on the cpu")
+
+
+class DistributedOptimizer:
+    """A torch-style optimizer whose updates run on pstrain's PS tasks.
+
+    ``DistributedOptimizer(model.named_parameters(), optimizer="adam",
+    lr=1e-3, sync=True, replicas_to_aggregate=None, context=None,
+    embeddings=None, **optimizer_kwargs)``: ``optimizer`` is ``"sgd"``,
+    ``"momentum"``, ``"adagrad"`` or ``"adam"`` with the fields of
+    :class:`pstrain.Optimizer` as keywords; ``sync``: every step aggregates
+    ``replicas_to_aggregate`` gradients (None: every worker); ``context``:
+    this task (None: :func:`pstrain.init`); ``embeddings``: the tables
+    trained with it (None: every :class:`EmbeddingBag` and
+    :class:`Embedding` made in this process, in the order they were made).
+
+    On construction the client connects; the chief copies its parameters
+    in and initialises the PS tasks, every other worker starts from the PS
+    values.  From then on each parameter's ``.data`` and ``.grad`` are views
+    of the exchange buffers.  Every worker must give the same parameters
+    (names, shapes, order).
+    """
+
+    def __init__(
+        self,
+        named_parameters: Iterable[Tuple[str, torch.nn.Parameter]],
+        optimizer: str = "adam",
+        lr: float = 1e-3,
+        sync: bool = True,
+        replicas_to_aggregate: Optional[int] = None,
+        context: Any = None,
+        embeddings: Optional[Sequence[_Table]] = None,
+        **optimizer_kwargs: Any,
+    ) -> None:
+        self._named = [(n, p) for n, p in named_parameters if isinstance(p, torch.Tensor)]
+        if not self._named:
+            raise Error("the model has no parameters: pass model.named_parameters()")
+        for n, p in self._named:
+            _check_parameter(n, p)
+        self.embeddings = list(embeddings) if embeddings is not None else [t for _, t in sorted(_tables.items())]
+        self.settings = pstrain.Settings(
+            optimizer=pstrain.Optimizer(optimizer, lr=lr, **optimizer_kwargs),
+            sync=sync,
+            replicas_to_aggregate=replicas_to_aggregate or 0,
+            tables=[t.table for t in self.embeddings],
+        )
+        self.context = context if context is not None else pstrain.init()
+        self.position = 0  # this worker's place in its data, kept with snapshots
+        self.client = self.context.connect(
+            tensors=[(n, tuple(p.shape) or (1,)) for n, p in self._named], settings=self.settings
+        )
+        for i, t in enumerate(self.embeddings):
+            t._attach(self.client, i)
+        self._start()
+        self._finished = False
+
+    def _start(self) -> None:
+        """The chief initialises the PS tasks with its values; every worker
+        then takes the PS values, and its parameters become views."""
+        c = self.client
+        if self.context.is_chief:
+            for n, p in self._named:
+                c.param(n)[...] = p.detach().numpy().reshape(c.param(n).shape)
+            self._wait(c.init())
+        else:
+            self._wait(c.pull())
+        for n, p in self._named:
+            p.data = torch.from_numpy(c.param(n)).view(p.shape)
+            p.grad = torch.from_numpy(c.grad(n)).view(p.shape)
+            p.grad.zero_()
+
+    def _wait(self, ticket: int) -> None:
+        self.client.wait(ticket)
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """Zeroes every gradient in the exchange buffer, in place."""
+        if set_to_none:
+            raise Error("zero_grad(set_to_none=True) is refused: the gradients live in pstrain's exchange buffer; call zero_grad()")
+        self.client.grads.fill(0.0)
+
+    def _adopt_moved(self) -> None:
+        """A parameter whose .grad or .data was replaced (model.zero_grad()
+        sets grads to None) goes back to its view, with its values copied."""
+        for n, p in self._named:
+            view = self.client.grad(n)
+            if p.grad is None:
+                view.fill(0.0)
+                p.grad = torch.from_numpy(view).view(p.shape)
+            elif p.grad.data_ptr() != view.ctypes.data:
+                view[...] = p.grad.detach().reshape(view.shape).numpy()
+                p.grad = torch.from_numpy(view).view(p.shape)
+            values = self.client.param(n)
+            if p.data.data_ptr() != values.ctypes.data:
+                raise Error(f"parameter '{n}' was given new storage after the DistributedOptimizer was made: change a parameter in place (p.data.copy_(...))")
+
+    def step(self, closure: Any = None) -> Optional[torch.Tensor]:
+        """Sends the gradients (each table's rows first, then the dense
+        ones) and waits for the new values (sync: the step barrier)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._adopt_moved()
+        tickets = [t for t in (e._push() for e in self.embeddings) if t is not None]
+        tickets.append(self.client.push(position=self.position))
+        for t in tickets:
+            self._wait(t)
+        return loss
+
+    @property
+    def done(self) -> bool:
+        """The chief ended training."""
+        return bool(self.client.done)
+
+    @property
+    def global_step(self) -> int:
+        """The PS tasks' global step, as of the last reply."""
+        return int(self.client.global_step)
+
+    def stats(self) -> List[dict]:
+        """Every PS's counters (see :meth:`pstrain.Client.stats`)."""
+        return self.client.stats()
+
+    def finish(self) -> None:
+        """The chief ends training on every PS; other workers: nothing."""
+        if self._finished:
+            return
+        self._finished = True
+        if self.context.is_chief:
+            self.client.shutdown()
+
+    def __enter__(self) -> "DistributedOptimizer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
+

@@ -1,0 +1,172 @@
+"""pstrain's core bindings over the loopback (pstrain.LocalCluster): tensors
+by name, zero-copy views, tickets, rows, stats and errors."""
+
+import gc
+import unittest
+
+import numpy as np
+
+import pstrain
+
+SGD = pstrain.Settings(optimizer=pstrain.Optimizer("sgd", lr=0.5), tables=[pstrain.Table(dim=4)])
+TENSORS = [("w", (2, 3)), ("b", (3,))]
+
+
+class CoreTest(unittest.TestCase):
+    def setUp(self):
+        self.cluster = pstrain.LocalCluster(num_ps=2, num_workers=1, settings=SGD)
+        self.client = self.cluster.connect(0, TENSORS, settings=SGD)
+
+    def tearDown(self):
+        self.cluster.close()
+
+    def start(self, w=1.0, b=2.0):
+        self.client.param("w")[...] = w
+        self.client.param("b")[...] = b
+        self.client.wait(self.client.init())
+
+    def test_the_chief_gets_a_chief_client_with_the_tensors_by_name(self):
+        self.assertIsInstance(self.client, pstrain.ChiefClient)
+        self.assertEqual(self.client.tensor_names, ["w", "b"])
+        self.assertEqual(self.client.param("w").shape, (2, 3))
+        self.assertEqual(self.client.grad("b").shape, (3,))
+        self.assertEqual(self.client.params.shape, (9,))
+        self.assertEqual(self.client.param("w").dtype, np.float32)
+
+    def test_a_param_view_is_the_exchange_buffer_itself(self):
+        w = self.client.param("w")
+        w[1, 2] = 7.0
+        self.assertEqual(self.client.params[5], 7.0)
+        self.assertEqual(self.client.param("w").ctypes.data, self.client.params.ctypes.data)
+        self.assertEqual(self.client.param("b").ctypes.data, self.client.params.ctypes.data + 6 * 4)
+
+    def test_writing_a_grad_view_changes_what_push_sends(self):
+        self.start()
+        g = self.client.grad("w")
+        g[...] = np.arange(6, dtype=np.float32).reshape(2, 3)
+        self.client.wait(self.client.push("w"))
+        np.testing.assert_array_equal(self.client.param("w").ravel(), 1.0 - 0.5 * np.arange(6, dtype=np.float32))
+        np.testing.assert_array_equal(self.client.param("b"), [2.0, 2.0, 2.0])
+
+    def test_a_view_keeps_the_client_alive(self):
+        self.start(w=3.0)
+        view = self.client.param("w")
+        del self.client
+        gc.collect()
+        self.assertEqual(float(view[0, 0]), 3.0)
+        self.assertIsNotNone(view.base)
+
+    def test_step_pushes_everything_and_brings_the_new_values(self):
+        self.start()
+        self.client.grads[...] = 1.0
+        self.client.step()
+        np.testing.assert_array_equal(self.client.params, [0.5] * 6 + [1.5] * 3)
+        self.assertEqual(self.client.global_step, 1)
+
+    def test_a_ticket_tests_true_once_complete(self):
+        self.start()
+        t = self.client.pull("b")
+        while not self.client.test(t):
+            pass
+        self.assertTrue(self.client.test(t))
+        self.client.wait(t)
+        np.testing.assert_array_equal(self.client.param("b"), [2.0, 2.0, 2.0])
+
+    def test_rows_are_pulled_and_pushed_by_key(self):
+        self.start()
+        keys = np.array([3, 2**63 + 5, 11], dtype=np.uint64)
+        rows = np.zeros((3, 4), np.float32)
+        self.client.wait(self.client.pull_rows(0, keys, rows))
+        self.assertTrue(np.all(np.abs(rows) <= 0.05))
+        self.assertTrue(np.any(rows != 0))
+        again = np.zeros((3, 4), np.float32)
+        self.client.wait(self.client.pull_rows(0, keys.view(np.int64), again))
+        np.testing.assert_array_equal(rows, again)
+        self.client.wait(self.client.push_rows(0, keys, np.ones((3, 4), np.float32)))
+        after = np.zeros((3, 4), np.float32)
+        self.client.wait(self.client.lookup_rows(0, keys, after))
+        self.assertTrue(np.all(after < rows))
+
+    def test_stats_count_each_ps_step_and_workers(self):
+        self.start()
+        self.client.step()
+        stats = self.client.stats()
+        self.assertEqual(len(stats), 2)
+        for s in stats:
+            self.assertEqual(s["step"], 1)
+            self.assertGreater(s["bytes_received"], 0)
+            self.assertEqual(s["workers"][0]["gradients"], 1)
+
+    def test_a_missing_name_is_an_error_naming_the_tensors(self):
+        with self.assertRaisesRegex(pstrain.Error, r"^no tensor named 'x': connect\(\) was given 'w', 'b'$"):
+            self.client.param("x")
+
+    def test_keys_of_another_type_are_refused_with_the_fix(self):
+        self.start()
+        with self.assertRaisesRegex(pstrain.Error, r"^keys must be a 1-D C-contiguous uint64 or int64 array, got float64 \(2,\): pass"):
+            self.client.pull_rows(0, np.array([1.0, 2.0]), np.zeros(8, np.float32))
+
+    def test_a_non_contiguous_out_is_refused_with_the_fix(self):
+        self.start()
+        out = np.zeros((2, 8), np.float32)[:, ::2]
+        with self.assertRaisesRegex(pstrain.Error, r"^out must be a C-contiguous float32 array, got float32 \(2, 4\): pass numpy.ascontiguousarray"):
+            self.client.pull_rows(0, np.array([1, 2], np.uint64), out)
+
+    def test_an_out_of_the_wrong_size_is_refused(self):
+        self.start()
+        with self.assertRaisesRegex(pstrain.Error, r"^out has 4 floats, the keys need 8 \(len\(keys\) \* dim\)"):
+            self.client.pull_rows(0, np.array([1, 2], np.uint64), np.zeros(4, np.float32))
+
+    def test_a_float64_grad_array_is_refused(self):
+        self.start()
+        with self.assertRaisesRegex(pstrain.Error, r"^grads must be a C-contiguous float32 array, got float64"):
+            self.client.push_rows(0, np.array([1], np.uint64), np.zeros(4, np.float64))
+
+    def test_an_unknown_table_is_refused(self):
+        self.start()
+        with self.assertRaisesRegex(pstrain.Error, r"^no table 1: connect\(\) was given 1 tables"):
+            self.client.pull_rows(1, np.array([1], np.uint64), np.zeros(4, np.float32))
+
+
+class ShapesTest(unittest.TestCase):
+    def test_a_name_given_twice_is_an_error(self):
+        with pstrain.LocalCluster(settings=SGD) as cl:
+            with self.assertRaisesRegex(pstrain.Error, r"^tensor 'w' is named twice: give each tensor its own name$"):
+                cl.connect(0, [("w", 2), ("w", 3)], settings=SGD)
+
+    def test_a_zero_dimension_is_an_error(self):
+        with pstrain.LocalCluster(settings=SGD) as cl:
+            with self.assertRaisesRegex(pstrain.Error, r"^tensor 'w' has a dimension of 0: every dimension must be 1 or more$"):
+                cl.connect(0, [("w", (2, 0))], settings=SGD)
+
+    def test_an_unknown_optimizer_is_an_error(self):
+        bad = pstrain.Settings(optimizer=pstrain.Optimizer("lbfgs"))
+        with self.assertRaises(pstrain.Error):
+            pstrain.LocalCluster(settings=bad)
+
+
+class PeerErrorsTest(unittest.TestCase):
+    def test_a_worker_with_another_model_gets_the_ps_refusal_naming_it(self):
+        s = pstrain.Settings(sync=True)
+        with pstrain.LocalCluster(num_ps=1, num_workers=2, settings=s) as cl:
+            c0 = cl.connect(0, [("w", (2, 3))], settings=s)
+            c1 = cl.connect(1, [("w", (2, 4))], settings=s, timeout=5)
+            c0.wait(c0.init())
+            with self.assertRaises(pstrain.PeerError) as caught:
+                c1.wait(c1.pull())
+            self.assertEqual(caught.exception.peer, "ps 0")
+            self.assertIn("a model of 8 parameters where the chief's has 6", str(caught.exception))
+            self.assertIsInstance(caught.exception, pstrain.Error)
+
+    def test_a_lost_ps_is_a_peer_error_that_names_it(self):
+        with pstrain.LocalCluster(num_ps=2, num_workers=1, settings=SGD) as cl:
+            c = cl.connect(0, TENSORS, settings=SGD, timeout=5)
+            c.wait(c.init())
+            cl.kill_ps(1)
+            with self.assertRaises(pstrain.PeerError) as caught:
+                c.step()
+            self.assertEqual(caught.exception.peer, "ps 1")
+
+
+if __name__ == "__main__":
+    unittest.main()
