@@ -497,6 +497,16 @@ private:
 
 // ------------------------------------------------------------ the module
 
+// Runs a call that starts a request without the GIL: the first request of
+// a client waits for its hello's answer (which a PS gives a worker only
+// after the chief's hello: the chief may be another thread of this process).
+template <typename F>
+ps::ticket unlocked(F&& start)
+{
+    py::gil_scoped_release released;
+    return start();
+}
+
 void bind_client(py::module_& m)
 {
     py::class_<py_client>(m, "Client", "A worker's client of the PS tasks (see pstrain.Client).")
@@ -520,12 +530,17 @@ void bind_client(py::module_& m)
             "The whole flat gradients buffer (a float32 view).")
         .def_property_readonly("tensor_names", &py_client::names, "The tensors' names, in the flat vector's order.")
         .def(
-            "pull", [](py_client& c, const py::object& name) { return c.c().async_pull(c.range(name)); },
+            "pull",
+            [](py_client& c, const py::object& name) {
+                auto r = c.range(name);
+                return unlocked([&] { return c.c().async_pull(r); });
+            },
             py::arg("name") = py::none(), "Starts pulling tensor `name` (None: every tensor); returns a ticket.")
         .def(
             "push",
             [](py_client& c, const py::object& name, std::uint64_t position) {
-                return c.c().async_push(c.range(name), position);
+                auto r = c.range(name);
+                return unlocked([&] { return c.c().async_push(r, position); });
             },
             py::arg("name") = py::none(), py::arg("position") = 0,
             "Starts pushing the gradient of tensor `name` (None: every tensor); returns a ticket.")
@@ -559,7 +574,7 @@ void bind_client(py::module_& m)
             [](py_client& c, std::size_t table, const py::object& keys, const py::object& out) {
                 auto k = keys_of(keys, "keys");
                 auto o = floats_of(out, "out", k.size() * c.dim(table), true);
-                auto t = c.c().async_pull_rows(table, k, o);
+                auto t = unlocked([&] { return c.c().async_pull_rows(table, k, o); });
                 c.hold(t, out);
                 return t;
             },
@@ -570,7 +585,7 @@ void bind_client(py::module_& m)
             [](py_client& c, std::size_t table, const py::object& keys, const py::object& out) {
                 auto k = keys_of(keys, "keys");
                 auto o = floats_of(out, "out", k.size() * c.dim(table), true);
-                auto t = c.c().async_lookup_rows(table, k, o);
+                auto t = unlocked([&] { return c.c().async_lookup_rows(table, k, o); });
                 c.hold(t, out);
                 return t;
             },
@@ -581,7 +596,7 @@ void bind_client(py::module_& m)
             [](py_client& c, std::size_t table, const py::object& keys, const py::object& grads) {
                 auto k = keys_of(keys, "keys");
                 auto g = floats_of(grads, "grads", k.size() * c.dim(table), false);
-                return c.c().async_push_rows(table, k, g);
+                return unlocked([&] { return c.c().async_push_rows(table, k, g); });
             },
             py::arg("table"), py::arg("keys"), py::arg("grads"),
             "Starts one update of the rows of unique `keys` with `grads`; returns a ticket.")
@@ -612,10 +627,13 @@ void bind_client(py::module_& m)
     py::class_<py_chief_client, py_client>(m, "ChiefClient",
                                            "The chief's client: a Client that starts, saves and ends the job.")
         .def(
-            "init", [](py_chief_client& c) { return c.chief().async_init(); },
+            "init", [](py_chief_client& c) { return unlocked([&] { return c.chief().async_init(); }); },
             "Starts the PS tasks from params(); returns a ticket.")
         .def(
-            "restore", [](py_chief_client& c, std::uint64_t step) { return c.chief().async_restore(step); },
+            "restore",
+            [](py_chief_client& c, std::uint64_t step) {
+                return unlocked([&] { return c.chief().async_restore(step); });
+            },
             py::arg("step"), "Every PS restores its snapshot of `step`; returns a ticket.")
         .def(
             "snapshot",

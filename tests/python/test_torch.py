@@ -1,0 +1,259 @@
+"""pstrain.torch with real PyTorch over the loopback (pstrain.LocalCluster):
+the DistributedOptimizer against torch.optim on the averaged gradient, the
+embedding tables against torch.nn.EmbeddingBag, and bad input."""
+
+import copy
+import threading
+import unittest
+
+import numpy as np
+import torch
+
+import pstrain
+from pstrain.torch import DistributedOptimizer, Embedding, EmbeddingBag
+
+torch.set_num_threads(1)
+
+
+def small_model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
+
+def batch(seed=1, n=8):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 4, generator=g), torch.randint(0, 3, (n,), generator=g)
+
+
+def run_workers(num_workers, target):
+    """Runs target(k) for each worker on its own thread; re-raises the first error."""
+    errors = []
+
+    def guarded(k):
+        try:
+            target(k)
+        except BaseException as e:  # noqa: B902 - handed to the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(num_workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if errors:
+        raise errors[0]
+
+
+class DenseTest(unittest.TestCase):
+    steps = 5
+
+    def reference(self, model, make_optimizer, x, y):
+        opt = make_optimizer(model.parameters())
+        for _ in range(self.steps):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        return model
+
+    def distributed(self, model, sync, x, y, num_workers=2, **optimizer):
+        models = [copy.deepcopy(model) for _ in range(num_workers)]
+        if num_workers > 1:
+            with torch.no_grad():  # worker 1 starts from the PS values, not its own
+                for p in models[1].parameters():
+                    p.add_(1.0)
+        share = len(x) // num_workers
+        trained = threading.Barrier(num_workers)
+        with pstrain.LocalCluster(num_ps=2, num_workers=num_workers) as cl:
+            def work(k):
+                m = models[k]
+                opt = DistributedOptimizer(m.named_parameters(), sync=sync, context=cl.context(k), embeddings=[], **optimizer)
+                xs, ys = x[k * share:(k + 1) * share], y[k * share:(k + 1) * share]
+                for _ in range(self.steps):
+                    opt.zero_grad()
+                    torch.nn.functional.cross_entropy(m(xs), ys).backward()
+                    opt.step()
+                trained.wait(60)  # the chief ends the job after every worker's last step
+                if k == 0:
+                    self.global_step = opt.stats()[0]["step"]
+                    opt.finish()
+
+            run_workers(num_workers, work)
+        return models
+
+    def assert_same(self, a, b, atol):
+        for (n, p), q in zip(a.named_parameters(), b.parameters()):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), atol=atol, rtol=0, err_msg=n)
+
+    def test_two_sync_workers_with_sgd_equal_sgd_on_the_averaged_gradient(self):
+        x, y = batch()
+        model = small_model()
+        expected = self.reference(copy.deepcopy(model), lambda p: torch.optim.SGD(p, lr=0.1), x, y)
+        got = self.distributed(model, True, x, y, optimizer="sgd", lr=0.1)
+        self.assertEqual(self.global_step, self.steps)
+        self.assert_same(got[0], expected, 1e-6)
+        self.assert_same(got[1], expected, 1e-6)
+
+    def test_two_sync_workers_with_adam_equal_adam_on_the_averaged_gradient(self):
+        x, y = batch()
+        model = small_model()
+        expected = self.reference(copy.deepcopy(model), lambda p: torch.optim.Adam(p, lr=0.01), x, y)
+        got = self.distributed(model, True, x, y, optimizer="adam", lr=0.01)
+        self.assert_same(got[0], expected, 1e-5)
+        self.assert_same(got[1], expected, 1e-5)
+
+    def test_two_async_workers_apply_every_gradient(self):
+        x, y = batch(n=64)
+        model = small_model()
+        before = torch.nn.functional.cross_entropy(model(x), y).item()
+        got = self.distributed(model, False, x, y, optimizer="sgd", lr=0.2)
+        self.assertEqual(self.global_step, 2 * self.steps)
+        after = torch.nn.functional.cross_entropy(got[0](x), y).item()
+        self.assertLess(after, before)
+
+    def test_parameters_and_grads_are_views_of_the_exchange_buffers(self):
+        model = small_model()
+        with pstrain.LocalCluster() as cl:
+            opt = DistributedOptimizer(model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[])
+            for n, p in model.named_parameters():
+                self.assertEqual(p.data_ptr(), opt.client.param(n).ctypes.data, n)
+                self.assertEqual(p.grad.data_ptr(), opt.client.grad(n).ctypes.data, n)
+            x, y = batch()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            w = model[0].weight
+            self.assertEqual(w.grad.data_ptr(), opt.client.grad("0.weight").ctypes.data)
+            expected = (w.detach() - 0.1 * w.grad).clone()
+            opt.step()
+            self.assertEqual(w.data_ptr(), opt.client.param("0.weight").ctypes.data)
+            np.testing.assert_allclose(w.detach().numpy(), expected.numpy(), atol=1e-7)
+            opt.zero_grad()
+            self.assertEqual(float(opt.client.grads.__abs__().max()), 0.0)
+            opt.finish()
+
+    def test_model_zero_grad_that_sets_none_still_steps_right(self):
+        model = small_model()
+        with pstrain.LocalCluster() as cl:
+            opt = DistributedOptimizer(model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[])
+            model.zero_grad()  # torch's default: grads set to None
+            x, y = batch()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            expected = (model[2].bias.detach() - 0.1 * model[2].bias.grad).clone()
+            opt.step()
+            np.testing.assert_allclose(model[2].bias.detach().numpy(), expected.numpy(), atol=1e-7)
+            self.assertEqual(model[2].bias.grad.data_ptr(), opt.client.grad("2.bias").ctypes.data)
+            opt.finish()
+
+
+class BadInputTest(unittest.TestCase):
+    def test_zero_grad_set_to_none_is_refused(self):
+        with pstrain.LocalCluster() as cl:
+            opt = DistributedOptimizer(small_model().named_parameters(), context=cl.context(0), embeddings=[])
+            with self.assertRaisesRegex(pstrain.Error, r"^zero_grad\(set_to_none=True\) is refused: .*call zero_grad\(\)$"):
+                opt.zero_grad(set_to_none=True)
+            opt.finish()
+
+    def test_a_float64_parameter_is_refused(self):
+        model = small_model().double()
+        with self.assertRaisesRegex(pstrain.Error, r"^parameter '0.weight' is torch.float64: .*call model.float\(\) first$"):
+            DistributedOptimizer(model.named_parameters(), context=object(), embeddings=[])
+
+    def test_a_non_contiguous_parameter_is_refused(self):
+        model = small_model()
+        model[0].weight.data = model[0].weight.data.t().contiguous().t()
+        with self.assertRaisesRegex(pstrain.Error, r"^parameter '0.weight' is not contiguous: "):
+            DistributedOptimizer(model.named_parameters(), context=object(), embeddings=[])
+
+    def test_workers_with_different_models_are_told_so(self):
+        with pstrain.LocalCluster(num_workers=2) as cl:
+            outcome = {}
+
+            def work(k):
+                model = small_model() if k == 0 else torch.nn.Linear(4, 2)
+                try:
+                    DistributedOptimizer(model.named_parameters(), context=cl.context(k), embeddings=[])
+                except pstrain.PeerError as e:
+                    outcome[k] = e
+
+            run_workers(2, work)
+            self.assertIn(1, outcome)
+            self.assertRegex(str(outcome[1]), r"^ps 0 refused this worker's hello: a model of 10 parameters where the chief's has 67")
+            self.assertEqual(outcome[1].peer, "ps 0")
+
+
+class EmbeddingTest(unittest.TestCase):
+    def connect(self, cl, tables, head):
+        return DistributedOptimizer(head.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=tables)
+
+    def rows_of(self, opt, table, ids):
+        keys = np.asarray(ids, dtype=np.int64)
+        out = np.zeros((len(keys), table.dim), np.float32)
+        opt.client.wait(opt.client.pull_rows(0, keys, out))
+        return out
+
+    def check_against_torch(self, mode, ids, offsets=None, weights=None):
+        table = EmbeddingBag(4, mode=mode, optimizer="adagrad", lr=0.5, init_range=0.5)
+        head = torch.nn.Linear(4, 1)
+        with pstrain.LocalCluster(num_ps=2) as cl:
+            opt = self.connect(cl, [table], head)
+            out = table(ids, offsets, weights)  # the first pull makes the rows
+            unique = sorted(set(ids.reshape(-1).tolist()))
+            before = self.rows_of(opt, table, unique)
+            ref = torch.nn.EmbeddingBag(len(unique), 4, mode=mode)
+            with torch.no_grad():
+                ref.weight.copy_(torch.from_numpy(before))
+            index = torch.tensor([unique.index(i) for i in ids.reshape(-1).tolist()]).reshape(ids.shape)
+            expected = ref(index, offsets, weights)
+            torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
+            out.pow(2).sum().backward()
+            expected.pow(2).sum().backward()
+            opt.step()
+            g = ref.weight.grad.numpy()
+            after = self.rows_of(opt, table, unique)
+            # Adagrad on the PS: a = 0.1 + g^2; w -= lr g / sqrt(a)
+            np.testing.assert_allclose(after, before - 0.5 * g / np.sqrt(0.1 + g * g), atol=1e-6)
+            opt.finish()
+
+    def test_embedding_bag_sum_equals_torch_forward_and_backward(self):
+        self.check_against_torch("sum", torch.tensor([[3, 9, 3], [2**40, -7, 9]]))
+
+    def test_embedding_bag_mean_equals_torch_forward_and_backward(self):
+        self.check_against_torch("mean", torch.tensor([1, 2, 3, 2, 5]), offsets=torch.tensor([0, 2]))
+
+    def test_embedding_bag_sum_with_weights_equals_torch(self):
+        self.check_against_torch("sum", torch.tensor([4, 4, 6]), offsets=torch.tensor([0, 1]),
+                                 weights=torch.tensor([0.5, 2.0, -1.0]))
+
+    def test_a_batch_with_repeated_ids_pulls_and_pushes_each_key_once(self):
+        table = EmbeddingBag(4, mode="sum")
+        head = torch.nn.Linear(4, 1)
+        with pstrain.LocalCluster(num_ps=2) as cl:
+            opt = self.connect(cl, [table], head)
+            ids = torch.tensor([[5, 5, 7], [7, 5, 9], [9, 9, 9]])
+            head(table(ids)).sum().backward()
+            pulled = sum(cl.server_stats(p)["keys_pulled"] for p in range(2))
+            self.assertEqual(pulled, 3)
+            opt.step()
+            pushed = sum(cl.server_stats(p)["keys_pushed"] for p in range(2))
+            self.assertEqual(pushed, 3)
+            opt.finish()
+
+    def test_embedding_maps_ids_to_rows_with_their_shape(self):
+        table = Embedding(3)
+        head = torch.nn.Linear(3, 1)
+        with pstrain.LocalCluster() as cl:
+            opt = self.connect(cl, [table], head)
+            ids = torch.tensor([[1, 2], [2, 8]])
+            out = table(ids)
+            self.assertEqual(tuple(out.shape), (2, 2, 3))
+            torch.testing.assert_close(out[0, 1], out[1, 0])
+            rows = self.rows_of(opt, table, [8])
+            self.assertEqual(rows.shape, (1, 3))
+            opt.finish()
+
+    def test_a_table_used_before_the_optimizer_is_an_error(self):
+        table = EmbeddingBag(4)
+        with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet: make the DistributedOptimizer"):
+            table(torch.tensor([[1, 2]]))
+
+
+if __name__ == "__main__":
+    unittest.main()
