@@ -86,7 +86,6 @@ class _Table(torch.nn.Module):
             grads = torch.zeros((keys.numel(), self.dim), dtype=torch.float32)
             grads.index_add_(0, place, torch.cat([r.grad for _, r in pending]))
         grads = grads.contiguous()
-        self._held = grads  # the library reads it at the call; kept for clarity until the next push
         return self._client.push_rows(self._index, _keys(keys.contiguous()), grads.numpy())
 
 
@@ -104,7 +103,7 @@ class EmbeddingBag(_Table):
 
     def __init__(self, dim: int, mode: str = "sum", optimizer: str = "adagrad", lr: float = 0.05, **table: Any) -> None:
         if mode not in ("sum", "mean"):
-            raise Error(f"EmbeddingBag mode '{mode}' is not supported: use 'sum' or 'mean'")
+            raise Error(f"an EmbeddingBag's mode must be 'sum' or 'mean', got '{mode}': pass mode='sum' or mode='mean'")
         super().__init__(dim, optimizer, lr, **table)
         self.mode = mode
 

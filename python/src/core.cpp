@@ -396,7 +396,9 @@ public:
     local_cluster(int num_ps, int num_workers, const py::object& settings, bool share_memory)
         : num_workers_(num_workers), share_memory_(share_memory)
     {
-        if (num_ps < 1 || num_workers < 1) fail("a LocalCluster needs num_ps >= 1 and num_workers >= 1");
+        if (num_ps < 1 || num_workers < 1)
+            fail(
+                "a LocalCluster needs at least one ps and one worker: pass num_ps=1 or more and num_workers=1 or more");
         net_ = std::make_shared<ps::loopback_network>(num_ps, num_workers);
         ps::server_config config;
         config.num_ps = num_ps;

@@ -249,6 +249,39 @@ class EmbeddingTest(unittest.TestCase):
             self.assertEqual(rows.shape, (1, 3))
             opt.finish()
 
+    def test_two_sync_workers_with_a_table_end_with_the_same_rows_and_parameters(self):
+        steps = 4
+        tables = [EmbeddingBag(4, mode="mean", lr=0.3) for _ in range(2)]
+        torch.manual_seed(3)
+        heads = [torch.nn.Linear(4, 1) for _ in range(2)]
+        ids = torch.tensor([[1, 2, 3], [3, 4, 4], [5, 1, 2], [6, 6, 7]])
+        y = torch.tensor([[1.0], [0.0], [1.0], [0.0]])
+        seen = {}
+        trained = threading.Barrier(2)
+        with pstrain.LocalCluster(num_ps=2, num_workers=2) as cl:
+            def work(k):
+                opt = DistributedOptimizer(heads[k].named_parameters(), optimizer="sgd", lr=0.1, sync=True,
+                                           context=cl.context(k), embeddings=[tables[k]])
+                part = slice(2 * k, 2 * k + 2)
+                for _ in range(steps):
+                    opt.zero_grad()
+                    out = heads[k](tables[k](ids[part]))
+                    torch.nn.functional.binary_cross_entropy_with_logits(out, y[part]).backward()
+                    opt.step()
+                seen[k] = (self.rows_of(opt, tables[k], range(1, 8)), opt.stats())
+                trained.wait(60)
+                opt.finish()
+
+            run_workers(2, work)
+        np.testing.assert_array_equal(seen[0][0], seen[1][0])
+        for a, b in zip(heads[0].parameters(), heads[1].parameters()):
+            np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+        self.assertEqual([s["step"] for s in seen[0][1]], [steps, steps])
+
+    def test_an_unknown_bag_mode_is_refused(self):
+        with self.assertRaisesRegex(pstrain.Error, r"^an EmbeddingBag's mode must be 'sum' or 'mean', got 'max': pass"):
+            EmbeddingBag(4, mode="max")
+
     def test_a_table_used_before_the_optimizer_is_an_error(self):
         table = EmbeddingBag(4)
         with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet: make the DistributedOptimizer"):
