@@ -669,14 +669,25 @@ void bind_client(py::module_& m)
 void bind_task(py::module_& m)
 {
     py::class_<py_context>(m, "Context", "This task in the job: its role and peers (see pstrain.init).")
-        .def_property_readonly("role", [](const py_context& c) { return c.task->me.is_ps ? "ps" : "worker"; })
-        .def_property_readonly("task_index", [](const py_context& c) { return c.task->me.index; })
-        .def_property_readonly("num_workers", [](const py_context& c) { return c.task->me.num_workers; })
-        .def_property_readonly("num_ps", [](const py_context& c) { return c.task->me.num_ps; })
-        .def_property_readonly("is_chief", [](const py_context& c) { return c.task->me.is_chief(); })
-        .def_property_readonly("name", [](const py_context& c) { return c.task->me.name; })
-        .def_property_readonly("source", [](const py_context& c) { return c.task->me.source; })
-        .def_property_readonly("worker_names", [](const py_context& c) { return c.task->worker_names; })
+        .def_property_readonly(
+            "role", [](const py_context& c) { return c.task->me.is_ps ? "ps" : "worker"; }, "\"ps\" or \"worker\".")
+        .def_property_readonly(
+            "task_index", [](const py_context& c) { return c.task->me.index; }, "The index within the role.")
+        .def_property_readonly(
+            "num_workers", [](const py_context& c) { return c.task->me.num_workers; }, "Workers in the job.")
+        .def_property_readonly(
+            "num_ps", [](const py_context& c) { return c.task->me.num_ps; }, "PS tasks in the job.")
+        .def_property_readonly(
+            "is_chief", [](const py_context& c) { return c.task->me.is_chief(); },
+            "Worker 0, which initialises and ends the job.")
+        .def_property_readonly(
+            "name", [](const py_context& c) { return c.task->me.name; }, "How errors name this task (\"worker 1\").")
+        .def_property_readonly(
+            "source", [](const py_context& c) { return c.task->me.source; },
+            "Where the role came from (PMIx, the flags, TF_CONFIG).")
+        .def_property_readonly(
+            "worker_names", [](const py_context& c) { return c.task->worker_names; },
+            "How each worker is named in errors.")
         .def("connect", &py_context::connect, py::arg("tensors"), py::arg("settings") = py::none(),
              py::arg("timeout") = 600.0, py::arg("share_memory") = true, "A client of the PS tasks for these tensors.");
     m.def("connect_task", &connect_task, py::arg("timeout") = 60.0, py::arg("heartbeat_interval") = 5.0,
@@ -688,7 +699,8 @@ void bind_local_cluster(py::module_& m)
 {
     py::class_<local_cluster>(m, "LocalCluster", "PS tasks in threads of this process over the loopback transport.")
         .def(py::init<int, int, const py::object&, bool>(), py::arg("num_ps") = 1, py::arg("num_workers") = 1,
-             py::arg("settings") = py::none(), py::arg("share_memory") = true)
+             py::arg("settings") = py::none(), py::arg("share_memory") = true,
+             "Starts num_ps servers in threads; settings: a dict of the training settings, or None (the chief's).")
         .def("connect", &local_cluster::connect, py::arg("index"), py::arg("tensors"), py::arg("settings") = py::none(),
              py::arg("timeout") = 60.0, py::arg("share_memory") = true, "A client for worker `index`.")
         .def("close", &local_cluster::close, "Ends the servers and waits for them.")

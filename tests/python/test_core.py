@@ -2,6 +2,7 @@
 by name, zero-copy views, tickets, rows, stats and errors."""
 
 import gc
+import os
 import unittest
 
 import numpy as np
@@ -143,6 +144,16 @@ class ShapesTest(unittest.TestCase):
         bad = pstrain.Settings(optimizer=pstrain.Optimizer("lbfgs"))
         with self.assertRaises(pstrain.Error):
             pstrain.LocalCluster(settings=bad)
+
+
+class InitTest(unittest.TestCase):
+    def test_init_without_a_role_says_how_to_get_one(self):
+        hidden = {k: os.environ.pop(k) for k in list(os.environ) if k == "TF_CONFIG" or k.startswith(("PSTRAIN_", "PMIX_", "SLURM_"))}
+        try:
+            with self.assertRaisesRegex(pstrain.Error, r"^no role: run under sbatch/srun --ps=N --workers=M, or set TF_CONFIG$"):
+                pstrain.init(timeout=2)
+        finally:
+            os.environ.update(hidden)
 
 
 class PeerErrorsTest(unittest.TestCase):
