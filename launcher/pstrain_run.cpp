@@ -5,6 +5,8 @@
 // worker 0) ends, every other task's program (ps and workers that
 // server.join() forever) is stopped and the step's status is the chief's;
 // a ps task whose program dies ends the step at once, naming it.
+// torch-train.sh runs it too, for PyTorch programs whose ps tasks run
+// `pstrain serve` (--ps-may-finish: a server the chief shut down exits 0).
 //
 // The step is ended with `scancel --signal=URG JOB.STEP`: every
 // pstrain-run of the step then stops its program (SIGTERM, SIGKILL after
@@ -56,9 +58,14 @@ Options:
                            --task_index (and --chief_hosts) to PROGRAM
   --worker-failures MODE   auto (default: tolerated with --chief, as
                            ParameterServerStrategy does; fatal without),
-                           tolerate or fail
+                           tolerate, tolerate-killed (a worker killed by
+                           a signal is tolerated, one that exits with an
+                           error ends the step) or fail
   --grace SECONDS          how long a stopped program gets after SIGTERM
                            before SIGKILL (default 10)
+  --ps-may-finish          a ps task's program that exits 0 was told to end
+                           (pstrain serve, after the chief's shutdown): the
+                           step goes on until the chief ends (torch-train.sh)
   -h, --help               this text
   --version                pstrain's version
 
@@ -74,6 +81,7 @@ struct arguments {
     bool classic_flags = false;
     run::worker_failures failures = run::worker_failures::automatic;
     int grace = 10;
+    run::ps_exit ps_end = run::ps_exit::ends_step;
     std::vector<std::string> program;
 };
 
@@ -107,6 +115,8 @@ std::optional<arguments> parse(int argc, char** argv, int& status)
         }
         if (arg == "--classic-flags") {
             a.classic_flags = true;
+        } else if (arg == "--ps-may-finish") {
+            a.ps_end = run::ps_exit::may_finish;
         } else if (name == "--worker-failures") {
             a.failures = run::parse_worker_failures(value(name, arg));
         } else if (name == "--grace") {
@@ -203,7 +213,8 @@ int supervise(const arguments& a)
 {
     cluster_spec spec;
     const auto me = this_task(spec);
-    if (!a.classic_flags && !std::getenv("TF_CONFIG"))
+    // TensorFlow programs need TF_CONFIG; pstrain's own (--ps-may-finish: torch-train.sh) find PMIx or PSTRAIN_*.
+    if (!a.classic_flags && a.ps_end == run::ps_exit::ends_step && !std::getenv("TF_CONFIG"))
         throw error(
             "TF_CONFIG is not set: the plugin's tf_config=no is set in plugstack.conf: pstrain-run needs TF_CONFIG "
             "(tf_config=yes), or give --classic-flags");
@@ -233,7 +244,7 @@ int supervise(const arguments& a)
     if (spawn_error != 0) {
         fail_line(fmt::format("cannot run '{}': {}: give a program on PATH or its path", argv[0],
                               std::strerror(spawn_error)));
-        const auto o = run::on_program_exit(me, {false, 127}, a.failures);
+        const auto o = run::on_program_exit(me, {false, 127}, a.failures, a.ps_end);
         if (o.end_step) end_step();
         return 127;
     }
@@ -274,7 +285,7 @@ int supervise(const arguments& a)
     if (!ending && sigpending(&pending) == 0 && sigismember(&pending, SIGURG)) ending = true;
     const auto o = ending        ? run::on_step_ending(me, how)
                    : step_signal ? run::on_step_signalled(me, how, step_signal)
-                                 : run::on_program_exit(me, how, a.failures);
+                                 : run::on_program_exit(me, how, a.failures, a.ps_end);
     if (!o.line.empty()) (o.is_error ? fail_line : say)(o.line);
     if (o.end_step) end_step();
     return o.exit_code;

@@ -12,8 +12,9 @@ worker_failures parse_worker_failures(const std::string& text)
 {
     if (text == "auto") return worker_failures::automatic;
     if (text == "tolerate") return worker_failures::tolerate;
+    if (text == "tolerate-killed") return worker_failures::tolerate_killed;
     if (text == "fail") return worker_failures::fail;
-    throw error(fmt::format("--worker-failures {}: use auto, tolerate or fail", text));
+    throw error(fmt::format("--worker-failures {}: use auto, tolerate, tolerate-killed or fail", text));
 }
 
 std::string task::name() const
@@ -34,7 +35,7 @@ std::string exit_info::describe() const
 
 int exit_info::shell_status() const { return signalled ? 128 + value : value; }
 
-outcome on_program_exit(const task& me, exit_info how, worker_failures policy)
+outcome on_program_exit(const task& me, exit_info how, worker_failures policy, ps_exit ps)
 {
     outcome o;
     const bool clean = !how.signalled && how.value == 0;
@@ -48,13 +49,21 @@ outcome on_program_exit(const task& me, exit_info how, worker_failures policy)
     }
     const auto r = me.id.role;
     if (clean && r != role::ps) return o;  // a between-graph worker that finished: nothing to do
+    if (clean && ps == ps_exit::may_finish) {
+        o.line = fmt::format("{} ended with {}: its server was shut down; the step ends when the chief does", me.name(),
+                             how.describe());
+        return o;
+    }
+    const bool killed_only = policy == worker_failures::tolerate_killed;
     const bool tolerated =
-        r == role::evaluator || (r == role::worker && (policy == worker_failures::tolerate ||
-                                                       (policy == worker_failures::automatic && me.has_chief)));
+        r == role::evaluator ||
+        (r == role::worker && (policy == worker_failures::tolerate || (killed_only && how.signalled) ||
+                               (policy == worker_failures::automatic && me.has_chief)));
     if (tolerated) {
-        o.line =
-            fmt::format("{} ended with {}; the job goes on without it{}", me.name(), how.describe(),
-                        r == role::worker ? " (ParameterServerStrategy's coordinator tolerates a lost worker)" : "");
+        const char* why = r != role::worker ? ""
+                          : killed_only     ? " (pstrain's servers go on with the workers left)"
+                                            : " (ParameterServerStrategy's coordinator tolerates a lost worker)";
+        o.line = fmt::format("{} ended with {}; the job goes on without it{}", me.name(), how.describe(), why);
         return o;  // exit 0: the step must not be ended for it
     }
     o.end_step = true;
@@ -63,10 +72,13 @@ outcome on_program_exit(const task& me, exit_info how, worker_failures policy)
     // A ps serves until the step ends: even a clean exit leaves the chief waiting.
     o.line =
         r == role::ps
-            ? fmt::format("{} ended with {}{}: the job cannot go on without its ps tasks (TensorFlow would wait "
-                          "for it forever): ending the step",
-                          me.name(), how.describe(),
-                          clean ? " before the chief (does the program join() its server?)" : "")
+            ? fmt::format("{} ended with {}{}: the job cannot go on without its ps tasks{}: ending the step", me.name(),
+                          how.describe(), clean ? " before the chief (does the program join() its server?)" : "",
+                          ps == ps_exit::ends_step ? " (TensorFlow would wait for it forever)" : "")
+        : killed_only
+            ? fmt::format("{} ended with {}: a worker that fails (rather than being killed) would fail again: see "
+                          "its error above: ending the step",
+                          me.name(), how.describe())
             : fmt::format("{} ended with {}: without a separate chief its loss ends the job (give --worker-failures "
                           "tolerate to go on without it): ending the step",
                           me.name(), how.describe());

@@ -15,9 +15,16 @@ namespace pstrain::run {
 enum class worker_failures {
     automatic,  // tolerated with a separate chief (ParameterServerStrategy), fatal without
     tolerate,
+    tolerate_killed,  // a worker killed by a signal is lost and tolerated; one that exits with an error ends the step
     fail,
 };
 worker_failures parse_worker_failures(const std::string& text);  // throws pstrain::error naming the flag
+
+// What a ps task's program that exits 0 means.
+enum class ps_exit {
+    ends_step,   // a ps serves until the step ends (TensorFlow's server.join()): ending early is an error
+    may_finish,  // the ps was told to end (pstrain serve, after the chief's shutdown): the step goes on
+};
 
 struct task {
     task_id id{role::worker, 0};
@@ -45,7 +52,7 @@ struct outcome {
 
 // What to do when this task's program ended on its own (not because the
 // step was being ended).
-outcome on_program_exit(const task& me, exit_info how, worker_failures policy);
+outcome on_program_exit(const task& me, exit_info how, worker_failures policy, ps_exit ps = ps_exit::ends_step);
 
 // The step is ending because another task decided: the program was stopped
 // (or ended meanwhile).  pstrain-run exits 0: the deciding task's status is

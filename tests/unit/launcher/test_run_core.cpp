@@ -74,6 +74,25 @@ BOOST_AUTO_TEST_CASE(a_dead_ps_ends_the_step_naming_it)
                early.line);
 }
 
+BOOST_AUTO_TEST_CASE(a_ps_told_to_finish_leaves_the_end_to_the_chief_but_a_dead_one_still_ends_it)
+{
+    // pstrain serve exits 0 once the chief has shut it down (torch-train.sh's --ps-may-finish).
+    auto o = on_program_exit(make(role::ps, 0, false, "n1"), ok, worker_failures::tolerate, ps_exit::may_finish);
+    BOOST_TEST(!o.end_step);
+    BOOST_TEST(o.exit_code == 0);
+    BOOST_TEST(!o.is_error);
+    BOOST_TEST(o.line ==
+               "ps 0 (n1) ended with exit status 0: its server was shut down; the step ends when the chief does");
+    o = on_program_exit(make(role::ps, 1, false, "n3"), killed, worker_failures::tolerate, ps_exit::may_finish);
+    BOOST_TEST(o.end_step);
+    BOOST_TEST(o.exit_code == 137);
+    BOOST_TEST(o.line.rfind("ps 1 (n3) ended with signal 9 (Killed): the job cannot go on without its ps tasks", 0) ==
+                   0u,
+               o.line);
+    BOOST_TEST(
+        on_program_exit(make(role::ps, 0, false), failed, worker_failures::tolerate, ps_exit::may_finish).end_step);
+}
+
 BOOST_AUTO_TEST_CASE(a_dead_worker_is_tolerated_with_a_chief_and_fatal_without)
 {
     auto o = on_program_exit(make(role::worker, 1, true), killed, worker_failures::automatic);
@@ -92,6 +111,26 @@ BOOST_AUTO_TEST_CASE(a_dead_worker_is_tolerated_with_a_chief_and_fatal_without)
     BOOST_TEST(o.line.empty());
     // The evaluator is a side-car.
     BOOST_TEST(!on_program_exit(make(role::evaluator, 0, true), failed, worker_failures::fail).end_step);
+}
+
+BOOST_AUTO_TEST_CASE(tolerate_killed_goes_on_without_a_killed_worker_but_not_one_that_failed)
+{
+    auto o = on_program_exit(make(role::worker, 1, false, "n2"), killed, worker_failures::tolerate_killed);
+    BOOST_TEST(!o.end_step);
+    BOOST_TEST(o.exit_code == 0);
+    BOOST_TEST(o.line ==
+               "worker 1 (n2) ended with signal 9 (Killed); the job goes on without it (pstrain's servers go on with "
+               "the workers left)");
+    // An error (a bad input, a bug) would come back on any worker: the step ends with its status.
+    o = on_program_exit(make(role::worker, 1, false, "n2"), failed, worker_failures::tolerate_killed);
+    BOOST_TEST(o.end_step);
+    BOOST_TEST(o.exit_code == 3);
+    BOOST_TEST(o.is_error);
+    BOOST_TEST(o.line ==
+               "worker 1 (n2) ended with exit status 3: a worker that fails (rather than being killed) would fail "
+               "again: see its error above: ending the step");
+    // The chief still decides, however it ended.
+    BOOST_TEST(on_program_exit(make(role::worker, 0, false), killed, worker_failures::tolerate_killed).end_step);
 }
 
 BOOST_AUTO_TEST_CASE(stopped_because_the_step_ends_exits_0)
@@ -123,5 +162,6 @@ BOOST_AUTO_TEST_CASE(classic_flags_name_every_host_and_this_task)
     spec.chief = {"n1:5001"};
     BOOST_TEST(classic_flags(spec, {role::ps, 0}).at(2) == "--chief_hosts=n1:5001");
     BOOST_TEST((parse_worker_failures("tolerate") == worker_failures::tolerate));
+    BOOST_TEST((parse_worker_failures("tolerate-killed") == worker_failures::tolerate_killed));
     BOOST_CHECK_THROW(parse_worker_failures("sometimes"), error);
 }
