@@ -177,7 +177,9 @@ def train_distributed(args, model, train, test):
     x, y = train
     it = batches(len(x), args.batch_size, args.seed, ctx.task_index, ctx.num_workers)
     t0, loss, mine = time.time(), float("nan"), 0
-    while not opt.done and opt.global_step < args.steps:
+    # The chief stops at --steps and ends training; the others go on until
+    # it has (a worker that left early would be a lost one to the ps).
+    while not opt.done and (opt.global_step < args.steps or not ctx.is_chief):
         idx = next(it)
         opt.zero_grad()
         out = F.cross_entropy(model(x[idx]), y[idx])
@@ -191,8 +193,9 @@ def train_distributed(args, model, train, test):
         print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine),
               flush=True)
         return None
-    acc, xent = evaluate(model, *test)
     step = opt.global_step
+    opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
+    acc, xent = evaluate(model, *test)
     workers = ctx.num_workers
     # In sync mode a step aggregates one batch of every worker.
     samples = step * args.batch_size * (workers if args.sync else 1)
@@ -200,7 +203,6 @@ def train_distributed(args, model, train, test):
               "test_cross_entropy": round(xent, 4), "train_seconds": round(seconds, 2),
               "samples_per_sec": round(samples / max(seconds, 1e-9), 1),
               "ps": ctx.num_ps, "workers": workers, "mode": "sync" if args.sync else "async"}
-    opt.finish()  # the chief ends training: the ps tasks' servers exit, and so does the job
     return result
 
 

@@ -269,7 +269,9 @@ def train_distributed(args):
     opt = DistributedOptimizer(model.named_parameters(), optimizer="adam", lr=args.lr, sync=args.sync,
                                context=ctx, embeddings=tables)
     it, t0, mine = batches(len(train), args.batch_size, args.seed, ctx.task_index), time.time(), 0
-    while not opt.done and opt.global_step < args.steps:
+    # The chief stops at --steps and ends training; the others go on until
+    # it has (a worker that left early would be a lost one to the ps).
+    while not opt.done and (opt.global_step < args.steps or not ctx.is_chief):
         numeric, bags, y = train.batch(next(it))
         opt.zero_grad()
         loss = F.binary_cross_entropy_with_logits(model(numeric, bags), y)
@@ -284,11 +286,10 @@ def train_distributed(args):
               flush=True)
         return None
     step = opt.global_step
+    opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
     samples = step * args.batch_size * (ctx.num_workers if args.sync else 1)
-    result = result_line(step, seconds, samples, *evaluate(model, test), ctx.num_ps, ctx.num_workers,
-                         "sync" if args.sync else "async")
-    opt.finish()
-    return result
+    return result_line(step, seconds, samples, *evaluate(model, test), ctx.num_ps, ctx.num_workers,
+                       "sync" if args.sync else "async")
 
 
 def main(argv=None):
