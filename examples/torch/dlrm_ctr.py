@@ -274,7 +274,15 @@ def train_distributed(args):
     while not opt.done and (opt.global_step < args.steps or not ctx.is_chief):
         numeric, bags, y = train.batch(next(it))
         opt.zero_grad()
-        loss = F.binary_cross_entropy_with_logits(model(numeric, bags), y)
+        try:
+            loss = F.binary_cross_entropy_with_logits(model(numeric, bags), y)
+        except pstrain.PeerError:
+            # The rows of a step begun after the chief's shutdown: the ps
+            # tasks may have gone before answering (only a dense push is
+            # answered "done").  Past --steps that is the end, not a loss.
+            if ctx.is_chief or opt.global_step < args.steps:
+                raise
+            break
         loss.backward()
         opt.step()
         mine += 1
@@ -286,9 +294,10 @@ def train_distributed(args):
               flush=True)
         return None
     step = opt.global_step
+    test_auc, logloss = evaluate(model, test)  # reads the rows from the ps tasks: before they end
     opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
     samples = step * args.batch_size * (ctx.num_workers if args.sync else 1)
-    return result_line(step, seconds, samples, *evaluate(model, test), ctx.num_ps, ctx.num_workers,
+    return result_line(step, seconds, samples, test_auc, logloss, ctx.num_ps, ctx.num_workers,
                        "sync" if args.sync else "async")
 
 

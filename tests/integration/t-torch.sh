@@ -102,19 +102,20 @@ test_cnn_sync_on_1_ps_2_workers_reaches_the_single_process_accuracy() { cnn_agai
 test_cnn_async_on_1_ps_2_workers_reaches_the_single_process_accuracy() { cnn_against_single_process async 2000; }
 
 # 1 PS against 2: the same sync training (same seed, same shards, the ps
-# average the same two gradients a step), sharded differently.  Nothing in
-# the model depends on where a row or a slice lives, so the AUC must agree
-# to the rounding of the test set's 4-decimal AUC (0.001 allows for a
-# different order of float sums); a different seed moves it by ~0.01 here.
+# average the same two gradients a step), sharded differently.  Nothing the
+# model computes depends on where a row or a slice lives (a row's first
+# value comes from the table's seed and the id alone), so the AUC must
+# agree; 0.001 leaves room for a different order of float sums only (here
+# both gave 0.7038, the same log loss too, against the data's best 0.785).
 test_dlrm_on_1_ps_and_on_2_ps_reaches_the_same_auc() {
   local py id result auc1 auc2 oracle
   py=$(torch_python)
-  run "$pstrain" datagen ctr --samples 60000 --seed 7 --lines-per-file 20000 ctr
+  run "$pstrain" datagen ctr --samples 30000 --seed 7 --lines-per-file 10000 ctr
   expect_rc 0
   oracle=$(json "$out" oracle_auc)
   use_package
   for ps in 1 2; do
-    submit_torch "job$ps.out" --ps=$ps --workers=2 -- "$py" "$examples/dlrm_ctr.py" --data "$PWD/ctr" --sync --steps 400 \
+    submit_torch "job$ps.out" --ps=$ps --workers=2 -- "$py" "$examples/dlrm_ctr.py" --data "$PWD/ctr" --sync --steps 300 \
       --batch-size 128 --log-every 100
     finish_torch "job$ps.out"
     expect_eq "$job_state" COMPLETED "job state with $ps ps"
@@ -156,7 +157,7 @@ test_a_killed_ps_ends_the_job_within_30s_naming_it() {
   use_package
   submit_torch job.out --ps=2 --workers=2 -- "$py" "$examples/cnn_fashion_mnist.py" --async --steps 1000000 "${cnn_args[@]}"
   wait_for_line job.out "cnn_fashion_mnist\[worker 0\]: step" 240
-  pid=$(task_pid "$PSTRAIN_BIN serve" ps 1) || fail "ps 1's server is not running"
+  pid=$(task_pid "^$PSTRAIN_BIN serve" ps 1) || fail "ps 1's server is not running"
   kill -9 "$pid"
   t0=$SECONDS
   finish_torch job.out 60
@@ -186,7 +187,8 @@ bad_input_case() {  # CASE EXPECTED_TEXT
 }
 
 test_a_parameter_shape_that_differs_between_workers_is_one_clear_error() {
-  bad_input_case shape "2.weight"
+  # The library compares sizes (the wire carries no names): the line counts the parameters.
+  bad_input_case shape "refused this worker's hello: a model of 139 parameters where the chief's has 130: do all tasks build the same model?"
 }
 
 test_a_non_contiguous_parameter_is_one_clear_error() {
