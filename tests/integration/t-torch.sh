@@ -195,8 +195,28 @@ test_a_non_contiguous_parameter_is_one_clear_error() {
   bad_input_case noncontiguous "parameter '2.weight' is not contiguous: make it so (p.data = p.data.contiguous())"
 }
 
+# A checkpoint of a 10-output model, then a run of an 11-output one from it.
 test_a_model_changed_between_runs_is_one_clear_error() {
-  skip "pstrain.torch has no checkpoint restore yet (issue 29, item 3): nothing to restore a changed model from"
+  local py id result step
+  py=$(torch_python)
+  use_package
+  mkdir ckpt
+  submit_torch job1.out --ps=1 --workers=2 -- --checkpoint-dir "$PWD/ckpt" "$py" "$bad_input" --case changed --width 10 --save
+  finish_torch job1.out 120
+  expect_eq "$job_state" COMPLETED "the first run's state"
+  out=$(grep '^{"event": "saved"' job1.out || true)
+  expect_contains '"outcomes": ["taken"]'
+  step=$(json "$out" step)
+  run "$pstrain" checkpoint seal "$PWD/ckpt" "$step" --mode sync \
+    --receipts "$(python3 -c "import json,sys; print(json.dumps(json.loads(sys.argv[1])['receipts']))" "$out")"
+  expect_rc 0
+  submit_torch job2.out --ps=1 --workers=2 -- --checkpoint-dir "$PWD/ckpt" "$py" "$bad_input" --case changed --width 11 --restore "$step"
+  finish_torch job2.out 120
+  [ "$job_state" = FAILED ] || fail "the changed model's run ended $job_state, not FAILED"
+  out=$(cat job2.out)
+  expect_contains "holds 130 parameters but the chief's model has 139"
+  expect_nothing_left
+  expect_nodes_idle
 }
 
 test_torch_train_sh_outside_a_ps_job_says_what_to_do() {
