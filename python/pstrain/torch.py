@@ -15,14 +15,18 @@ summed gradients once per table.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 import weakref
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 import pstrain
 from pstrain import Error
+from pstrain import checkpoint as _checkpoint
 
 __all__ = ["DistributedOptimizer", "Embedding", "EmbeddingBag"]
 
@@ -166,6 +170,17 @@ class DistributedOptimizer:
     values.  From then on each parameter's ``.data`` and ``.grad`` are views
     of the exchange buffers.  Every worker must give the same parameters
     (names, shapes, order).
+
+    Checkpoints (``checkpoint_dir``, default ``$PSTRAIN_CHECKPOINT_DIR``,
+    which torch-train.sh sets; the ps tasks' ``pstrain serve
+    --checkpoint-dir`` must be the same shared path): the chief restores the
+    newest complete checkpoint there instead of initialising
+    (:attr:`restored_step`, :meth:`worker_state`), refusing one of another
+    model; :meth:`save` takes one.  On SIGTERM (preemption, ``scontrol
+    requeue``, the time limit's ``--signal``) the next :meth:`step` of the
+    chief saves (with ``preemption_state()``'s dict, when given) and stops
+    the job, and every worker's ``step`` then exits with status 143, which
+    torch-train.sh turns into a requeue.
     """
 
     def __init__(
@@ -177,6 +192,9 @@ class DistributedOptimizer:
         replicas_to_aggregate: Optional[int] = None,
         context: Any = None,
         embeddings: Optional[Sequence[_Table]] = None,
+        checkpoint_dir: Optional[str] = None,
+        keep_checkpoints: int = 5,
+        preemption_state: Any = None,
         **optimizer_kwargs: Any,
     ) -> None:
         self._named = [(n, p) for n, p in named_parameters if isinstance(p, torch.Tensor)]
@@ -191,6 +209,13 @@ class DistributedOptimizer:
             replicas_to_aggregate=replicas_to_aggregate or 0,
             tables=[t.table for t in self.embeddings],
         )
+        self.checkpoint_dir = checkpoint_dir if checkpoint_dir is not None else os.environ.get("PSTRAIN_CHECKPOINT_DIR")
+        self.keep_checkpoints = int(keep_checkpoints)
+        self.preemption_state = preemption_state
+        self.restored_step: Optional[int] = None
+        self._sync = bool(sync)
+        self._started = time.monotonic()
+        self._preempted = False
         self.context = context if context is not None else pstrain.init()
         self.position = 0  # this worker's place in its data, kept with snapshots
         self.client = self.context.connect(
@@ -200,17 +225,26 @@ class DistributedOptimizer:
             t._attach(self.client, i)
         self._start()
         self._finished = False
+        if self.checkpoint_dir:
+            self._catch_termination()
 
     def _start(self) -> None:
         """The chief initialises the PS tasks with its values; every worker
         then takes the PS values, and its parameters become views."""
         c = self.client
         if self.context.is_chief:
-            for n, p in self._named:
-                c.param(n)[...] = p.detach().numpy().reshape(c.param(n).shape)
-            self._wait(c.init())
+            found = _checkpoint.latest(self.checkpoint_dir) if self.checkpoint_dir else None
+            if found is not None:
+                _checkpoint.check_model(found, self._tensors(), self.checkpoint_dir)
+                self._wait(c.restore(int(found["global_step"])))
+                self.restored_step = int(found["global_step"])
+            else:
+                for n, p in self._named:
+                    c.param(n)[...] = p.detach().numpy().reshape(c.param(n).shape)
+                self._wait(c.init())
         else:
             self._wait(c.pull())
+            self.restored_step = c.restored_step
         for n, p in self._named:
             p.data = torch.from_numpy(c.param(n)).view(p.shape)
             p.grad = torch.from_numpy(c.grad(n)).view(p.shape)
@@ -218,6 +252,64 @@ class DistributedOptimizer:
 
     def _wait(self, ticket: int) -> None:
         self.client.wait(ticket)
+
+    def _tensors(self) -> List[Tuple[str, Tuple[int, ...]]]:
+        return [(n, tuple(p.shape) or (1,)) for n, p in self._named]
+
+    def _catch_termination(self) -> None:
+        """SIGTERM marks the job preempted; the next step() acts on it."""
+
+        def preempted(signum: int, frame: Any) -> None:
+            self._preempted = True
+
+        try:
+            signal.signal(signal.SIGTERM, preempted)
+        except ValueError:  # not the main thread: the program handles its signals
+            pass
+
+    def save(self, state: Optional[Dict[str, Any]] = None) -> Optional[int]:
+        """The chief: a checkpoint of the PS tasks' shards and tables at the
+        current global step in ``checkpoint_dir``, with ``state`` (the
+        chief's own, e.g. its schedulers' ``state_dict()``s) beside it;
+        returns its step.  Other workers: nothing (None).  Raises
+        :class:`pstrain.Error` naming what failed (the previous checkpoint
+        is then intact)."""
+        if not self.context.is_chief:
+            return None
+        if not self.checkpoint_dir:
+            raise Error("save() needs a checkpoint directory: pass checkpoint_dir= (the ps tasks' pstrain serve "
+                        "--checkpoint-dir) or run under torch-train.sh, which sets PSTRAIN_CHECKPOINT_DIR")
+        return _checkpoint.save(
+            self.client,
+            self.checkpoint_dir,
+            self._tensors(),
+            sync=self._sync,
+            tables=bool(self.embeddings),
+            keep=self.keep_checkpoints,
+            worker_state=state,
+            trained_seconds=time.monotonic() - self._started,
+        )
+
+    def worker_state(self) -> Optional[Dict[str, Any]]:
+        """The chief's own state saved with the checkpoint it restored (what
+        it gave :meth:`save`), or None."""
+        if self.restored_step is None or not self.checkpoint_dir or not self.context.is_chief:
+            return None
+        return _checkpoint.load_worker_state(self.checkpoint_dir, self.restored_step)
+
+    def _on_preemption(self) -> None:
+        """The chief saves, stops the job and exits with 143; the other
+        workers go on until a reply says the job stopped (leaving at once
+        would end a sync step without them before the chief saves)."""
+        if not self.context.is_chief or self._finished:
+            return
+        state = self.preemption_state() if callable(self.preemption_state) else self.preemption_state
+        step = self.save(state)
+        print(f"pstrain: preempted: saved the checkpoint at global step {step}; the job stops for a requeue",
+              flush=True)
+        self._finished = True
+        self.client.shutdown(stop=True)
+        raise SystemExit(143)
 
     def zero_grad(self, set_to_none: bool = False) -> None:
         """Zeroes every gradient in the exchange buffer, in place."""
@@ -247,11 +339,20 @@ class DistributedOptimizer:
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self._preempted:
+            self._on_preemption()
+        if self.client.stopped:
+            raise SystemExit(143)  # the chief stopped the job for preemption
+        if self.client.done:
+            return loss  # the chief ended training: nothing more is sent
         self._adopt_moved()
         tickets = [t for t in (e._push() for e in self.embeddings) if t is not None]
         tickets.append(self.client.push(position=self.position))
         for t in tickets:
             self._wait(t)
+        self.position += 1
+        if self.client.stopped:
+            raise SystemExit(143)
         return loss
 
     @property
