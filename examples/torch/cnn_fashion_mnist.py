@@ -52,6 +52,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1, help="the initial parameters and each worker's shuffles")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each task")
     p.add_argument("--log-every", type=int, default=200, help="a progress line every this many steps (0: none)")
+    p.add_argument("--save-every", type=int, default=0,
+                   help="the chief checkpoints every this many global steps through the ps tasks (0: only on "
+                        "SIGTERM); a job that finds a checkpoint resumes from it")
     p.add_argument("--single-process", action="store_true",
                    help="train here with torch.optim.Adam instead, no parameter server")
     p.add_argument("--as-workers", type=int, default=1, metavar="W",
@@ -174,9 +177,12 @@ def train_distributed(args, model, train, test):
     # worker starts from them.
     opt = DistributedOptimizer(model.named_parameters(), optimizer=args.optimizer, lr=args.lr, sync=args.sync,
                                context=ctx)
+    if opt.restored_step is not None and ctx.is_chief:
+        print("%s: restored from the checkpoint at global step %d" % (name, opt.restored_step), flush=True)
     x, y = train
     it = batches(len(x), args.batch_size, args.seed, ctx.task_index, ctx.num_workers)
     t0, loss, mine = time.time(), float("nan"), 0
+    saved = opt.global_step // args.save_every if args.save_every else 0
     # The chief stops at --steps and ends training; the others go on until
     # it has (a worker that left early would be a lost one to the ps).
     while not opt.done and (opt.global_step < args.steps or not ctx.is_chief):
@@ -188,6 +194,9 @@ def train_distributed(args, model, train, test):
         loss, mine = out.item(), mine + 1
         if ctx.is_chief and args.log_every and mine % args.log_every == 0:
             progress(name, opt.global_step, args.steps, loss, t0, opt.global_step * args.batch_size)
+        if ctx.is_chief and args.save_every and opt.global_step // args.save_every > saved:
+            saved = opt.global_step // args.save_every
+            print("%s: checkpoint at global step %d saved" % (name, opt.save()), flush=True)
     seconds = time.time() - t0
     if not ctx.is_chief:
         print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine),

@@ -219,6 +219,37 @@ test_a_model_changed_between_runs_is_one_clear_error() {
   expect_nodes_idle
 }
 
+# scontrol requeue of a running job: SIGTERM makes the chief save through
+# the ps tasks and stop the job (143); the requeued job (the same
+# default checkpoint directory) restores that checkpoint and completes.
+test_a_requeued_job_resumes_from_the_chiefs_checkpoint() {
+  local py i step result
+  py=$(torch_python)
+  use_package
+  submit_torch job.out --ps=1 --workers=2 -- "$py" "$examples/cnn_fashion_mnist.py" --async --steps 2500 \
+    --save-every 1000 "${cnn_args[@]}"
+  wait_for_line job.out "cnn_fashion_mnist\[worker 0\]: step" 240
+  scontrol requeue "$id"
+  # Slurm holds a requeued job for two minutes: release it.
+  for i in $(seq 1 150); do
+    scontrol show job "$id" | grep -q 'Restarts=1' && scontrol show job "$id" | grep -q 'JobState=PENDING' && break
+    sleep 0.2
+  done
+  scontrol update JobId="$id" StartTime=now
+  finish_torch job.out 300
+  expect_eq "$job_state" COMPLETED "job state"
+  expect_eq "$(scontrol show job "$id" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')" 1 "restarts"
+  step=$(sed -n 's/^pstrain: preempted: saved the checkpoint at global step \([0-9]*\);.*/\1/p' job.out | head -n 1)
+  [ -n "$step" ] || fail "the chief did not say it saved on SIGTERM"
+  out=$(cat job.out)
+  expect_contains "cnn_fashion_mnist[worker 0]: restored from the checkpoint at global step $step"
+  [ -n "$result" ] || fail "the chief printed no result"
+  expect_at_least "$(json "$result" global_step)" 2500 "global step"
+  expect_at_least "$(json "$result" test_accuracy)" 0.8 "test accuracy"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
 test_torch_train_sh_outside_a_ps_job_says_what_to_do() {
   run env -u PSTRAIN_NUM_PS "$torch_train" python3 x.py
   expect_rc 2

@@ -94,8 +94,9 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
         const auto m = checkpoint::read_manifest(dir, checkpoint::manifest_name(step));
         if (m.num_params != num_params)
             throw error(
-                fmt::format("{}/{} holds {} parameters but the chief's model has {}: was the checkpoint replaced "
-                            "while the job started? Start it again",
+                fmt::format("{}/{} holds {} parameters but the chief's model has {} (another model, or a "
+                            "checkpoint replaced while the job started): restore it with the model that wrote it, "
+                            "or use another checkpoint directory",
                             dir, checkpoint::manifest_name(step), m.num_params, num_params));
         auto d = checkpoint::load_range(dir, m, range);
         return ps::shard_state{std::move(d.values), std::move(d.state), d.updates, m.positions};
