@@ -236,6 +236,35 @@ class EmbeddingTest(unittest.TestCase):
             self.assertEqual(pushed, 3)
             opt.finish()
 
+    def test_the_row_cap_admission_and_eviction_apply_to_a_modules_table(self):
+        capped = EmbeddingBag(2, mode="sum", max_rows=2, init_range=0.5)
+        admitted = EmbeddingBag(2, mode="sum", admit_after=2, init_range=0.5)
+        evicted = EmbeddingBag(2, mode="sum", evict_after=2, init_range=0.5, lr=0.5)
+        head = torch.nn.Linear(2, 1)
+        with pstrain.LocalCluster(num_ps=1) as cl:
+            opt = DistributedOptimizer(head.named_parameters(), optimizer="sgd", lr=0.1, sync=False,
+                                       context=cl.context(0), embeddings=[capped, admitted, evicted])
+            # At most 2 rows: the third key of the batch reads as zeros.
+            rows = capped(torch.tensor([[1], [2], [3]]))
+            self.assertTrue(bool(rows[:2].ne(0).any()))
+            self.assertTrue(bool(rows[2].eq(0).all()), rows)
+            # A key gets its row at its second pull.
+            self.assertTrue(bool(admitted(torch.tensor([[7]])).eq(0).all()))
+            self.assertTrue(bool(admitted(torch.tensor([[7]])).ne(0).any()))
+            # A row trained once, then unseen for more than 2 steps, is dropped
+            # and made anew from (seed, key): its first values come back.
+            first = evicted(torch.tensor([[11]])).detach().clone()
+            evicted(torch.tensor([[11]])).sum().backward()
+            opt.step()
+            trained = evicted(torch.tensor([[11]])).detach().clone()
+            self.assertFalse(torch.equal(trained, first))
+            for _ in range(4):
+                opt.zero_grad()
+                evicted(torch.tensor([[12]])).sum().backward()
+                opt.step()
+            torch.testing.assert_close(evicted(torch.tensor([[11]])).detach(), first, atol=0, rtol=0)
+            opt.finish()
+
     def test_embedding_maps_ids_to_rows_with_their_shape(self):
         table = Embedding(3)
         head = torch.nn.Linear(3, 1)
