@@ -203,6 +203,10 @@ def train_distributed(args, model, train, test):
               flush=True)
         return None
     step = opt.global_step
+    # How stale the applied gradients were (async: updates between a worker's pull and its push).
+    counts = [w for ps in opt.stats() for w in ps["workers"]]
+    applied = max(sum(w["gradients"] for w in counts), 1)
+    staleness = (round(sum(w["staleness_sum"] for w in counts) / applied, 2), max(w["staleness_max"] for w in counts))
     opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
     acc, xent = evaluate(model, *test)
     workers = ctx.num_workers
@@ -211,7 +215,8 @@ def train_distributed(args, model, train, test):
     result = {"event": "done", "global_step": step, "test_accuracy": round(acc, 4),
               "test_cross_entropy": round(xent, 4), "train_seconds": round(seconds, 2),
               "samples_per_sec": round(samples / max(seconds, 1e-9), 1),
-              "ps": ctx.num_ps, "workers": workers, "mode": "sync" if args.sync else "async"}
+              "ps": ctx.num_ps, "workers": workers, "mode": "sync" if args.sync else "async",
+              "staleness_mean": staleness[0], "staleness_max": staleness[1]}
     return result
 
 

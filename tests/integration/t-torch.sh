@@ -99,7 +99,7 @@ cnn_against_single_process() {  # MODE STEPS
 }
 
 test_cnn_sync_on_1_ps_2_workers_reaches_the_single_process_accuracy() { cnn_against_single_process sync 1000; }
-test_cnn_async_on_1_ps_2_workers_reaches_the_single_process_accuracy() { cnn_against_single_process async 2000; }
+test_cnn_async_on_1_ps_2_workers_reaches_the_single_process_accuracy() { cnn_against_single_process async 4000; }
 
 # 1 PS against 2: the same sync training (same seed, same shards, the ps
 # average the same two gradients a step), sharded differently.  Nothing the
