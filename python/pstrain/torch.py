@@ -245,10 +245,13 @@ class DistributedOptimizer:
         else:
             self._wait(c.pull())
             self.restored_step = c.restored_step
+        # (parameter, name, address of its values, address of its gradient) in the buffers
+        self._places: List[Tuple[torch.Tensor, str, int, int]] = []
         for n, p in self._named:
             p.data = torch.from_numpy(c.param(n)).view(p.shape)
             p.grad = torch.from_numpy(c.grad(n)).view(p.shape)
             p.grad.zero_()
+            self._places.append((p, n, p.data.data_ptr(), p.grad.data_ptr()))
 
     def _wait(self, ticket: int) -> None:
         self.client.wait(ticket)
@@ -319,17 +322,18 @@ class DistributedOptimizer:
 
     def _adopt_moved(self) -> None:
         """A parameter whose .grad or .data was replaced (model.zero_grad()
-        sets grads to None) goes back to its view, with its values copied."""
-        for n, p in self._named:
-            view = self.client.grad(n)
-            if p.grad is None:
-                view.fill(0.0)
+        sets grads to None) goes back to its view, with its values copied.
+        Each step checks the storage addresses only (no views are made)."""
+        for p, n, values_at, grad_at in self._places:
+            g = p.grad
+            if g is None or g.data_ptr() != grad_at:
+                view = self.client.grad(n)
+                if g is None:
+                    view.fill(0.0)
+                else:
+                    view[...] = g.detach().reshape(view.shape).numpy()
                 p.grad = torch.from_numpy(view).view(p.shape)
-            elif p.grad.data_ptr() != view.ctypes.data:
-                view[...] = p.grad.detach().reshape(view.shape).numpy()
-                p.grad = torch.from_numpy(view).view(p.shape)
-            values = self.client.param(n)
-            if p.data.data_ptr() != values.ctypes.data:
+            if p.data_ptr() != values_at:
                 raise Error(f"parameter '{n}' was given new storage after the DistributedOptimizer was made: change a parameter in place (p.data.copy_(...))")
 
     def step(self, closure: Any = None) -> Optional[torch.Tensor]:
