@@ -54,11 +54,14 @@ outcome on_program_exit(const task& me, exit_info how, worker_failures policy, p
                              how.describe());
         return o;
     }
+    // With a separate chief, ParameterServerStrategy's coordinator goes on
+    // without a lost (killed) worker; one that exits with an error (a port
+    // in use, a bad script) failed at start and leaves it waiting forever.
     const bool killed_only = policy == worker_failures::tolerate_killed;
+    const bool coordinated = policy == worker_failures::automatic && me.has_chief;
     const bool tolerated =
         r == role::evaluator ||
-        (r == role::worker && (policy == worker_failures::tolerate || (killed_only && how.signalled) ||
-                               (policy == worker_failures::automatic && me.has_chief)));
+        (r == role::worker && (policy == worker_failures::tolerate || ((killed_only || coordinated) && how.signalled)));
     if (tolerated) {
         const char* why = r != role::worker ? ""
                           : killed_only     ? " (pstrain's servers go on with the workers left)"
@@ -78,6 +81,10 @@ outcome on_program_exit(const task& me, exit_info how, worker_failures policy, p
         : killed_only
             ? fmt::format("{} ended with {}: a worker that fails (rather than being killed) would fail again: see "
                           "its error above: ending the step",
+                          me.name(), how.describe())
+        : coordinated
+            ? fmt::format("{} ended with {}: the coordinator would wait for it forever (it goes on only without "
+                          "a worker killed by a signal): see its error above: ending the step",
                           me.name(), how.describe())
             : fmt::format("{} ended with {}: without a separate chief its loss ends the job (give --worker-failures "
                           "tolerate to go on without it): ending the step",

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 #include <sys/random.h>
 
@@ -90,6 +91,17 @@ std::vector<int> step_ports(const config& cfg, const step_info& step, const task
     int slot = static_cast<int>(key % static_cast<std::uint64_t>(slots));
     std::vector<int> ports(static_cast<std::size_t>(per_node));
     for (int i = 0; i < per_node; ++i) ports[static_cast<std::size_t>(i)] = cfg.port_min + slot * per_node + i;
+    // An outgoing connection may already hold a port of the kernel's
+    // ephemeral range, and the task's server then cannot listen on it.
+    if (step.rank == 0 && step.ephemeral_ports) {
+        std::istringstream in(*step.ephemeral_ports);
+        int low = 0, high = 0;
+        if (in >> low >> high && ports.front() <= high && ports.back() >= low)
+            warnings.push_back(fmt::format("ports {}-{} of port_range {}-{} lie in the kernel's ephemeral ports {}-{} "
+                                           "(net.ipv4.ip_local_port_range), where an outgoing connection may hold "
+                                           "one: set port_range in plugstack.conf outside them, e.g. 20000-29999",
+                                           ports.front(), ports.back(), cfg.port_min, cfg.port_max, low, high));
+    }
     return ports;
 }
 
@@ -134,7 +146,7 @@ config parse_plugstack_args(const std::vector<std::string>& args)
         } else if (key == "port_range") {
             auto dash = value.find('-');
             if (dash == std::string::npos)
-                throw error(fmt::format("plugstack.conf argument port_range={}: use MIN-MAX, e.g. 30000-39999", value));
+                throw error(fmt::format("plugstack.conf argument port_range={}: use MIN-MAX, e.g. 20000-29999", value));
             cfg.port_min = parse_one(key, value.substr(0, dash), 1024, 65535);
             cfg.port_max = parse_one(key, value.substr(dash + 1), cfg.port_min, 65535);
         } else if (key == "port_scope") {
@@ -430,6 +442,7 @@ int spank_plugin::task_init(spank_host& host)
         step.step_id = *step_id;
         step.resv_ports = host.getenv("SLURM_STEP_RESV_PORTS");
         step.cuda_visible_devices = host.getenv("CUDA_VISIBLE_DEVICES");
+        step.ephemeral_ports = host.ephemeral_ports();
 
         std::vector<std::string> warnings;
         auto env = task_environment(*shape_, cfg_, step, warnings);

@@ -28,6 +28,9 @@ public:
     virtual std::optional<std::uint32_t> get(item what) const = 0;
     virtual void error(const std::string& line) = 0;
     virtual void verbose(const std::string& line) = 0;
+    // The kernel's ephemeral ports, as /proc/sys/net/ipv4/ip_local_port_range
+    // reads ("32768\t60999"); none where it cannot be read.
+    virtual std::optional<std::string> ephemeral_ports() const { return std::nullopt; }
 };
 
 // Slurm's special step ids (slurm.h).
@@ -43,8 +46,10 @@ struct config {
     bool tf_config = true;
     gpu_policy gpu_bind = gpu_policy::split;
     ps_placement placement = ps_placement::rank;
-    int port_min = 30000;
-    int port_max = 39999;
+    // Below Linux's default ephemeral ports (32768-60999), which outgoing
+    // connections take and a listening task would then find in use.
+    int port_min = 20000;
+    int port_max = 29999;
     // node: tasks on different nodes may share a port number (the usual
     // cluster); step: every task of a step gets its own (nodes that share
     // one address, like pstrain-cluster's virtual nodes on one machine).
@@ -90,6 +95,7 @@ struct step_info {
     std::uint32_t step_id = 0;
     std::optional<std::string> resv_ports;            // SLURM_STEP_RESV_PORTS
     std::optional<std::string> cuda_visible_devices;  // as Slurm's gres/gpu set it
+    std::optional<std::string> ephemeral_ports;       // net.ipv4.ip_local_port_range: "LOW HIGH"
 };
 
 // Which role each rank gets, in rank order: the chief, the evaluator, the

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,14 @@ public:
 
     void error(const std::string& line) override { slurm_error("%s", line.c_str()); }
     void verbose(const std::string& line) override { slurm_verbose("%s", line.c_str()); }
+
+    std::optional<std::string> ephemeral_ports() const override
+    {
+        std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+        std::string line;
+        if (!std::getline(in, line)) return std::nullopt;
+        return line;
+    }
 
 private:
     spank_t sp_;

@@ -15,6 +15,14 @@
 # come before the program.  The Python is $PSTRAIN_PYTHON when set (e.g. a
 # virtual environment's bin/python3 as the program), else what is on PATH.
 #
+# Checkpoints: the program finds its job's own directory, made 0700, in
+# $PSTRAIN_CHECKPOINT_DIR (for Keras BackupAndRestore, a
+# tf.train.CheckpointManager or --checkpoint-dir): when not already set,
+# pstrain-checkpoints/<cluster>-<job id>-<submission> in the submit
+# directory, which a requeued job keeps and a new submission (also under a
+# job id a reset controller gives again, or another cluster's job of the
+# same id in a shared home directory) does not.
+#
 # Preemption: on SIGTERM (preemption, scontrol requeue, or --signal=TERM@120
 # two minutes before the time limit) every task's program gets SIGTERM; a
 # chief that then exits 143 (killed by it, or sys.exit(143) after its own
@@ -53,7 +61,16 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-echo "tf-train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): ${PSTRAIN_CHIEF:+chief + }$PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}: $*"
+if [ -z "${PSTRAIN_CHECKPOINT_DIR:-}" ]; then
+  PSTRAIN_CHECKPOINT_DIR=${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints/${SLURM_CLUSTER_NAME:-cluster}-${SLURM_JOB_ID:-manual}${PSTRAIN_SUBMISSION:+-$PSTRAIN_SUBMISSION}
+fi
+(umask 077 && mkdir -p "$PSTRAIN_CHECKPOINT_DIR") || {
+  echo "tf-train.sh: cannot make the checkpoint directory $PSTRAIN_CHECKPOINT_DIR: export PSTRAIN_CHECKPOINT_DIR=DIR, a writable path every node shares" >&2
+  exit 2
+}
+export PSTRAIN_CHECKPOINT_DIR
+
+echo "tf-train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): ${PSTRAIN_CHIEF:+chief + }$PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, checkpoints $PSTRAIN_CHECKPOINT_DIR: $*"
 shell_signalled=0
 trap 'shell_signalled=1; echo "tf-train.sh: SIGTERM: waiting for the tasks to stop" >&2' TERM
 set +e

@@ -28,6 +28,7 @@ test_checkpoints_are_written_private_and_pruned() {
   expect_contains "checkpoint at global step 100 saved: $PWD/ckpt/ckpt-0000000100.json (1 shards"
   expect_contains "checkpoint at global step 500 saved"
   expect_eq "$(stat -c %a ckpt)" 700 "mode of the checkpoint directory"
+  expect_eq "$(stat -c %a metrics.jsonl)" 600 "mode of the metrics file"
   expect_eq "$(find ckpt -type f -printf '%m\n' | sort -u | tr '\n' ' ')" "600 " "mode of the checkpoint files (and events)"
   expect_eq "$(find ckpt -type d -printf '%m\n' | sort -u | tr '\n' ' ')" "700 " "mode of the checkpoint directory and events/"
   # (events/: the TensorBoard files, beside the checkpoints by default.)

@@ -129,6 +129,26 @@ test_pstrain_run_outside_a_ps_step_says_what_to_do() {
   expect_contains "pstrain-run[ps 0]: ps 0 (n"
 }
 
+# The program's checkpoint directory: this submission's own, private, the
+# same in every task; another submission (the same directory, the same
+# script) gets another.
+test_tf_train_gives_each_submission_its_own_private_checkpoint_directory() {
+  local prog='[ "$PSTRAIN_ROLE" = ps ] && exec sleep 600; echo "dir=$PSTRAIN_CHECKPOINT_DIR mode=$(stat -c %a "$PSTRAIN_CHECKPOINT_DIR")"'
+  local first second
+  submit_tf --ps=1 --workers=2 -- bash -c "$prog"
+  finish_tf 120
+  expect_eq "$job_state" COMPLETED "job state"
+  first=$(grep -m 1 '^dir=' job.out || true)
+  [[ "$first" =~ ^dir=$PWD/pstrain-checkpoints/[^/]+-$id-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}\ mode=700$ ]] ||
+    fail "the program's PSTRAIN_CHECKPOINT_DIR: '$first' (expected $PWD/pstrain-checkpoints/<cluster>-$id-<submission>, mode 700)"
+  expect_eq "$(grep '^dir=' job.out | sort -u | wc -l)" 1 "directories seen by the job's two workers"
+  rm -f job.out
+  submit_tf --ps=1 --workers=2 -- bash -c "$prog"
+  finish_tf 120
+  second=$(grep -m 1 '^dir=' job.out || true)
+  [ -n "$second" ] && [ "$second" != "$first" ] || fail "a second submission got the first's directory: $second"
+}
+
 # Preemption as in train.sh: SIGTERM to the steps, the chief's program ends on
 # it (143), tf-train.sh requeues the job.
 test_sigterm_to_the_step_requeues_the_job() {

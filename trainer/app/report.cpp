@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstring>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 namespace pstrain::trainer {
 
 std::string format_duration(double s)
@@ -111,7 +114,13 @@ std::string describe_cluster(const nlohmann::json& e)
 reporter::reporter(const report_config& c) : cfg_(c)
 {
     if (!cfg_.metrics_file.empty()) {
-        metrics_.reset(std::fopen(cfg_.metrics_file.c_str(), "a"));
+        // Private like the checkpoints beside it (0600): it names the job's
+        // data, steps and accuracy.
+        const int fd = ::open(cfg_.metrics_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            metrics_.reset(::fdopen(fd, "a"));
+            if (!metrics_) ::close(fd);
+        }
         if (!metrics_)
             throw error(fmt::format("--metrics-file {}: cannot open for appending: {}: give a writable path",
                                     cfg_.metrics_file, std::strerror(errno)));

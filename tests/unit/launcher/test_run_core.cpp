@@ -105,6 +105,13 @@ BOOST_AUTO_TEST_CASE(a_dead_worker_is_tolerated_with_a_chief_and_fatal_without)
     BOOST_TEST(o.line.find("--worker-failures tolerate") != std::string::npos);
     BOOST_TEST(!on_program_exit(make(role::worker, 1, false), killed, worker_failures::tolerate).end_step);
     BOOST_TEST(on_program_exit(make(role::worker, 1, true), killed, worker_failures::fail).end_step);
+    // With a chief, a worker that exits with an error failed (its server could
+    // not listen, its script is wrong): the coordinator would wait for it forever.
+    o = on_program_exit(make(role::worker, 1, true, "n2"), failed, worker_failures::automatic);
+    BOOST_TEST(o.end_step);
+    BOOST_TEST(o.exit_code == 3);
+    BOOST_TEST(o.line.find("worker 1 (n2) ended with exit status 3: the coordinator would wait for it forever") == 0u,
+               o.line);
     // A between-graph worker that finished: nothing happens.
     o = on_program_exit(make(role::worker, 1, false), ok, worker_failures::automatic);
     BOOST_TEST(!o.end_step);

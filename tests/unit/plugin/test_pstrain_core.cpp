@@ -42,8 +42,10 @@ public:
     }
     void error(const std::string& line) override { errors.push_back(line); }
     void verbose(const std::string&) override {}
+    std::optional<std::string> ephemeral_ports() const override { return ephemeral; }
 
     context ctx;
+    std::optional<std::string> ephemeral;
     std::map<std::string, std::string> env;
     std::map<item, std::uint32_t> items;
     std::vector<std::string> errors;
@@ -492,8 +494,42 @@ BOOST_AUTO_TEST_CASE(reserved_ports_are_used_when_slurm_gives_them)
     // Too few reserved ports for the tasks of a node: fall back to port_range.
     auto addr = ps_address(42, 0, std::string("12000"));
     auto port = std::stoi(addr.substr(addr.find(':') + 1));
-    BOOST_TEST(port >= 30000);
-    BOOST_TEST(port <= 39999);
+    BOOST_TEST(port >= 20000);
+    BOOST_TEST(port <= 29999);
+}
+
+BOOST_AUTO_TEST_CASE(the_default_port_range_stays_below_the_kernels_ephemeral_ports)
+{
+    // Linux's default net.ipv4.ip_local_port_range: outgoing connections
+    // take these, and a task's server would find its port in use.
+    for (std::uint32_t job = 1; job < 200; ++job) {
+        auto h = remote_task(0, 3, "n1", "3", "", job, 0);
+        h.ephemeral = "32768\t60999";
+        BOOST_REQUIRE(run_remote(h, "1", "2") == 0);
+        BOOST_TEST(h.errors.empty());
+        const auto spec = json::parse(h.env["PSTRAIN_CLUSTER"]);
+        for (auto* key : {"ps", "worker"})
+            for (auto& a : spec[key]) {
+                auto s = a.get<std::string>();
+                BOOST_TEST(std::stoi(s.substr(s.find(':') + 1)) < 32768);
+            }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_port_range_inside_the_ephemeral_ports_is_named_once_a_step)
+{
+    auto warnings_of = [](int rank) {
+        auto h = remote_task(rank, 3, "n1", "3", "", 42, 0);
+        h.ephemeral = "32768\t60999";
+        BOOST_REQUIRE(run_remote(h, "1", "2", {"port_range=40000-40999"}) == 0);
+        return h.errors;
+    };
+    const auto first = warnings_of(0);
+    BOOST_REQUIRE_EQUAL(first.size(), 1u);
+    BOOST_TEST(first[0].find("port_range 40000-40999") != std::string::npos);
+    BOOST_TEST(first[0].find("ephemeral ports 32768-60999") != std::string::npos);
+    BOOST_TEST(first[0].find("net.ipv4.ip_local_port_range") != std::string::npos);
+    BOOST_TEST(warnings_of(1).empty());  // one line for the step, not one per task
 }
 
 BOOST_AUTO_TEST_SUITE_END()
