@@ -18,11 +18,16 @@ number of updates in this one process, with torch.optim, drawing its
 batches as --as-workers W workers would: with --sync one update takes the
 next batch of every worker's shard (the ps averages their gradients, which is
 the gradient of their union), with --async the shards take turns, one batch
-an update.  So `--single-process --as-workers 2 --sync` reproduces the data
-of a 2-worker sync job exactly, and its accuracy is the one that job should
-reach.
+an update, and each gradient is computed on parameters --staleness updates
+old (default W-1: what each of W async workers sees, as the job's done line
+reports in staleness_mean).  So `--single-process --as-workers 2 --sync`
+reproduces the data of a 2-worker sync job exactly, `--as-workers 2 --async`
+its async counterpart's data and delay, and their accuracies are the ones
+those jobs should reach.
 """
 import argparse
+import collections
+import copy
 import gzip
 import json
 import os
@@ -59,12 +64,19 @@ def parse_args(argv=None):
                    help="train here with torch.optim.Adam instead, no parameter server")
     p.add_argument("--as-workers", type=int, default=1, metavar="W",
                    help="--single-process: draw the batches as W workers of a --sync or --async job would")
+    p.add_argument("--staleness", type=int, default=None, metavar="S",
+                   help="--single-process --async: compute each gradient on the parameters of S updates before "
+                        "(default: --as-workers less 1)")
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "threads", "as_workers"):
         if getattr(args, name) < 1:
             p.error("--%s must be at least 1" % name.replace("_", "-"))
     if not args.lr > 0:
         p.error("--lr must be positive")
+    if args.staleness is None:
+        args.staleness = args.as_workers - 1 if not args.sync else 0
+    if args.staleness < 0:
+        p.error("--staleness must be at least 0")
     return args
 
 
@@ -148,12 +160,29 @@ def train_single(args, model, train, test):
     t0, loss = time.time(), float("nan")
     w = args.as_workers
     shards = [batches(len(x), args.batch_size, args.seed, i, w) for i in range(w)]
+    # async: the gradient of the parameters `staleness` updates before, as
+    # an async worker computes it on what it pulled while others pushed.
+    stale = copy.deepcopy(model) if not args.sync and args.staleness > 0 else None
+    history = collections.deque()
     for step in range(1, args.steps + 1):
         # sync: one batch of every shard (their mean gradient); async: the shards take turns
         idx = torch.cat([next(it) for it in shards]) if args.sync else next(shards[(step - 1) % w])
         opt.zero_grad()
-        out = F.cross_entropy(model(x[idx]), y[idx])
-        out.backward()
+        if stale is None:
+            out = F.cross_entropy(model(x[idx]), y[idx])
+            out.backward()
+        else:
+            history.append([p.detach().clone() for p in model.parameters()])
+            with torch.no_grad():
+                for s, v in zip(stale.parameters(), history[0]):
+                    s.copy_(v)
+            if len(history) > args.staleness:
+                history.popleft()
+            stale.zero_grad()
+            out = F.cross_entropy(stale(x[idx]), y[idx])
+            out.backward()
+            for p, s in zip(model.parameters(), stale.parameters()):
+                p.grad = s.grad.clone()
         opt.step()
         loss = out.item()
         if args.log_every and step % args.log_every == 0:
@@ -164,7 +193,8 @@ def train_single(args, model, train, test):
     return {"event": "done", "global_step": args.steps, "test_accuracy": round(acc, 4),
             "test_cross_entropy": round(xent, 4), "train_seconds": round(seconds, 2),
             "samples_per_sec": round(samples / seconds, 1), "ps": 0, "workers": w,
-            "mode": "single-process " + ("sync" if args.sync else "async")}
+            "mode": "single-process " + ("sync" if args.sync else "async"),
+            "staleness": 0 if args.sync else args.staleness}
 
 
 def train_distributed(args, model, train, test):

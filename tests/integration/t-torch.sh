@@ -73,7 +73,8 @@ json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['$2'])" "$1"
 cnn_args=(--optimizer adagrad --lr 0.05 --batch-size 64 --log-every 250)
 
 # The distributed run reaches the accuracy of the same model, seed and steps
-# in one process (--as-workers 2: the batches two workers draw) less 0.005.
+# in one process (--as-workers 2: the batches two workers draw and, async,
+# the one update of delay each of them computes its gradients with) less 0.005.
 cnn_against_single_process() {  # MODE STEPS
   local py mode=$1 steps=$2 single id result
   py=$(torch_python)
