@@ -362,6 +362,11 @@ void start_vote::cast(const std::string& my_error, std::chrono::seconds timeout)
         if (got && got->size() >= mark.size())
             errors[r].assign(got->begin() + static_cast<std::ptrdiff_t>(mark.size()), got->end());
     }
+    // Done with PMIx: a task disconnected from its node's PMIx server may
+    // die later without Slurm's mpi/pmix ending the whole step for it (its
+    // error handler kills the step when a connected client is lost, which
+    // took down every task of a node's neighbours with one killed worker).
+    impl_->pmix.reset();
     const auto v = judge_start(errors, impl_->names, impl_->me, impl_->chief);
     if (v.what == start_verdict::action::report) throw error(my_error);
     if (v.what == start_verdict::action::stop) throw stopped_by_peer(v.line);

@@ -270,3 +270,89 @@ test_link_and_shape_refuse_bad_input() {
   expect_rc 2
   expect_contains "--heartbeat-interval 0.01: give 0 (no heartbeats) or at least 0.1 seconds"
 }
+
+# ---------------------------------------------------------------- at size
+# Faults among many tasks (tasks a node beyond its CPUs: srun --overcommit;
+# a 16-16-4 MLP on a tiny CSV dataset, so that the system's own costs show
+# and the 340 parameters still spread over 4 PS).
+tiny_model() {
+  python3 "$PSTRAIN_SRCDIR/tests/tools/tiny_csv.py" "$PWD/csv"
+  echo "--data-dir $PWD/csv --hidden-units 16"
+}
+
+# start_big P N pstrain-args...: P ps + N workers over the 3 nodes, N/3-ish
+# a node, in the background; waits until the chief (worker 0, task P)
+# trains.  Sets $job.
+start_big() {
+  local p=$1 n=$2; shift 2
+  export TEST_TAG=$RANDOM$RANDOM
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 400 srun -N3 -n$((p + n)) --overcommit --ps="$p" --workers="$n" --mpi=pmix \
+    -o "$PWD/task-%t.out" env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu $(tiny_model) "$@" 2>"$PWD/srun.err" &
+  job=$!
+  local i
+  for i in $(seq 1 240); do
+    grep -q 'step [0-9]*/' "task-$p.out" 2>/dev/null && return 0
+    sleep 0.5
+  done
+  kill $job 2>/dev/null || true
+  fail "the job of $p ps + $n workers did not start training within 120 s"
+}
+
+test_8_of_64_async_workers_killed_at_once_training_goes_on() {
+  net_setup
+  # 64 workers make some 15 000 async steps a second here: 300 000 leave
+  # the PS time to find the 8 lost.
+  start_big 1 64 --train-steps 300000 --log-every 1000
+  local victims
+  victims=$(job_tasks | awk '$2 == "worker" && $3 >= 56 {print $1}')
+  [ "$(wc -w <<<"$victims")" -eq 8 ] || fail "workers 56-63 are not all running: $(job_tasks | wc -l) tasks"
+  echo "killing workers 56-63: $victims" >>"$TEST_LOG"
+  kill -9 $victims
+  finish_job
+  out=$(cat task-*.out)
+  for w in $(seq 56 63); do expect_contains "warning: lost worker $w "; done
+  out=$(cat task-1.out)
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 300000 "global step of the chief's final line"
+  out=$(cat task-0.out)
+  expect_contains "the chief ended the job at global step 300000"
+  expect_nodes_idle
+}
+
+test_a_ps_killed_among_4_ends_the_job_of_60_workers_within_30s_naming_it() {
+  net_setup
+  start_big 4 60 --sync-replicas --train-steps 100000000 --log-every 100
+  local victim
+  victim=$(net_task_pid ps 2) || fail "no ps 2 running"
+  t_cut=$SECONDS
+  kill -9 "$victim"
+  wait_gone 60
+  [ "$elapsed" -le 30 ] || fail "the job's tasks took ${elapsed}s to exit after ps 2 was killed (at most 30 s)"
+  finish_job
+  expect_fail
+  out=$(cat task-*.out)
+  expect_contains "error: lost ps 2 ("
+  expect_nodes_idle
+}
+
+test_a_silent_node_of_16_tasks_ends_every_other_task_within_60s() {
+  net_setup
+  # 2 ps + 46 workers, 16 tasks a node: n3 holds workers 30-45.
+  export TEST_TAG=$RANDOM$RANDOM
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 400 srun -N3 -n48 --ntasks-per-node=16 --overcommit --ps=2 --workers=46 --mpi=pmix \
+    -o "$PWD/task-%t.out" env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu $(tiny_model) --sync-replicas \
+    --train-steps 100000000 --log-every 100 2>"$PWD/srun.err" &
+  job=$!
+  local i
+  for i in $(seq 1 240); do grep -q 'step [0-9]*/' task-2.out 2>/dev/null && break; sleep 0.5; done
+  grep -q 'step [0-9]*/' task-2.out 2>/dev/null || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
+  cut n3
+  wait_gone 75
+  cluster link n3 up >>"$TEST_LOG" 2>&1
+  [ "$elapsed" -le 60 ] || fail "the tasks took ${elapsed}s to exit after n3 (16 tasks) went silent (at most 60 s)"
+  finish_job
+  expect_fail
+  out=$(cat task-0.out task-1.out)
+  expect_contains "error: lost worker "
+  expect_contains "(n3) (silent for "
+  expect_nodes_idle
+}
