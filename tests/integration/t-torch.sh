@@ -74,16 +74,23 @@ cnn_args=(--optimizer adagrad --lr 0.05 --batch-size 64 --log-every 250)
 
 # The distributed run reaches the accuracy of the same model, seed and steps
 # in one process (--as-workers 2: the batches two workers draw and, async,
-# the one update of delay each of them computes its gradients with) less 0.005.
+# the one update of delay each of them computes its gradients with) less
+# 0.005.  Async runs 8000 steps: at 4000 the job's accuracy varied from run
+# to run by 0.008 (0.8564-0.8638 against the single process's 0.8664); at
+# 8000 it came out 0.8724 and 0.8779 against 0.8691.
 cnn_against_single_process() {  # MODE STEPS
   local py mode=$1 steps=$2 single id result
   py=$(torch_python)
-  run "$py" "$examples/cnn_fashion_mnist.py" --single-process --as-workers 2 "--$mode" --steps "$steps" "${cnn_args[@]}"
-  expect_rc 0
-  single=$(last_json <<<"$out")
+  # The single process beside the job (its result does not depend on the
+  # time it takes, and the job's only on the order it takes).
+  OMP_NUM_THREADS=1 "$py" "$examples/cnn_fashion_mnist.py" --single-process --as-workers 2 "--$mode" --steps "$steps" \
+    "${cnn_args[@]}" >single.out 2>&1 &
+  local single_pid=$!
   use_package
   submit_torch job.out --ps=1 --workers=2 -- "$py" "$examples/cnn_fashion_mnist.py" "--$mode" --steps "$steps" "${cnn_args[@]}"
   finish_torch job.out
+  wait "$single_pid" || fail "the single-process run failed: $(tail -n 3 single.out)"
+  single=$(last_json <single.out)
   expect_eq "$job_state" COMPLETED "job state"
   [ -n "$result" ] || fail "the chief printed no result"
   echo "single process: $single; pstrain: $result" >>"$TEST_LOG"
@@ -100,7 +107,7 @@ cnn_against_single_process() {  # MODE STEPS
 }
 
 test_cnn_sync_on_1_ps_2_workers_reaches_the_single_process_accuracy() { cnn_against_single_process sync 1000; }
-test_cnn_async_on_1_ps_2_workers_reaches_the_single_process_accuracy() { cnn_against_single_process async 4000; }
+test_cnn_async_on_1_ps_2_workers_reaches_the_single_process_accuracy() { cnn_against_single_process async 8000; }
 
 # 1 PS against 2: the same sync training (same seed, same shards, the ps
 # average the same two gradients a step), sharded differently.  Nothing the
