@@ -89,7 +89,10 @@ if [ -z "$checkpoint_dir" ]; then
   # This job's own: another submission, also under the same job id, gets another.
   checkpoint_dir=${SLURM_SUBMIT_DIR:-$PWD}/pstrain-checkpoints/${SLURM_CLUSTER_NAME:-cluster}-${SLURM_JOB_ID:-manual}${PSTRAIN_SUBMISSION:+-$PSTRAIN_SUBMISSION}
 fi
-mkdir -p "$checkpoint_dir"
+(umask 077 && mkdir -p "$checkpoint_dir") || {
+  echo "torch-train.sh: cannot make the checkpoint directory $checkpoint_dir: give --checkpoint-dir DIR, a writable path every node shares" >&2
+  exit 2
+}
 export PSTRAIN_CHECKPOINT_DIR=$checkpoint_dir
 serve_cmd=("$serve" serve --checkpoint-dir "$checkpoint_dir" "${serve_opts[@]}")
 

@@ -231,7 +231,7 @@ test_a_model_changed_between_runs_is_one_clear_error() {
 # the ps tasks and stop the job (143); the requeued job (the same
 # default checkpoint directory) restores that checkpoint and completes.
 test_a_requeued_job_resumes_from_the_chiefs_checkpoint() {
-  local py i step result
+  local py i step result dir
   py=$(torch_python)
   use_package
   submit_torch job.out --ps=1 --workers=2 -- "$py" "$examples/cnn_fashion_mnist.py" --async --steps 2500 \
@@ -251,6 +251,10 @@ test_a_requeued_job_resumes_from_the_chiefs_checkpoint() {
   [ -n "$step" ] || fail "the chief did not say it saved on SIGTERM"
   out=$(cat job.out)
   expect_contains "cnn_fashion_mnist[worker 0]: restored from the checkpoint at global step $step"
+  # The default directory is this submission's own, as private as its shards.
+  dir=$(ls -d "$PWD"/pstrain-checkpoints/*-"$id"-* 2>/dev/null | head -n 1)
+  [ -n "$dir" ] || fail "no default checkpoint directory pstrain-checkpoints/<cluster>-$id-<submission> in $PWD"
+  expect_eq "$(stat -c %a "$dir")" 700 "mode of the default checkpoint directory"
   [ -n "$result" ] || fail "the chief printed no result"
   expect_at_least "$(json "$result" global_step)" 2500 "global step"
   expect_at_least "$(json "$result" test_accuracy)" 0.8 "test accuracy"
