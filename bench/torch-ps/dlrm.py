@@ -14,9 +14,18 @@ worker.  The chief evaluates the test lines' AUC and prints one JSON line.
      DistributedOptimizer, sync or async;
   --impl local: the same model in this one process with
      torch.nn.EmbeddingBag (rows numbered in advance, sparse gradients,
-     torch's Adagrad) and torch's Adam: the AUC yardstick.
+     torch's Adagrad) and torch's Adam: the AUC yardstick;
+  --impl torchrec (--rank R --world W --port P, gloo on 127.0.0.1): the
+     same model on TorchRec: one EmbeddingBagConfig table shared by the 26
+     features (rows numbered in advance), sharded by
+     DistributedModelParallel's planner over the W CPU ranks, its rows
+     updated by TorchRec's fused row-wise Adagrad (fbgemm's CPU kernels),
+     the dense layers data-parallel (DDP) with Adam: synchronous, as
+     TorchRec trains; rank 0 prints the line.  The test lines are scored
+     by every rank (the sharded table needs them all) and gathered.
 
   dlrm.py --impl pstrain|local --data DIR [--sync] [--batch B] [--warmup W]
+  dlrm.py --impl torchrec --rank R --world W --port P --data DIR [--batch B] [--warmup W]
 """
 import argparse
 import time
@@ -65,9 +74,70 @@ class DLRM(torch.nn.Module):
         return self.top(torch.cat([x, dots], 1)).squeeze(1)
 
 
+class TorchRecDLRM(DLRM):
+    """DLRM whose table is a TorchRec EmbeddingBagCollection: the ids go in
+    as a KeyedJaggedTensor of the 26 features, one id a bag."""
+
+    def __init__(self, rows):
+        from torchrec import EmbeddingBagCollection, EmbeddingBagConfig
+        features = [f"f{i}" for i in range(FIELDS)]
+        config = EmbeddingBagConfig(name="ids", embedding_dim=DIM, num_embeddings=rows, feature_names=features,
+                                    init_fn=lambda w: torch.nn.init.uniform_(w, -0.05, 0.05))
+        super().__init__(EmbeddingBagCollection(tables=[config], device=torch.device("meta")))
+        self.features = features
+
+    def forward(self, dense, ids):
+        from torchrec import KeyedJaggedTensor
+        b = dense.shape[0]
+        kjt = KeyedJaggedTensor.from_lengths_sync(keys=self.features, values=ids.t().reshape(-1),
+                                                  lengths=torch.ones(b * FIELDS, dtype=torch.int32))
+        emb = self.table(kjt).values().reshape(b, FIELDS, DIM)
+        x = self.bottom(dense)
+        v = torch.cat([x.unsqueeze(1), emb], 1)
+        dots = torch.bmm(v, v.transpose(1, 2))[:, self.iu[0], self.iu[1]]
+        return self.top(torch.cat([x, dots], 1)).squeeze(1)
+
+
+def torchrec_model(rows, rank, world, port):
+    """The DLRM under DistributedModelParallel on `world` CPU ranks over
+    gloo: the table sharded by the planner, its rows with TorchRec's fused
+    row-wise Adagrad, the rest with Adam."""
+    import os
+    import torch.distributed as dist
+    from torchrec.distributed import DistributedModelParallel
+    from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
+    from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
+    from torchrec.optim.optimizers import in_backward_optimizer_filter
+    from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model = TorchRecDLRM(rows)
+    apply_optimizer_in_backward(RowWiseAdagrad, model.table.parameters(), {"lr": 0.05})
+    dmp = DistributedModelParallel(model, device=torch.device("cpu"))
+    dense = KeyedOptimizerWrapper(dict(in_backward_optimizer_filter(dmp.named_parameters())),
+                                  lambda ps: torch.optim.Adam(ps, lr=0.001))
+    return dmp, CombinedOptimizer([dmp.fused_optimizer, dense])
+
+
+def torchrec_scores(dmp, dense, ids, lines, rank, world, chunk=4096):
+    """Every rank scores equal slices of the test lines (the last padded),
+    rank 0 gets them all back in order."""
+    import torch.distributed as dist
+    per = -(-len(lines) // world)
+    mine = lines[rank * per:(rank + 1) * per]
+    mine = torch.cat([mine, lines[:per - len(mine)]]) if len(mine) < per else mine
+    scores = torch.cat([dmp(dense[mine[i:i + chunk]], ids[mine[i:i + chunk]]) for i in range(0, per, chunk)])
+    every = [torch.empty_like(scores) for _ in range(world)]
+    dist.all_gather(every, scores)
+    return torch.cat(every)[:len(lines)]
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--impl", choices=["pstrain", "local"], required=True)
+    p.add_argument("--impl", choices=["pstrain", "local", "torchrec"], required=True)
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--world", type=int, default=1)
+    p.add_argument("--port", type=int, default=0)
     p.add_argument("--data", required=True)
     p.add_argument("--sync", action="store_true")
     p.add_argument("--batch", type=int, default=256)
@@ -85,6 +155,12 @@ def main():
         model = DLRM(EmbeddingBag(DIM, mode="sum", optimizer="adagrad", lr=0.05, init_range=0.05))
         opt = DistributedOptimizer(model.named_parameters(), optimizer="adam", lr=0.001, sync=a.sync, context=ctx)
         global_step = lambda: opt.global_step
+    elif a.impl == "torchrec":
+        index, workers, chief = a.rank, a.world, a.rank == 0
+        ids = torch.from_numpy(d["index"])
+        model, opt = torchrec_model(int(d["index"].max()) + 1, a.rank, a.world, a.port)
+        done = [0]
+        global_step = lambda: done[0]
     else:
         index, workers, chief = 0, 1, True
         ids = torch.from_numpy(d["index"])
@@ -98,7 +174,11 @@ def main():
     dense, label = torch.from_numpy(d["dense"]), torch.from_numpy(d["label"])
     mine = torch.arange(index, n, workers)
     # One pass: sync, every worker's steps; async, the PS's updates (each a batch) over all the lines.
-    steps = len(mine) // a.batch if (a.impl == "local" or a.sync) else n // a.batch
+    # TorchRec is synchronous: every rank the same number of steps (the smallest share's).
+    if a.impl == "torchrec":
+        steps = (n // workers) // a.batch
+    else:
+        steps = len(mine) // a.batch if (a.impl == "local" or a.sync) else n // a.batch
     loss_fn = torch.nn.BCEWithLogitsLoss()
     local, t0, g0, pos = 0, None, 0, 0
     while True:
@@ -117,6 +197,11 @@ def main():
             opt.zero_grad()
             loss_fn(model(dense[rows], ids[rows]), label[rows]).backward()
             opt.step()
+        elif a.impl == "torchrec":
+            opt.zero_grad()
+            loss_fn(model(dense[rows], ids[rows]), label[rows]).backward()
+            opt.step()
+            done[0] += 1
         else:
             dense_opt.zero_grad()
             table_opt.zero_grad()
@@ -126,19 +211,25 @@ def main():
             done[0] += 1
         local += 1
     seconds = time.perf_counter() - t0
+    t = torch.arange(n, len(label))
+    if a.impl == "torchrec":
+        model.eval()
+        with torch.no_grad():
+            scores = torchrec_scores(model, dense, ids, t, a.rank, a.world)
     if not chief:
         return
     g1 = global_step()
-    samples = (g1 - g0) * a.batch * (workers if (a.sync and a.impl == "pstrain") else 1)
-    model.eval()
-    with torch.no_grad():
-        t = torch.arange(n, len(label))
-        scores = torch.cat([model(dense[t[i:i + 4096]], ids[t[i:i + 4096]]) for i in range(0, len(t), 4096)])
+    samples = (g1 - g0) * a.batch * (workers if ((a.sync and a.impl == "pstrain") or a.impl == "torchrec") else 1)
+    if a.impl != "torchrec":
+        model.eval()
+        with torch.no_grad():
+            scores = torch.cat([model(dense[t[i:i + 4096]], ids[t[i:i + 4096]]) for i in range(0, len(t), 4096)])
     result = auc(label[t].numpy(), scores.numpy())
     if a.impl == "pstrain":
         opt.finish()
-    common.report(framework="pstrain.torch" if a.impl == "pstrain" else "torch-local", model="dlrm",
-                  mode=("sync" if a.sync else "async") if a.impl == "pstrain" else "one process",
+    framework = {"pstrain": "pstrain.torch", "local": "torch-local", "torchrec": "torchrec"}[a.impl]
+    mode = {"pstrain": "sync" if a.sync else "async", "local": "one process", "torchrec": "sync"}[a.impl]
+    common.report(framework=framework, model="dlrm", mode=mode,
                   workers=workers, batch=a.batch, global_step=g1, samples_per_sec=samples / seconds,
                   test_auc=result, train_lines=n, test_lines=len(label) - n, torch=torch.__version__)
 
