@@ -19,7 +19,7 @@ worker.  The chief evaluates the test lines' AUC and prints one JSON line.
      same model on TorchRec: one EmbeddingBagConfig table shared by the 26
      features (rows numbered in advance), sharded by
      DistributedModelParallel's planner over the W CPU ranks, its rows
-     updated by TorchRec's fused row-wise Adagrad (fbgemm's CPU kernels),
+     updated by TorchRec's fused Adagrad (fbgemm's CPU kernels),
      the dense layers data-parallel (DDP) with Adam: synchronous, as
      TorchRec trains; rank 0 prints the line.  The test lines are scored
      by every rank (the sharded table needs them all) and gathered.
@@ -101,18 +101,18 @@ class TorchRecDLRM(DLRM):
 def torchrec_model(rows, rank, world, port):
     """The DLRM under DistributedModelParallel on `world` CPU ranks over
     gloo: the table sharded by the planner, its rows with TorchRec's fused
-    row-wise Adagrad, the rest with Adam."""
+    Adagrad, the rest with Adam."""
     import os
     import torch.distributed as dist
     from torchrec.distributed import DistributedModelParallel
     from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
     from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
     from torchrec.optim.optimizers import in_backward_optimizer_filter
-    from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     model = TorchRecDLRM(rows)
-    apply_optimizer_in_backward(RowWiseAdagrad, model.table.parameters(), {"lr": 0.05})
+    # torch.optim.Adagrad: fbgemm's EXACT_ADAGRAD, an accumulator an element, as pstrain's rows have.
+    apply_optimizer_in_backward(torch.optim.Adagrad, model.table.parameters(), {"lr": 0.05})
     dmp = DistributedModelParallel(model, device=torch.device("cpu"))
     dense = KeyedOptimizerWrapper(dict(in_backward_optimizer_filter(dmp.named_parameters())),
                                   lambda ps: torch.optim.Adam(ps, lr=0.001))
