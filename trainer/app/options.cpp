@@ -145,7 +145,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     // Choices are words on the command line (their defaults as --help
     // shows them), their types after the parse.
     std::string progress = "event", shared_memory = "auto", normalize = "global", optimizer = "sgd", device = "auto",
-                job_comment = "on";
+                precision = "fp32", job_comment = "on";
     app.add_option("--progress", progress, "event (block on UCX's event fd) or spin (busy-poll)")
         ->check(CLI::IsMember({"event", "spin"}))
         ->group(dist)
@@ -297,6 +297,12 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
         ->group(compute)
         ->capture_default_str();
+    app.add_option("--precision", precision,
+                   "fp32, or bf16: the dense layers' matrix products multiply bf16 and accumulate in fp32 (oneDNN on "
+                   "CPUs with AMX or AVX512-BF16); weights, gradients and the rest stay fp32")
+        ->check(CLI::IsMember({"fp32", "bf16"}))
+        ->group(compute)
+        ->capture_default_str();
     app.add_option("--threads", o.threads,
                    "compute (BLAS) threads, and a PS task's update threads for a large shard (default: "
                    "OMP_NUM_THREADS, else the CPUs Slurm gave the task: SLURM_CPUS_PER_TASK, else its share of "
@@ -354,6 +360,9 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         o.device = device == "cpu"    ? pstrain::compute::device_kind::cpu
                    : device == "cuda" ? pstrain::compute::device_kind::cuda
                                       : pstrain::compute::device_kind::automatic;
+        o.precision = precision == "bf16" ? pstrain::compute::precision::bf16 : pstrain::compute::precision::fp32;
+        if (o.precision == pstrain::compute::precision::bf16 && o.device == pstrain::compute::device_kind::cuda)
+            throw error("--precision bf16 on CUDA is not built yet: use --precision fp32 or --device cpu");
         o.job_comment = job_comment == "on";
         // With checkpoints and no --metrics-file, the metrics go beside the
         // checkpoints, where `pstrain status` finds them.
@@ -374,6 +383,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
             o.hidden = model::parse_hidden_units(hidden_option->count() > 0 ? o.hidden_units : "128,64");
             if (o.device == pstrain::compute::device_kind::cuda)
                 throw error(fmt::format("--device cuda: --model {} runs on the CPU in this version: use --device cpu",
+                                        o.model));
+            if (o.precision == pstrain::compute::precision::bf16)
+                throw error(fmt::format("--precision bf16: --model {} multiplies in fp32 in this version: use "
+                                        "--precision fp32",
                                         o.model));
         } else if (o.model == "mlp") {
             o.hidden = model::parse_hidden_units(o.hidden_units);

@@ -95,6 +95,7 @@ struct train_options {
     resume_policy resume = resume_policy::any;
     // compute
     compute::device_kind device = compute::device_kind::automatic;  // --device auto, cpu or cuda
+    compute::precision precision = compute::precision::fp32;        // --precision fp32 or bf16: the matrix products
     int threads = 0;
     // output
     std::int64_t log_every = 100;

@@ -22,6 +22,7 @@ checkpoint::manifest manifest_for(const session& s, const train_options& o, std:
     m.state_slots = ps::state_slots(o.optimizer);
     m.seed = o.seed;
     m.batch_size = o.batch_size;
+    m.precision = compute::precision_name(o.precision);
     return m;
 }
 
@@ -38,6 +39,10 @@ void check_compatible(const checkpoint::manifest& m, const session& s, const tra
             fmt::format("{} was trained with --optimizer {} but this job uses {}: pass --optimizer {}, or another "
                         "--checkpoint-dir",
                         name, m.optimizer, mine, m.optimizer));
+    // The weights are float32 at either precision: a change is allowed, and said.
+    if (const auto mine = compute::precision_name(o.precision); m.precision != mine)
+        log::info("{} was trained at --precision {}; this job goes on at --precision {} from its float32 weights", name,
+                  m.precision, mine);
 }
 
 std::optional<checkpoint::job_identity> current_job(const std::function<const char*(const char*)>& env)

@@ -19,7 +19,8 @@ namespace pstrain::trainer {
 // and step are the caller's).
 checkpoint::manifest manifest_for(const session& s, const train_options& o, std::uint64_t step, const char* mode);
 
-// Refuses (pstrain::error) a checkpoint of another model or optimizer.
+// Refuses (pstrain::error) a checkpoint of another model or optimizer; one
+// trained at another --precision is resumed, with a line saying so.
 void check_compatible(const checkpoint::manifest& m, const session& s, const train_options& o);
 
 // The Slurm job this process belongs to, as its checkpoints record it:

@@ -28,7 +28,7 @@ session open_session(const train_options& o, int worker)
     }
     const auto fit = fit_threads(
         o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus());
-    s.backend = compute::make_backend(kind, fit.threads, worker == 0);
+    s.backend = compute::make_backend(kind, o.precision, fit.threads, worker == 0);
     if (o.ctr) {
         // The files are streamed by each worker (ctr_work); the chief reads test.tsv.
         const auto files = data::ctr_train_files(o.data_dir);

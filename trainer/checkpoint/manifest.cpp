@@ -42,6 +42,7 @@ nlohmann::json manifest_body(const manifest& m)
                            {"created", m.created},
                            {"mode", m.mode},
                            {"model", {{"description", m.model}, {"num_params", m.num_params}, {"tensors", m.tensors}}},
+                           {"compute", {{"precision", m.precision}}},
                            {"optimizer", {{"name", m.optimizer}, {"state_slots", m.state_slots}}},
                            {"data", {{"seed", m.seed}, {"batch_size", m.batch_size}, {"worker_batches", m.positions}}},
                            {"shards", shards}};
@@ -157,6 +158,12 @@ manifest read_manifest(const std::string& dir, const std::string& file)
         m.model = j.at("model").at("description").get<std::string>();
         m.num_params = j.at("model").at("num_params").get<std::uint64_t>();
         m.tensors = j.at("model").at("tensors");
+        if (j.contains("compute")) {
+            m.precision = j.at("compute").at("precision").get<std::string>();
+            if (m.precision != "fp32" && m.precision != "bf16")
+                throw error(
+                    fmt::format("it names the precision '{}', where pstrain computes in fp32 or bf16", m.precision));
+        }
         m.optimizer = j.at("optimizer").at("name").get<std::string>();
         m.state_slots = j.at("optimizer").at("state_slots").get<int>();
         // A size decides an allocation only once it is what can be true:

@@ -8,6 +8,7 @@
 //   {"format": "pstrain-checkpoint", "version": 1, "global_step",
 //    "created" (UTC, ISO 8601), "mode",
 //    "model": {"description", "num_params", "tensors"},
+//    "compute": {"precision"},
 //    "optimizer": {"name", "state_slots"},
 //    "data": {"seed", "batch_size", "worker_batches"},
 //    "shards": [{"file", "range": [begin, end], "bytes", "crc32", "step"}],
@@ -27,6 +28,9 @@
 // requeued job adds its own to them); older manifests have none (0).
 // where "crc32" is zlib's crc32 of the compact dump (nlohmann::json's
 // dump(), keys sorted) of everything else.
+// "compute" says how the products were computed: "precision" is fp32 or
+// bf16 (--precision); older manifests have none, which means fp32.  The
+// values are float32 at either precision, so a restore may change it.
 #pragma once
 
 // The one include of ps::shard_range in trainer/checkpoint: every other
@@ -112,6 +116,7 @@ struct manifest {
     std::optional<job_identity> job;       // the job that wrote it; none: not under Slurm, or an older manifest
     double trained_seconds = 0;            // training time of every segment up to this step (0: unknown)
     std::uint64_t trained_samples = 0;     // examples trained on in that time
+    std::string precision = "fp32";        // --precision of the run that wrote it: fp32 or bf16
 };
 
 // <step> is zero-padded to 10 digits so that `ls` sorts by step:

@@ -4,6 +4,8 @@
 // the CPU backend, ordinary host memory).  Matrices are row-major.
 #pragma once
 
+#include "trainer/compute/precision.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,11 +66,13 @@ public:
 
 enum class device_kind { automatic, cpu, cuda };
 
-// Makes the backend for --device; `threads` > 0 sets the BLAS threads.
-// Throws pstrain::error with the fix when the device cannot be used.  With
-// --device auto and no GPU, the chief (and only the chief) says once that it
-// trains on the CPU; the reason is logged at debug level.
-std::unique_ptr<backend> make_backend(device_kind kind, int threads, bool chief = true);
+// Makes the backend for --device and --precision; `threads` > 0 sets the
+// BLAS threads.  Throws pstrain::error with the fix when the device cannot
+// be used, or cannot multiply at that precision (a CPU without AMX or
+// AVX512-BF16, a build without oneDNN, a GPU).  With --device auto and no
+// GPU, the chief (and only the chief) says once that it trains on the CPU;
+// the reason is logged at debug level.
+std::unique_ptr<backend> make_backend(device_kind kind, precision p, int threads, bool chief = true);
 
 // BLAS facts for logs and benchmarks: the OpenBLAS kernel and threads.
 std::string blas_description();

@@ -1,8 +1,10 @@
 #include "trainer/compute/cpu_backend.hpp"
 
+#include "config.h"
 #include "pstrain/error.hpp"
 #include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/elementwise.hpp"
+#include "trainer/compute/precision.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +35,17 @@ cpu_backend::cpu_backend(int threads)
     cpu::set_conv2d_threads(threads);  // oneDNN's, when built with it
 }
 
-std::string cpu_backend::name() const { return fmt::format("cpu ({})", blas_description()); }
+cpu_backend::cpu_backend(int threads, std::unique_ptr<cpu::matmul_bf16> bf16, std::string unit) : cpu_backend(threads)
+{
+    bf16_ = std::move(bf16);
+    bf16_unit_ = std::move(unit);
+}
+
+std::string cpu_backend::name() const
+{
+    if (bf16_) return fmt::format("cpu ({}; bf16 matrix products on oneDNN ({}))", blas_description(), bf16_unit_);
+    return fmt::format("cpu ({})", blas_description());
+}
 
 void* cpu_backend::allocate(std::size_t bytes)
 {
@@ -57,6 +69,7 @@ void cpu_backend::copy_to_host(void* dst, const void* src, std::size_t bytes)
 
 void cpu_backend::linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out)
 {
+    if (bf16_) return bf16_->linear_forward(x, w, b, y, rows, in, out);
     for (int r = 0; r < rows; ++r) std::memcpy(y + std::size_t(r) * out, b, sizeof(float) * std::size_t(out));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in, 1.0f, x, in, w, out, 1.0f, y, out);
 }
@@ -64,13 +77,15 @@ void cpu_backend::linear_forward(const float* x, const float* w, const float* b,
 void cpu_backend::linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                                   int rows, int in, int out)
 {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, rows, 1.0f, x, in, dy, out, 0.0f, dw, out);
+    if (bf16_) bf16_->linear_backward(x, w, dy, dx, dw, rows, in, out);
+    else cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, rows, 1.0f, x, in, dy, out, 0.0f, dw, out);
     for (int c = 0; c < out; ++c) db[c] = 0.0f;
     for (int r = 0; r < rows; ++r) {
         const float* row = dy + std::size_t(r) * out;
         for (int c = 0; c < out; ++c) db[c] += row[c];
     }
-    if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+    if (dx && !bf16_)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
 }
 
 void cpu_backend::relu_forward(const float* z, float* a, std::size_t n)
@@ -115,5 +130,9 @@ backend::loss_sums cpu_backend::squared_error(const float* pred, const float* ta
 }
 
 std::unique_ptr<layer_kernels> cpu_backend::make_layer_kernels() { return cpu::make_layer_kernels(); }
+
+#ifndef HAVE_DNNL
+std::unique_ptr<cpu::matmul_bf16> cpu::make_matmul_bf16() { throw error(bf16_refusal({}, false)); }
+#endif
 
 }  // namespace pstrain::compute

@@ -1,14 +1,22 @@
-// The CPU backend: OpenBLAS sgemm for the dense layers, loops over the
-// shared element-wise math for the rest.  The oracle of the CUDA backend.
+// The CPU backend: OpenBLAS sgemm for the dense layers (at --precision
+// bf16, oneDNN's bf16 matmul: matmul_bf16.hpp), loops over the shared
+// element-wise math for the rest.  The oracle of the CUDA backend.
 #pragma once
 
 #include "trainer/compute/backend.hpp"
+#include "trainer/compute/matmul_bf16.hpp"
+
+#include <memory>
+#include <string>
 
 namespace pstrain::compute {
 
 class cpu_backend final : public backend {
 public:
     explicit cpu_backend(int threads);
+    // --precision bf16: the dense layers' products through `bf16`, on the
+    // CPU's `unit` ("AMX", "AVX512-BF16"), which name() reports.
+    cpu_backend(int threads, std::unique_ptr<cpu::matmul_bf16> bf16, std::string unit);
 
     std::string name() const override;
     bool host_memory() const override { return true; }
@@ -31,6 +39,10 @@ public:
                            int classes) override;
     loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) override;
     std::unique_ptr<layer_kernels> make_layer_kernels() override;
+
+private:
+    std::unique_ptr<cpu::matmul_bf16> bf16_;  // null at fp32
+    std::string bf16_unit_;
 };
 
 }  // namespace pstrain::compute

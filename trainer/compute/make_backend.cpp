@@ -1,10 +1,11 @@
-// --device auto|cpu|cuda.  The CUDA backend is a module (cuda_module.hpp),
-// loaded only here, only when a GPU is wanted.
+// --device auto|cpu|cuda and --precision fp32|bf16.  The CUDA backend is a
+// module (cuda_module.hpp), loaded only here, only when a GPU is wanted.
 #include "trainer/compute/backend.hpp"
 
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "config.h"
+#include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/cpu_backend.hpp"
 
 #ifdef HAVE_CUDA
@@ -13,14 +14,31 @@
 
 namespace pstrain::compute {
 
-std::unique_ptr<backend> make_backend(device_kind kind, int threads, bool chief)
+namespace {
+
+// tdpbf16ps or vdpbf16ps, through oneDNN; refused in one line where neither runs.
+std::unique_ptr<backend> make_cpu_backend(precision p, int threads)
+{
+    if (p == precision::fp32) return std::make_unique<cpu_backend>(threads);
+    const auto cpu = detect_cpu_features();
+    if (const auto refusal = bf16_refusal(cpu, cpu::have_onednn()); !refusal.empty()) throw error(refusal);
+    return std::make_unique<cpu_backend>(threads, cpu::make_matmul_bf16(), std::string(bf16_unit(cpu)));
+}
+
+}  // namespace
+
+std::unique_ptr<backend> make_backend(device_kind kind, precision p, int threads, bool chief)
 {
 #ifdef HAVE_CUDA
     if (kind != device_kind::cpu) {
         std::string why;
         const cuda_module* cuda = load_cuda_module(why);
         if (!cuda && kind == device_kind::cuda) throw error("--device cuda: " + why + ", or use --device cpu");
-        if (cuda && cuda->device_available(why)) return cuda->make_backend();
+        if (cuda && cuda->device_available(why)) {
+            if (p == precision::bf16)
+                throw error("--precision bf16 on CUDA is not built yet: use --precision fp32 or --device cpu");
+            return cuda->make_backend();
+        }
         if (kind == device_kind::cuda) throw error(why);  // names the device problem and the fix
         // No GPU here is the normal case on CPU nodes and for PS tasks: one
         // calm line from the chief, the reason only for those who ask.
@@ -32,7 +50,7 @@ std::unique_ptr<backend> make_backend(device_kind kind, int threads, bool chief)
         throw error("--device cuda: this pstrain was built without CUDA: rebuild with ./configure --with-cuda, or use "
                     "--device cpu");
 #endif
-    return std::make_unique<cpu_backend>(threads);
+    return make_cpu_backend(p, threads);
 }
 
 }  // namespace pstrain::compute

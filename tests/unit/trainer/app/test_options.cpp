@@ -405,3 +405,29 @@ BOOST_AUTO_TEST_CASE(tsv_data_trains_wide_deep)
     unlink(tsv.c_str());
     rmdir(dir);
 }
+
+BOOST_AUTO_TEST_CASE(precision_is_fp32_unless_bf16_is_asked_for)
+{
+    BOOST_TEST((accepted({}).precision == pstrain::compute::precision::fp32));
+    BOOST_TEST((accepted({"--precision", "fp32"}).precision == pstrain::compute::precision::fp32));
+    BOOST_TEST((accepted({"--precision", "bf16"}).precision == pstrain::compute::precision::bf16));
+    BOOST_TEST((accepted({"--precision=bf16", "--model", "cnn"}).precision == pstrain::compute::precision::bf16));
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_precision_is_one_line_naming_the_flag_and_the_words)
+{
+    std::optional<train_options> o;
+    int code = 0;
+    const auto err = parse({"--precision", "fp16"}, o, code);
+    BOOST_TEST(!o.has_value());
+    BOOST_TEST(code == 2);
+    BOOST_TEST(err == "pstrain: error: --precision: fp16 not in {fp32,bf16}: see pstrain --help\n");
+}
+
+BOOST_AUTO_TEST_CASE(bf16_where_it_is_not_built_is_refused_before_any_data_is_read)
+{
+    expect_error({"--precision", "bf16", "--device", "cuda"},
+                 "--precision bf16 on CUDA is not built yet: use --precision fp32 or --device cpu");
+    expect_error({"--precision", "bf16", "--model", "deepfm"},
+                 "--precision bf16: --model deepfm multiplies in fp32 in this version: use --precision fp32");
+}

@@ -179,3 +179,14 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_or_optimizer_is_refused_namin
         "the checkpoint at global step 40 in /ckpt was trained with --optimizer adam but this job uses sgd: pass "
         "--optimizer adam, or another --checkpoint-dir");
 }
+
+BOOST_AUTO_TEST_CASE(the_precision_is_recorded_and_may_change_on_resume)
+{
+    auto o = linear_options();
+    const auto s = open_session(o);
+    const auto fp32 = manifest_for(s, o, 40, "sync");
+    BOOST_TEST(fp32.precision == "fp32");
+    o.precision = pstrain::compute::precision::bf16;
+    BOOST_TEST(manifest_for(s, o, 40, "sync").precision == "bf16");
+    BOOST_TEST(refusal_of(fp32, s, o) == "", "the weights are float32 at either precision");
+}

@@ -317,3 +317,33 @@ BOOST_AUTO_TEST_CASE(a_manifest_larger_than_64_mib_is_refused_unread)
                file + ": larger than 64 MiB, which no manifest pstrain writes is: not a checkpoint manifest");
     BOOST_TEST(probe.largest() < std::size_t(1) << 20);
 }
+
+BOOST_AUTO_TEST_CASE(the_precision_round_trips_and_an_older_manifest_means_fp32)
+{
+    temp_dir d;
+    auto m = sample_manifest();
+    m.precision = "bf16";
+    write_manifest(d.path, m);
+    const auto path = d.path + "/" + manifest_name(42);
+    BOOST_TEST(nlohmann::json::parse(read_text(path)).at("compute").dump() == R"({"precision":"bf16"})");
+    BOOST_TEST(read_manifest(d.path, manifest_name(42)).precision == "bf16");
+    // What pstrain wrote before it recorded the precision.
+    auto j = nlohmann::json::parse(read_text(path));
+    j.erase("crc32");
+    j.erase("compute");
+    const auto body = j.dump();
+    j["crc32"] = static_cast<std::uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+    write_text(path, j.dump(2));
+    BOOST_TEST(read_manifest(d.path, manifest_name(42)).precision == "fp32");
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_precision_is_named)
+{
+    temp_dir d;
+    write_manifest(d.path, sample_manifest());
+    const auto file = manifest_name(42), path = d.path + "/" + file;
+    rewrite_with_crc(path, R"("precision":"fp32")", R"("precision":"fp16")");
+    BOOST_TEST(error_of([&] { read_manifest(d.path, file); }) ==
+               file + ": it names the precision 'fp16', where pstrain computes in fp32 or bf16");
+}

@@ -12,6 +12,7 @@
 #include "trainer/compute/cpu_backend.hpp"
 #include "trainer/compute/layers.hpp"
 #include "trainer/model/model.hpp"
+#include "tests/unit/trainer/compute/bf16_here.hpp"
 #include "tests/unit/trainer/helpers.hpp"
 #include "tests/unit/trainer/oracle.hpp"
 
@@ -422,4 +423,50 @@ BOOST_AUTO_TEST_CASE(batchnorm_parses_prints_and_counts_its_parameters)
     BOOST_TEST(j.text() == s.text());
     BOOST_CHECK_EXCEPTION(model::parse_model_spec("conv2d:8:3x3,batchnorm:0.9,flatten,dense:10"), error,
                           [](const error& e) { return std::string(e.what()).find("batchnorm") != std::string::npos; });
+}
+
+// --precision bf16: a whole model's gradients against float32's, from the
+// same weights and batch, on tanh (smooth: no unit switches on or off as
+// at a ReLU, so the difference is the products' rounding alone).
+// Documented bound: a product of bf16-rounded operands is off by a relative
+// error of at most 2^-8 per operand; over a reduction of K terms the
+// independent errors add like a random walk, a relative error of about
+// 2^-8 sqrt(2/3) of the result.  A gradient passes through at most 2L = 6
+// products (three layers forward, three back), whose errors add in
+// quadrature: 2^-8 sqrt(6 * 2/3) = 2 * 2^-8 of its norm.  Each tensor's
+// error norm must stay within twice that, 4 * 2^-8 of the tensor's norm,
+// and each element within 2^-8 sqrt(K) of the tensor's largest gradient
+// (K = 256, the longest reduction); the loss within 2^-8 of float32's.
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(testing::bf16_here()))
+BOOST_AUTO_TEST_CASE(bf16_gradients_are_within_bf16_rounding_of_fp32_ones)
+{
+    const auto fp32 = compute::make_backend(compute::device_kind::cpu, compute::precision::fp32, 1);
+    const auto bf16 = compute::make_backend(compute::device_kind::cpu, compute::precision::bf16, 1);
+    auto d = testing::make_random_data(64, 256, 10, 5);
+    const std::string spec = "dense:128:tanh,dense:64:tanh,dense:10";
+    auto m32 = build(*fp32, spec, d, 64), m16 = build(*bf16, spec, d, 64);
+    std::vector<float> p(m32->num_params()), g32(p.size()), g16(p.size());
+    m32->initialize(p, 3);
+    std::vector<std::uint32_t> rows(64);
+    std::iota(rows.begin(), rows.end(), 0u);
+    const double l32 = m32->compute_gradients(p, d, rows, g32).loss;
+    const double l16 = m16->compute_gradients(p, d, rows, g16).loss;
+    BOOST_TEST(std::fabs(l16 - l32) <= 0x1p-8 * l32, "loss " << l16 << " against " << l32);
+    const double u = 0x1p-8, k = 256;
+    for (const auto& t : m32->tensors()) {
+        double largest = 0, worst = 0, err2 = 0, norm2 = 0;
+        for (std::size_t i = t.offset; i < t.offset + t.size; ++i) {
+            const double e = double(g16[i]) - g32[i];
+            largest = std::max(largest, double(std::fabs(g32[i])));
+            worst = std::max(worst, std::fabs(e));
+            err2 += e * e;
+            norm2 += double(g32[i]) * g32[i];
+        }
+        const double relative = std::sqrt(err2 / norm2);
+        BOOST_TEST(relative <= 4 * u, t.name << ": error norm / norm " << relative);
+        BOOST_TEST(worst <= u * std::sqrt(k) * largest, t.name << ": error " << worst << ", largest " << largest);
+        BOOST_TEST(worst > 0.0, t.name << " is bf16's, not float32's");
+        BOOST_TEST_MESSAGE(t.name << ": error norm / norm " << relative << ", largest error / largest "
+                                  << worst / largest);
+    }
 }

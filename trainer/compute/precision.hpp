@@ -1,0 +1,39 @@
+// --precision fp32|bf16: the operand type of the matrix products of the
+// forward and backward passes.  bf16 multiplies bf16 operands and
+// accumulates in float32 (oneDNN's matmul on AMX or AVX512-BF16); the
+// outputs, the loss, softmax, normalization statistics, activations, the
+// master weights and everything on the PS tasks stay float32.  Whether this
+// CPU (and build) can run bf16 is decided from a feature set, so the
+// refusal is testable on any machine.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace pstrain::compute {
+
+enum class precision { fp32, bf16 };
+
+// The option's words: "fp32", "bf16".
+const char* precision_name(precision p);
+
+// What the CPU offers for bf16 products, as CPUID and the OS's enabled
+// register state say (AMX counts only when the OS enables its tiles).
+struct cpu_features {
+    bool avx512_bf16 = false;  // vdpbf16ps on 512-bit registers
+    bool amx_bf16 = false;     // tdpbf16ps on AMX tiles
+};
+
+// This machine's, read once.
+cpu_features detect_cpu_features();
+
+// The one line that refuses --precision bf16 on `cpu` in a build with or
+// without oneDNN, naming what is missing and the fix; empty when bf16 can
+// run.
+std::string bf16_refusal(const cpu_features& cpu, bool built_with_onednn);
+
+// The unit that multiplies: "AMX" or "AVX512-BF16" (when bf16_refusal is
+// empty).
+std::string_view bf16_unit(const cpu_features& cpu);
+
+}  // namespace pstrain::compute
