@@ -74,7 +74,8 @@ public:
           memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
           grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors),
           moving_(layout_.moving), mapped_(net.num_peers(), 0), base_step_(net.num_peers(), 0),
-          activity_(peer_names(net)), exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_),
+          activity_(peer_names(net)),
+          exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_, cfg_.precision),
           book_(partition_.size() + 1)
     {
         if (net.num_peers() == 0) throw error("a parameter-server client needs at least one PS");
@@ -302,7 +303,7 @@ private:
     }
 
     // The frame of op's request (into op.out); returns its payload, if any.
-    const float* encode_request(wire::kind kind, operation& op, std::uint64_t step, std::uint64_t position)
+    const void* encode_request(wire::kind kind, operation& op, std::uint64_t step, std::uint64_t position)
     {
         const auto& part = op.part;
         const std::uint32_t shared = op.shared ? 1 : 0;
@@ -314,8 +315,11 @@ private:
         case wire::kind::pull: op.out = wire::encode(wire::pull{part.begin, part.end, shared}); return nullptr;
         case wire::kind::push:
             op.out = wire::encode(wire::push{base_step_[op.ps], part.begin, part.end, position, shared},
-                                  op.shared ? 0 : wire::dense_bytes(part));
-            return op.shared ? nullptr : grads_ + part.begin;
+                                  op.shared ? 0 : wire::dense_bytes(part, cfg_.precision));
+            if (op.shared) return nullptr;
+            if (cfg_.precision == wire_precision::fp32) return grads_ + part.begin;
+            wire::encode_numbers(grads_ + part.begin, part.size(), cfg_.precision, op.bytes);
+            return op.bytes.data();
         case wire::kind::snapshot: op.out = wire::encode(wire::snapshot{step}); return nullptr;
         case wire::kind::stats: op.out = wire::encode(wire::stats{}); return nullptr;
         default: throw error("internal error: the client cannot issue this request");
@@ -358,7 +362,7 @@ private:
                 const auto part =
                     places.subspan(from, std::min<std::size_t>(wire::max_sparse_keys, places.size() - from));
                 exchange_.post_and_send(op, fill_row_request(op, kind, static_cast<std::uint32_t>(table), dim, part,
-                                                             keys, out, grads, flags));
+                                                             keys, out, grads, flags, cfg_.precision));
             }
         }
         return id;
@@ -398,6 +402,10 @@ private:
         for (auto& op : t.ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
         book_.close(id);
         log_exchange_paths();
+        if (cfg_.precision != wire_precision::fp32)
+            log::info("messages carry gradients, values and rows as {} (the PS tasks keep FP32; shared memory "
+                      "stays FP32)",
+                      name_of(cfg_.precision));
     }
 
     wire::hello hello_of(bool offer_buffers, std::size_t num_moving, std::size_t settings_bytes) const
@@ -413,6 +421,7 @@ private:
         }
         h.num_moving = static_cast<std::uint32_t>(num_moving);
         h.settings_bytes = static_cast<std::uint32_t>(settings_bytes);
+        h.precision = static_cast<std::uint32_t>(cfg_.precision);
         return h;
     }
 

@@ -22,6 +22,7 @@ void dense_step::on_push(std::size_t i, const wire::push& m)
     const shard_range part{m.range_begin, m.range_end};
     const bool shared = m.in_shared_memory != 0;
     if (shared) links_.received_mapped(wire::dense_bytes(part));
+    else wire::widen(links_[i].slot.data(), part.size(), links_.precision());  // FP32 from here on
     if (state_.done) return reply_values(i, part, shared, values_status::done);
     if (!sync_) return apply_now(i, m, part, shared);
     if (m.step != state_.step) {  // computed on older values: dropped, with its batch's row updates

@@ -33,17 +33,26 @@ std::uint64_t step_of(const operation& op)
 }
 
 exchange::exchange(transport& net, float* values, std::chrono::seconds timeout, std::vector<std::string> worker_names,
-                   activity_recorder& activity)
-    : net_(net), values_(values), timeout_(timeout), worker_names_(std::move(worker_names)), activity_(activity)
+                   activity_recorder& activity, wire_precision precision)
+    : net_(net), values_(values), timeout_(timeout), worker_names_(std::move(worker_names)), activity_(activity),
+      precision_(precision)
 {}
 
 void exchange::post_and_send(operation& op, const void* payload)
 {
     op.recv = net_.recv(op.ps, channel::control, &op.in, sizeof op.in);
-    if (op.expected == wire::kind::rows && !op.rows.empty())
-        op.payload_recv = net_.recv(op.ps, channel::payload, op.rows.data(), op.rows.size() * sizeof(float));
-    if (op.expected == wire::kind::values && !op.shared)
-        op.payload_recv = net_.recv(op.ps, channel::payload, values_ + op.part.begin, wire::dense_bytes(op.part));
+    const bool aside = precision_ != wire_precision::fp32;  // received into numbers_in, widened once checked
+    if (op.expected == wire::kind::rows && !op.rows.empty()) {
+        if (aside) op.numbers_in.resize(wire::numbers_bytes(op.rows.size(), precision_));
+        op.payload_recv = aside ? net_.recv(op.ps, channel::payload, op.numbers_in.data(), op.numbers_in.size())
+                                : net_.recv(op.ps, channel::payload, op.rows.data(), op.rows.size() * sizeof(float));
+    }
+    if (op.expected == wire::kind::values && !op.shared) {
+        if (aside) op.numbers_in.resize(wire::dense_bytes(op.part, precision_));
+        op.payload_recv = aside
+                              ? net_.recv(op.ps, channel::payload, op.numbers_in.data(), op.numbers_in.size())
+                              : net_.recv(op.ps, channel::payload, values_ + op.part.begin, wire::dense_bytes(op.part));
+    }
     if (op.expected == wire::kind::stats_reply)
         op.payload_recv =
             net_.recv(op.ps, channel::payload, op.counters.data(), op.counters.size() * sizeof(wire::worker_counters));
@@ -124,8 +133,19 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
                                          who, wire::kind_name(op.in.kind),
                                          wire::kind_name(static_cast<std::uint16_t>(op.expected))));
         check_reply(op, who);
+        widen_reply(op);
     }
     activity_.progressed();
+}
+
+// A bf16 reply's numbers, checked, widened where they go.
+void exchange::widen_reply(operation& op) const
+{
+    if (precision_ == wire_precision::fp32 || op.numbers_in.empty()) return;
+    if (op.expected == wire::kind::rows)
+        wire::decode_numbers(op.numbers_in.data(), op.rows.size(), precision_, op.rows.data());
+    else if (op.expected == wire::kind::values && !op.shared)
+        wire::decode_numbers(op.numbers_in.data(), op.part.size(), precision_, values_ + op.part.begin);
 }
 
 void exchange::throw_incomplete(operation& op, const std::string& who, bool in_time) const
@@ -164,7 +184,7 @@ void exchange::check_reply(operation& op, const std::string& who) const
     if (op.expected == wire::kind::rows) {
         const auto r = wire::body<wire::rows>(op.in);
         const std::uint64_t count = op.scatter_to ? op.keys.size() : 0;
-        const std::uint64_t bytes = wire::sparse_rows_bytes(count, op.dim);
+        const std::uint64_t bytes = wire::sparse_rows_bytes(count, op.dim, precision_);
         if (r.table != op.table || r.count != count || op.in.payload_bytes != bytes ||
             (bytes > 0 && op.payload_recv.length() != bytes))
             throw peer_error(
@@ -180,7 +200,7 @@ void exchange::check_reply(operation& op, const std::string& who) const
                          fmt::format("{} sent values of [{}, {}) but this worker asked for [{}, {}): do all tasks run "
                                      "the same model?",
                                      who, v.range_begin, v.range_end, op.part.begin, op.part.end));
-    const std::uint64_t expected_bytes = op.shared ? 0 : wire::dense_bytes(op.part);
+    const std::uint64_t expected_bytes = op.shared ? 0 : wire::dense_bytes(op.part, precision_);
     if ((v.in_shared_memory != 0) != op.shared || op.in.payload_bytes != expected_bytes ||
         (expected_bytes > 0 && op.payload_recv.length() != expected_bytes))
         throw peer_error(

@@ -34,8 +34,11 @@ struct operation {
     // Sparse: the keys sent (a pull's payload), a push's payload (keys then
     // gradients), the rows received and where each goes in the caller's out.
     std::vector<std::uint64_t> keys;
-    std::vector<std::uint8_t> bytes;
+    std::vector<std::uint8_t> bytes;  // also a dense push's payload in bf16
     std::vector<float> rows;
+    // bf16: a values or rows reply's payload, received aside and widened
+    // where it goes (the values buffer, `rows`) once checked.
+    std::vector<std::uint8_t> numbers_in;
     std::vector<std::uint32_t> places;
     float* scatter_to = nullptr;
     std::uint32_t table = 0, dim = 0;
@@ -63,8 +66,9 @@ class exchange {
 public:
     // `values` is element 0 of the client's values buffer: a values reply's
     // payload lands at its range there.
+    // Values and rows travel as `precision`.
     exchange(transport& net, float* values, std::chrono::seconds timeout, std::vector<std::string> worker_names,
-             activity_recorder& activity);
+             activity_recorder& activity, wire_precision precision = wire_precision::fp32);
 
     // Posts the operation's receives first, so that replies land in place,
     // then sends its frame (`out`) and `payload` (out.payload_bytes bytes).
@@ -79,6 +83,7 @@ public:
 
 private:
     void check_reply(operation& op, const std::string& who) const;
+    void widen_reply(operation& op) const;
     [[noreturn]] void throw_incomplete(operation& op, const std::string& who, bool in_time) const;
     std::string lost_worker(std::uint32_t index) const;
 
@@ -87,6 +92,7 @@ private:
     const std::chrono::seconds timeout_;
     const std::vector<std::string> worker_names_;
     activity_recorder& activity_;
+    const wire_precision precision_;
 };
 
 // What a wait for replies to `k` waits for, for activity().

@@ -1,5 +1,7 @@
 #include "library/ps/protocol.hpp"
 
+#include "library/ps/bf16.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -192,18 +194,39 @@ training_settings decode_settings(std::span<const std::uint8_t> bytes)
 }
 
 void encode_sparse_push(std::span<const std::uint64_t> keys, std::span<const float> grads,
-                        std::span<const std::uint32_t> places, std::uint32_t dim, std::vector<std::uint8_t>& out)
+                        std::span<const std::uint32_t> places, std::uint32_t dim, std::vector<std::uint8_t>& out,
+                        wire_precision p)
 {
-    out.resize(sparse_push_bytes(places.size(), dim));
+    out.resize(sparse_push_bytes(places.size(), dim, p));
     auto* key_at = out.data();
     auto* row_at = out.data() + sparse_pull_bytes(places.size());
-    const std::size_t row_bytes = sparse_rows_bytes(1, dim);
+    const std::size_t row_bytes = sparse_rows_bytes(1, dim, p);
     for (const auto place : places) {
         std::memcpy(key_at, &keys[place], sparse_key_bytes);
-        std::memcpy(row_at, grads.data() + std::size_t(place) * dim, row_bytes);
+        const float* row = grads.data() + std::size_t(place) * dim;
+        if (p == wire_precision::bf16) bf16::encode(row, dim, row_at);
+        else std::memcpy(row_at, row, row_bytes);
         key_at += sparse_key_bytes;
         row_at += row_bytes;
     }
+}
+
+void widen(float* at, std::uint64_t count, wire_precision p)
+{
+    if (p == wire_precision::bf16) bf16::widen_in_place(at, count);
+}
+
+void encode_numbers(const float* in, std::uint64_t count, wire_precision p, std::vector<std::uint8_t>& out)
+{
+    out.resize(numbers_bytes(count, p));
+    if (p == wire_precision::bf16) bf16::encode(in, count, out.data());
+    else if (count > 0) std::memcpy(out.data(), in, out.size());
+}
+
+void decode_numbers(const void* in, std::uint64_t count, wire_precision p, float* out)
+{
+    if (p == wire_precision::bf16) bf16::decode(in, count, out);
+    else if (count > 0) std::memcpy(out, in, float_bytes(count));
 }
 
 void decode_sparse_keys(const void* payload, std::uint64_t count, std::vector<std::uint64_t>& out)
@@ -217,6 +240,15 @@ void scatter_rows(std::span<const float> rows, std::span<const std::uint32_t> pl
     for (std::size_t k = 0; k < places.size(); ++k)
         std::copy_n(rows.data() + k * dim, dim, out + std::size_t(places[k]) * dim);
 }
+
+namespace {
+// A wire precision a peer sent, in words (a number this version does not know as such).
+std::string precision_name(std::uint64_t p)
+{
+    if (p <= static_cast<std::uint64_t>(wire_precision::bf16)) return name_of(static_cast<wire_precision>(p));
+    return fmt::format("wire precision {}", p);
+}
+}  // namespace
 
 std::string describe(const refusal& r)
 {
@@ -266,6 +298,10 @@ std::string describe(const refusal& r)
     case refusal_code::tables_mismatch:
         return fmt::format("a model with {} embedding tables where this PS has {}: do all tasks build the same model?",
                            r.detail_begin, r.detail_end);
+    case refusal_code::precision_mismatch:
+        return fmt::format("worker {} sends {} on the wire and this PS {}: give every task of the job the same "
+                           "--wire-precision",
+                           r.peer_index, precision_name(r.detail_begin), precision_name(r.detail_end));
     case refusal_code::no_hello: return "a request before hello: the first message on a connection says who sends it";
     case refusal_code::not_chief: return "only the chief (worker 0) initialises, restores, snapshots and ends training";
     }

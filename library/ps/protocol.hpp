@@ -7,7 +7,9 @@
 // transport can move it zero-copy into the buffer posted for it.
 //
 //   worker -> ps   hello          first message on every connection: who, the
-//                                 model's size, an offer of its exchange
+//                                 model's size, its wire precision (what
+//                                 pushes, values and rows travel as), an
+//                                 offer of its exchange
 //                                 buffers (payload: their packed rkey; the
 //                                 chief's also its moving-average ranges
 //                                 and, when it says them, the training
@@ -54,6 +56,7 @@
 #include "pstrain/error.hpp"
 #include "pstrain/partition.hpp"
 #include "pstrain/settings.hpp"
+#include "pstrain/wire_precision.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -67,7 +70,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 7;         // 7: the chief's hello may carry the training settings
+inline constexpr std::uint16_t version = 8;         // 8: every hello says its wire precision
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -111,6 +114,7 @@ struct hello {
     std::uint32_t num_tables = 0;      // embedding tables, as this worker sees them
     std::uint32_t num_moving = 0;      // moving-average ranges (the chief's hello only)
     std::uint32_t settings_bytes = 0;  // the training settings (the chief's hello only; 0: none)
+    std::uint32_t precision = 0;       // a wire_precision: what its pushes, values and rows travel as
 };  // payload: the buffers' packed rkey, then num_moving (begin, end) pairs of 64-bit element indices,
     // then settings_bytes of encode_settings()
 
@@ -143,7 +147,7 @@ struct push {
     std::uint64_t range_begin = 0, range_end = 0;
     std::uint64_t position = 0;          // the worker's position in its data (opaque here)
     std::uint32_t in_shared_memory = 0;  // the gradient is in the mapped buffer, no payload
-};                                       // payload: the gradient
+};                                       // payload: the gradient, in the wire precision
 
 enum class values_status : std::uint32_t { ok = 0, stale = 1, done = 2, stopped = 3 };
 
@@ -154,7 +158,7 @@ struct values {
     std::uint64_t restored = 0;  // 1 + the snapshot step the PS restored, 0 when none
     std::uint32_t status = 0;    // values_status
     std::uint32_t in_shared_memory = 0;
-};  // payload: the values, unless in_shared_memory
+};  // payload: the values, in the wire precision, unless in_shared_memory
 
 struct snapshot {
     static constexpr wire::kind type = kind::snapshot;
@@ -200,6 +204,7 @@ enum class refusal_code : std::uint32_t {
     tables_mismatch,
     rows_without_step,
     pushed_twice,
+    precision_mismatch,
 };
 
 struct refusal {
@@ -213,9 +218,10 @@ struct refusal {
                                       // too_many_keys: the keys in the request, the most a request may carry;
                                       // tables_mismatch: the worker's tables, this PS's;
                                       // rows_without_step: the row updates held, the most held for one worker;
-                                      // pushed_twice: the sync step the worker already pushed to
+                                      // pushed_twice: the sync step the worker already pushed to;
+                                      // precision_mismatch: the worker's wire precision, this PS's
     std::uint64_t detail_end = 0;
-    std::uint32_t peer_index = 0;  // wrong_peer: the worker the PS knows the connection as
+    std::uint32_t peer_index = 0;  // wrong_peer, precision_mismatch: the worker the PS knows the connection as
 };
 
 struct stats {
@@ -251,7 +257,7 @@ struct sparse_push {
     static constexpr wire::kind type = kind::sparse_push;
     std::uint64_t count = 0;
     std::uint32_t table = 0;
-};  // payload: count 64-bit keys, then count * dim floats (one row's gradient per key)
+};  // payload: count 64-bit keys, then count * dim numbers in the wire precision (one row's gradient per key)
 
 struct rows {
     static constexpr wire::kind type = kind::rows;
@@ -259,7 +265,7 @@ struct rows {
     std::uint64_t count = 0;  // rows in the payload (0 for a push's reply)
     std::uint32_t table = 0;
     std::uint32_t status = 0;  // values_status: ok, done or stopped
-};                             // payload: count * dim floats
+};                             // payload: count * dim numbers in the wire precision
 
 // The most keys one sparse request may carry (a client splits larger ones):
 // what a PS's receive buffer for each worker is sized for.
@@ -328,8 +334,18 @@ inline std::optional<byte_span> bytes_of(std::uint64_t address, const shard_rang
 
 // ---------------------------------------------------------------- payloads
 
-// Dense: the floats of a range of the flat vector (init, push, values).
+// Bytes of one number in `p`.
+inline constexpr std::uint64_t number_bytes(wire_precision p) { return p == wire_precision::bf16 ? 2 : 4; }
+// Bytes of `count` numbers in `p`, or 0 when that does not fit in 64 bits.
+inline std::uint64_t numbers_bytes(std::uint64_t count, wire_precision p)
+{
+    return p == wire_precision::bf16 ? (count > (~std::uint64_t(0)) / 2 ? 0 : count * 2) : float_bytes(count);
+}
+
+// Dense: the numbers of a range of the flat vector: an init's are floats,
+// a push's and a values reply's in the wire precision.
 inline std::uint64_t dense_bytes(const shard_range& part) { return float_bytes(part.size()); }
+inline std::uint64_t dense_bytes(const shard_range& part, wire_precision p) { return numbers_bytes(part.size(), p); }
 
 // The largest packed rkey a hello may carry.
 inline constexpr std::size_t max_rkey_bytes = 4096;
@@ -373,26 +389,43 @@ inline std::span<const std::uint8_t> hello_settings(const hello& h, std::span<co
 }
 
 // Sparse: a pull's payload is `count` keys; a push's the keys, then one
-// row of `dim` floats per key; a rows reply's `count` rows.
+// row of `dim` numbers per key; a rows reply's `count` rows (the numbers
+// in the wire precision `p`).
 inline constexpr std::uint64_t sparse_key_bytes = sizeof(std::uint64_t);
 inline std::uint64_t sparse_pull_bytes(std::uint64_t count) { return count * sparse_key_bytes; }
-inline std::uint64_t sparse_rows_bytes(std::uint64_t count, std::uint64_t dim) { return count * dim * sizeof(float); }
-inline std::uint64_t sparse_push_bytes(std::uint64_t count, std::uint64_t dim)
+inline std::uint64_t sparse_rows_bytes(std::uint64_t count, std::uint64_t dim, wire_precision p = wire_precision::fp32)
 {
-    return sparse_pull_bytes(count) + sparse_rows_bytes(count, dim);
+    return count * dim * number_bytes(p);
 }
-// A push's payload: keys[places[k]] and the row of grads at places[k],
-// for each k, into `out` (resized).
+inline std::uint64_t sparse_push_bytes(std::uint64_t count, std::uint64_t dim, wire_precision p = wire_precision::fp32)
+{
+    return sparse_pull_bytes(count) + sparse_rows_bytes(count, dim, p);
+}
+// A push's payload: keys[places[k]] and the row of grads at places[k]
+// (in `p`), for each k, into `out` (resized).
 void encode_sparse_push(std::span<const std::uint64_t> keys, std::span<const float> grads,
-                        std::span<const std::uint32_t> places, std::uint32_t dim, std::vector<std::uint8_t>& out);
+                        std::span<const std::uint32_t> places, std::uint32_t dim, std::vector<std::uint8_t>& out,
+                        wire_precision p = wire_precision::fp32);
 // The keys of a sparse payload (copied out: a payload need not be 8-byte
 // aligned), into `out` (resized).
 void decode_sparse_keys(const void* payload, std::uint64_t count, std::vector<std::uint64_t>& out);
-// The gradients of a push's payload of `count` keys, where they lie.
+// The gradients of a push's payload of `count` keys, where they lie (as
+// floats: a bf16 payload is widened in place first, widen_sparse_push).
 inline const float* sparse_push_grads(const void* payload, std::uint64_t count)
 {
     return reinterpret_cast<const float*>(static_cast<const std::byte*>(payload) + sparse_pull_bytes(count));
 }
+inline float* sparse_push_grads(void* payload, std::uint64_t count)
+{
+    return reinterpret_cast<float*>(static_cast<std::byte*>(payload) + sparse_pull_bytes(count));
+}
+// Numbers received in `p` widened in place to floats: the `count` numbers
+// at `at` (a buffer that holds `count` floats).  Nothing for fp32.
+void widen(float* at, std::uint64_t count, wire_precision p);
+// `count` floats as `p` into `out` (resized to their bytes).
+void encode_numbers(const float* in, std::uint64_t count, wire_precision p, std::vector<std::uint8_t>& out);
+// `count` numbers in `p` at `in` (any alignment) into `out` as floats.
+void decode_numbers(const void* in, std::uint64_t count, wire_precision p, float* out);
 // Row k of `rows` to row places[k] of `out`, for each k.
 void scatter_rows(std::span<const float> rows, std::span<const std::uint32_t> places, std::uint32_t dim, float* out);
 

@@ -51,6 +51,12 @@ maybe_refusal hello(const wire::hello& h, const request_context& ctx)
         r.peer_index = static_cast<std::uint32_t>(ctx.worker);
         return r;
     }
+    if (h.precision != static_cast<std::uint32_t>(ctx.precision)) {
+        // Its pushes would be read as numbers of another width.
+        auto r = refusal_of(refusal_code::precision_mismatch, h.precision, static_cast<std::uint32_t>(ctx.precision));
+        r.peer_index = static_cast<std::uint32_t>(ctx.worker);
+        return r;
+    }
     return std::nullopt;
 }
 
@@ -59,7 +65,9 @@ maybe_refusal push(const wire::frame& f, const request_context& ctx)
     const auto m = wire::body<wire::push>(f);
     if (auto r = range_inside(m.range_begin, m.range_end, ctx)) return r;
     if (auto r = shared_mapped(m.in_shared_memory, ctx)) return r;
-    if (auto r = payload_is(f, m.in_shared_memory ? 0 : wire::float_bytes(m.range_end - m.range_begin))) return r;
+    if (auto r =
+            payload_is(f, m.in_shared_memory ? 0 : wire::numbers_bytes(m.range_end - m.range_begin, ctx.precision)))
+        return r;
     if (ctx.whole_shard_pushes && shard_range{m.range_begin, m.range_end} != ctx.range)
         return refusal_of(refusal_code::needs_whole_shard, m.range_begin, m.range_end);
     // One gradient per worker and sync step: a second would count twice in the mean.
@@ -91,7 +99,7 @@ maybe_refusal serving(const wire::frame& f, const request_context& ctx)
     case wire::kind::sparse_push: {
         const auto m = wire::body<wire::sparse_push>(f);
         if (auto r = sparse_request(m.table, m.count, ctx)) return r;
-        return payload_is(f, wire::sparse_push_bytes(m.count, ctx.table_dims[m.table]));
+        return payload_is(f, wire::sparse_push_bytes(m.count, ctx.table_dims[m.table], ctx.precision));
     }
     case wire::kind::init:
     case wire::kind::restore:

@@ -24,13 +24,14 @@ struct request_context {
     stage at = stage::serving;
     std::size_t worker = 0;  // the sender (0: the chief)
     std::size_t num_workers = 1;
-    bool greeted = false;                         // its hello was welcomed
-    bool mapped = false;                          // its exchange buffers are mapped here
-    shard_range range;                            // this PS's shard
-    std::uint64_t num_params = 0;                 // the model's size, from the chief's hello
-    bool whole_shard_pushes = false;              // sync training, not yet done: a push is of the whole shard
-    std::optional<std::uint64_t> pushed_to_step;  // sync: the step whose gradient the sender has pushed, unanswered
-    std::span<const std::uint32_t> table_dims;    // this PS's embedding tables
+    bool greeted = false;                             // its hello was welcomed
+    bool mapped = false;                              // its exchange buffers are mapped here
+    shard_range range;                                // this PS's shard
+    std::uint64_t num_params = 0;                     // the model's size, from the chief's hello
+    bool whole_shard_pushes = false;                  // sync training, not yet done: a push is of the whole shard
+    std::optional<std::uint64_t> pushed_to_step;      // sync: the step whose gradient the sender has pushed, unanswered
+    std::span<const std::uint32_t> table_dims;        // this PS's embedding tables
+    wire_precision precision = wire_precision::fp32;  // what this PS's pushes and rows travel as
 };
 
 // nullopt when the message is to be served.  `received` is the length of

@@ -21,7 +21,7 @@ std::size_t row_messages(const std::vector<std::vector<std::uint32_t>>& by_ps)
 
 const void* fill_row_request(operation& op, wire::kind kind, std::uint32_t table, std::uint32_t dim,
                              std::span<const std::uint32_t> places, std::span<const std::uint64_t> keys, float* out,
-                             std::span<const float> grads, std::uint32_t flags)
+                             std::span<const float> grads, std::uint32_t flags, wire_precision precision)
 {
     const std::size_t n = places.size();
     op.table = table;
@@ -36,7 +36,7 @@ const void* fill_row_request(operation& op, wire::kind kind, std::uint32_t table
         op.out = wire::encode(wire::sparse_pull{n, op.table, flags}, wire::sparse_pull_bytes(n));
         return op.keys.data();
     }
-    wire::encode_sparse_push(keys, grads, op.places, dim, op.bytes);
+    wire::encode_sparse_push(keys, grads, op.places, dim, op.bytes, precision);
     op.out = wire::encode(wire::sparse_push{n, op.table}, op.bytes.size());
     return op.bytes.data();
 }

@@ -22,9 +22,10 @@ std::size_t row_messages(const std::vector<std::vector<std::uint32_t>>& by_ps);
 // Makes `op` one message of `kind` (sparse_pull or sparse_push) for the keys
 // at `places`: a pull's keys and room for its rows, scattered into `out`
 // when they come; a push's payload, the keys then their rows of `grads`.
-// Returns the payload to send with the frame.
+// The rows travel as `precision`.  Returns the payload to send with the frame.
 const void* fill_row_request(operation& op, wire::kind kind, std::uint32_t table, std::uint32_t dim,
                              std::span<const std::uint32_t> places, std::span<const std::uint64_t> keys, float* out,
-                             std::span<const float> grads, std::uint32_t flags);
+                             std::span<const float> grads, std::uint32_t flags,
+                             wire_precision precision = wire_precision::fp32);
 
 }  // namespace pstrain::ps

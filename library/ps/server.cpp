@@ -42,6 +42,7 @@ public:
         if (cfg_.num_ps < 1 || cfg_.index < 0 || cfg_.index >= cfg_.num_ps)
             throw error(fmt::format("PS index {} is outside 0..{}", cfg_.index, cfg_.num_ps - 1));
         if (!cfg_.settings_from_chief) configure(error_from_here);
+        links_.set_precision(cfg_.precision);
     }
 
     server_outcome run()
@@ -110,18 +111,37 @@ private:
         }
     }
 
+    // A server without settings of its own takes the chief's wire precision
+    // (every other worker's hello must say the same); others check it at
+    // the chief's hello as at any other.
+    void take_precision(const wire::hello& h)
+    {
+        if (!cfg_.settings_from_chief) return;
+        const auto who = net_.peer_name(0);
+        if (h.precision > static_cast<std::uint32_t>(wire_precision::bf16))
+            throw peer_error(who, fmt::format("{} sends wire precision {}, none this PS knows: run the same pstrain "
+                                              "version in every task",
+                                              who, h.precision));
+        cfg_.precision = static_cast<wire_precision>(h.precision);
+        links_.set_precision(cfg_.precision);
+        if (cfg_.precision != wire_precision::fp32)
+            log::info("gradients and values travel as {}, as {} says (FP32 here)", name_of(cfg_.precision), who);
+    }
+
     void start()
     {
         const auto hello = startup_.receive_hello();
         num_params_ = hello.num_params;
         startup_.receive_hello_payload(hello);
         take_settings(startup_.chief_settings(hello));
+        take_precision(hello);
         const auto range = startup_.plan_shard(hello);
         shard_ = startup_.allocate(range, sparse_.slot_floats());
         startup_.apply_hello_payload(hello, *shard_);
         sparse_.hold_for_steps(cfg_.sync && range.size() > 0);
         dense_.emplace(links_, *shard_, sparse_, state_, profile_, activity_, hooks_, cfg_.sync, replicas_);
         handle(0, std::nullopt);  // the chief's hello, as any other
+        if (!links_[0].greeted) refused_chief();
         const bool restoring = startup_.await_init_or_restore(*shard_, sparse_.tables(), state_);
         log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range.begin, range.end,
                   num_params_, wire::dense_bytes(range) / 1000.0, cfg_.sync ? "sync" : "async",
@@ -131,6 +151,16 @@ private:
         activity_.progressed();
         for (std::size_t i = 1; i < links_.size(); ++i) links_.post(i);
         dense_->reply_values(0, range, false, values_status::ok);
+    }
+
+    // The chief's hello was refused: once the refusal has left, nothing
+    // can be served.
+    [[noreturn]] void refused_chief()
+    {
+        const auto who = net_.peer_name(0);
+        links_.wait_for(0, "the send of the refusal of its hello", [&] { return links_[0].send.complete(); });
+        throw peer_error(who, fmt::format("refused the hello of {} (the chief): {}", who,
+                                          wire::describe(wire::body<wire::refusal>(links_[0].out))));
     }
 
     // ------------------------------------------------------------ serving
@@ -218,6 +248,7 @@ private:
         c.whole_shard_pushes = cfg_.sync && !state_.done;
         if (c.whole_shard_pushes && dense_ && dense_->contributed(i)) c.pushed_to_step = state_.step;
         c.table_dims = sparse_.dims();
+        c.precision = cfg_.precision;
         return c;
     }
 

@@ -80,8 +80,9 @@ void sparse_service::on_push(std::size_t i, const wire::sparse_push& m)
     links_.wait_for_payload_send(i);
     const auto keys = keys_of(i, m.count);
     auto& table = tables_[m.table];
-    const std::span<const float> row_grads{wire::sparse_push_grads(links_[i].slot.data(), m.count),
-                                           m.count * table.config().dim};
+    float* grads = wire::sparse_push_grads(links_[i].slot.data(), m.count);
+    wire::widen(grads, m.count * table.config().dim, links_.precision());  // FP32 from here on
+    const std::span<const float> row_grads{grads, m.count * table.config().dim};
     if (!state_.done && hold_for_steps_) {
         auto& held = held_[i];
         const std::uint64_t keys_held = m.count + held.keys();

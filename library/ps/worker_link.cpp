@@ -17,7 +17,7 @@ bool refuses_a_hello(const wire::refusal& r)
 {
     const auto code = static_cast<wire::refusal_code>(r.code);
     return code == wire::refusal_code::model_mismatch || code == wire::refusal_code::tables_mismatch ||
-           code == wire::refusal_code::wrong_peer;
+           code == wire::refusal_code::wrong_peer || code == wire::refusal_code::precision_mismatch;
 }
 }  // namespace
 
@@ -126,10 +126,16 @@ void worker_links::reply_values(std::size_t i, const values_reply& v)
         bytes_out_ += v.values.size_bytes();
         p.sending = nullptr;
         p.out = wire::encode(m);
-    } else {
+    } else if (precision_ == wire_precision::fp32) {
         p.sending = v.buffer;
         p.out = wire::encode(m, v.values.size_bytes());
         p.payload_send = net_.send(i, channel::payload, v.values.data(), v.values.size_bytes());
+    } else {
+        // Rounded into a payload of the link's own: the values may change once it is made.
+        wire::encode_numbers(v.values.data(), v.values.size(), precision_, p.numbers_out);
+        p.sending = nullptr;
+        p.out = wire::encode(m, p.numbers_out.size());
+        p.payload_send = net_.send(i, channel::payload, p.numbers_out.data(), p.numbers_out.size());
     }
     send_reply(i);
 }
@@ -158,15 +164,22 @@ void worker_links::reply_rows(std::size_t i, std::uint32_t table, std::uint64_t 
                               wire::values_status status)
 {
     auto& p = links_[i];
+    wait_for_payload_send(i);
     begin_reply(i);
     if (status != wire::values_status::ok) p.told_done = true;
     const wire::rows r{step, count, table, static_cast<std::uint32_t>(status)};
-    const auto bytes = p.rows_out.size() * sizeof(float);
+    const void* payload = p.rows_out.data();
+    auto bytes = p.rows_out.size() * sizeof(float);
+    if (precision_ != wire_precision::fp32) {
+        wire::encode_numbers(p.rows_out.data(), p.rows_out.size(), precision_, p.numbers_out);
+        payload = p.numbers_out.data();
+        bytes = p.numbers_out.size();
+    }
     p.sending = nullptr;
     p.out = wire::encode(r, bytes);
     if (bytes > 0) {
         bytes_out_ += bytes;
-        p.payload_send = net_.send(i, channel::payload, p.rows_out.data(), bytes);
+        p.payload_send = net_.send(i, channel::payload, payload, bytes);
     }
     send_reply(i);
 }

@@ -36,7 +36,8 @@ struct worker_link {
     transfer send, payload_send;
     const float* sending = nullptr;                // the values buffer its payload reads until payload_send is complete
     std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is complete
-    std::vector<float> rows_out;                   // a rows reply's payload until payload_send is complete
+    std::vector<float> rows_out;                   // a rows reply's rows
+    std::vector<std::uint8_t> numbers_out;  // bf16: a values or rows reply's payload until payload_send is complete
 
     // Its exchange buffers, mapped here: element range.begin of each (the
     // part of them this PS reads and writes, and all it checked is mapped).
@@ -75,6 +76,9 @@ public:
     worker_links(transport& net, activity_recorder& activity, server_clock& profile);
 
     std::size_t size() const { return links_.size(); }
+    // What pushes, values and rows travel as (the server's, or the chief's).
+    void set_precision(wire_precision p) { precision_ = p; }
+    wire_precision precision() const { return precision_; }
     worker_link& operator[](std::size_t i) { return links_[i]; }
     const worker_link& operator[](std::size_t i) const { return links_[i]; }
     std::string name(std::size_t i) const { return net_.peer_name(i); }
@@ -134,6 +138,7 @@ private:
     server_clock& profile_;
     std::vector<worker_link> links_;
     std::uint64_t bytes_in_ = 0, bytes_out_ = 0;  // for stats
+    wire_precision precision_ = wire_precision::fp32;
 };
 
 }  // namespace pstrain::ps

@@ -30,6 +30,7 @@
 #include <pstrain/partition.hpp>
 #include <pstrain/settings.hpp>
 #include <pstrain/transport.hpp>
+#include <pstrain/wire_precision.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -66,6 +67,10 @@ struct client_config {
     // hello (settings.hpp): PS tasks started without their own adopt them,
     // others check them.  Unset: the PS tasks' own settings rule.
     std::optional<training_settings> settings;
+    // What pushes, values and rows travel as (wire_precision.hpp): bf16
+    // halves their bytes; the PS tasks keep FP32 master weights.  Every
+    // worker of the job must say the same as the PS tasks.
+    wire_precision precision = wire_precision::fp32;
 };
 
 using ticket = std::uint64_t;

@@ -20,3 +20,4 @@
 #include <pstrain/server.hpp>
 #include <pstrain/settings.hpp>
 #include <pstrain/transport.hpp>
+#include <pstrain/wire_precision.hpp>

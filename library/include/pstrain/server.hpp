@@ -18,6 +18,7 @@
 #include <pstrain/partition.hpp>
 #include <pstrain/settings.hpp>
 #include <pstrain/transport.hpp>
+#include <pstrain/wire_precision.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -60,6 +61,10 @@ struct server_config {
     // False: when the chief's hello brings settings, they must agree with
     // these (else the server ends, naming the difference).
     bool settings_from_chief = false;
+    // What pushes, values and rows travel as (wire_precision.hpp): every
+    // worker's hello must say the same, else it is refused.  With
+    // settings_from_chief, the chief's hello says it instead.
+    wire_precision precision = wire_precision::fp32;
 };
 
 // A server_config's training settings, and the same config with `s` in them.

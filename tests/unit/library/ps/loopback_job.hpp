@@ -39,6 +39,9 @@ struct job_options {
     std::chrono::seconds client_timeout{3};
     std::vector<std::uint32_t> table_dims;          // the clients' embedding tables
     std::optional<ps::training_settings> settings;  // the clients' (the chief sends them)
+    // Each worker's wire precision, in worker order (empty: all fp32; a
+    // shorter list: the rest fp32).
+    std::vector<ps::wire_precision> precisions;
 };
 
 class ps_job {
@@ -57,6 +60,7 @@ public:
             c.share_memory = o.share_memory;
             c.table_dims = o.table_dims;
             c.settings = o.settings;
+            if (static_cast<std::size_t>(w) < o.precisions.size()) c.precision = o.precisions[w];
             if (w == 0) clients_.push_back(std::make_unique<ps::chief_client>(net_.worker(w), c));
             else clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
         }

@@ -101,12 +101,12 @@ wire::frame push_frame(std::uint64_t begin, std::uint64_t end, std::uint64_t pay
     return wire::encode(m, payload_bytes);
 }
 
-wire::frame hello_frame(std::uint64_t num_params, std::uint32_t index)
+wire::frame hello_frame(std::uint64_t num_params, std::uint32_t index, std::uint32_t num_workers = 2)
 {
     wire::hello h;
     h.num_params = num_params;
     h.worker_index = index;
-    h.num_workers = 2;
+    h.num_workers = num_workers;
     return wire::encode(h);
 }
 
@@ -468,7 +468,7 @@ BOOST_FIXTURE_TEST_CASE(a_chief_that_does_not_begin_with_hello_ends_the_server, 
 
 BOOST_FIXTURE_TEST_CASE(a_chief_that_neither_initialises_nor_restores_ends_the_server, rogue_chief)
 {
-    send(hello_frame(6, 0));
+    send(hello_frame(6, 0, 1));
     send(pull_frame(0, 6));
     server_refuses("did not initialise or restore");
 }
@@ -476,12 +476,20 @@ BOOST_FIXTURE_TEST_CASE(a_chief_that_neither_initialises_nor_restores_ends_the_s
 BOOST_FIXTURE_TEST_CASE(a_chief_that_initialises_another_range_ends_the_server, rogue_chief)
 {
     const std::vector<float> v(6, 1.0f);
-    send(hello_frame(6, 0));
+    send(hello_frame(6, 0, 1));
     wire::init i;
     i.range_begin = 0;
     i.range_end = 5;
     send(wire::encode(i, 20), v.data(), 20);
     server_refuses("initialised [0, 5) with 20 bytes");
+}
+
+// A refused hello of the chief ends the server at once, saying why.
+BOOST_FIXTURE_TEST_CASE(a_chief_whose_hello_is_refused_ends_the_server_saying_why, rogue_chief)
+{
+    send(hello_frame(6, 0, 2));  // the job has 1 worker
+    server_refuses(
+        "refused the hello of worker 0 (the chief): a hello from worker 0 of 2 on the connection of worker 0");
 }
 
 // ---------------------------------------------------- a client's own sizes
