@@ -145,7 +145,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     // Choices are words on the command line (their defaults as --help
     // shows them), their types after the parse.
     std::string progress = "event", shared_memory = "auto", normalize = "global", optimizer = "sgd", device = "auto",
-                precision = "fp32", job_comment = "on";
+                precision = "fp32", wire_precision = "fp32", job_comment = "on";
     app.add_option("--progress", progress, "event (block on UCX's event fd) or spin (busy-poll)")
         ->check(CLI::IsMember({"event", "spin"}))
         ->group(dist)
@@ -154,6 +154,12 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                    "auto (a PS reads gradients from and writes values into the memory of workers on its host) or off "
                    "(UCX messages only)")
         ->check(CLI::IsMember({"auto", "off"}))
+        ->group(dist)
+        ->capture_default_str();
+    app.add_option("--wire-precision", wire_precision,
+                   "fp32, or bf16: gradients pushed and values pulled (and embedding rows) travel as bf16, half the "
+                   "bytes; the PS keeps fp32 weights and sums (the same in every task of the job)")
+        ->check(CLI::IsMember({"fp32", "bf16"}))
         ->group(dist)
         ->capture_default_str();
 
@@ -354,6 +360,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         o.resume = resume == "own" ? resume_policy::own : resume_policy::any;
         o.progress = progress == "spin" ? ucx_progress::spin : ucx_progress::event;
         o.shared_memory = shared_memory == "auto";
+        o.wire_precision = *ps::wire_precision_named(wire_precision);
         o.normalize = normalize == "per-channel" ? pstrain::data::normalization::per_channel
                                                  : pstrain::data::normalization::global;
         o.optimizer = ps::parse_optimizer(optimizer);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "pstrain/optimizer.hpp"
+#include "pstrain/wire_precision.hpp"
 #include "trainer/compute/backend.hpp"
 #include "trainer/data/dataset.hpp"
 #include "trainer/model/spec.hpp"
@@ -96,6 +97,7 @@ struct train_options {
     // compute
     compute::device_kind device = compute::device_kind::automatic;  // --device auto, cpu or cuda
     compute::precision precision = compute::precision::fp32;        // --precision fp32 or bf16: the matrix products
+    ps::wire_precision wire_precision = ps::wire_precision::fp32;   // --wire-precision fp32 or bf16: on the wire
     int threads = 0;
     // output
     std::int64_t log_every = 100;

@@ -42,6 +42,7 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
         for (const auto& t : s.ctr->tables()) c.table_dims.push_back(static_cast<std::uint32_t>(t.dim));
     c.timeout = std::chrono::seconds(o.peer_timeout);
     c.share_memory = o.shared_memory;
+    c.precision = o.wire_precision;
     c.worker_names = who.worker_names;
     // The chief says how to train; a PS task started with other flags refuses it, naming the difference.
     if (who.index == 0)

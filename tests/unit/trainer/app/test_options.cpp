@@ -424,6 +424,27 @@ BOOST_AUTO_TEST_CASE(a_bad_precision_is_one_line_naming_the_flag_and_the_words)
     BOOST_TEST(err == "pstrain: error: --precision: fp16 not in {fp32,bf16}: see pstrain --help\n");
 }
 
+BOOST_AUTO_TEST_CASE(the_wire_precision_is_fp32_unless_bf16_is_asked_for)
+{
+    BOOST_TEST((accepted({}).wire_precision == pstrain::ps::wire_precision::fp32));
+    BOOST_TEST((accepted({"--wire-precision", "fp32"}).wire_precision == pstrain::ps::wire_precision::fp32));
+    BOOST_TEST((accepted({"--wire-precision=bf16"}).wire_precision == pstrain::ps::wire_precision::bf16));
+    // The two precisions are independent.
+    const auto both = accepted({"--wire-precision", "bf16", "--precision", "fp32"});
+    BOOST_TEST((both.wire_precision == pstrain::ps::wire_precision::bf16));
+    BOOST_TEST((both.precision == pstrain::compute::precision::fp32));
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_wire_precision_is_one_line_naming_the_flag_and_the_words)
+{
+    std::optional<train_options> o;
+    int code = 0;
+    const auto err = parse({"--wire-precision", "fp16"}, o, code);
+    BOOST_TEST(!o.has_value());
+    BOOST_TEST(code == 2);
+    BOOST_TEST(err == "pstrain: error: --wire-precision: fp16 not in {fp32,bf16}: see pstrain --help\n");
+}
+
 BOOST_AUTO_TEST_CASE(bf16_where_it_is_not_built_is_refused_before_any_data_is_read)
 {
     expect_error({"--precision", "bf16", "--device", "cuda"},
