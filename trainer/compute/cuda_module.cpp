@@ -104,6 +104,23 @@ std::vector<std::string> cuda_module_candidates(const char* env_override, const 
     return out;
 }
 
+bool gpu_may_be_visible(const char* cuda_visible_devices, const std::string& dev_dir, std::string& why)
+{
+    namespace fs = std::filesystem;
+    if (cuda_visible_devices) {
+        const std::string v = cuda_visible_devices;
+        if (v.empty() || v.starts_with("-1") || v == "NoDevFiles") {
+            why = "CUDA_VISIBLE_DEVICES='" + v + "' hides every GPU";
+            return false;
+        }
+    }
+    std::error_code ec;
+    for (const char* file : {"nvidiactl", "dxg"})
+        if (fs::exists(fs::path(dev_dir) / file, ec)) return true;
+    why = "no GPU device file (" + dev_dir + "/nvidiactl or " + dev_dir + "/dxg): no GPU driver on this node";
+    return false;
+}
+
 const cuda_module* load_cuda_module(std::string& why)
 {
     static std::once_flag once;

@@ -17,6 +17,15 @@ namespace pstrain::compute {
 std::vector<std::string> cuda_module_candidates(const char* env_override, const std::string& program_path,
                                                 const std::string& bindir, const std::string& pkglibdir);
 
+// Whether a GPU may be visible to this process, judged without loading any
+// CUDA library (the module maps cudart, cuBLAS and cuDNN: about 230 MB and
+// 0.1 s of CPU a task, paid by every task of a CPU job on nodes where the
+// toolkit is installed).  False, with `why`, when CUDA_VISIBLE_DEVICES hides
+// every device (empty, "-1...", or Slurm's "NoDevFiles") or when `dev_dir`
+// has no GPU device file (nvidiactl, made by NVIDIA's driver; dxg, WSL's).
+// `cuda_visible_devices` is the variable's value, nullptr when unset.
+bool gpu_may_be_visible(const char* cuda_visible_devices, const std::string& dev_dir, std::string& why);
+
 // The module, loaded once per process and never unloaded; nullptr when it
 // cannot be loaded, and then `why` says which file, dlerror()'s message and
 // the fix.

@@ -8,6 +8,8 @@
 #include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/cpu_backend.hpp"
 
+#include <cstdlib>
+
 #ifdef HAVE_CUDA
 #include "trainer/compute/cuda_module.hpp"
 #endif
@@ -30,8 +32,13 @@ std::unique_ptr<backend> make_cpu_backend(precision p, int threads)
 std::unique_ptr<backend> make_backend(device_kind kind, precision p, int threads, bool chief)
 {
 #ifdef HAVE_CUDA
-    if (kind != device_kind::cpu) {
-        std::string why;
+    std::string why;
+    // --device auto on a node with no GPU to see: the CPU, without mapping
+    // the CUDA libraries in every task to learn it.
+    if (kind == device_kind::automatic && !gpu_may_be_visible(std::getenv("CUDA_VISIBLE_DEVICES"), "/dev", why)) {
+        if (chief) log::info("training on the CPU (--device auto: no GPU visible)");
+        log::debug("--device auto: {}", why);
+    } else if (kind != device_kind::cpu) {
         const cuda_module* cuda = load_cuda_module(why);
         if (!cuda && kind == device_kind::cuda) throw error("--device cuda: " + why + ", or use --device cpu");
         if (cuda && cuda->device_available(why)) {
