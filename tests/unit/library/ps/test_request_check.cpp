@@ -199,3 +199,36 @@ BOOST_AUTO_TEST_CASE(the_chiefs_second_message_initialises_the_whole_shard_or_re
     BOOST_TEST((code_of(wire::encode(wire::init{0, 6}, 24), second, 20) == wire::refusal_code::bad_length));
     BOOST_TEST((code_of(wire::encode(wire::pull{0, 6, 0}), second, 0) == wire::refusal_code::bad_kind));
 }
+
+BOOST_AUTO_TEST_CASE(a_hello_of_another_wire_precision_is_refused_naming_both_and_the_worker)
+{
+    auto c = worker_1();
+    c.greeted = false;
+    c.precision = wire_precision::bf16;
+    auto f = hello(32, 1, 2, 1);
+    const auto r = check_request(f, std::nullopt, c);  // says fp32 (0)
+    BOOST_TEST_REQUIRE(r.has_value());
+    BOOST_TEST((static_cast<wire::refusal_code>(r->code) == wire::refusal_code::precision_mismatch));
+    BOOST_TEST(r->peer_index == 1u);
+    BOOST_TEST(wire::describe(*r) == "worker 1 sends fp32 on the wire and this PS bf16: give every task of the job "
+                                     "the same --wire-precision");
+    auto h = wire::body<wire::hello>(f);
+    h.precision = static_cast<std::uint32_t>(wire_precision::bf16);
+    BOOST_TEST(!check_request(wire::encode(h), std::nullopt, c).has_value());
+    h.precision = 7;  // no precision this version knows
+    BOOST_TEST(wire::describe(*check_request(wire::encode(h), std::nullopt, c)) ==
+               "worker 1 sends wire precision 7 on the wire and this PS bf16: give every task of the job the same "
+               "--wire-precision");
+}
+
+BOOST_AUTO_TEST_CASE(in_bf16_a_push_and_a_row_push_carry_two_bytes_a_number)
+{
+    auto c = worker_1();
+    c.precision = wire_precision::bf16;
+    BOOST_TEST(!check_request(wire::encode(wire::push{0, 8, 12, 0, 0}, 8), 8, c).has_value());
+    BOOST_TEST((code_of(wire::encode(wire::push{0, 8, 12, 0, 0}, 16), c, 16) == wire::refusal_code::bad_length));
+    wire::sparse_push m;
+    m.count = 2;
+    BOOST_TEST(!check_request(wire::encode(m, 2 * 8 + 2 * 4 * 2), std::nullopt, c).has_value());
+    BOOST_TEST((code_of(wire::encode(m, 2 * 8 + 2 * 4 * 4), c) == wire::refusal_code::bad_length));
+}
