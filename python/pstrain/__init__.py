@@ -152,15 +152,19 @@ def _connect(
     settings: Optional[Settings] = None,
     timeout: float = 600.0,
     share_memory: bool = True,
+    wire_precision: str = "fp32",
 ) -> Client:
     """A client of the PS tasks for the model's tensors, in order.
 
     ``tensors``: ``(name, shape)`` pairs; every worker gives the same.
     ``settings``: how the PS tasks train (the chief sends them; every
     worker passes the same).  ``timeout``: seconds after which a silent PS
-    is lost.  The chief (worker 0) gets a :class:`ChiefClient`.
+    is lost.  ``wire_precision``: ``"fp32"``, or ``"bf16"``: gradients,
+    values and rows travel as bfloat16, half the bytes (the PS tasks keep
+    float32; every worker must say the same, ``pstrain serve`` takes the
+    chief's).  The chief (worker 0) gets a :class:`ChiefClient`.
     """
-    return _context_connect(self, _tensors(tensors), _settings_dict(settings), timeout, share_memory)
+    return _context_connect(self, _tensors(tensors), _settings_dict(settings), timeout, share_memory, wire_precision)
 
 
 _context_connect = Context.connect
@@ -187,9 +191,10 @@ class LocalContext:
         settings: Optional[Settings] = None,
         timeout: float = 60.0,
         share_memory: bool = True,
+        wire_precision: Optional[str] = None,
     ) -> Client:
         """A client for this worker (see :meth:`LocalCluster.connect`)."""
-        return self.cluster.connect(self.task_index, tensors, settings, timeout, share_memory)
+        return self.cluster.connect(self.task_index, tensors, settings, timeout, share_memory, wire_precision)
 
 
 class LocalCluster:
@@ -207,10 +212,11 @@ class LocalCluster:
         num_workers: int = 1,
         settings: Optional[Settings] = None,
         share_memory: bool = True,
+        wire_precision: str = "fp32",
     ) -> None:
         self.num_ps = num_ps
         self.num_workers = num_workers
-        self._core = _core.LocalCluster(num_ps, num_workers, _settings_dict(settings), share_memory)
+        self._core = _core.LocalCluster(num_ps, num_workers, _settings_dict(settings), share_memory, wire_precision)
 
     def connect(
         self,
@@ -219,9 +225,11 @@ class LocalCluster:
         settings: Optional[Settings] = None,
         timeout: float = 60.0,
         share_memory: bool = True,
+        wire_precision: Optional[str] = None,
     ) -> Client:
-        """A client for worker ``index`` (0 is the chief: a :class:`ChiefClient`)."""
-        return self._core.connect(index, _tensors(tensors), _settings_dict(settings), timeout, share_memory)
+        """A client for worker ``index`` (0 is the chief: a :class:`ChiefClient`);
+        ``wire_precision``: the servers' (the cluster's) unless given."""
+        return self._core.connect(index, _tensors(tensors), _settings_dict(settings), timeout, share_memory, wire_precision)
 
     def context(self, index: int) -> LocalContext:
         """Worker ``index``'s context, for :class:`pstrain.torch.DistributedOptimizer`."""

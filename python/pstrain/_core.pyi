@@ -119,13 +119,14 @@ class Context:
         settings: Any = None,
         timeout: float = 600.0,
         share_memory: bool = True,
+        wire_precision: str = "fp32",
     ) -> Client:
         """A client of the PS tasks for these (name, shape) tensors."""
 
 class LocalCluster:
     """PS tasks in threads of this process over the loopback transport."""
 
-    def __init__(self, num_ps: int = 1, num_workers: int = 1, settings: Optional[Dict[str, Any]] = None, share_memory: bool = True) -> None: ...
+    def __init__(self, num_ps: int = 1, num_workers: int = 1, settings: Optional[Dict[str, Any]] = None, share_memory: bool = True, wire_precision: str = "fp32") -> None: ...
     def connect(
         self,
         index: int,
@@ -133,6 +134,7 @@ class LocalCluster:
         settings: Optional[Dict[str, Any]] = None,
         timeout: float = 60.0,
         share_memory: bool = True,
+        wire_precision: Optional[str] = None,
     ) -> Client: ...
     def close(self) -> None: ...
     def kill_ps(self, index: int) -> None: ...

@@ -163,7 +163,9 @@ class DistributedOptimizer:
     ``replicas_to_aggregate`` gradients (None: every worker); ``context``:
     this task (None: :func:`pstrain.init`); ``embeddings``: the tables
     trained with it (None: every :class:`EmbeddingBag` and
-    :class:`Embedding` made in this process, in the order they were made).
+    :class:`Embedding` made in this process, in the order they were made);
+    ``wire_precision``: ``"fp32"`` (None: the default) or ``"bf16"``, what
+    gradients and values travel as (see :meth:`pstrain.Context.connect`).
 
     On construction the client connects; the chief copies its parameters
     in and initialises the PS tasks, every other worker starts from the PS
@@ -195,6 +197,7 @@ class DistributedOptimizer:
         checkpoint_dir: Optional[str] = None,
         keep_checkpoints: int = 5,
         preemption_state: Any = None,
+        wire_precision: Optional[str] = None,
         **optimizer_kwargs: Any,
     ) -> None:
         self._named = [(n, p) for n, p in named_parameters if isinstance(p, torch.Tensor)]
@@ -218,8 +221,10 @@ class DistributedOptimizer:
         self._preempted = False
         self.context = context if context is not None else pstrain.init()
         self.position = 0  # this worker's place in its data, kept with snapshots
+        # wire_precision None: the connect()'s default ("fp32"; a LocalCluster's own).
+        extra = {} if wire_precision is None else {"wire_precision": wire_precision}
         self.client = self.context.connect(
-            tensors=[(n, tuple(p.shape) or (1,)) for n, p in self._named], settings=self.settings
+            tensors=[(n, tuple(p.shape) or (1,)) for n, p in self._named], settings=self.settings, **extra
         )
         for i, t in enumerate(self.embeddings):
             t._attach(self.client, i)

@@ -235,9 +235,17 @@ std::vector<tensor_spec> tensors_of(const py::list& tensors)
     return out;
 }
 
+// The wire precision a word names ("fp32" or "bf16").
+ps::wire_precision wire_precision_of(const std::string& word)
+{
+    const auto p = ps::wire_precision_named(word);
+    if (!p) fail("wire_precision '" + word + "' is none pstrain knows: use 'fp32' or 'bf16'");
+    return *p;
+}
+
 ps::client_config config_of(int index, int num_workers, const std::vector<tensor_spec>& tensors,
                             const std::optional<ps::training_settings>& settings, double timeout, bool share_memory,
-                            std::vector<std::string> worker_names)
+                            ps::wire_precision precision, std::vector<std::string> worker_names)
 {
     ps::client_config c;
     c.index = index;
@@ -248,6 +256,7 @@ ps::client_config config_of(int index, int num_workers, const std::vector<tensor
     }
     c.timeout = whole_seconds(timeout, "timeout");
     c.share_memory = share_memory;
+    c.precision = precision;
     c.worker_names = std::move(worker_names);
     if (settings) {
         for (const auto& t : settings->tables) c.table_dims.push_back(t.dim);
@@ -332,12 +341,13 @@ struct py_chief_client : py_client {
 
 py::object make_client(std::shared_ptr<void> owner, ps::transport& net, int index, int num_workers,
                        const py::list& tensors, const py::object& settings, double timeout, bool share_memory,
-                       std::vector<std::string> worker_names, std::vector<std::shared_ptr<ps::client>>* keep = nullptr)
+                       ps::wire_precision precision, std::vector<std::string> worker_names,
+                       std::vector<std::shared_ptr<ps::client>>* keep = nullptr)
 {
     auto specs = tensors_of(tensors);
     std::optional<ps::training_settings> s;
     if (!settings.is_none()) s = settings_of_dict(settings.cast<py::dict>());
-    auto config = config_of(index, num_workers, specs, s, timeout, share_memory, std::move(worker_names));
+    auto config = config_of(index, num_workers, specs, s, timeout, share_memory, precision, std::move(worker_names));
     auto dims = config.table_dims;
     std::shared_ptr<ps::client> c;
     if (index == 0) c = std::make_shared<ps::chief_client>(net, config);
@@ -353,13 +363,14 @@ struct py_context {
     std::shared_ptr<ps::connected_task> task;
     bool connected = false;
 
-    py::object connect(const py::list& tensors, const py::object& settings, double timeout, bool share_memory)
+    py::object connect(const py::list& tensors, const py::object& settings, double timeout, bool share_memory,
+                       const std::string& wire_precision)
     {
         if (task->me.is_ps) fail("this task is a ps task: only workers connect a client (run a server on ps tasks)");
         if (connected) fail("this task already has a client: call connect() once per task");
         std::shared_ptr<void> owner = task;
         auto c = make_client(owner, *task->net, task->me.index, task->me.num_workers, tensors, settings, timeout,
-                             share_memory, task->worker_names);
+                             share_memory, wire_precision_of(wire_precision), task->worker_names);
         connected = true;
         return c;
     }
@@ -393,8 +404,9 @@ py::object connect_task(double timeout, double heartbeat_interval, const std::op
 // client's buffers until then).
 class local_cluster {
 public:
-    local_cluster(int num_ps, int num_workers, const py::object& settings, bool share_memory)
-        : num_workers_(num_workers), share_memory_(share_memory)
+    local_cluster(int num_ps, int num_workers, const py::object& settings, bool share_memory,
+                  const std::string& wire_precision)
+        : num_workers_(num_workers), share_memory_(share_memory), precision_(wire_precision_of(wire_precision))
     {
         if (num_ps < 1 || num_workers < 1)
             fail(
@@ -403,6 +415,7 @@ public:
         ps::server_config config;
         config.num_ps = num_ps;
         config.share_memory = share_memory;
+        config.precision = precision_;
         config.shutdown_wait = std::chrono::seconds(5);
         if (settings.is_none()) {
             config.settings_from_chief = true;
@@ -424,8 +437,9 @@ public:
     local_cluster(const local_cluster&) = delete;
     local_cluster& operator=(const local_cluster&) = delete;
 
+    // wire_precision: the servers' unless given (another is refused at the hello).
     py::object connect(int index, const py::list& tensors, const py::object& settings, double timeout,
-                       bool share_memory)
+                       bool share_memory, const std::optional<std::string>& wire_precision)
     {
         if (closed_) fail("the LocalCluster is closed: make a new one");
         if (index < 0 || index >= num_workers_)
@@ -435,7 +449,8 @@ public:
         for (int w = 0; w < num_workers_; ++w) names.push_back("worker " + std::to_string(w));
         std::shared_ptr<void> owner = net_;
         return make_client(owner, net_->worker(index), index, num_workers_, tensors, settings, timeout,
-                           share_memory && share_memory_, names, &clients_);
+                           share_memory && share_memory_,
+                           wire_precision ? wire_precision_of(*wire_precision) : precision_, names, &clients_);
     }
 
     // Ends the servers (the workers' side of the network is cut first when
@@ -489,6 +504,7 @@ private:
 
     int num_workers_;
     bool share_memory_;
+    ps::wire_precision precision_;
     bool closed_ = false;
     std::shared_ptr<ps::loopback_network> net_;
     std::vector<std::unique_ptr<ps::server>> servers_;
@@ -689,7 +705,8 @@ void bind_task(py::module_& m)
             "worker_names", [](const py_context& c) { return c.task->worker_names; },
             "How each worker is named in errors.")
         .def("connect", &py_context::connect, py::arg("tensors"), py::arg("settings") = py::none(),
-             py::arg("timeout") = 600.0, py::arg("share_memory") = true, "A client of the PS tasks for these tensors.");
+             py::arg("timeout") = 600.0, py::arg("share_memory") = true, py::arg("wire_precision") = "fp32",
+             "A client of the PS tasks for these tensors.");
     m.def("connect_task", &connect_task, py::arg("timeout") = 60.0, py::arg("heartbeat_interval") = 5.0,
           py::arg("ps_hosts") = py::none(), py::arg("worker_hosts") = py::none(), py::arg("job_name") = py::none(),
           py::arg("task_index") = py::none(), "Finds this task's role and connects it (see pstrain.init).");
@@ -698,11 +715,13 @@ void bind_task(py::module_& m)
 void bind_local_cluster(py::module_& m)
 {
     py::class_<local_cluster>(m, "LocalCluster", "PS tasks in threads of this process over the loopback transport.")
-        .def(py::init<int, int, const py::object&, bool>(), py::arg("num_ps") = 1, py::arg("num_workers") = 1,
-             py::arg("settings") = py::none(), py::arg("share_memory") = true,
+        .def(py::init<int, int, const py::object&, bool, const std::string&>(), py::arg("num_ps") = 1,
+             py::arg("num_workers") = 1, py::arg("settings") = py::none(), py::arg("share_memory") = true,
+             py::arg("wire_precision") = "fp32",
              "Starts num_ps servers in threads; settings: a dict of the training settings, or None (the chief's).")
         .def("connect", &local_cluster::connect, py::arg("index"), py::arg("tensors"), py::arg("settings") = py::none(),
-             py::arg("timeout") = 60.0, py::arg("share_memory") = true, "A client for worker `index`.")
+             py::arg("timeout") = 60.0, py::arg("share_memory") = true, py::arg("wire_precision") = py::none(),
+             "A client for worker `index`.")
         .def("close", &local_cluster::close, "Ends the servers and waits for them.")
         .def("kill_ps", &local_cluster::kill_ps, py::arg("index"), "PS `index` dies: its peers see it fail.")
         .def("kill_worker", &local_cluster::kill_worker, py::arg("index"), "Worker `index` dies.")

@@ -181,3 +181,37 @@ class PeerErrorsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WirePrecisionTest(unittest.TestCase):
+    """wire_precision="bf16": values come back rounded to bfloat16, the PS keeps float32."""
+
+    def test_bf16_values_are_rounded_and_the_ps_keeps_float32(self):
+        sgd = pstrain.Settings(optimizer=pstrain.Optimizer("sgd", lr=1.0))
+        with pstrain.LocalCluster(settings=sgd, share_memory=False, wire_precision="bf16") as cl:
+            c = cl.connect(0, [("w", (2,))], settings=sgd)
+            c.param("w")[...] = [0.1, 1.0]
+            c.wait(c.init())
+            np.testing.assert_array_equal(c.param("w"), np.array([0.10009765625, 1.0], dtype=np.float32))
+            c.grad("w")[...] = [0.0, -(2.0**-12)]
+            for _ in range(32):
+                c.wait(c.push("w"))
+            # 1 + 32 * 2^-12 = 1 + 2^-7: bf16 holds it; a PS that kept bf16 would be at 1.
+            self.assertEqual(float(c.param("w")[1]), 1.0 + 2.0**-7)
+            stats = c.stats()[0]
+            # 64-byte frames (the hello's with 40 bytes of settings); w's 2
+            # numbers are 4 bytes each way, but in the init (float32: 8).
+            self.assertEqual(stats["bytes_received"], (64 + 40) + (64 + 8) + 32 * (64 + 4) + 64)
+            self.assertEqual(stats["bytes_sent"], 64 + 33 * (64 + 4))
+
+    def test_a_worker_of_another_wire_precision_is_refused_naming_both(self):
+        with pstrain.LocalCluster(settings=SGD, share_memory=False) as cl:
+            with self.assertRaises(pstrain.PeerError) as e:
+                c = cl.connect(0, TENSORS, settings=SGD, wire_precision="bf16")
+                c.wait(c.init())
+            self.assertIn("worker 0 sends bf16 on the wire and this PS fp32: give every task of the job the same --wire-precision", str(e.exception))
+
+    def test_an_unknown_wire_precision_is_an_error_naming_the_words(self):
+        with self.assertRaises(pstrain.Error) as e:
+            pstrain.LocalCluster(settings=SGD, wire_precision="fp16")
+        self.assertEqual(str(e.exception), "wire_precision 'fp16' is none pstrain knows: use 'fp32' or 'bf16'")
