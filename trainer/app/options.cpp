@@ -303,9 +303,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
         ->group(compute)
         ->capture_default_str();
-    app.add_option("--precision", precision,
-                   "fp32, or bf16: the dense layers' matrix products multiply bf16 and accumulate in fp32 (oneDNN on "
-                   "CPUs with AMX or AVX512-BF16); weights, gradients and the rest stay fp32")
+    app.add_option(
+           "--precision", precision,
+           "fp32, or bf16: the matrix products of dense layers and convolutions multiply bf16 and accumulate in "
+           "fp32 (oneDNN on CPUs with AMX or AVX512-BF16); weights, gradients and the rest stay fp32")
         ->check(CLI::IsMember({"fp32", "bf16"}))
         ->group(compute)
         ->capture_default_str();

@@ -2,6 +2,9 @@
 // primitives of the layer's shape at each batch size, in the layouts
 // oneDNN prefers (format_tag::any), with reorders from and to the NCHW and
 // OIHW tensors the model keeps (reorders are skipped where the layouts agree).
+// At bf16 the primitives take bf16 src, weights and diff_dst (the reorders
+// round the model's float32 tensors, to nearest even) and write float32
+// dst, diff_src, diff_weights and diff_bias, accumulating in float32.
 #include "trainer/compute/conv2d.hpp"
 
 #include "pstrain/error.hpp"
@@ -59,8 +62,8 @@ struct operand {
 
 class onednn_conv2d final : public conv2d {
 public:
-    onednn_conv2d(const window2d& w, int filters)
-        : w_(w), filters_(filters), eng_(dnnl::engine::kind::cpu, 0), stream_(eng_)
+    onednn_conv2d(const window2d& w, int filters, precision p)
+        : w_(w), filters_(filters), precision_(p), eng_(dnnl::engine::kind::cpu, 0), stream_(eng_)
     {}
     const char* name() const override { return "onednn"; }
 
@@ -123,13 +126,16 @@ private:
         auto it = plans_.find(n);
         if (it != plans_.end()) return it->second;
         const auto f32 = memory::data_type::f32;
+        // The operands of the products: src, weights and diff_dst.
+        const auto mul = precision_ == precision::bf16 ? memory::data_type::bf16 : f32;
         const memory::dim c = w_.channels, h = w_.height, wd = w_.width, o = filters_;
         const memory::dims src_d{n, c, h, wd}, wei_d{o, c, w_.kh, w_.kw}, bias_d{o}, dst_d{n, o, w_.out_h, w_.out_w};
         const memory::dims strides{w_.sh, w_.sw}, pad_l{w_.pad_top, w_.pad_left};
         // "same" puts the odd row or column of padding at the bottom or right.
         const memory::dims pad_r{(w_.out_h - 1) * w_.sh + w_.kh - w_.height - w_.pad_top,
                                  (w_.out_w - 1) * w_.sw + w_.kw - w_.width - w_.pad_left};
-        const memory::desc src_any(src_d, f32, tag::any), wei_any(wei_d, f32, tag::any), dst_any(dst_d, f32, tag::any);
+        const memory::desc src_any(src_d, mul, tag::any), wei_any(wei_d, mul, tag::any), dst_any(dst_d, f32, tag::any),
+            ddst_any(dst_d, mul, tag::any), dsrc_any(src_d, f32, tag::any), dwei_any(wei_d, f32, tag::any);
         const memory::desc src_plain(src_d, f32, tag::nchw), wei_plain(wei_d, f32, tag::oihw),
             dst_plain(dst_d, f32, tag::nchw), bias_plain(bias_d, f32, tag::x);
         try {
@@ -138,12 +144,12 @@ private:
                                                 src_any, wei_any, bias_plain, dst_any, strides, pad_l, pad_r),
                 eng_);
             dnnl::convolution_backward_data::primitive_desc bwd_data(
-                dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any, wei_any, dst_any,
+                dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, dsrc_any, wei_any, ddst_any,
                                                       strides, pad_l, pad_r),
                 eng_, fwd);
             dnnl::convolution_backward_weights::primitive_desc bwd_weights(
-                dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, wei_any,
-                                                         bias_plain, dst_any, strides, pad_l, pad_r),
+                dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, dwei_any,
+                                                         bias_plain, ddst_any, strides, pad_l, pad_r),
                 eng_, fwd);
             plan p{dnnl::convolution_forward(fwd),
                    dnnl::convolution_backward_data(bwd_data),
@@ -170,6 +176,7 @@ private:
 
     window2d w_;
     int filters_;
+    precision precision_;
     dnnl::engine eng_;
     dnnl::stream stream_;
     std::map<int, plan> plans_;
@@ -177,9 +184,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<conv2d> make_onednn_conv2d(const window2d& w, int filters)
+std::unique_ptr<conv2d> make_onednn_conv2d(const window2d& w, int filters, precision p)
 {
-    return std::make_unique<onednn_conv2d>(w, filters);
+    return std::make_unique<onednn_conv2d>(w, filters, p);
 }
 
 }  // namespace pstrain::compute::cpu

@@ -129,7 +129,10 @@ backend::loss_sums cpu_backend::squared_error(const float* pred, const float* ta
     return sums;
 }
 
-std::unique_ptr<layer_kernels> cpu_backend::make_layer_kernels() { return cpu::make_layer_kernels(); }
+std::unique_ptr<layer_kernels> cpu_backend::make_layer_kernels()
+{
+    return cpu::make_layer_kernels(bf16_ ? precision::bf16 : precision::fp32);
+}
 
 #ifndef HAVE_DNNL
 std::unique_ptr<cpu::matmul_bf16> cpu::make_matmul_bf16() { throw error(bf16_refusal({}, false)); }

@@ -1,6 +1,7 @@
 // The CPU backend: OpenBLAS sgemm for the dense layers (at --precision
-// bf16, oneDNN's bf16 matmul: matmul_bf16.hpp), loops over the shared
-// element-wise math for the rest.  The oracle of the CUDA backend.
+// bf16, oneDNN's bf16 matmul: matmul_bf16.hpp, and its bf16 convolutions:
+// conv2d.hpp), loops over the shared element-wise math for the rest.  The
+// oracle of the CUDA backend.
 #pragma once
 
 #include "trainer/compute/backend.hpp"

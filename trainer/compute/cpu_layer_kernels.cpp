@@ -50,9 +50,11 @@ private:
 
 class cpu_layer_kernels final : public layer_kernels {
 public:
+    explicit cpu_layer_kernels(precision p) : precision_(p) {}
+
     std::unique_ptr<compute::conv2d> make_conv2d(const window2d& w, int filters, int max_batch) override
     {
-        return cpu::make_conv2d(w, filters, max_batch);
+        return cpu::make_conv2d(w, filters, max_batch, cpu::conv2d_impl::automatic, precision_);
     }
     std::unique_ptr<pool2d> make_maxpool(const window2d& w, int max_batch) override
     {
@@ -114,10 +116,13 @@ public:
     {
         cpu::moving_average_delta(batch, moving, delta, count, momentum);
     }
+
+private:
+    precision precision_;  // of the convolutions' products
 };
 
 }  // namespace
 
-std::unique_ptr<layer_kernels> make_layer_kernels() { return std::make_unique<cpu_layer_kernels>(); }
+std::unique_ptr<layer_kernels> make_layer_kernels(precision p) { return std::make_unique<cpu_layer_kernels>(p); }
 
 }  // namespace pstrain::compute::cpu

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "trainer/compute/layers.hpp"
+#include "trainer/compute/precision.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -75,7 +76,8 @@ void batchnorm_backward(const float* x, const float* gamma, const float* mean, c
 // moving value (TensorFlow's assign_moving_average with decay = momentum).
 void moving_average_delta(const float* batch, const float* moving, float* delta, int count, float momentum);
 
-// These kernels behind the device-neutral interface (cpu_backend's).
-std::unique_ptr<layer_kernels> make_layer_kernels();
+// These kernels behind the device-neutral interface (cpu_backend's); the
+// convolutions multiply at precision `p` (conv2d.hpp).
+std::unique_ptr<layer_kernels> make_layer_kernels(precision p);
 
 }  // namespace pstrain::compute::cpu

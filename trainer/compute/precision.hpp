@@ -1,8 +1,9 @@
-// --precision fp32|bf16: the operand type of the matrix products of the
-// forward and backward passes.  bf16 multiplies bf16 operands and
-// accumulates in float32 (oneDNN's matmul on AMX or AVX512-BF16); the
-// outputs, the loss, softmax, normalization statistics, activations, the
-// master weights and everything on the PS tasks stay float32.  Whether this
+// --precision fp32|bf16: the operand type of the matrix products and
+// convolutions of the forward and backward passes.  bf16 multiplies bf16
+// operands and accumulates in float32 (oneDNN's matmul and convolution on
+// AMX or AVX512-BF16); the outputs, the loss, softmax, normalization
+// statistics, activations, the master weights and everything on the PS
+// tasks stay float32.  Whether this
 // CPU (and build) can run bf16 is decided from a feature set, so the
 // refusal is testable on any machine.
 #pragma once

@@ -11,6 +11,7 @@
 #include "pstrain/error.hpp"
 #include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/cpu_layers.hpp"
+#include "tests/unit/trainer/compute/bf16_here.hpp"
 #include "tests/unit/trainer/oracle.hpp"
 
 #include <cfloat>
@@ -531,4 +532,79 @@ BOOST_AUTO_TEST_CASE(moving_average_delta_steps_toward_the_batch_statistic)
         for (int i = 0; i < 3; ++i) moving[i] += delta[i];
     }
     for (int i = 0; i < 3; ++i) BOOST_TEST(std::fabs(moving[i] - batch[i]) < 1e-5);
+}
+
+// --precision bf16: oneDNN's bf16 convolution against the oracle.  As for
+// the dense products (test_matmul_bf16): every output sums K products of
+// operands rounded to bf16 (8 significant bits, a relative error of at most
+// u = 2^-8 each) in float32, so it is within
+// (2u + u^2 + 2 K 2^-24) * sum |a_k b_k| of the exact sum, where the sums of
+// |a_k b_k| are the oracle's own convolution of |x|, |k| and |dy|.  And
+// some element is further off than float32 alone could be: bf16 ran.
+namespace {
+
+oracle::vec absolute(const std::vector<float>& v)
+{
+    oracle::vec a(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(v[i]);
+    return a;
+}
+
+// Returns the largest error over the float32 bound (2 K 2^-24 * sum).
+double expect_within_bf16(const std::vector<float>& got, const oracle::vec& want, const oracle::vec& sum_abs,
+                          std::size_t terms, const char* what)
+{
+    BOOST_TEST_REQUIRE(got.size() == want.size());
+    const double u = 0x1p-8, k = static_cast<double>(terms), fp32 = 2 * k * 0x1p-24;
+    double excess = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        const double err = std::fabs(got[i] - want[i]);
+        BOOST_TEST_REQUIRE(err <= (2 * u + u * u + fp32) * sum_abs[i] + 1e-30,
+                           what << "[" << i << "]: got " << got[i] << ", oracle " << want[i]);
+        excess = std::max(excess, err / (fp32 * sum_abs[i] + 1e-30));
+    }
+    return excess;
+}
+
+}  // namespace
+
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(testing::bf16_here()))
+BOOST_DATA_TEST_CASE(bf16_conv2d_matches_the_oracle_within_bf16_rounding, bdata::make(conv_cases), k)
+{
+    auto w = window_of(k);
+    auto g = geometry_of(k);
+    const std::size_t in = std::size_t(k.n) * k.c * k.h * k.w;
+    const std::size_t out = std::size_t(k.n) * k.filters * w.out_h * w.out_w;
+    auto x = random_floats(in, 1), kernel = random_floats(std::size_t(k.filters) * k.c * k.kh * k.kw, 2),
+         dy = random_floats(out, 4);
+    const std::vector<float> zero(std::size_t(k.filters), 0.0f);
+    auto conv = cpu::make_conv2d(w, k.filters, k.n, cpu::conv2d_impl::automatic, compute::precision::bf16);
+    BOOST_TEST(conv->name() == std::string("onednn"), "bf16 convolutions are oneDNN's, on one channel too");
+    std::vector<float> y(out), dx(in, 7.0f), dk(kernel.size(), 7.0f), db(zero.size(), 7.0f);
+    conv->forward(x.data(), kernel.data(), zero.data(), y.data(), k.n);
+    const oracle::vec no_bias(zero.size(), 0.0);
+    const std::size_t per_output = std::size_t(k.c) * k.kh * k.kw, per_kernel = out / k.filters;
+    double excess = expect_within_bf16(y, oracle::conv2d_forward(g, k.filters, widen(x), widen(kernel), no_bias),
+                                       oracle::conv2d_forward(g, k.filters, absolute(x), absolute(kernel), no_bias),
+                                       per_output, "y");
+    oracle::vec rdx, rdk, rdb, adx, adk, adb;
+    oracle::conv2d_backward(g, k.filters, widen(x), widen(kernel), widen(dy), rdx, rdk, rdb);
+    oracle::conv2d_backward(g, k.filters, absolute(x), absolute(kernel), absolute(dy), adx, adk, adb);
+    conv->backward(x.data(), kernel.data(), dy.data(), dx.data(), dk.data(), db.data(), k.n);
+    excess = std::max(excess, expect_within_bf16(dx, rdx, adx, std::size_t(k.filters) * k.kh * k.kw, "dx"));
+    excess = std::max(excess, expect_within_bf16(dk, rdk, adk, per_kernel, "dkernel"));
+    BOOST_TEST(excess > 1.0, "some element is further from the oracle than float32 could be");
+    // The bias gradient sums bf16-rounded dy in float32: within 2^-8 of the sums of |dy|.
+    expect_within_bf16(db, rdb, adb, per_kernel, "dbias");
+}
+
+BOOST_AUTO_TEST_CASE(im2col_at_bf16_is_refused)
+{
+    compute::window2d w{1, 8, 8, 3, 3, 1, 1};
+    BOOST_TEST_REQUIRE(compute::resolve_padding(w, true));
+    BOOST_CHECK_EXCEPTION(cpu::make_conv2d(w, 2, 4, cpu::conv2d_impl::im2col, compute::precision::bf16), error,
+                          [](const error& e) {
+                              return e.what() == std::string("the im2col convolution multiplies in fp32: unset "
+                                                             "PSTRAIN_CONV=im2col for --precision bf16");
+                          });
 }

@@ -100,8 +100,6 @@ const std::vector<shape> shapes = {{1, 1, 1}, {7, 37, 10}, {100, 784, 129}, {3, 
 
 }  // namespace
 
-BOOST_TEST_DONT_PRINT_LOG_VALUE(shape)
-
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(bf16_here()))
 BOOST_DATA_TEST_CASE(forward_matches_the_fp32_oracle_within_bf16_rounding, bdata::make(shapes), s)
 {

@@ -426,8 +426,9 @@ BOOST_AUTO_TEST_CASE(batchnorm_parses_prints_and_counts_its_parameters)
 }
 
 // --precision bf16: a whole model's gradients against float32's, from the
-// same weights and batch, on tanh (smooth: no unit switches on or off as
-// at a ReLU, so the difference is the products' rounding alone).
+// same weights and batch, dense and convolutional, on tanh and average
+// pooling (smooth: no unit switches on or off as at a ReLU or a window's
+// maximum, so the difference is the products' rounding alone).
 // Documented bound: a product of bf16-rounded operands is off by a relative
 // error of at most 2^-8 per operand; over a reduction of K terms the
 // independent errors add like a random walk, a relative error of about
@@ -436,15 +437,33 @@ BOOST_AUTO_TEST_CASE(batchnorm_parses_prints_and_counts_its_parameters)
 // quadrature: 2^-8 sqrt(6 * 2/3) = 2 * 2^-8 of its norm.  Each tensor's
 // error norm must stay within twice that, 4 * 2^-8 of the tensor's norm,
 // and each element within 2^-8 sqrt(K) of the tensor's largest gradient
-// (K = 256, the longest reduction); the loss within 2^-8 of float32's.
+// (K = 256, the longest reduction of the dense model; the convolutional
+// one's is 8 * 3 * 3 = 72 or 7 * 7 * 16 = 784 for the dense layer); the
+// loss within 2^-8 of float32's.
+namespace {
+
+// A model spec and its data: features, or images c x h x w.
+struct bf16_case {
+    const char* spec;
+    int channels, height, width;
+};
+std::ostream& operator<<(std::ostream& os, const bf16_case& c) { return os << c.spec; }
+
+const bf16_case bf16_cases[] = {
+    {"dense:128:tanh,dense:64:tanh,dense:10", 0, 0, 0},
+    {"conv2d:8:3x3:tanh,avgpool:2,conv2d:16:3x3:tanh,flatten,dense:10", 1, 16, 16},
+};
+
+}  // namespace
+
 BOOST_TEST_DECORATOR(*boost::unit_test::precondition(testing::bf16_here()))
-BOOST_AUTO_TEST_CASE(bf16_gradients_are_within_bf16_rounding_of_fp32_ones)
+BOOST_DATA_TEST_CASE(bf16_gradients_are_within_bf16_rounding_of_fp32_ones, bdata::make(bf16_cases), c)
 {
     const auto fp32 = compute::make_backend(compute::device_kind::cpu, compute::precision::fp32, 1);
     const auto bf16 = compute::make_backend(compute::device_kind::cpu, compute::precision::bf16, 1);
-    auto d = testing::make_random_data(64, 256, 10, 5);
-    const std::string spec = "dense:128:tanh,dense:64:tanh,dense:10";
-    auto m32 = build(*fp32, spec, d, 64), m16 = build(*bf16, spec, d, 64);
+    auto d = c.channels ? testing::make_image_data(64, c.channels, c.height, c.width, 10, 5)
+                        : testing::make_random_data(64, 256, 10, 5);
+    auto m32 = build(*fp32, c.spec, d, 64), m16 = build(*bf16, c.spec, d, 64);
     std::vector<float> p(m32->num_params()), g32(p.size()), g16(p.size());
     m32->initialize(p, 3);
     std::vector<std::uint32_t> rows(64);
@@ -452,7 +471,7 @@ BOOST_AUTO_TEST_CASE(bf16_gradients_are_within_bf16_rounding_of_fp32_ones)
     const double l32 = m32->compute_gradients(p, d, rows, g32).loss;
     const double l16 = m16->compute_gradients(p, d, rows, g16).loss;
     BOOST_TEST(std::fabs(l16 - l32) <= 0x1p-8 * l32, "loss " << l16 << " against " << l32);
-    const double u = 0x1p-8, k = 256;
+    const double u = 0x1p-8, k = c.channels ? 784 : 256;
     for (const auto& t : m32->tensors()) {
         double largest = 0, worst = 0, err2 = 0, norm2 = 0;
         for (std::size_t i = t.offset; i < t.offset + t.size; ++i) {
