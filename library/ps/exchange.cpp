@@ -41,7 +41,8 @@ exchange::exchange(transport& net, float* values, std::chrono::seconds timeout, 
 void exchange::post_and_send(operation& op, const void* payload)
 {
     op.recv = net_.recv(op.ps, channel::control, &op.in, sizeof op.in);
-    const bool aside = precision_ != wire_precision::fp32;  // received into numbers_in, widened once checked
+    // bf16: received into numbers_in, widened once checked.
+    const bool aside = wire::reply_precision(op.out.kind, precision_) != wire_precision::fp32;
     if (op.expected == wire::kind::rows && !op.rows.empty()) {
         if (aside) op.numbers_in.resize(wire::numbers_bytes(op.rows.size(), precision_));
         op.payload_recv = aside ? net_.recv(op.ps, channel::payload, op.numbers_in.data(), op.numbers_in.size())
@@ -141,7 +142,7 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
 // A bf16 reply's numbers, checked, widened where they go.
 void exchange::widen_reply(operation& op) const
 {
-    if (precision_ == wire_precision::fp32 || op.numbers_in.empty()) return;
+    if (wire::reply_precision(op.out.kind, precision_) == wire_precision::fp32 || op.numbers_in.empty()) return;
     if (op.expected == wire::kind::rows)
         wire::decode_numbers(op.numbers_in.data(), op.rows.size(), precision_, op.rows.data());
     else if (op.expected == wire::kind::values && !op.shared)
@@ -200,7 +201,8 @@ void exchange::check_reply(operation& op, const std::string& who) const
                          fmt::format("{} sent values of [{}, {}) but this worker asked for [{}, {}): do all tasks run "
                                      "the same model?",
                                      who, v.range_begin, v.range_end, op.part.begin, op.part.end));
-    const std::uint64_t expected_bytes = op.shared ? 0 : wire::dense_bytes(op.part, precision_);
+    const std::uint64_t expected_bytes =
+        op.shared ? 0 : wire::dense_bytes(op.part, wire::reply_precision(op.out.kind, precision_));
     if ((v.in_shared_memory != 0) != op.shared || op.in.payload_bytes != expected_bytes ||
         (expected_bytes > 0 && op.payload_recv.length() != expected_bytes))
         throw peer_error(

@@ -71,7 +71,8 @@ public:
              activity_recorder& activity, wire_precision precision = wire_precision::fp32);
 
     // Posts the operation's receives first, so that replies land in place,
-    // then sends its frame (`out`) and `payload` (out.payload_bytes bytes).
+    // then sends its frame (`out`, already encoded: its kind says what the
+    // reply carries) and `payload` (out.payload_bytes bytes).
     void post_and_send(operation& op, const void* payload);
     // Waits for every operation's reply (timing the wait as `phase` of
     // `profile`); throws pstrain::peer_error naming the PS that was lost,

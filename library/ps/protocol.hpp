@@ -346,6 +346,17 @@ inline std::uint64_t numbers_bytes(std::uint64_t count, wire_precision p)
 // a push's and a values reply's in the wire precision.
 inline std::uint64_t dense_bytes(const shard_range& part) { return float_bytes(part.size()); }
 inline std::uint64_t dense_bytes(const shard_range& part, wire_precision p) { return numbers_bytes(part.size(), p); }
+// What a values reply to a `request` (a kind) travels as in a job of wire
+// precision `p`: the replies to init and restore are float32 whatever `p`
+// is, so that the chief starts from the PS's exact values (and a chief on
+// the PS's host, whose later exchanges go through shared memory, stays
+// float32 throughout).
+inline wire_precision reply_precision(std::uint16_t request, wire_precision p)
+{
+    return request == static_cast<std::uint16_t>(kind::init) || request == static_cast<std::uint16_t>(kind::restore)
+               ? wire_precision::fp32
+               : p;
+}
 
 // The largest packed rkey a hello may carry.
 inline constexpr std::size_t max_rkey_bytes = 4096;

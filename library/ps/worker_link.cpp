@@ -126,7 +126,7 @@ void worker_links::reply_values(std::size_t i, const values_reply& v)
         bytes_out_ += v.values.size_bytes();
         p.sending = nullptr;
         p.out = wire::encode(m);
-    } else if (precision_ == wire_precision::fp32) {
+    } else if (wire::reply_precision(p.in.kind, precision_) == wire_precision::fp32) {  // p.in: what it answers
         p.sending = v.buffer;
         p.out = wire::encode(m, v.values.size_bytes());
         p.payload_send = net_.send(i, channel::payload, v.values.data(), v.values.size_bytes());

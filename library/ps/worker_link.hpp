@@ -98,6 +98,8 @@ public:
 
     // Sends `f` as worker i's reply, once its previous reply frame has left.
     void reply(std::size_t i, const wire::frame& f);
+    // The values as the reply to worker i's message in `in` (in the wire
+    // precision, but for an init or restore: wire::reply_precision).
     void reply_values(std::size_t i, const values_reply& v);
     void reply_stats(std::size_t i, std::uint64_t step);
     // rows_out as the reply to a sparse request.

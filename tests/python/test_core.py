@@ -191,7 +191,9 @@ class WirePrecisionTest(unittest.TestCase):
         with pstrain.LocalCluster(settings=sgd, share_memory=False, wire_precision="bf16") as cl:
             c = cl.connect(0, [("w", (2,))], settings=sgd)
             c.param("w")[...] = [0.1, 1.0]
-            c.wait(c.init())
+            c.wait(c.init())  # its reply is float32
+            np.testing.assert_array_equal(c.param("w"), np.array([0.1, 1.0], dtype=np.float32))
+            c.wait(c.pull())
             np.testing.assert_array_equal(c.param("w"), np.array([0.10009765625, 1.0], dtype=np.float32))
             c.grad("w")[...] = [0.0, -(2.0**-12)]
             for _ in range(32):
@@ -200,9 +202,10 @@ class WirePrecisionTest(unittest.TestCase):
             self.assertEqual(float(c.param("w")[1]), 1.0 + 2.0**-7)
             stats = c.stats()[0]
             # 64-byte frames (the hello's with 40 bytes of settings); w's 2
-            # numbers are 4 bytes each way, but in the init (float32: 8).
-            self.assertEqual(stats["bytes_received"], (64 + 40) + (64 + 8) + 32 * (64 + 4) + 64)
-            self.assertEqual(stats["bytes_sent"], 64 + 33 * (64 + 4))
+            # numbers are 4 bytes each way, but in the init and its reply
+            # (float32: 8).
+            self.assertEqual(stats["bytes_received"], (64 + 40) + (64 + 8) + 64 + 32 * (64 + 4) + 64)
+            self.assertEqual(stats["bytes_sent"], 64 + (64 + 8) + 33 * (64 + 4))
 
     def test_a_worker_of_another_wire_precision_is_refused_naming_both(self):
         with pstrain.LocalCluster(settings=SGD, share_memory=False) as cl:

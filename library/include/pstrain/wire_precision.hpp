@@ -5,9 +5,10 @@
 // rounds (to nearest, ties to even) what it sends.
 //
 // Dense pushes, values replies, row pushes and row pulls travel in it; the
-// chief's init stays FP32 (the master weights start exact), and so do the
-// exchanges through a worker's buffers that a PS on its host maps (shared
-// memory: nothing crosses a wire there).  Every worker's hello says its
+// chief's init and the replies to its init and restore stay FP32 (master
+// weights and the chief's values start exact), and so do the exchanges
+// through a worker's buffers that a PS on its host maps (shared memory:
+// nothing crosses a wire there).  Every worker's hello says its
 // precision; a PS refuses a worker whose precision is not its own.
 #pragma once
 

@@ -189,6 +189,9 @@ BOOST_DATA_TEST_CASE(values_pulled_in_bf16_are_the_ps_values_rounded_to_nearest_
     auto& w1 = job.worker(1);
     fill(w0.params(), initial);
     w0.wait(w0.async_init());
+    // The reply to init is float32: the chief starts from the PS's exact values.
+    BOOST_TEST(to_vector(w0.params()) == initial, boost::test_tools::per_element());
+    w0.wait(w0.async_pull());
     w1.wait(w1.async_pull());
     const std::vector<float> expect{1.0f, 1.0f + two_to(-6), inf, -inf, 0.10009765625f, 3.0f};
     BOOST_TEST(to_vector(w0.params()) == expect, boost::test_tools::per_element());
@@ -207,6 +210,7 @@ BOOST_AUTO_TEST_CASE(the_shared_memory_path_stays_fp32)
     fill(w.params(), {1.0f + two_to(-8), 0.1f, 1, 1, 1, 1});
     w.wait(w.async_init());
     BOOST_TEST_REQUIRE(w.mapped(0));
+    BOOST_TEST(w.params()[0] == 1.0f + two_to(-8));  // the reply to init: float32 too
     fill(w.grads(), {-two_to(-12), 0, 0, 0, 0, 0});
     w.wait(w.async_push());
     w.wait(w.async_pull());
@@ -246,8 +250,9 @@ BOOST_AUTO_TEST_CASE(sync_averages_the_decoded_gradients_in_fp32)
     BOOST_TEST(!job.finish().threw);
 }
 
-// The bytes each PS counts: frames of 64 bytes, the chief's init in FP32,
-// every push and values reply's numbers in two bytes each instead of four.
+// The bytes each PS counts: frames of 64 bytes, the chief's init and its
+// reply in FP32, every push and other values reply's numbers in two bytes
+// each instead of four.
 BOOST_DATA_TEST_CASE(a_bf16_job_moves_half_the_bytes_of_gradients_and_values,
                      bdata::make({wire_precision::fp32, wire_precision::bf16}), precision)
 {
@@ -261,9 +266,10 @@ BOOST_DATA_TEST_CASE(a_bf16_job_moves_half_the_bytes_of_gradients_and_values,
     for (int k = 0; k < 4; ++k) w0.wait(w0.async_push());
     const auto stats = w1.stats();
     const std::uint64_t n = precision == wire_precision::bf16 ? 2000 : 4000;  // one message's numbers
-    // In: 2 hellos, init (4000), a pull, 4 pushes, this stats request.  Out: 2 welcomes, 6 values replies.
+    // In: 2 hellos, init (4000), a pull, 4 pushes, this stats request.
+    // Out: 2 welcomes, init's reply (4000), 5 values replies.
     BOOST_TEST(stats[0].bytes_received == 2 * 64u + (64u + 4000u) + 64u + 4 * (64u + n) + 64u);
-    BOOST_TEST(stats[0].bytes_sent == 2 * 64u + 6 * (64u + n));
+    BOOST_TEST(stats[0].bytes_sent == 2 * 64u + (64u + 4000u) + 5 * (64u + n));
     w0.shutdown();
     leave(w1);
     BOOST_TEST(!job.finish().threw);
@@ -321,11 +327,13 @@ BOOST_AUTO_TEST_CASE(a_ps_without_settings_takes_the_chiefs_wire_precision)
     t.optimizer.learning_rate = 1.0f;
     job_options o;
     o.settings = t;
+    o.share_memory = false;
     o.precisions = {wire_precision::bf16, wire_precision::fp32};
     ps_job job(1, 2, c, {}, o);
     auto& w0 = job.chief();
     fill(w0.params(), {0.1f, 1, 1, 1, 1, 1});
     w0.wait(w0.async_init());
+    w0.wait(w0.async_pull());
     BOOST_TEST(w0.params()[0] == 0.10009765625f);
     BOOST_CHECK_EXCEPTION(job.worker(1).wait(job.worker(1).async_pull()), pstrain::peer_error,
                           [](const pstrain::peer_error& e) {
