@@ -142,6 +142,8 @@ def main():
     p.add_argument("--sync", action="store_true")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--adagrad-initial", type=float, default=0.1,
+                   help="the rows' Adagrad accumulators' start (pstrain and local; TorchRec's fused Adagrad starts at 0)")
     a = p.parse_args()
     common.one_thread()
     d = ctr_data.load(a.data)
@@ -152,7 +154,8 @@ def main():
         ctx = pstrain.init()
         index, workers, chief = ctx.task_index, ctx.num_workers, ctx.is_chief
         ids = torch.from_numpy(d["keys"])
-        model = DLRM(EmbeddingBag(DIM, mode="sum", optimizer="adagrad", lr=0.05, init_range=0.05))
+        model = DLRM(EmbeddingBag(DIM, mode="sum", optimizer="adagrad", lr=0.05, init_range=0.05,
+                                  adagrad_initial=a.adagrad_initial))
         opt = DistributedOptimizer(model.named_parameters(), optimizer="adam", lr=0.001, sync=a.sync, context=ctx)
         global_step = lambda: opt.global_step
     elif a.impl == "torchrec":
@@ -168,7 +171,7 @@ def main():
         torch.nn.init.uniform_(table.weight, -0.05, 0.05)
         model = DLRM(table)
         dense_opt = torch.optim.Adam([q for name, q in model.named_parameters() if not name.startswith("table.")], lr=0.001)
-        table_opt = torch.optim.Adagrad([table.weight], lr=0.05, initial_accumulator_value=0.1)
+        table_opt = torch.optim.Adagrad([table.weight], lr=0.05, initial_accumulator_value=a.adagrad_initial)
         done = [0]
         global_step = lambda: done[0]
     dense, label = torch.from_numpy(d["dense"]), torch.from_numpy(d["label"])
