@@ -1,30 +1,19 @@
-// bfloat16 as the wire carries it (wire_precision.hpp): a float's top 16
-// bits.  A float rounds to the nearest bfloat16, ties to even; a NaN stays
-// a NaN (quiet), infinities and zeros keep their sign; a float too large
-// for bfloat16's finite range rounds to infinity, as IEEE rounding does.
-// Widening is exact.
+// bfloat16 as the wire carries it (wire_precision.hpp): the rounding of
+// common/bf16.hpp, over the byte buffers of messages (any alignment).
 //
 // Pure functions, any thread.
 #pragma once
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "common/bf16.hpp"
+
 namespace pstrain::ps::bf16 {
 
-// The bfloat16 nearest `f` (ties to even).
-inline std::uint16_t from_float(float f)
-{
-    const auto bits = std::bit_cast<std::uint32_t>(f);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);  // NaN, quiet
-    const std::uint32_t round = 0x7fffu + ((bits >> 16) & 1u);
-    return static_cast<std::uint16_t>((bits + round) >> 16);
-}
-
-// The float `h` is (exactly).
-inline float to_float(std::uint16_t h) { return std::bit_cast<float>(std::uint32_t(h) << 16); }
+using pstrain::bf16::from_float;
+using pstrain::bf16::to_float;
 
 // `n` floats rounded into the `n` bfloat16 at `out` (2n bytes; any alignment).
 inline void encode(const float* in, std::size_t n, void* out)

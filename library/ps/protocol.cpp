@@ -152,6 +152,10 @@ training_settings decode_settings(std::span<const std::uint8_t> bytes)
     s.optimizer.learning_rate = r.number("learning rate");
     s.optimizer.momentum = r.number("momentum");
     s.optimizer.adagrad_initial = r.number("adagrad initial accumulator");
+    if (s.optimizer.kind == optimizer_kind::adagrad && !(s.optimizer.adagrad_initial > 0))
+        throw error(fmt::format("its Adagrad accumulators start at {}, not above 0 (a zero gradient would divide 0 "
+                                "by 0)",
+                                s.optimizer.adagrad_initial));
     s.optimizer.beta1 = r.number("beta1");
     s.optimizer.beta2 = r.number("beta2");
     s.optimizer.epsilon = r.number("epsilon");
@@ -177,6 +181,10 @@ training_settings decode_settings(std::span<const std::uint8_t> bytes)
         t.optimizer = static_cast<row_optimizer>(opt);
         t.learning_rate = r.number("table learning rate");
         t.adagrad_initial = r.number("table adagrad initial accumulator");
+        if (t.optimizer == row_optimizer::adagrad && !(t.adagrad_initial > 0))
+            throw error(fmt::format("its embedding table {} starts its Adagrad accumulators at {}, not above 0 (a "
+                                    "zero gradient would divide 0 by 0)",
+                                    k, t.adagrad_initial));
         t.beta1 = r.number("table beta1");
         t.beta2 = r.number("table beta2");
         t.epsilon = r.number("table epsilon");

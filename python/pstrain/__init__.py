@@ -62,6 +62,19 @@ class Optimizer:
     epsilon: float = 1e-8
     adagrad_initial: float = 0.1
 
+    def __post_init__(self) -> None:
+        _check_adagrad_initial(self.name, self.adagrad_initial, "Optimizer")
+
+
+def _check_adagrad_initial(optimizer: str, value: float, what: str) -> None:
+    # Adagrad divides by the root of its accumulator: one that starts at 0
+    # turns a zero gradient into 0/0 (TensorFlow refuses it too).
+    if optimizer == "adagrad" and not value > 0:
+        raise Error(
+            f"{what}(adagrad_initial={value}): Adagrad's accumulators must start above 0 "
+            "(a zero gradient would divide 0 by 0): pass a small positive value, e.g. 1e-8, or the default 0.1"
+        )
+
 
 @dataclass
 class Table:
@@ -89,6 +102,9 @@ class Table:
     beta2: float = 0.999
     epsilon: float = 1e-8
     adagrad_initial: float = 0.1
+
+    def __post_init__(self) -> None:
+        _check_adagrad_initial(self.optimizer, self.adagrad_initial, "Table")
 
 
 @dataclass

@@ -146,6 +146,17 @@ class ShapesTest(unittest.TestCase):
             pstrain.LocalCluster(settings=bad)
 
 
+    def test_adagrad_accumulators_that_start_at_0_are_refused_with_the_fix(self):
+        for make, what in ((lambda: pstrain.Optimizer("adagrad", adagrad_initial=0.0), "Optimizer"),
+                           (lambda: pstrain.Table(dim=4, adagrad_initial=0.0), "Table")):
+            with self.assertRaisesRegex(
+                    pstrain.Error, r"^%s\(adagrad_initial=0.0\): Adagrad's accumulators must start above 0 .*"
+                    r"pass a small positive value, e\.g\. 1e-8, or the default 0\.1$" % what):
+                make()
+        # Other optimizers keep no accumulator: 0 is no concern of theirs.
+        self.assertEqual(pstrain.Optimizer("adam", adagrad_initial=0.0).name, "adam")
+
+
 class InitTest(unittest.TestCase):
     def test_init_without_a_role_says_how_to_get_one(self):
         hidden = {k: os.environ.pop(k) for k in list(os.environ) if k == "TF_CONFIG" or k.startswith(("PSTRAIN_", "PMIX_", "SLURM_"))}

@@ -699,6 +699,33 @@ BOOST_AUTO_TEST_CASE(training_settings_survive_the_wire_and_bad_ones_are_named)
     });
 }
 
+BOOST_AUTO_TEST_CASE(adagrad_accumulators_that_start_at_0_are_refused)
+{
+    training_settings t;
+    t.optimizer.kind = optimizer_kind::adagrad;
+    t.optimizer.adagrad_initial = 0.0f;
+    BOOST_CHECK_EXCEPTION(wire::decode_settings(wire::encode_settings(t)), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) ==
+               "its Adagrad accumulators start at 0, not above 0 (a zero gradient would divide 0 by 0)";
+    });
+    t.optimizer.adagrad_initial = 0.1f;
+    embedding_config e;
+    e.optimizer = row_optimizer::adagrad;
+    e.adagrad_initial = -1.0f;
+    t.tables.push_back(e);
+    BOOST_CHECK_EXCEPTION(wire::decode_settings(wire::encode_settings(t)), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) ==
+               "its embedding table 0 starts its Adagrad accumulators at -1, not above 0 (a zero gradient would "
+               "divide 0 by 0)";
+    });
+    // Adam keeps no accumulator: its 0 is no concern.
+    t.tables[0].optimizer = row_optimizer::adam;
+    t.tables[0].adagrad_initial = 0.0f;
+    t.optimizer.kind = optimizer_kind::adam;
+    t.optimizer.adagrad_initial = 0.0f;
+    BOOST_TEST(wire::decode_settings(wire::encode_settings(t)).tables.size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(settings_difference_names_the_first_field_that_differs)
 {
     training_settings a, b;
