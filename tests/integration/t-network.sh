@@ -191,7 +191,12 @@ test_shape_applies_the_delay_jitter_and_loss_it_names() {
   rtt() { ip netns exec pstn1 python3 "$probe" rtt n2 "$port" --count "${1:-400}"; }
   cluster shape >>"$TEST_LOG" 2>&1
   r=$(rtt) || fail "no round trip between n1 and n2: $r"
-  base=$(field "$r" rtt_median_us)
+  # The shaper holds each frame until its kernel receive time + D, so time a
+  # frame spent waiting for a core on a busy machine is part of its delay,
+  # not added to it: a shaped round trip is 2 D plus the bare transit, the
+  # unshaped minimum (the unshaped median is that plus the machine's
+  # scheduling noise, 200 us and more while a CI run's other processes run).
+  base=$(field "$r" rtt_min_us)
   echo "unshaped: $r" >>"$TEST_LOG"
   local delay us
   for delay in 1ms 200us; do
@@ -201,7 +206,7 @@ test_shape_applies_the_delay_jitter_and_loss_it_names() {
     echo "--delay $delay: $r" >>"$TEST_LOG"
     python3 -c "import sys; added = float(sys.argv[1]) - float(sys.argv[2]); sys.exit(0 if abs(added - 2 * $us) <= 0.1 * 2 * $us else 1)" \
       "$(field "$r" rtt_median_us)" "$base" ||
-      fail "--delay $delay: the round trip's median $(field "$r" rtt_median_us) us is not ${base} us + 2 x $us us within 10%"
+      fail "--delay $delay: the round trip's median $(field "$r" rtt_median_us) us is not the bare ${base} us + 2 x $us us within 10%"
   done
   # Jitter: each way uniform in [D-J, D+J] (in order), so the middle stays and the spread grows.
   cluster shape --delay 1ms --jitter 400us >>"$TEST_LOG" 2>&1 || fail "pstrain-cluster shape --jitter failed"
@@ -209,7 +214,7 @@ test_shape_applies_the_delay_jitter_and_loss_it_names() {
   echo "--delay 1ms --jitter 400us: $r" >>"$TEST_LOG"
   python3 -c "import sys; m, lo, p90, b = map(float, sys.argv[1:]); sys.exit(0 if abs(m - b - 2000) <= 200 and p90 - lo >= 400 else 1)" \
     "$(field "$r" rtt_median_us)" "$(field "$r" rtt_min_us)" "$(field "$r" rtt_p90_us)" "$base" ||
-    fail "--delay 1ms --jitter 400us: round trips $r (unshaped median $base us): not 2 ms more in the middle with a spread of at least 400 us"
+    fail "--delay 1ms --jitter 400us: round trips $r (unshaped minimum $base us): not 2 ms more in the middle with a spread of at least 400 us"
   # Loss: 5000 datagrams n1 -> n2 at 1%: 50 expected, the 99.9% binomial interval is 27..73.
   cluster shape --loss 1% >>"$TEST_LOG" 2>&1 || fail "pstrain-cluster shape --loss failed"
   r=$(ip netns exec pstn1 python3 "$probe" loss n2 "$port" --count 5000) || fail "the loss probe failed: $r"
@@ -301,8 +306,10 @@ start_big() {
 test_8_of_64_async_workers_killed_at_once_training_goes_on() {
   net_setup
   # 64 workers make some 15 000 async steps a second here: 300 000 leave
-  # the PS time to find the 8 lost.
-  start_big 1 64 --train-steps 300000 --log-every 1000
+  # the PS 20 s to find the 8 lost.  A killed worker is found by its silence
+  # (a PS in async mode sends nothing it would not have been asked for):
+  # beats every second find it within 6 s.
+  start_big 1 64 --train-steps 300000 --log-every 1000 --heartbeat-interval 1
   local victims
   victims=$(job_tasks | awk '$2 == "worker" && $3 >= 56 {print $1}')
   [ "$(wc -w <<<"$victims")" -eq 8 ] || fail "workers 56-63 are not all running: $(job_tasks | wc -l) tasks"
@@ -336,9 +343,11 @@ test_a_ps_killed_among_4_ends_the_job_of_60_workers_within_30s_naming_it() {
 
 test_a_silent_node_of_16_tasks_ends_every_other_task_within_60s() {
   net_setup
-  # 2 ps + 46 workers, 16 tasks a node: n3 holds workers 30-45.
+  # 2 ps + 46 workers, 16 tasks a node (srun spreads 48 over 3 evenly;
+  # --ntasks-per-node=16 is refused on nodes that declare fewer CPUs):
+  # n3 holds workers 30-45.
   export TEST_TAG=$RANDOM$RANDOM
-  PSTRAIN_TEST_TAG=$TEST_TAG timeout 400 srun -N3 -n48 --ntasks-per-node=16 --overcommit --ps=2 --workers=46 --mpi=pmix \
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 400 srun -N3 -n48 --overcommit --ps=2 --workers=46 --mpi=pmix \
     -o "$PWD/task-%t.out" env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu $(tiny_model) --sync-replicas \
     --train-steps 100000000 --log-every 100 2>"$PWD/srun.err" &
   job=$!
