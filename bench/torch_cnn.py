@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """The cnn preset in PyTorch, one thread, for bench/vs-torch-cnn.  Benchmark only.
 
-  torch_cnn.py step [--steps N] [--batch 100] [--lr 0.001] [--data DIR]
+  torch_cnn.py step [--steps N] [--batch 100] [--lr 0.001] [--data DIR] [--autocast]
       trains conv2d:32:5x5:relu,maxpool:2,conv2d:64:5x5:relu,maxpool:2,flatten,
       dense:1024:relu,dropout:0.4,dense:10 with Adam on Fashion-MNIST as
       `pstrain --standalone --model cnn` does (standardised pixels, shuffled
       epochs); one JSON line: samples_per_sec over the timed steps (after 10
-      warm-up steps).
+      warm-up steps).  --autocast: the forward pass under
+      torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed
+      precision, beside pstrain --precision bf16.
   torch_cnn.py layers [--repeat R] [--batch 100]
       forward + backward milliseconds of each layer (median of R passes after
       3 warm-up passes), the layers bench/layer-times times, as one JSON line.
@@ -46,10 +48,12 @@ def step(a):
         idx = order[pos:pos + a.batch]
         pos += a.batch
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(x[idx]), y[idx]).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+            loss = loss_fn(model(x[idx]), y[idx])
+        loss.backward()
         opt.step()
     seconds = time.perf_counter() - start
-    print(json.dumps({"samples_per_sec": a.steps * a.batch / seconds, "steps": a.steps}))
+    print(json.dumps({"samples_per_sec": a.steps * a.batch / seconds, "steps": a.steps, "autocast": a.autocast}))
 
 
 def median_ms(repeat, fn):
@@ -109,6 +113,7 @@ def main():
     p.add_argument("--lr", type=float, default=0.001)
     p.add_argument("--repeat", type=int, default=21)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--autocast", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(1)
     step(a) if a.what == "step" else layers(a)

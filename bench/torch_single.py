@@ -3,7 +3,11 @@
 (an MLP on Fashion-MNIST, Adam, batch 100, shuffled epochs) in PyTorch, for
 bench/single-process.  Benchmark only.
 
-  torch_single.py [--steps N] [--hidden 100[,100...]] [--batch 100] [--lr 0.001] [--data DIR]
+  torch_single.py [--steps N] [--hidden 100[,100...]] [--batch 100] [--lr 0.001] [--data DIR] [--autocast]
+
+--autocast: the forward pass under torch.autocast("cpu", dtype=torch.bfloat16),
+PyTorch's CPU mixed precision (its matrix products in bf16 through oneDNN,
+float32 weights and optimizer), beside pstrain --precision bf16.
 
 Prints one JSON line: samples_per_sec over the timed steps (after 50
 warm-up steps), test_accuracy after training.
@@ -24,6 +28,7 @@ def main():
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--lr", type=float, default=0.001)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--autocast", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(1)
@@ -43,14 +48,15 @@ def main():
         idx = order[pos:pos + a.batch]
         pos += a.batch
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x[idx]), y[idx])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+            loss = loss_fn(model(x[idx]), y[idx])
         loss.backward()
         opt.step()
     seconds = time.perf_counter() - start
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
         acc = (model(tx).argmax(1) == ty).float().mean().item()
     print(json.dumps({"samples_per_sec": a.steps * a.batch / seconds, "test_accuracy": round(acc, 4),
-                      "torch": torch.__version__, "threads": torch.get_num_threads()}))
+                      "torch": torch.__version__, "threads": torch.get_num_threads(), "autocast": a.autocast}))
 
 
 if __name__ == "__main__":
