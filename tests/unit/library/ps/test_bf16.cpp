@@ -1,8 +1,8 @@
-// The wire precision bf16: the rounding itself (to nearest, ties to even;
-// NaN and infinities kept), and a job over the loopback transport whose
-// pushes, values and rows travel as bf16 while the PS keeps FP32 master
-// weights; the refusal of a worker of another precision; the bytes a PS
-// counts.
+// The wire precision bf16: the message buffers' encoding and widening (the
+// rounding itself: tests/unit/common/test_bf16.cpp), and a job over the
+// loopback transport whose pushes, values and rows travel as bf16 while the
+// PS keeps FP32 master weights; the refusal of a worker of another
+// precision; the bytes a PS counts.
 #define BOOST_TEST_DYN_LINK
 #define BOOST_TEST_MODULE bf16
 #include <boost/test/data/monomorphic.hpp>
@@ -89,54 +89,8 @@ constexpr float two_to(int e) { return e >= 0 ? float(1ull << e) : 1.0f / float(
 
 }  // namespace
 
-// ------------------------------------------------------------ the rounding
-
-BOOST_AUTO_TEST_CASE(a_float_that_bf16_holds_goes_and_comes_back_exactly)
-{
-    for (const float f : {0.0f, -0.0f, 1.0f, -2.5f, 0.15625f, 3.0f * two_to(-130), 65280.0f, two_to(100),
-                          std::numeric_limits<float>::min(), -std::numeric_limits<float>::min()}) {
-        BOOST_TEST(bits(rounded(f)) == bits(f), f);
-        BOOST_TEST(bf16::from_float(f) == bits(f) >> 16, f);
-    }
-    // Every bfloat16 widens to a float that rounds back to it.
-    for (std::uint32_t h = 0; h < 0x10000; ++h) {
-        const auto f = bf16::to_float(static_cast<std::uint16_t>(h));
-        if (std::isnan(f)) continue;
-        BOOST_TEST_REQUIRE(bf16::from_float(f) == h);
-    }
-}
-
-BOOST_AUTO_TEST_CASE(a_float_rounds_to_the_nearest_bf16_and_a_tie_to_the_even_one)
-{
-    // bf16 keeps 7 bits of mantissa: between 1 and 2 its step is 2^-7.
-    BOOST_TEST(rounded(1.0f + two_to(-9)) == 1.0f);                             // below half a step: down
-    BOOST_TEST(rounded(1.0f + two_to(-8) + two_to(-20)) == 1.0f + two_to(-7));  // above half a step: up
-    BOOST_TEST(rounded(1.0f + two_to(-8)) == 1.0f);                             // a tie: to 1 (mantissa 0, even)
-    BOOST_TEST(rounded(1.0f + 3 * two_to(-8)) == 1.0f + two_to(-6));            // a tie: to mantissa 2, not 1
-    BOOST_TEST(rounded(-(1.0f + 3 * two_to(-8))) == -(1.0f + two_to(-6)));      // the sign kept
-    BOOST_TEST(rounded(0.1f) == 0.10009765625f);
-    // The largest float is past bf16's largest finite value and its half step: infinity.
-    BOOST_TEST(rounded(std::numeric_limits<float>::max()) == std::numeric_limits<float>::infinity());
-    // Carrying into the exponent: 2 - 2^-9 rounds up to 2.
-    BOOST_TEST(rounded(2.0f - two_to(-9)) == 2.0f);
-}
-
-BOOST_AUTO_TEST_CASE(nan_stays_a_quiet_nan_and_infinities_stay_infinite)
-{
-    const float inf = std::numeric_limits<float>::infinity();
-    BOOST_TEST(rounded(inf) == inf);
-    BOOST_TEST(rounded(-inf) == -inf);
-    // A NaN whose payload sits only in the low 16 bits would round to infinity if truncated.
-    const float low_nan = std::bit_cast<float>(0x7f800001u);
-    BOOST_TEST(std::isnan(rounded(low_nan)));
-    BOOST_TEST((bf16::from_float(low_nan) & 0x0040u) != 0u);  // quiet
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    BOOST_TEST(std::isnan(rounded(nan)));
-    BOOST_TEST(std::isnan(rounded(-nan)));
-    // A NaN all of whose mantissa ones round up must not carry into infinity or the sign.
-    const float full_nan = std::bit_cast<float>(0x7fffffffu);
-    BOOST_TEST(bf16::from_float(full_nan) == 0x7fffu);
-}
+// ------------------------------------------------------------ the buffers
+// (the rounding itself: tests/unit/common/test_bf16.cpp)
 
 BOOST_AUTO_TEST_CASE(widening_in_place_gives_each_number_its_float)
 {
