@@ -375,8 +375,14 @@ private:
         const auto why = net_.failed(i) ? net_.failure(i) : p.recv.failure();
         const auto who = net_.peer_name(i);
         if (state_.done) {
-            if (i != 0 || state_.shutdown) return;  // workers leave once training is done
-            throw peer_error(who, fmt::format("lost {} before it ended the job ({})", who, why));
+            if (i == 0 && !state_.shutdown)
+                throw peer_error(who, fmt::format("lost {} before it ended the job ({})", who, why));
+            // Workers leave once a reply told them training is done; one
+            // that went before its reply is named, however late it is found.
+            if (!p.told_done)
+                log::warn("lost {} ({}) after training ended at global step {}, before its last reply", who, why,
+                          state_.step);
+            return;
         }
         const int live = links_.live();
         std::string fatal;

@@ -305,10 +305,11 @@ start_big() {
 
 test_8_of_64_async_workers_killed_at_once_training_goes_on() {
   net_setup
-  # 64 workers make some 15 000 async steps a second here: 300 000 leave
-  # the PS 20 s to find the 8 lost.  A killed worker is found by its silence
-  # (a PS in async mode sends nothing it would not have been asked for):
-  # beats every second find it within 6 s.
+  # 64 workers make some 15 000 async steps a second here: 300 000 take
+  # about 20 s.  A killed worker is found by its silence (a PS in async mode
+  # sends nothing it would not have been asked for): beats every second find
+  # it within 6 s.  Where the 56 left finish first, the PS still names each
+  # lost one while it waits for the workers' last requests.
   start_big 1 64 --train-steps 300000 --log-every 1000 --heartbeat-interval 1
   local victims
   victims=$(job_tasks | awk '$2 == "worker" && $3 >= 56 {print $1}')

@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tests/unit/library/ps/loopback_job.hpp"
+#include "tests/unit/stderr_capture.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -782,6 +783,27 @@ BOOST_AUTO_TEST_CASE(async_goes_on_without_a_lost_worker)
     BOOST_TEST_REQUIRE(end.returned);
     BOOST_TEST(!end.threw, end.what);
     BOOST_TEST((end.outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_lost_after_the_end_before_its_last_reply_is_named)
+{
+    // A killed worker found only after the chief ended the job (a short
+    // run, a slow heartbeat) is still named; one that left is not.
+    ps_job job(1, 3, async_config());
+    start(job, 3);
+    pstrain::testing::run_end end;
+    const auto log = pstrain::testing::stderr_of([&] {
+        job.chief().shutdown();
+        leave(job.worker(1));
+        job.net().kill_worker(2);
+        end = job.finish();
+    });
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == server_outcome::done));
+    BOOST_TEST(log.find("lost worker 2 (") != std::string::npos, log);
+    BOOST_TEST(log.find("after training ended at global step 0") != std::string::npos, log);
+    BOOST_TEST(log.find("lost worker 1") == std::string::npos, log);
 }
 
 BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_a_lost_worker)
