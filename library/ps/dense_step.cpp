@@ -12,9 +12,9 @@ using values_status = wire::values_status;
 
 dense_step::dense_step(worker_links& links, served_shard& shard, sparse_service& sparse, training_state& state,
                        server_clock& profile, activity_recorder& activity, const server_hooks& hooks, bool sync,
-                       int replicas)
+                       int replicas, staleness_bound* bound)
     : links_(links), shard_(shard), sparse_(sparse), state_(state), profile_(profile), activity_(activity),
-      hooks_(hooks), sync_(sync), replicas_(replicas)
+      hooks_(hooks), sync_(sync), replicas_(replicas), bound_(bound)
 {}
 
 void dense_step::on_push(std::size_t i, const wire::push& m)
@@ -35,7 +35,8 @@ void dense_step::on_push(std::size_t i, const wire::push& m)
     contribute(i, m, shared);  // request_check refused a second push to this step
 }
 
-// Async: the gradient applies on arrival.
+// Async: the gradient applies on arrival; its reply waits while the push
+// puts the worker beyond the staleness bound.
 void dense_step::apply_now(std::size_t i, const wire::push& m, shard_range part, bool shared)
 {
     auto& p = links_[i];
@@ -50,7 +51,17 @@ void dense_step::apply_now(std::size_t i, const wire::push& m, shard_range part,
                      [&](const float* values) { return links_.read_by_a_reply(values); });
     }
     advance();
-    reply_values(i, part, shared, values_status::ok);
+    if (bound_ && bound_->pushed(i, links_) && !state_.done) bound_->hold(i, part, shared);
+    else reply_values(i, part, shared, values_status::ok);
+    release_held();
+}
+
+void dense_step::release_held()
+{
+    if (!bound_) return;
+    bound_->release(links_, state_.done, [this](std::size_t w, shard_range part, bool shared) {
+        reply_values(w, part, shared, values_status::ok);
+    });
 }
 
 // Sync: its position counts once the step is applied (a snapshot of the

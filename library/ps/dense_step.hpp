@@ -1,5 +1,7 @@
 // The dense part of training on one PS: a worker's push of a gradient and
-// the values it gets back.  Async, each gradient is applied on arrival.
+// the values it gets back.  Async, each gradient is applied on arrival
+// (and, with a staleness bound, the reply of a worker too far ahead of the
+// slowest waits: staleness_bound.hpp).
 // Sync, a step aggregates exactly replicas_to_aggregate gradients of the
 // current step (a stale one is dropped, with its batch's row updates):
 // each push adds a contribution, and the one that completes the step
@@ -15,6 +17,7 @@
 #include "library/ps/served_shard.hpp"
 #include "library/ps/server_state.hpp"
 #include "library/ps/sparse_service.hpp"
+#include "library/ps/staleness_bound.hpp"
 #include "library/ps/worker_link.hpp"
 
 #include <cstdint>
@@ -32,7 +35,8 @@ struct contribution {
 class dense_step {
 public:
     dense_step(worker_links& links, served_shard& shard, sparse_service& sparse, training_state& state,
-               server_clock& profile, activity_recorder& activity, const server_hooks& hooks, bool sync, int replicas);
+               server_clock& profile, activity_recorder& activity, const server_hooks& hooks, bool sync, int replicas,
+               staleness_bound* bound = nullptr);
 
     // A push, checked by check_request (sync: of the whole shard).
     void on_push(std::size_t i, const wire::push& m);
@@ -41,6 +45,9 @@ public:
     void reply_values(std::size_t i, shard_range part, bool shared, wire::values_status status);
     // Sync: the gradients waiting for a step that will not come are answered.
     void answer_waiting() { answer(take_contributions()); }
+    // Async with a staleness bound: the held replies that may go now (all
+    // of them once training has ended; none to lost workers) are sent.
+    void release_held();
 
     // Sync: gradients the current step has, and whether worker i gave one.
     std::size_t contributions() const { return waiting_.size(); }
@@ -64,6 +71,7 @@ private:
     const server_hooks& hooks_;
     const bool sync_;
     const int replicas_;
+    staleness_bound* bound_;              // async: the clocks and held replies (none: never held)
     std::vector<contribution> waiting_;   // sync: the current step's, in worker order
     std::vector<contribution> applying_;  // sync: the step being applied and answered
     // Scratch of a step (kept: no allocation per step).

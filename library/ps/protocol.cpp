@@ -129,6 +129,7 @@ std::vector<std::uint8_t> encode_settings(const training_settings& s)
     w.put(static_cast<std::uint32_t>(o.kind)).put(o.learning_rate).put(o.momentum).put(o.adagrad_initial);
     w.put(o.beta1).put(o.beta2).put(o.epsilon);
     w.put(static_cast<std::uint32_t>(s.sync)).put(static_cast<std::int32_t>(s.replicas_to_aggregate));
+    w.put(static_cast<std::int32_t>(std::max(s.max_staleness, unbounded_staleness)));
     w.put(static_cast<std::uint32_t>(s.tables.size()));
     for (const auto& t : s.tables) {
         w.put(t.dim).put(static_cast<std::uint32_t>(t.optimizer)).put(t.learning_rate).put(t.adagrad_initial);
@@ -163,6 +164,10 @@ training_settings decode_settings(std::span<const std::uint8_t> bytes)
     s.replicas_to_aggregate = r.get<std::int32_t>();
     if (s.replicas_to_aggregate < 0)
         throw error(fmt::format("its replicas to aggregate, {}, is negative", s.replicas_to_aggregate));
+    s.max_staleness = r.get<std::int32_t>();
+    if (s.max_staleness < unbounded_staleness)
+        throw error(fmt::format("its staleness bound, {}, is neither {} (none) nor 0 or more", s.max_staleness,
+                                unbounded_staleness));
     const auto tables = r.get<std::uint32_t>();
     if (tables > max_settings_tables)
         throw error(fmt::format("it names {} embedding tables, more than the {} a hello may carry", tables,

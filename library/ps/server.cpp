@@ -9,6 +9,7 @@
 #include "library/ps/served_shard.hpp"
 #include "library/ps/server_state.hpp"
 #include "library/ps/sparse_service.hpp"
+#include "library/ps/staleness_bound.hpp"
 #include "library/ps/startup.hpp"
 #include "library/ps/worker_link.hpp"
 
@@ -35,8 +36,8 @@ class server::impl {
 public:
     impl(transport& net, server_config c, server_hooks h)
         : activity_(peer_names(net)), net_(net), cfg_(std::move(c)), hooks_(std::move(h)),
-          links_(net, activity_, profile_), sparse_(cfg_.tables, hooks_, links_, state_, profile_),
-          startup_(net, links_, cfg_, hooks_)
+          links_(net, activity_, profile_), bound_(links_.size(), unbounded_staleness),
+          sparse_(cfg_.tables, hooks_, links_, state_, profile_), startup_(net, links_, cfg_, hooks_)
     {
         if (links_.size() == 0) throw error("a parameter server needs at least one worker");
         if (cfg_.num_ps < 1 || cfg_.index < 0 || cfg_.index >= cfg_.num_ps)
@@ -62,6 +63,7 @@ public:
     server_clock profile_{server_phase_names()};
     std::uint64_t keys_pulled() const { return sparse_.keys_pulled(); }
     std::uint64_t keys_pushed() const { return sparse_.keys_pushed(); }
+    staleness_counters staleness() const { return bound_.counters(); }
 
 private:
     using values_status = wire::values_status;
@@ -72,9 +74,18 @@ private:
     // chief's when its hello brings them.
     enum settings_origin { error_from_here, error_from_chief };
 
-    // Sync's gradients per step and the embedding tables, from cfg_'s settings.
+    // Sync's gradients per step, async's staleness bound and the embedding
+    // tables, from cfg_'s settings.
     void configure(settings_origin origin)
     {
+        if (cfg_.sync && cfg_.max_staleness >= 0) {
+            const auto what =
+                fmt::format("a staleness bound ({}) is for async training, and this job is sync", cfg_.max_staleness);
+            if (origin == error_from_here) throw error(what + ": leave it out, or train async");
+            throw peer_error(net_.peer_name(0),
+                             fmt::format("{} asks for {}: leave it out, or train async", net_.peer_name(0), what));
+        }
+        bound_.set_bound(cfg_.sync ? unbounded_staleness : cfg_.max_staleness);
         replicas_ = cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(links_.size());
         if (cfg_.sync && replicas_ > static_cast<int>(links_.size())) {
             const auto what = fmt::format("sync training cannot aggregate {} gradients per step from {} workers",
@@ -100,9 +111,9 @@ private:
                                                   who));
             adopt(cfg_, *chief);
             configure(error_from_chief);
-            log::info("training as {} says: {} (learning rate {}), {}, {} embedding table(s)", who,
+            log::info("training as {} says: {} (learning rate {}), {}{}, {} embedding table(s)", who,
                       optimizer_name(cfg_.optimizer.kind), cfg_.optimizer.learning_rate, cfg_.sync ? "sync" : "async",
-                      cfg_.tables.size());
+                      bound_words(), cfg_.tables.size());
         } else if (chief) {
             if (auto d = settings_difference(settings_of(cfg_), *chief, "this PS", who))
                 throw peer_error(who, fmt::format("{} trains with other settings than this PS: {}: give every task of "
@@ -139,18 +150,26 @@ private:
         shard_ = startup_.allocate(range, sparse_.slot_floats());
         startup_.apply_hello_payload(hello, *shard_);
         sparse_.hold_for_steps(cfg_.sync && range.size() > 0);
-        dense_.emplace(links_, *shard_, sparse_, state_, profile_, activity_, hooks_, cfg_.sync, replicas_);
+        dense_.emplace(links_, *shard_, sparse_, state_, profile_, activity_, hooks_, cfg_.sync, replicas_,
+                       cfg_.sync ? nullptr : &bound_);
         handle(0, std::nullopt);  // the chief's hello, as any other
         if (!links_[0].greeted) refused_chief();
         const bool restoring = startup_.await_init_or_restore(*shard_, sparse_.tables(), state_);
         log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range.begin, range.end,
                   num_params_, wire::dense_bytes(range) / 1000.0, cfg_.sync ? "sync" : "async",
-                  cfg_.sync ? fmt::format(" aggregating {} of {} workers", replicas_, links_.size()) : "",
+                  cfg_.sync ? fmt::format(" aggregating {} of {} workers", replicas_, links_.size()) : bound_words(),
                   restoring ? "restored from the checkpoint at" : "starting at", state_.step);
         state_.done = hooks_.step_completed && hooks_.step_completed(state_.step);
         activity_.progressed();
         for (std::size_t i = 1; i < links_.size(); ++i) links_.post(i);
         dense_->reply_values(0, range, false, values_status::ok);
+    }
+
+    // Async's staleness bound in words, for the start-up lines.
+    std::string bound_words() const
+    {
+        if (!bound_.bounded()) return "";
+        return fmt::format(" (a worker at most {} pushes ahead of the slowest)", cfg_.max_staleness);
     }
 
     // The chief's hello was refused: once the refusal has left, nothing
@@ -203,6 +222,11 @@ private:
                                                         : "the gradients of a sync step",
                             state_.step, true);
             for (std::size_t i = 0; i < n; ++i) activity_.pending(i, !links_[i].lost && !dense_->contributed(i));
+        } else if (bound_.holding()) {
+            // A worker too far ahead waits for the slowest ones' gradients.
+            activity_.begin("the gradients of the slowest workers (async: the staleness bound holds a reply)",
+                            state_.step, true);
+            for (std::size_t i = 0; i < n; ++i) activity_.pending(i, bound_.slowest(i, links_));
         } else {
             activity_.begin("a request (async: from any worker)");
             for (std::size_t i = 0; i < n; ++i) activity_.pending(i, !links_[i].lost);
@@ -362,8 +386,10 @@ private:
         // From now on every reply says done (or stopped): that is how the
         // other workers learn that training ended, and leave.
         state_.done = true;
-        // Sync: gradients waiting for a step that will not come are answered.
+        // Sync: gradients waiting for a step that will not come are answered;
+        // async: replies held by the staleness bound too.
         dense_->answer_waiting();
+        dense_->release_held();
     }
 
     // ------------------------------------------------------------ failures
@@ -396,8 +422,10 @@ private:
                 who, why, replicas_, live, std::max<std::size_t>(1, links_.size() - 1));
         else if (live == 0) fatal = fmt::format("lost {} ({}): no worker is left", who, why);
         if (fatal.empty()) {
-            // In sync mode a gradient it gave to this step still counts.
+            // In sync mode a gradient it gave to this step still counts; in
+            // async mode it is no longer the slowest that others wait for.
             log::warn("lost {} ({}): going on with {} workers", who, why, live);
+            if (dense_) dense_->release_held();
             return;
         }
         links_.abort_all(i);
@@ -409,6 +437,7 @@ private:
     const server_hooks hooks_;
     int replicas_ = 0;  // sync: gradients per step (configure())
     worker_links links_;
+    staleness_bound bound_;  // async: the workers' clocks and the replies the bound holds
     sparse_service sparse_;
     startup startup_;
     std::uint64_t num_params_ = 0;         // the model's, from the chief's hello
@@ -429,5 +458,6 @@ std::uint64_t server::stale_gradients() const { return impl_->state_.stale; }
 ps::activity server::activity() const { return impl_->activity_.snapshot(); }
 time_profile server::profile() const { return impl_->profile_.snapshot(); }
 sparse_traffic server::sparse() const { return {impl_->keys_pulled(), impl_->keys_pushed()}; }
+staleness_counters server::staleness() const { return impl_->staleness(); }
 
 }  // namespace pstrain::ps

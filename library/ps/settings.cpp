@@ -2,6 +2,8 @@
 
 #include "pstrain/server.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace pstrain::ps {
@@ -65,6 +67,10 @@ std::optional<std::string> settings_difference(const training_settings& a, const
     if (a.sync && (d = differs("the gradients aggregated per step (0: every worker)", a.replicas_to_aggregate,
                                b.replicas_to_aggregate, here, there)))
         return d;
+    if (!a.sync && (d = differs("the staleness bound (pushes ahead of the slowest worker; negative: none)",
+                                std::max(a.max_staleness, unbounded_staleness),
+                                std::max(b.max_staleness, unbounded_staleness), here, there)))
+        return d;
     if ((d = differs("the number of embedding tables", a.tables.size(), b.tables.size(), here, there))) return d;
     for (std::size_t k = 0; k < a.tables.size(); ++k)
         if ((d = table_difference(k, a.tables[k], b.tables[k], here, there))) return d;
@@ -73,7 +79,7 @@ std::optional<std::string> settings_difference(const training_settings& a, const
 
 training_settings settings_of(const server_config& c)
 {
-    return training_settings{c.optimizer, c.sync, c.replicas_to_aggregate, c.tables};
+    return training_settings{c.optimizer, c.sync, c.replicas_to_aggregate, c.max_staleness, c.tables};
 }
 
 void adopt(server_config& c, const training_settings& s)
@@ -81,6 +87,7 @@ void adopt(server_config& c, const training_settings& s)
     c.optimizer = s.optimizer;
     c.sync = s.sync;
     c.replicas_to_aggregate = s.replicas_to_aggregate;
+    c.max_staleness = s.max_staleness;
     c.tables = s.tables;
 }
 

@@ -37,6 +37,14 @@ struct server_config {
     // Sync: gradients per step.  0: every worker; fewer than the workers
     // leaves the rest as backup workers (their late gradients are dropped).
     int replicas_to_aggregate = 0;
+    // Async: stale synchronous parallel.  Each PS counts each worker's
+    // pushes (its clock); a worker whose push puts it more than
+    // max_staleness pushes ahead of the slowest live worker gets its reply
+    // (the new values) once the slowest has caught up, or was lost, or
+    // training ended.  0: lock-step without a barrier; unbounded_staleness
+    // (negative): never held.  A program that pushes a shard in parts
+    // counts each part.
+    int max_staleness = unbounded_staleness;
     // Read and write the buffers of workers on this host in place when the
     // transport can map them (else every exchange is a message).
     bool share_memory = true;
@@ -55,7 +63,7 @@ struct server_config {
     // shard_of_key gives it, of each table (client_config::table_dims must
     // list the same tables with the same dims).
     std::vector<embedding_config> tables;
-    // True: optimizer, sync, replicas_to_aggregate and tables above are
+    // True: optimizer, sync, replicas_to_aggregate, max_staleness and tables above are
     // ignored, and the chief's hello must bring them (client_config::
     // settings): a PS task for workers whose program says how to train.
     // False: when the chief's hello brings settings, they must agree with
@@ -126,6 +134,18 @@ struct server_hooks {
     std::function<void(std::size_t table, std::uint64_t max_rows)> table_full;
 };
 
+// Async mode's clocks and the staleness bound's holds (server_config::
+// max_staleness; without a bound none is held, the lead is still counted).
+struct staleness_counters {
+    // The most pushes a worker had applied beyond the slowest live
+    // worker's: max_staleness + 1 when a reply was held (the held push
+    // counts), else at most max_staleness.
+    std::uint64_t largest_lead = 0;
+    std::uint64_t replies_held = 0;         // replies held until the slowest caught up
+    std::uint64_t held_now = 0;             // replies held at this moment
+    std::chrono::nanoseconds held_time{0};  // the held replies' waits, summed (those still held excluded)
+};
+
 // Embedding rows a server has served since it started.
 struct sparse_traffic {
     std::uint64_t keys_pulled = 0;  // rows read (pulls and lookups)
@@ -165,6 +185,8 @@ public:
     // Its sparse pulls' and pushes' keys (the time they took is profile()'s
     // "sparse" phase).  Any thread may call it.
     sparse_traffic sparse() const;
+    // The staleness bound's counters.  Any thread may call it.
+    staleness_counters staleness() const;
 
 private:
     class impl;

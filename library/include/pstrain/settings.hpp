@@ -1,5 +1,6 @@
 // How the PS tasks train, as the chief says it: the optimizer of the dense
-// parameters, sync or async updates, and the embedding tables.
+// parameters, sync or async updates (async: how far a worker may run
+// ahead of the slowest), and the embedding tables.
 //
 // The chief's client sends them in its hello (client_config::settings).  A
 // server started without settings of its own (server_config::
@@ -18,11 +19,18 @@
 
 namespace pstrain::ps {
 
+// training_settings::max_staleness without a bound (any negative number means it).
+inline constexpr int unbounded_staleness = -1;
+
 struct training_settings {
     optimizer_config optimizer;
     bool sync = false;
     // Sync: gradients per step (0: every worker; fewer leaves backup workers).
     int replicas_to_aggregate = 0;
+    // Async: the most pushes a worker may have applied beyond the slowest
+    // live worker's before its reply is held (stale synchronous parallel;
+    // 0: lock-step).  unbounded_staleness: never held.
+    int max_staleness = unbounded_staleness;
     std::vector<embedding_config> tables;
 };
 

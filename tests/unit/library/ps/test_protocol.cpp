@@ -680,11 +680,21 @@ BOOST_AUTO_TEST_CASE(training_settings_survive_the_wire_and_bad_ones_are_named)
     const auto back = wire::decode_settings(bytes);
     BOOST_TEST(!settings_difference(t, back, "sent", "received"));
     BOOST_TEST(back.tables[1].seed == two_to_32 + 16);
+    BOOST_TEST(back.max_staleness == unbounded_staleness);
+    t.sync = false;
+    t.max_staleness = 2;
+    BOOST_TEST(wire::decode_settings(wire::encode_settings(t)).max_staleness == 2);
+    auto two_below = wire::encode_settings(t);
+    const std::int32_t minus_two = -2;
+    std::memcpy(two_below.data() + 36, &minus_two, 4);  // after the optimizer's 7 fields, sync and replicas
+    BOOST_CHECK_EXCEPTION(wire::decode_settings(two_below), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) == "its staleness bound, -2, is neither -1 (none) nor 0 or more";
+    });
 
     auto cut = bytes;
     cut.pop_back();
     BOOST_CHECK_EXCEPTION(wire::decode_settings(cut), pstrain::error, [](const pstrain::error& e) {
-        return std::string(e.what()) == "its training settings are 191 bytes, not the 192 of 2 table(s)";
+        return std::string(e.what()) == "its training settings are 195 bytes, not the 196 of 2 table(s)";
     });
     auto zero_dim = bytes;
     std::memset(zero_dim.data() + wire::settings_head_bytes, 0, 4);
@@ -735,6 +745,14 @@ BOOST_AUTO_TEST_CASE(settings_difference_names_the_first_field_that_differs)
     b.sync = true;
     BOOST_TEST(*settings_difference(a, b, "this PS", "worker 0") ==
                "the update mode is async on this PS and sync on worker 0");
+    b = a;
+    b.max_staleness = 2;
+    BOOST_TEST(*settings_difference(a, b, "this PS", "worker 0") ==
+               "the staleness bound (pushes ahead of the slowest worker; negative: none) is -1 on this PS and 2 on "
+               "worker 0");
+    a.sync = b.sync = true;  // sync has no staleness bound
+    BOOST_TEST(!settings_difference(a, b, "this PS", "worker 0"));
+    a.sync = false;
     b = a;
     b.tables.emplace_back();
     a.tables.emplace_back();

@@ -97,6 +97,48 @@ bool held_for_the_step(ps_job& job, client& c, std::size_t w, ticket t)
     return !c.test(t);
 }
 
+// An async push that the staleness bound holds: every PS has applied it
+// and waits for the slowest workers' gradients, worker w's not among them
+// (its activity says so; 10 s at most for that), and the ticket is still open.
+bool held_by_the_bound(ps_job& job, client& c, std::size_t w, ticket t)
+{
+    const auto holds = [&](int p) {
+        const auto a = job.server(p).activity();
+        return a.waiting && a.request.starts_with("the gradients of the slowest workers") &&
+               std::find(a.peers.begin(), a.peers.end(), w) == a.peers.end();
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    for (int p = 0; p < job.num_ps(); ++p)
+        while (!holds(p)) {
+            if (std::chrono::steady_clock::now() > deadline) return false;
+            std::this_thread::yield();
+        }
+    return !c.test(t);
+}
+
+training_settings sgd_settings_for_the_bound()
+{
+    training_settings t;
+    t.optimizer.kind = optimizer_kind::sgd;
+    t.optimizer.learning_rate = 0.5f;
+    return t;
+}
+
+server_config bounded_config(int max_staleness)
+{
+    auto c = async_config();
+    c.max_staleness = max_staleness;
+    return c;
+}
+
+// What every PS task of the job has counted.
+std::vector<staleness_counters> staleness_of(ps_job& job)
+{
+    std::vector<staleness_counters> v;
+    for (int p = 0; p < job.num_ps(); ++p) v.push_back(job.server(p).staleness());
+    return v;
+}
+
 // What the hooks saw, from the servers' threads.
 struct recorder {
     std::mutex mu;
@@ -761,6 +803,161 @@ BOOST_AUTO_TEST_CASE(a_stop_makes_every_other_worker_see_stopped)
         BOOST_TEST(job.worker(w).stopped(), "worker " << w);
     }
     BOOST_TEST((job.finish().outcome == server_outcome::stopped));
+}
+
+// ---------------------------------------------------------- the staleness bound
+
+BOOST_AUTO_TEST_CASE(a_worker_more_than_max_staleness_pushes_ahead_waits_until_the_slowest_pushes)
+{
+    ps_job job(2, 2, bounded_config(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    w0.wait(w0.async_push());         // one ahead of worker 1: within the bound
+    const auto t0 = w0.async_push();  // two ahead: held on both PS tasks
+    BOOST_TEST_REQUIRE(held_by_the_bound(job, w0, 0, t0));
+    for (const auto& c : staleness_of(job)) {
+        BOOST_TEST(c.largest_lead == 2u);
+        BOOST_TEST(c.replies_held == 1u);
+        BOOST_TEST(c.held_now == 1u);
+    }
+    std::this_thread::sleep_for(20ms);
+    BOOST_TEST(!w0.test(t0), "the held reply came before the slowest worker pushed");
+    fill(w1.grads(), g1);
+    w1.wait(w1.async_push());
+    w0.wait(t0);
+    // The held reply brings the slow worker's update too: initial - 0.5 * (g0 + g0 + g1).
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{-1.5f, 1, 1, 5, 4.25f, 4}),
+               boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 3u);
+    for (const auto& c : staleness_of(job)) {
+        BOOST_TEST(c.replies_held == 1u);
+        BOOST_TEST(c.held_now == 0u);
+        BOOST_TEST(c.held_time >= 20ms);
+    }
+    w0.shutdown();
+    leave(w1);
+    for (int p = 0; p < 2; ++p) BOOST_TEST(!job.finish(p).threw, job.finish(p).what);
+}
+
+BOOST_AUTO_TEST_CASE(max_staleness_0_is_lock_step)
+{
+    ps_job job(1, 2, bounded_config(0));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    for (std::uint64_t round = 1; round <= 2; ++round) {
+        const auto t0 = w0.async_push();
+        BOOST_TEST_REQUIRE(held_by_the_bound(job, w0, 0, t0), "round " << round);
+        BOOST_TEST(job.server(0).global_step() == 2 * round - 1);
+        w1.wait(w1.async_push());
+        w0.wait(t0);
+        BOOST_TEST(w0.global_step() == 2 * round);
+    }
+    // Both gradients of each round applied, one after the other: initial - 0.5 * 2 * (g0 + g1).
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{-3, 0, 1, 4, 4, 6}), boost::test_tools::per_element());
+    const auto c = job.server(0).staleness();
+    BOOST_TEST(c.largest_lead == 1u);
+    BOOST_TEST(c.replies_held == 2u);
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST(!job.finish().threw);
+}
+
+BOOST_AUTO_TEST_CASE(without_a_bound_no_reply_is_held_and_the_lead_is_counted)
+{
+    ps_job job(1, 2, async_config());
+    auto& w0 = job.chief();
+    start(job, 2);
+    fill(w0.grads(), g0);
+    for (int k = 0; k < 3; ++k) w0.wait(w0.async_push());
+    const auto c = job.server(0).staleness();
+    BOOST_TEST(c.largest_lead == 3u);
+    BOOST_TEST(c.replies_held == 0u);
+    w0.shutdown();
+    leave(job.worker(1));
+    BOOST_TEST(!job.finish().threw);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_slow_worker_releases_the_held_reply)
+{
+    ps_job job(1, 3, bounded_config(0));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 3);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t1 = w1.async_push();
+    BOOST_TEST_REQUIRE(held_by_the_bound(job, w1, 1, t1));
+    const auto t0 = w0.async_push();
+    BOOST_TEST_REQUIRE(held_by_the_bound(job, w0, 0, t0));  // both wait for worker 2
+    BOOST_TEST(job.server(0).staleness().held_now == 2u);
+    job.net().kill_worker(2);
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{-1, 1, 2, 4, 4.5f, 6}), boost::test_tools::per_element());
+    BOOST_TEST(job.server(0).staleness().held_now == 0u);
+    BOOST_TEST(job.server(0).staleness().replies_held == 2u);
+    w0.shutdown();
+    leave(w1);
+    const auto end = job.finish();
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(the_chiefs_shutdown_answers_a_held_worker_done)
+{
+    ps_job job(1, 2, bounded_config(0));
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w1.grads(), g1);
+    const auto t1 = w1.async_push();  // ahead of the chief, which never pushes
+    BOOST_TEST_REQUIRE(held_by_the_bound(job, w1, 1, t1));
+    job.chief().shutdown();
+    w1.wait(t1);
+    BOOST_TEST(w1.done());
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == server_outcome::done));
+    BOOST_TEST(job.server(0).staleness().held_now == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_without_settings_of_its_own_takes_the_chiefs_staleness_bound)
+{
+    server_config c;
+    c.settings_from_chief = true;
+    c.shutdown_wait = 2s;
+    auto s = sgd_settings_for_the_bound();
+    s.max_staleness = 0;
+    job_options o;
+    o.settings = s;
+    ps_job job(1, 2, c, {}, o);
+    auto& w0 = job.chief();
+    start(job, 2);
+    fill(w0.grads(), g0);
+    const auto t0 = w0.async_push();
+    BOOST_TEST_REQUIRE(held_by_the_bound(job, w0, 0, t0), "the chief's bound was not taken");
+    fill(job.worker(1).grads(), g1);
+    job.worker(1).wait(job.worker(1).async_push());
+    w0.wait(t0);
+    w0.shutdown();
+    leave(job.worker(1));
+    BOOST_TEST(!job.finish().threw);
+}
+
+BOOST_AUTO_TEST_CASE(a_staleness_bound_on_a_sync_server_is_refused_naming_the_fix)
+{
+    loopback_network net(1, 1);
+    auto c = sync_config();
+    c.max_staleness = 2;
+    BOOST_CHECK_EXCEPTION(server(net.ps(0), c, {}), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) ==
+               "a staleness bound (2) is for async training, and this job is sync: leave it out, or train async";
+    });
 }
 
 // ---------------------------------------------------------- lost peers
