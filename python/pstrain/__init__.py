@@ -113,13 +113,17 @@ class Settings:
 
     ``sync``: the PS tasks aggregate ``replicas_to_aggregate`` gradients per
     step (0: every worker; fewer leaves backup workers) and apply their
-    average; otherwise each gradient is applied on arrival.  Every worker
-    passes the same settings; the chief's are sent.
+    average; otherwise each gradient is applied on arrival, and with
+    ``max_staleness`` N a worker more than N pushes ahead of the slowest
+    live worker gets its reply once the slowest catches up (0: lock-step;
+    None: no bound; each PS counts pushes, so push each PS's shard whole).
+    Every worker passes the same settings; the chief's are sent.
     """
 
     optimizer: Optimizer = field(default_factory=Optimizer)
     sync: bool = False
     replicas_to_aggregate: int = 0
+    max_staleness: Optional[int] = None
     tables: List[Table] = field(default_factory=list)
 
 

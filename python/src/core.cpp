@@ -113,7 +113,8 @@ ps::embedding_config table_of(const py::dict& d)
     return t;
 }
 
-// {"optimizer": {...}, "sync": bool, "replicas_to_aggregate": int, "tables": [{...}]}
+// {"optimizer": {...}, "sync": bool, "replicas_to_aggregate": int, "max_staleness": int or None,
+//  "tables": [{...}]}
 ps::training_settings settings_of_dict(const py::dict& d)
 {
     ps::training_settings s;
@@ -122,6 +123,9 @@ ps::training_settings settings_of_dict(const py::dict& d)
     s.sync = item<bool>(d, "sync", false);
     s.replicas_to_aggregate = item<int>(d, "replicas_to_aggregate", 0);
     if (s.replicas_to_aggregate < 0) fail("replicas_to_aggregate must be 0 (every worker) or more");
+    s.max_staleness = item<int>(d, "max_staleness", ps::unbounded_staleness);
+    if (s.max_staleness < 0 && d.contains("max_staleness") && !d["max_staleness"].is_none())
+        fail("max_staleness must be 0 (lock-step) or more, or None for no bound");
     if (d.contains("tables") && !d["tables"].is_none())
         for (auto t : d["tables"].cast<py::list>()) s.tables.push_back(table_of(t.cast<py::dict>()));
     return s;
@@ -424,6 +428,7 @@ public:
             config.optimizer = s.optimizer;
             config.sync = s.sync;
             config.replicas_to_aggregate = s.replicas_to_aggregate;
+            config.max_staleness = s.max_staleness;
             config.tables = s.tables;
         }
         for (int p = 0; p < num_ps; ++p) {

@@ -110,6 +110,11 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                    "gradients per sync step (default: all workers; fewer means backup workers)")
         ->check(CLI::Range(1, 65535))
         ->group(dist);
+    auto* staleness_option =
+        app.add_option("--max-staleness,--max_staleness", o.max_staleness,
+                       "async: a worker more than N steps ahead of the slowest live worker waits for it (stale "
+                       "synchronous parallel; 0: lock-step; default: no bound)")
+            ->group(dist);
     app.add_option("--ps-hosts,--ps_hosts", o.ps_hosts, "without PMIx: comma list of the PS tasks' host:port")
         ->group(dist);
     app.add_option("--worker-hosts,--worker_hosts", o.worker_hosts,
@@ -416,6 +421,13 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         if (o.layers && o.device == pstrain::compute::device_kind::automatic)
             o.device = pstrain::compute::device_kind::cpu;
 #endif
+        if (staleness_option->count() > 0 && o.max_staleness < 0)
+            throw error(fmt::format("--max-staleness {}: give 0 (lock-step) or more steps, or leave it out for no "
+                                    "bound",
+                                    o.max_staleness));
+        if (staleness_option->count() > 0 && o.sync_replicas)
+            throw error("--max-staleness bounds async training and --sync-replicas trains in lock-step already: "
+                        "give one of them");
         if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
             throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",
                                     o.heartbeat_interval));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "pstrain/optimizer.hpp"
+#include "pstrain/settings.hpp"
 #include "pstrain/wire_precision.hpp"
 #include "trainer/compute/backend.hpp"
 #include "trainer/data/dataset.hpp"
@@ -43,6 +44,8 @@ struct train_options {
     // distributed (without PMIx: the classic example's flags)
     bool sync_replicas = false;
     int replicas_to_aggregate = 0;  // 0: all workers
+    // async: the most steps a worker may run ahead of the slowest live one (0: lock-step)
+    int max_staleness = ps::unbounded_staleness;
     std::string ps_hosts, worker_hosts, job_name;
     int task_index = -1;
     int bootstrap_timeout = 60;  // seconds

@@ -30,6 +30,7 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     c.optimizer = optimizer_from(o);
     c.sync = o.sync_replicas;
     c.replicas_to_aggregate = o.replicas_to_aggregate;
+    c.max_staleness = o.max_staleness;
     c.share_memory = o.shared_memory;
     c.precision = o.wire_precision;
     c.tables = embedding_tables_for(o);
@@ -117,6 +118,14 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
 
 namespace {
 
+// The end-of-job line of --max-staleness: what the bound held.
+std::string staleness_line(int bound, const ps::staleness_counters& c)
+{
+    return fmt::format("--max-staleness {}: the fastest worker led the slowest by at most {} steps; {} replies "
+                       "held until the slowest caught up, {:.3f}s in all",
+                       bound, c.largest_lead, c.replies_held, std::chrono::duration<double>(c.held_time).count());
+}
+
 // A PS task of pstrain's own workers, or (serving) of a program whose
 // chief says how to train and when training ends.
 enum class ps_kind { own, serving };
@@ -133,6 +142,7 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
     ps::server s(net, config, hooks);
     watchdog::source watched(dog, [&s] { return s.activity(); });
     const auto outcome = s.run();
+    if (o.max_staleness >= 0 && kind == ps_kind::own) log::info("{}", staleness_line(o.max_staleness, s.staleness()));
     if (o.profile) {
         log::info("{}", profile_line(j.peer_name(role::ps, j.me.index), s.profile()));
         if (o.ctr) log::info("{}", sparse_line(j.peer_name(role::ps, j.me.index), s.profile(), s.sparse()));
@@ -244,7 +254,8 @@ int run_distributed(const train_options& o, bootstrap::job j)
     // From here on (the bootstrap has its own --bootstrap-timeout) a task
     // that makes no progress for --stall-timeout reports and exits.
     progress_meter meter;
-    auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index), j.me.role == role::worker && o.sync_replicas);
+    auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index),
+                            j.me.role == role::worker && (o.sync_replicas || o.max_staleness >= 0));
     int code = 1;
     try {
         if (j.me.role == role::ps) {
@@ -355,6 +366,7 @@ int run_standalone(const train_options& o)
     }
     if (ps_thread.joinable()) ps_thread.join();
     if (server_error) std::rethrow_exception(server_error);
+    if (o.max_staleness >= 0) log::info("{}", staleness_line(o.max_staleness, server.staleness()));
     if (o.profile) {
         log::info("{}", profile_line("the standalone PS", server.profile()));
         if (o.ctr) log::info("{}", sparse_line("the standalone PS", server.profile(), server.sparse()));

@@ -452,3 +452,23 @@ BOOST_AUTO_TEST_CASE(bf16_where_it_is_not_built_is_refused_before_any_data_is_re
     expect_error({"--precision", "bf16", "--model", "deepfm"},
                  "--precision bf16: --model deepfm multiplies in fp32 in this version: use --precision fp32");
 }
+
+BOOST_AUTO_TEST_CASE(max_staleness_is_unbounded_unless_given)
+{
+    BOOST_TEST(accepted({}).max_staleness == pstrain::ps::unbounded_staleness);
+    BOOST_TEST(accepted({"--max-staleness", "0"}).max_staleness == 0);
+    BOOST_TEST(accepted({"--max_staleness=8"}).max_staleness == 8);
+}
+
+BOOST_AUTO_TEST_CASE(a_negative_max_staleness_is_one_line_naming_the_fix)
+{
+    expect_error({"--max-staleness", "-1"},
+                 "--max-staleness -1: give 0 (lock-step) or more steps, or leave it out for no bound");
+}
+
+BOOST_AUTO_TEST_CASE(max_staleness_with_sync_replicas_is_one_line_naming_the_fix)
+{
+    expect_error({"--sync-replicas", "--max-staleness", "2"},
+                 "--max-staleness bounds async training and --sync-replicas trains in lock-step already: give one of "
+                 "them");
+}
