@@ -397,10 +397,6 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
             if (o.device == pstrain::compute::device_kind::cuda)
                 throw error(fmt::format("--device cuda: --model {} runs on the CPU in this version: use --device cpu",
                                         o.model));
-            if (o.precision == pstrain::compute::precision::bf16)
-                throw error(fmt::format("--precision bf16: --model {} multiplies in fp32 in this version: use "
-                                        "--precision fp32",
-                                        o.model));
         } else if (o.model == "mlp") {
             o.hidden = model::parse_hidden_units(o.hidden_units);
         } else if (o.model == "linear") {

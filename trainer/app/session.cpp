@@ -32,7 +32,7 @@ session open_session(const train_options& o, int worker)
     if (o.ctr) {
         // The files are streamed by each worker (ctr_work); the chief reads test.tsv.
         const auto files = data::ctr_train_files(o.data_dir);
-        s.ctr = model::make_wide_deep(wide_deep_config_for(o));
+        s.ctr = model::make_wide_deep(wide_deep_config_for(o), s.backend.get());
         s.data.description =
             fmt::format("{} ({} training file{})", o.data_dir, files.size(), files.size() == 1 ? "" : "s");
         log::info("data: {}, streamed; model: {} ({} dense parameters, {} embedding tables); device: {}",

@@ -1,5 +1,6 @@
 // Wide & deep over embedding-table rows: the bags of each field, an MLP on
-// the deep rows and the numeric features (OpenBLAS), a linear part on the
+// the deep rows and the numeric features (the backend's products), a
+// linear part on the
 // wide rows, one logit, sigmoid cross-entropy.
 #include "trainer/model/ctr_model.hpp"
 
@@ -27,8 +28,10 @@ constexpr std::size_t wide_table = 0, deep_table = 1;
 
 class wide_deep final : public ctr_model {
 public:
-    explicit wide_deep(const wide_deep_config& c) : c_(c)
+    wide_deep(const wide_deep_config& c, compute::backend* products) : c_(c), products_(products)
     {
+        if (products && !products->host_memory())
+            throw error("wide-deep: the click-through models run on the CPU: use --device cpu");
         if (c.fields < 1 || c.fields > 4096)
             throw error(fmt::format("wide-deep: {} categorical fields: give 1 to 4096", c.fields));
         if (c.numeric < 0 || c.numeric > 4096)
@@ -140,6 +143,7 @@ private:
 
     void check(std::span<const float> params, const sparse_batch& b, std::span<const std::span<const float>> rows) const
     {
+        if (!products_) throw error("wide-deep: a model made without a backend is a shape: it computes nothing");
         const auto n = static_cast<std::size_t>(b.rows);
         if (b.rows < 1 || n > c_.max_batch)
             throw error(
@@ -226,10 +230,7 @@ private:
             const auto w = tensor(params, hidden_weights(l));
             const auto bias = tensor(params, hidden_weights(l) + 1);
             float* z = pre_[l + 1].data();
-            for (std::size_t r = 0; r < n; ++r)
-                std::copy(bias.begin(), bias.end(), z + r * static_cast<std::size_t>(o));
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b.rows, o, a, 1.0f, act_[l].data(), a, w.data(), o,
-                        1.0f, z, o);
+            products_->linear_forward(act_[l].data(), w.data(), bias.data(), z, b.rows, a, o);
             float* out = act_[l + 1].data();
             for (std::size_t i = 0; i < n * static_cast<std::size_t>(o); ++i) out[i] = std::max(z[i], 0.0f);
         }
@@ -287,15 +288,9 @@ private:
             float* dz = delta_z_.data();
             for (std::size_t i = 0; i < n * static_cast<std::size_t>(o); ++i) dz[i] = z[i] > 0.0f ? da[i] : 0.0f;
             const std::size_t wt = hidden_weights(l - 1);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, a, o, b.rows, 1.0f, act_[l - 1].data(), a, dz, o, 0.0f,
-                        tensor(grads, wt).data(), o);
-            auto gbias = tensor(grads, wt + 1);
-            for (std::size_t r = 0; r < n; ++r)
-                for (int j = 0; j < o; ++j)
-                    gbias[static_cast<std::size_t>(j)] +=
-                        dz[r * static_cast<std::size_t>(o) + static_cast<std::size_t>(j)];
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b.rows, a, o, 1.0f, dz, o, tensor(params, wt).data(),
-                        o, 0.0f, da, a);
+            // dW = a^T dz, db = sum dz, da = dz W^T (the input's too: the deep rows need it).
+            products_->linear_backward(act_[l - 1].data(), tensor(params, wt).data(), dz, da, tensor(grads, wt).data(),
+                                       tensor(grads, wt + 1).data(), b.rows, a, o);
         }
 
         // The deep rows: each occurrence gets its field's share of the input's
@@ -324,6 +319,7 @@ private:
     }
 
     wide_deep_config c_;
+    compute::backend* products_;                 // null: a shape only (summaries, table specs)
     std::vector<int> widths_;                    // the deep input, then each hidden layer
     std::vector<std::vector<float>> pre_, act_;  // per width: before and after ReLU (act_[0]: the input)
     std::vector<float> delta_a_, delta_z_, wide_, logit_, dlogit_;
@@ -332,6 +328,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<ctr_model> make_wide_deep(const wide_deep_config& c) { return std::make_unique<wide_deep>(c); }
+std::unique_ptr<ctr_model> make_wide_deep(const wide_deep_config& c, compute::backend* products)
+{
+    return std::make_unique<wide_deep>(c, products);
+}
 
 }  // namespace pstrain::model

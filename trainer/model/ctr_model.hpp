@@ -89,8 +89,12 @@ struct wide_deep_config {
 // `pstrain datagen ctr` has this form).
 // Tensors: wide/weights [numeric], wide/bias [1], deep/hidden_i/{weights,
 // biases}, deep/logit/{weights [last, 1], biases [1]}; glorot-uniform
-// weights, zero biases.  Runs on the CPU (BLAS).  Throws pstrain::error
-// on a bad configuration.
-std::unique_ptr<ctr_model> make_wide_deep(const wide_deep_config& c);
+// weights, zero biases.  Runs on the CPU: the deep part's matrix products
+// through `products` (a host-memory backend: its linear_forward and
+// linear_backward, so at --precision bf16 they multiply in bf16), which
+// outlives the model.  Made without one, the model is a shape (summaries,
+// table specs): computing throws.  Throws pstrain::error on a bad
+// configuration.
+std::unique_ptr<ctr_model> make_wide_deep(const wide_deep_config& c, compute::backend* products = nullptr);
 
 }  // namespace pstrain::model

@@ -11,6 +11,8 @@
 
 #include "common/random.hpp"
 #include "pstrain/error.hpp"
+#include "tests/unit/trainer/compute/bf16_here.hpp"
+#include "trainer/compute/backend.hpp"
 #include "trainer/model/ctr_model.hpp"
 
 #include <cmath>
@@ -140,6 +142,14 @@ std::ostream& operator<<(std::ostream& os, const case_config& c)
               << " rows";
 }
 
+// The backend the trainer gives the model at --precision fp32 (one for the
+// whole program: the models keep a pointer to it).
+const std::unique_ptr<compute::backend>& cpu_fp32()
+{
+    static const auto be = compute::make_backend(compute::device_kind::cpu, compute::precision::fp32, 1);
+    return be;
+}
+
 }  // namespace
 
 BOOST_DATA_TEST_CASE(loss_and_every_gradient_match_the_reference,
@@ -155,7 +165,7 @@ BOOST_DATA_TEST_CASE(loss_and_every_gradient_match_the_reference,
     c.combiner = cc.combiner;
     c.fm = cc.fm;
     c.max_batch = 8;
-    auto m = make_wide_deep(c);
+    auto m = make_wide_deep(c, cpu_fp32().get());
     BOOST_TEST(m->tables().size() == 2u);
     BOOST_TEST(m->tables()[0].dim == 1);
     BOOST_TEST(m->tables()[1].dim == 4);
@@ -209,6 +219,54 @@ BOOST_DATA_TEST_CASE(loss_and_every_gradient_match_the_reference,
     BOOST_TEST(loss / b.rows == ref, boost::test_tools::tolerance(1e-4));
 }
 
+// --precision bf16: the deep part's products round their operands to bf16
+// (8-bit mantissa: a relative 2^-9 each) and accumulate in FP32.  A
+// gradient passes through at most three products (forward, dz, dW or da),
+// each adding at most 2 * 2^-9 of the magnitudes it sums; with K terms of
+// either sign the sum can be smaller than its terms, so the bound is on
+// the gradient's scale: 3 * 2 * 2^-9 * K * max|g| / sqrt(K) (random signs)
+// with K the widest reduction (16 here), about 0.05 of the largest entry.
+BOOST_TEST_DECORATOR(*boost::unit_test::precondition(pstrain::testing::bf16_here()))
+BOOST_AUTO_TEST_CASE(a_bf16_backend_gives_the_fp32_gradients_within_bf16s_rounding)
+{
+    wide_deep_config c;
+    c.fields = 3;
+    c.numeric = 2;
+    c.embedding_dim = 4;
+    c.hidden = {16, 8};
+    c.fm = true;
+    c.max_batch = 8;
+    const auto fp32 = compute::make_backend(compute::device_kind::cpu, compute::precision::fp32, 1);
+    const auto bf16 = compute::make_backend(compute::device_kind::cpu, compute::precision::bf16, 1);
+    auto m32 = make_wide_deep(c, fp32.get());
+    auto m16 = make_wide_deep(c, bf16.get());
+    const std::size_t unique = 6;
+    const auto b = make_batch(8, c.fields, c.numeric, unique, 23);
+    std::vector<float> params(m32->num_params());
+    m32->initialize(params, 3);
+    auto wide = random_floats(unique, 0.5, 7), deep = random_floats(unique * 4, 0.5, 8);
+    const std::vector<std::span<const float>> rows{wide, deep};
+    auto gradients = [&](ctr_model& m) {
+        std::vector<float> g(params.size()), wg(unique), dg(unique * 4);
+        const std::vector<std::span<float>> row_grads{wg, dg};
+        const auto r = m.compute_gradients(params, b.view(), rows, g, row_grads);
+        g.insert(g.end(), dg.begin(), dg.end());  // the deep rows' gradients come through da
+        return std::pair(r.loss, g);
+    };
+    const auto [loss32, g32] = gradients(*m32);
+    const auto [loss16, g16] = gradients(*m16);
+    BOOST_TEST(loss16 == loss32, boost::test_tools::tolerance(0.01));
+    double scale = 0;
+    for (float g : g32) scale = std::max(scale, double(std::abs(g)));
+    const double bound = 3 * 2 * std::ldexp(1.0, -9) * std::sqrt(16.0) * scale;
+    double worst = 0;
+    for (std::size_t i = 0; i < g32.size(); ++i) {
+        worst = std::max(worst, double(std::abs(g16[i] - g32[i])));
+        BOOST_TEST(std::abs(g16[i] - g32[i]) <= bound, "gradient " << i << ": bf16 " << g16[i] << ", fp32 " << g32[i]);
+    }
+    BOOST_TEST(worst > 0.0, "the bf16 backend's products are bf16's: some gradient must differ");
+}
+
 BOOST_AUTO_TEST_CASE(the_name_is_the_shape_key)
 {
     wide_deep_config c;
@@ -227,7 +285,7 @@ BOOST_AUTO_TEST_CASE(bad_batches_and_configurations_are_refused)
     c.embedding_dim = 2;
     c.hidden = {3};
     c.max_batch = 4;
-    auto m = make_wide_deep(c);
+    auto m = make_wide_deep(c, cpu_fp32().get());
     std::vector<float> params(m->num_params()), grads(m->num_params());
     auto b = make_batch(5, 2, 1, 3, 1);
     std::vector<float> wide(3), deep(6), wg(3), dg(6);
@@ -236,6 +294,11 @@ BOOST_AUTO_TEST_CASE(bad_batches_and_configurations_are_refused)
     BOOST_CHECK_EXCEPTION(m->compute_gradients(params, b.view(), rows, grads, row_grads), error, [](const error& e) {
         return std::string(e.what()) == "wide-deep: a batch of 5 examples where the model holds 1 to 4";
     });
+    BOOST_CHECK_EXCEPTION(
+        make_wide_deep(c)->compute_gradients(params, make_batch(2, 2, 1, 3, 1).view(), rows, grads, row_grads), error,
+        [](const error& e) {
+            return std::string(e.what()) == "wide-deep: a model made without a backend is a shape: it computes nothing";
+        });
     b = make_batch(2, 2, 1, 3, 1);
     b.places.push_back(0);  // more ids than the bags say
     BOOST_CHECK_THROW(m->compute_gradients(params, b.view(), rows, grads, row_grads), error);
@@ -260,7 +323,7 @@ BOOST_AUTO_TEST_CASE(learns_a_planted_teacher)
     c.hidden = {8};
     c.fm = true;
     c.max_batch = 64;
-    auto m = make_wide_deep(c);
+    auto m = make_wide_deep(c, cpu_fp32().get());
     std::vector<float> params(m->num_params()), grads(m->num_params());
     m->initialize(params, 1);
     const std::size_t keys = 40;
