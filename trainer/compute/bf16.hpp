@@ -18,8 +18,4 @@ inline float from_bf16(bf16 h) { return pstrain::bf16::to_float(h); }
 // dst[i] = to_bf16(src[i]) for i < count.
 void to_bf16(const float* src, bf16* dst, std::size_t count);
 
-// dst[c * rows + r] = to_bf16(src[r * cols + c]): src (rows x cols,
-// row-major) rounded and transposed in one pass.
-void to_bf16_transposed(const float* src, bf16* dst, std::size_t rows, std::size_t cols);
-
 }  // namespace pstrain::compute

@@ -35,19 +35,3 @@ BOOST_AUTO_TEST_CASE(the_array_conversion_equals_the_scalar_one)
     for (std::size_t i = 0; i < src.size(); ++i) BOOST_TEST_REQUIRE(dst[i] == to_bf16(src[i]), "element " << i);
     BOOST_TEST(dst.back() == 0xabcd, "nothing past count is written");
 }
-
-BOOST_AUTO_TEST_CASE(the_transposing_conversion_puts_each_element_at_its_transposed_place)
-{
-    // 37 x 21: neither a multiple of the 16 x 16 tiles.
-    const std::size_t rows = 37, cols = 21;
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> any(-100, 100);
-    std::vector<float> src(rows * cols);
-    for (auto& f : src) f = any(rng);
-    std::vector<bf16> dst(rows * cols + 1, 0xabcd);
-    pstrain::compute::to_bf16_transposed(src.data(), dst.data(), rows, cols);
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c)
-            BOOST_TEST_REQUIRE(dst[c * rows + r] == to_bf16(src[r * cols + c]), "row " << r << " column " << c);
-    BOOST_TEST(dst.back() == 0xabcd, "nothing past rows x cols is written");
-}
