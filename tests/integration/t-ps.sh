@@ -171,6 +171,35 @@ test_kill_worker_async_completes() {
   expect_contains "the chief ended the job at global step 3000"
 }
 
+# --max-staleness: worker 1 stopped half of every 100 ms (SIGSTOP/SIGCONT),
+# worker 0 is held within 2 pushes of it; the PS's end line says so.
+test_max_staleness_holds_the_fast_worker_within_the_bound() {
+  export TEST_TAG=$RANDOM$RANDOM
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 200 srun -N3 --ps=1 --workers=2 --mpi=pmix -o "$PWD/task-%t.out" \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --train-steps 3000 --log-every 500 --max-staleness 2 &
+  local job=$! slow="" i
+  for i in $(seq 1 120); do
+    grep -q 'step [0-9]*/3000' task-*.out 2>/dev/null && slow=$(task_pid worker 1) && break
+    sleep 0.5
+  done
+  [ -n "$slow" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
+  ( while kill -STOP "$slow" 2>/dev/null; do sleep 0.05; kill -CONT "$slow" 2>/dev/null || break; sleep 0.05; done ) &
+  local slower=$!
+  wait $job && rc=0 || rc=$?
+  kill -CONT "$slow" 2>/dev/null || true; wait $slower 2>/dev/null || true
+  out=$(cat task-*.out)
+  printf '%s\n[srun exit status %d]\n' "$out" "$rc" >>"$TEST_LOG"
+  expect_rc 0
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
+  local line lead held
+  line=$(grep -o -- '--max-staleness 2: the fastest worker led the slowest by at most [0-9]* steps; [0-9]* replies held' <<<"$out") ||
+    fail "no end-of-job staleness line from the PS"
+  lead=$(awk '{print $12}' <<<"$line") held=$(awk '{print $14}' <<<"$line")
+  [ "$lead" -le 3 ] || fail "the fastest worker led by $lead pushes (bound 2: at most 3 with the held one)"
+  [ "$held" -gt 0 ] || fail "no reply was held although worker 1 was stopped half the time"
+  no_task_left
+}
+
 test_kill_worker_sync_with_backup_completes() {
   kill_during worker 1 --sync-replicas --replicas-to-aggregate 1
   expect_contains "warning: lost worker 1"
