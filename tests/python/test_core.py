@@ -212,10 +212,10 @@ class WirePrecisionTest(unittest.TestCase):
             # 1 + 32 * 2^-12 = 1 + 2^-7: bf16 holds it; a PS that kept bf16 would be at 1.
             self.assertEqual(float(c.param("w")[1]), 1.0 + 2.0**-7)
             stats = c.stats()[0]
-            # 64-byte frames (the hello's with 40 bytes of settings); w's 2
+            # 64-byte frames (the hello's with 44 bytes of settings); w's 2
             # numbers are 4 bytes each way, but in the init and its reply
             # (float32: 8).
-            self.assertEqual(stats["bytes_received"], (64 + 40) + (64 + 8) + 64 + 32 * (64 + 4) + 64)
+            self.assertEqual(stats["bytes_received"], (64 + 44) + (64 + 8) + 64 + 32 * (64 + 4) + 64)
             self.assertEqual(stats["bytes_sent"], 64 + (64 + 8) + 33 * (64 + 4))
 
     def test_a_worker_of_another_wire_precision_is_refused_naming_both(self):
