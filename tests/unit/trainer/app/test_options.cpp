@@ -450,8 +450,7 @@ BOOST_AUTO_TEST_CASE(bf16_where_it_is_not_built_is_refused_before_any_data_is_re
     expect_error({"--precision", "bf16", "--device", "cuda"},
                  "--precision bf16 on CUDA is not built yet: use --precision fp32 or --device cpu");
     // The click-through models' deep part multiplies in bf16 too.
-    BOOST_TEST((accepted({"--precision", "bf16", "--model", "deepfm"}).precision ==
-                pstrain::compute::precision::bf16));
+    BOOST_TEST((accepted({"--precision", "bf16", "--model", "deepfm"}).precision == pstrain::compute::precision::bf16));
 }
 
 BOOST_AUTO_TEST_CASE(max_staleness_is_unbounded_unless_given)
