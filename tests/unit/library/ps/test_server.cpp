@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -78,14 +79,14 @@ void leave(client& c)
     BOOST_TEST(c.done(), "no reply said training is done");
 }
 
-// A sync push that its PS tasks hold: every PS has counted worker w's
-// gradient and waits for the others' (its activity says so; 10 s at most
-// for that), and the ticket is still open.
-bool held_for_the_step(ps_job& job, client& c, std::size_t w, ticket t)
+// A push that every PS task holds: each one's activity waits for `request`
+// (10 s at most for that) with worker w not among the peers it waits for,
+// and the ticket is still open.
+bool held_while(ps_job& job, client& c, std::size_t w, ticket t, std::string_view request)
 {
     const auto holds = [&](int p) {
         const auto a = job.server(p).activity();
-        return a.waiting && a.request.starts_with("the missing gradients of a sync step") &&
+        return a.waiting && a.request.starts_with(request) &&
                std::find(a.peers.begin(), a.peers.end(), w) == a.peers.end();
     };
     const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -97,23 +98,18 @@ bool held_for_the_step(ps_job& job, client& c, std::size_t w, ticket t)
     return !c.test(t);
 }
 
-// An async push that the staleness bound holds: every PS has applied it
-// and waits for the slowest workers' gradients, worker w's not among them
-// (its activity says so; 10 s at most for that), and the ticket is still open.
+// A sync push held for its step: every PS has counted worker w's gradient
+// and waits for the others'.
+bool held_for_the_step(ps_job& job, client& c, std::size_t w, ticket t)
+{
+    return held_while(job, c, w, t, "the missing gradients of a sync step");
+}
+
+// An async push that the staleness bound holds: every PS has applied it and
+// waits for the slowest workers' gradients, worker w's not among them.
 bool held_by_the_bound(ps_job& job, client& c, std::size_t w, ticket t)
 {
-    const auto holds = [&](int p) {
-        const auto a = job.server(p).activity();
-        return a.waiting && a.request.starts_with("the gradients of the slowest workers") &&
-               std::find(a.peers.begin(), a.peers.end(), w) == a.peers.end();
-    };
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    for (int p = 0; p < job.num_ps(); ++p)
-        while (!holds(p)) {
-            if (std::chrono::steady_clock::now() > deadline) return false;
-            std::this_thread::yield();
-        }
-    return !c.test(t);
+    return held_while(job, c, w, t, "the gradients of the slowest workers");
 }
 
 training_settings sgd_settings_for_the_bound()
