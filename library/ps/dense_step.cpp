@@ -51,7 +51,7 @@ void dense_step::apply_now(std::size_t i, const wire::push& m, shard_range part,
                      [&](const float* values) { return links_.read_by_a_reply(values); });
     }
     advance();
-    if (bound_ && bound_->pushed(i, links_) && !state_.done) bound_->hold(i, part, shared);
+    if (bound_ && bound_->pushed(i) && !state_.done) bound_->hold(i, part, shared);
     else reply_values(i, part, shared, values_status::ok);
     release_held();
 }

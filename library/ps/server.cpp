@@ -226,7 +226,7 @@ private:
             // A worker too far ahead waits for the slowest ones' gradients.
             activity_.begin("the gradients of the slowest workers (async: the staleness bound holds a reply)",
                             state_.step, true);
-            for (std::size_t i = 0; i < n; ++i) activity_.pending(i, bound_.slowest(i, links_));
+            for (std::size_t i = 0; i < n; ++i) activity_.pending(i, bound_.slowest(i));
         } else {
             activity_.begin("a request (async: from any worker)");
             for (std::size_t i = 0; i < n; ++i) activity_.pending(i, !links_[i].lost);
@@ -398,6 +398,7 @@ private:
     {
         auto& p = links_[i];
         p.lost = true;
+        bound_.lost(i);
         const auto why = net_.failed(i) ? net_.failure(i) : p.recv.failure();
         const auto who = net_.peer_name(i);
         if (state_.done) {

@@ -6,14 +6,24 @@
 namespace pstrain::ps {
 
 staleness_bound::staleness_bound(std::size_t workers, int max_staleness)
-    : bound_(max_staleness), clocks_(workers, 0), held_(workers)
+    : bound_(max_staleness), clocks_(workers, 0), gone_(workers, false), at_slowest_(workers), held_(workers)
 {}
 
-bool staleness_bound::pushed(std::size_t i, const worker_links& links)
+bool staleness_bound::pushed(std::size_t i)
 {
-    const auto lead = ++clocks_[i] - std::min(clocks_[i], slowest_clock(links));
+    const bool last_of_the_slowest = !gone_[i] && clocks_[i] == slowest_ && --at_slowest_ == 0;
+    ++clocks_[i];
+    if (last_of_the_slowest) find_slowest();
+    const auto lead = clocks_[i] - std::min(clocks_[i], slowest_);
     if (lead > counters_.largest_lead) counters_.largest_lead = lead;
     return bounded() && lead > static_cast<std::uint64_t>(bound_);
+}
+
+void staleness_bound::lost(std::size_t i)
+{
+    if (gone_[i]) return;
+    gone_[i] = true;
+    if (clocks_[i] == slowest_ && --at_slowest_ == 0) find_slowest();
 }
 
 void staleness_bound::hold(std::size_t i, shard_range part, bool shared)
@@ -26,10 +36,9 @@ void staleness_bound::hold(std::size_t i, shard_range part, bool shared)
 void staleness_bound::release(const worker_links& links, bool all, const reply_fn& reply)
 {
     if (!holding()) return;
-    const auto slowest = slowest_clock(links);
     for (std::size_t i = 0; i < held_.size(); ++i) {
         auto& h = held_[i];
-        if (!h.held || !(all || links[i].lost || clocks_[i] - slowest <= static_cast<std::uint64_t>(bound_))) continue;
+        if (!h.held || !(all || links[i].lost || clocks_[i] - slowest_ <= static_cast<std::uint64_t>(bound_))) continue;
         h.held = false;
         --counters_.held_now;
         counters_.held_ns += static_cast<std::uint64_t>(
@@ -38,24 +47,21 @@ void staleness_bound::release(const worker_links& links, bool all, const reply_f
     }
 }
 
-bool staleness_bound::slowest(std::size_t i, const worker_links& links) const
-{
-    return !links[i].lost && clocks_[i] == slowest_clock(links);
-}
-
 staleness_counters staleness_bound::counters() const
 {
     return {counters_.largest_lead, counters_.replies_held, counters_.held_now,
             std::chrono::nanoseconds(counters_.held_ns)};
 }
 
-// The smallest clock of the live workers (a lost one no longer counts).
-std::uint64_t staleness_bound::slowest_clock(const worker_links& links) const
+void staleness_bound::find_slowest()
 {
-    auto slowest = std::numeric_limits<std::uint64_t>::max();
-    for (std::size_t i = 0; i < clocks_.size(); ++i)
-        if (!links[i].lost) slowest = std::min(slowest, clocks_[i]);
-    return slowest;
+    slowest_ = std::numeric_limits<std::uint64_t>::max();
+    at_slowest_ = 0;
+    for (std::size_t i = 0; i < clocks_.size(); ++i) {
+        if (gone_[i]) continue;
+        if (clocks_[i] < slowest_) slowest_ = clocks_[i], at_slowest_ = 0;
+        if (clocks_[i] == slowest_) ++at_slowest_;
+    }
 }
 
 }  // namespace pstrain::ps

@@ -31,8 +31,12 @@ public:
     bool bounded() const { return bound_ >= 0; }
 
     // Worker i's push was applied: true when its reply must wait, for it is
-    // now more than the bound ahead of the slowest live worker.
-    bool pushed(std::size_t i, const worker_links& links);
+    // now more than the bound ahead of the slowest live worker.  O(1) but
+    // once a round (when the last of the slowest moves on): every async
+    // push comes here, bound or not.
+    bool pushed(std::size_t i);
+    // Worker i was lost: it no longer counts as the slowest.
+    void lost(std::size_t i);
     // Worker i's reply (of `part`, into its mapped buffer when `shared`) waits.
     void hold(std::size_t i, shard_range part, bool shared);
     // The held replies whose workers are back within the bound (`all`:
@@ -43,7 +47,7 @@ public:
 
     // A reply is held, and whether worker i is one of the slowest live workers.
     bool holding() const { return counters_.held_now > 0; }
-    bool slowest(std::size_t i, const worker_links& links) const;
+    bool slowest(std::size_t i) const { return !gone_[i] && clocks_[i] == slowest_; }
 
     staleness_counters counters() const;
 
@@ -55,10 +59,14 @@ private:
         clock::time_point since;
     };
 
-    std::uint64_t slowest_clock(const worker_links& links) const;
+    // slowest_ and at_slowest_ from the clocks of the live workers.
+    void find_slowest();
 
     int bound_;
     std::vector<std::uint64_t> clocks_;  // per worker: the pushes this PS applied
+    std::vector<bool> gone_;             // per worker: lost
+    std::uint64_t slowest_ = 0;          // the smallest clock of a live worker
+    std::size_t at_slowest_;             // live workers at slowest_
     std::vector<held_reply> held_;       // per worker
     struct {
         std::atomic<std::uint64_t> largest_lead{0}, replies_held{0}, held_now{0}, held_ns{0};
