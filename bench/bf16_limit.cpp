@@ -15,30 +15,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "bench/mlp_step.hpp"
 #include "trainer/compute/bf16.hpp"
 #include "trainer/compute/matmul_bf16.hpp"
 
+using namespace pstrain::bench;
+
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
-std::vector<float> random_floats(std::size_t n, std::mt19937& rng)
-{
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = u(rng);
-    return v;
-}
 
 // The square product's best of 5, in seconds, and the kernel oneDNN chose.
 std::pair<double, std::string> square_bf16(int n, std::mt19937& rng)
@@ -59,10 +49,11 @@ std::pair<double, std::string> square_bf16(int n, std::mt19937& rng)
     memory am(ab, eng, a.data()), bm(ab, eng, b.data()), cm(c, eng, out.data());
     double best = 1e30;
     for (int round = 0; round < 6; ++round) {  // the first makes the kernel's buffers
-        const auto t = clock_type::now();
+        const auto t = std::chrono::steady_clock::now();
         prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
         stream.wait();
-        if (round > 0) best = std::min(best, seconds_since(t));
+        if (round > 0)
+            best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
     }
     return {best, pd.impl_info_str()};
 }
@@ -71,49 +62,12 @@ std::pair<double, std::string> square_bf16(int n, std::mt19937& rng)
 
 int main(int argc, char** argv)
 {
-    std::string hidden = "1024,1024";
-    int batch = 100, repeat = 200, square = 1024;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i];
-        if (a == "--hidden") hidden = argv[i + 1];
-        else if (a == "--batch") batch = std::atoi(argv[i + 1]);
-        else if (a == "--repeat") repeat = std::atoi(argv[i + 1]);
-        else if (a == "--square") square = std::atoi(argv[i + 1]);
-        else {
-            std::fprintf(stderr, "bf16-limit: unknown option '%s': use --hidden, --batch, --repeat or --square\n",
-                         a.c_str());
-            return 2;
-        }
-    }
-    if (argc % 2 == 0 || batch < 1 || repeat < 1 || square < 64) {
-        std::fprintf(stderr,
-                     "usage: bf16-limit [--hidden 1024[,1024...]] [--batch 100] [--repeat 200] [--square 1024]\n");
-        return 2;
-    }
-    std::vector<int> widths{784};
-    std::stringstream ss(hidden);
-    for (std::string w; std::getline(ss, w, ',');) widths.push_back(std::atoi(w.c_str()));
-    widths.push_back(10);
-
+    const auto o = parse_mlp_step_options(argc, argv, "bf16-limit", "1024,1024");
+    const int batch = o.batch, square = o.square;
+    std::string hidden = o.hidden;
     std::mt19937 rng(1);
-    struct layer {
-        int in, out;
-        std::vector<float> w, b, dw, x, y, dy, dx;
-    };
-    std::vector<layer> layers;
     double flop = 0;
-    for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
-        layer L{widths[l], widths[l + 1], {}, {}, {}, {}, {}, {}, {}};
-        L.w = random_floats(std::size_t(L.in) * L.out, rng);
-        L.b = random_floats(std::size_t(L.out), rng);
-        L.dw.resize(L.w.size());
-        L.x = random_floats(std::size_t(batch) * L.in, rng);
-        L.y.resize(std::size_t(batch) * L.out);
-        L.dy = random_floats(std::size_t(batch) * L.out, rng);
-        L.dx.resize(std::size_t(batch) * L.in);
-        flop += 2.0 * batch * L.in * L.out * (l == 0 ? 2 : 3);
-        layers.push_back(std::move(L));
-    }
+    auto layers = make_mlp_layers(hidden, batch, rng, flop);
     const auto products = pstrain::compute::cpu::make_matmul_bf16();
     auto step = [&] {
         for (auto& L : layers)
@@ -124,14 +78,7 @@ int main(int argc, char** argv)
                                       batch, L.in, L.out);
         }
     };
-    for (int i = 0; i < 20; ++i) step();
-    // Best of 5 rounds of `repeat` steps: the ceiling, not the average.
-    double best = 1e30;
-    for (int round = 0; round < 5; ++round) {
-        const auto t = clock_type::now();
-        for (int i = 0; i < repeat; ++i) step();
-        best = std::min(best, seconds_since(t) / repeat);
-    }
+    const double best = best_seconds_per_step(step, o.repeat);
     const auto [best_square, kernel] = square_bf16(square, rng);
     std::replace(hidden.begin(), hidden.end(), ',', '-');
     std::printf("{\"model\":\"784-%s-10\",\"batch\":%d,\"step_gflop\":%.6f,\"step_products_seconds\":%.9f,"
