@@ -73,6 +73,18 @@ void dense_step::contribute(std::size_t i, const wire::push& m, bool shared)
     waiting_.insert(at, contribution{i, shared, m.position});
     ++links_[i].counters.gradients;
     if (waiting_.size() < static_cast<std::size_t>(replicas_)) return;
+    complete_step();
+}
+
+void dense_step::set_replicas(int replicas)
+{
+    replicas_ = replicas;
+    if (!waiting_.empty() && waiting_.size() >= static_cast<std::size_t>(replicas_)) complete_step();
+}
+
+// The waiting gradients make the step: their mean applied, each answered.
+void dense_step::complete_step()
+{
     const auto& step = take_contributions();
     links_.drain_sends();
     workers_.clear();
@@ -113,7 +125,7 @@ void dense_step::apply_step(const std::vector<contribution>& step)
             w.values_written = true;
         }
     }
-    shard_.apply_mean(grads_, 1.0f / static_cast<float>(replicas_), copies_);
+    shard_.apply_mean(grads_, 1.0f / static_cast<float>(step.size()), copies_);
 }
 
 // Where worker i's gradient of `part` is: in its mapped buffer (same host)
@@ -124,10 +136,11 @@ std::span<const float> dense_step::gradient(std::size_t i, shard_range part, boo
     return {shared ? p.mapped_grads + (part.begin - shard_.range().begin) : p.slot.data(), part.size()};
 }
 
-// Every gradient of the step gets the new values.
+// Every live worker whose gradient is in the step gets the new values.
 void dense_step::answer(const std::vector<contribution>& step)
 {
-    for (const auto& c : step) reply_values(c.worker, shard_.range(), c.shared, values_status::ok);
+    for (const auto& c : step)
+        if (!links_[c.worker].lost) reply_values(c.worker, shard_.range(), c.shared, values_status::ok);
 }
 
 void dense_step::reply_values(std::size_t i, shard_range part, bool shared, values_status status)

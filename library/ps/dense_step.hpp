@@ -43,6 +43,10 @@ public:
     // The values of `part` to worker i, with the PS's step and `status`
     // (done or stopped once training has ended).
     void reply_values(std::size_t i, shard_range part, bool shared, wire::values_status status);
+    // Sync: from now on a step aggregates `replicas` gradients (elastic
+    // training lost a worker); a step that has that many already is
+    // applied now.
+    void set_replicas(int replicas);
     // Sync: the gradients waiting for a step that will not come are answered.
     void answer_waiting() { answer(take_contributions()); }
     // Async with a staleness bound: the held replies that may go now (all
@@ -56,6 +60,7 @@ public:
 private:
     void apply_now(std::size_t i, const wire::push& m, shard_range part, bool shared);
     void contribute(std::size_t i, const wire::push& m, bool shared);
+    void complete_step();
     const std::vector<contribution>& take_contributions();
     void apply_step(const std::vector<contribution>& step);
     void answer(const std::vector<contribution>& step);
@@ -70,7 +75,7 @@ private:
     activity_recorder& activity_;
     const server_hooks& hooks_;
     const bool sync_;
-    const int replicas_;
+    int replicas_;
     staleness_bound* bound_;              // async: the clocks and held replies (none: never held)
     std::vector<contribution> waiting_;   // sync: the current step's, in worker order
     std::vector<contribution> applying_;  // sync: the step being applied and answered

@@ -118,6 +118,9 @@ private:
     std::size_t at_ = 0;
 };
 
+// The settings' mode word.
+constexpr std::uint32_t mode_sync = 1, mode_elastic = 2;
+
 }  // namespace
 
 std::vector<std::uint8_t> encode_settings(const training_settings& s)
@@ -128,7 +131,8 @@ std::vector<std::uint8_t> encode_settings(const training_settings& s)
     const auto& o = s.optimizer;
     w.put(static_cast<std::uint32_t>(o.kind)).put(o.learning_rate).put(o.momentum).put(o.adagrad_initial);
     w.put(o.beta1).put(o.beta2).put(o.epsilon);
-    w.put(static_cast<std::uint32_t>(s.sync)).put(static_cast<std::int32_t>(s.replicas_to_aggregate));
+    const auto mode = (s.sync ? mode_sync : 0u) | (s.elastic ? mode_elastic : 0u);
+    w.put(mode).put(static_cast<std::int32_t>(s.replicas_to_aggregate));
     w.put(static_cast<std::int32_t>(std::max(s.max_staleness, unbounded_staleness)));
     w.put(static_cast<std::uint32_t>(s.tables.size()));
     for (const auto& t : s.tables) {
@@ -160,7 +164,12 @@ training_settings decode_settings(std::span<const std::uint8_t> bytes)
     s.optimizer.beta1 = r.number("beta1");
     s.optimizer.beta2 = r.number("beta2");
     s.optimizer.epsilon = r.number("epsilon");
-    s.sync = r.get<std::uint32_t>() != 0;
+    const auto mode = r.get<std::uint32_t>();
+    if (mode & ~(mode_sync | mode_elastic))
+        throw error(
+            fmt::format("its mode word {:#x} has bits this PS does not know (a pstrain of another version?)", mode));
+    s.sync = (mode & mode_sync) != 0;
+    s.elastic = (mode & mode_elastic) != 0;
     s.replicas_to_aggregate = r.get<std::int32_t>();
     if (s.replicas_to_aggregate < 0)
         throw error(fmt::format("its replicas to aggregate, {}, is negative", s.replicas_to_aggregate));

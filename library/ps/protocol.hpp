@@ -70,7 +70,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 9;         // 9: the chief's settings carry max_staleness
+inline constexpr std::uint16_t version = 10;        // 10: the settings' mode word carries elastic
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -365,8 +365,8 @@ inline constexpr std::size_t max_moving_ranges = 4096;
 inline constexpr std::size_t moving_range_bytes = 2 * sizeof(std::uint64_t);
 
 // The training settings (settings.hpp) as the chief's hello carries them:
-// a head (the optimizer, sync, replicas, the staleness bound, the table
-// count) and one record per table, fixed-width little-endian fields.
+// a head (the optimizer, the mode word: bit 0 sync, bit 1 elastic; replicas,
+// the staleness bound, the table count) and one record per table, fixed-width little-endian fields.
 inline constexpr std::size_t settings_head_bytes = 44;
 inline constexpr std::size_t settings_table_bytes = 76;
 inline constexpr std::size_t max_settings_tables = 1024;

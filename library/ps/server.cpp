@@ -85,6 +85,13 @@ private:
             throw peer_error(net_.peer_name(0),
                              fmt::format("{} asks for {}: leave it out, or train async", net_.peer_name(0), what));
         }
+        if (!cfg_.sync && cfg_.elastic) {
+            const auto what = std::string("elastic training is for sync jobs, and this job is async (it goes on "
+                                          "without a lost worker already)");
+            if (origin == error_from_here) throw error(what + ": leave it out, or train sync");
+            throw peer_error(net_.peer_name(0),
+                             fmt::format("{} asks for {}: leave it out, or train sync", net_.peer_name(0), what));
+        }
         bound_.set_bound(cfg_.sync ? unbounded_staleness : cfg_.max_staleness);
         replicas_ = cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(links_.size());
         if (cfg_.sync && replicas_ > static_cast<int>(links_.size())) {
@@ -157,7 +164,9 @@ private:
         const bool restoring = startup_.await_init_or_restore(*shard_, sparse_.tables(), state_);
         log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range.begin, range.end,
                   num_params_, wire::dense_bytes(range) / 1000.0, cfg_.sync ? "sync" : "async",
-                  cfg_.sync ? fmt::format(" aggregating {} of {} workers", replicas_, links_.size()) : bound_words(),
+                  cfg_.sync ? fmt::format(" aggregating {} of {} workers{}", replicas_, links_.size(),
+                                          cfg_.elastic ? " (elastic: fewer when workers are lost)" : "")
+                            : bound_words(),
                   restoring ? "restored from the checkpoint at" : "starting at", state_.step);
         state_.done = hooks_.step_completed && hooks_.step_completed(state_.step);
         activity_.progressed();
@@ -412,6 +421,7 @@ private:
             return;
         }
         const int live = links_.live();
+        if (cfg_.sync && cfg_.elastic && i != 0 && live < replicas_) return shrink(i, live, why);
         std::string fatal;
         if (i == 0)
             fatal = fmt::format(
@@ -431,6 +441,18 @@ private:
         }
         links_.abort_all(i);
         throw peer_error(who, fatal);
+    }
+
+    // Elastic sync training lost worker i: the steps from now on aggregate
+    // the `live` workers' gradients; the step that waited for it completes
+    // with those it has (its own among them when it had pushed).
+    void shrink(std::size_t i, int live, const std::string& why)
+    {
+        log::warn("lost {} ({}): elastic sync training goes on, aggregating {} gradients per step from global step "
+                  "{} (was {}); its data shard is not trained on from now on",
+                  net_.peer_name(i), why, live, state_.step, replicas_);
+        replicas_ = live;
+        if (dense_) dense_->set_replicas(live);
     }
 
     transport& net_;

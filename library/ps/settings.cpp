@@ -67,6 +67,10 @@ std::optional<std::string> settings_difference(const training_settings& a, const
     if (a.sync && (d = differs("the gradients aggregated per step (0: every worker)", a.replicas_to_aggregate,
                                b.replicas_to_aggregate, here, there)))
         return d;
+    if (a.sync && (d = differs("the sync mode (elastic: a lost worker lowers the gradients per step)",
+                               a.elastic ? "elastic" : "not elastic", b.elastic ? "elastic" : "not elastic", here,
+                               there)))
+        return d;
     if (!a.sync && (d = differs("the staleness bound (pushes ahead of the slowest worker; negative: none)",
                                 std::max(a.max_staleness, unbounded_staleness),
                                 std::max(b.max_staleness, unbounded_staleness), here, there)))
@@ -79,7 +83,7 @@ std::optional<std::string> settings_difference(const training_settings& a, const
 
 training_settings settings_of(const server_config& c)
 {
-    return training_settings{c.optimizer, c.sync, c.replicas_to_aggregate, c.max_staleness, c.tables};
+    return training_settings{c.optimizer, c.sync, c.replicas_to_aggregate, c.max_staleness, c.elastic, c.tables};
 }
 
 void adopt(server_config& c, const training_settings& s)
@@ -88,6 +92,7 @@ void adopt(server_config& c, const training_settings& s)
     c.sync = s.sync;
     c.replicas_to_aggregate = s.replicas_to_aggregate;
     c.max_staleness = s.max_staleness;
+    c.elastic = s.elastic;
     c.tables = s.tables;
 }
 

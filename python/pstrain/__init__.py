@@ -117,6 +117,8 @@ class Settings:
     ``max_staleness`` N a worker more than N pushes ahead of the slowest
     live worker gets its reply once the slowest catches up (0: lock-step;
     None: no bound; each PS counts pushes, so push each PS's shard whole).
+    ``elastic`` (sync only): a lost worker other than the chief lowers the
+    gradients per step to the workers left instead of ending the job.
     Every worker passes the same settings; the chief's are sent.
     """
 
@@ -124,6 +126,7 @@ class Settings:
     sync: bool = False
     replicas_to_aggregate: int = 0
     max_staleness: Optional[int] = None
+    elastic: bool = False
     tables: List[Table] = field(default_factory=list)
 
 

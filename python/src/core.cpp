@@ -114,7 +114,7 @@ ps::embedding_config table_of(const py::dict& d)
 }
 
 // {"optimizer": {...}, "sync": bool, "replicas_to_aggregate": int, "max_staleness": int or None,
-//  "tables": [{...}]}
+//  "elastic": bool, "tables": [{...}]}
 ps::training_settings settings_of_dict(const py::dict& d)
 {
     ps::training_settings s;
@@ -126,6 +126,9 @@ ps::training_settings settings_of_dict(const py::dict& d)
     s.max_staleness = item<int>(d, "max_staleness", ps::unbounded_staleness);
     if (s.max_staleness < 0 && d.contains("max_staleness") && !d["max_staleness"].is_none())
         fail("max_staleness must be 0 (lock-step) or more, or None for no bound");
+    s.elastic = item<bool>(d, "elastic", false);
+    if (s.elastic && !s.sync)
+        fail("elastic is for sync training (async goes on without a lost worker already): set sync=True");
     if (d.contains("tables") && !d["tables"].is_none())
         for (auto t : d["tables"].cast<py::list>()) s.tables.push_back(table_of(t.cast<py::dict>()));
     return s;
@@ -429,6 +432,7 @@ public:
             config.sync = s.sync;
             config.replicas_to_aggregate = s.replicas_to_aggregate;
             config.max_staleness = s.max_staleness;
+            config.elastic = s.elastic;
             config.tables = s.tables;
         }
         for (int p = 0; p < num_ps; ++p) {

@@ -206,6 +206,18 @@ test_kill_worker_sync_with_backup_completes() {
   expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
 }
 
+# --elastic: the PS lowers the gradients per step to the one worker left
+# and the sync job completes (the same kill without it ends the job: below).
+test_kill_worker_sync_elastic_completes() {
+  kill_during worker 1 --sync-replicas --elastic
+  expect_contains "aggregating 2 of 2 workers (elastic: fewer when workers are lost)"
+  expect_contains "warning: lost worker 1 (n3)"
+  expect_contains "elastic sync training goes on, aggregating 1 gradients per step from global step"
+  expect_contains "(was 2); its data shard is not trained on from now on"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
+  expect_contains "the chief ended the job at global step 3000"
+}
+
 test_kill_worker_sync_without_backup_fails_fast() {
   kill_during worker 1 --sync-replicas
   expect_fast_failure

@@ -46,6 +46,8 @@ struct train_options {
     int replicas_to_aggregate = 0;  // 0: all workers
     // async: the most steps a worker may run ahead of the slowest live one (0: lock-step)
     int max_staleness = ps::unbounded_staleness;
+    // sync: a lost worker lowers the gradients per step instead of ending the job
+    bool elastic = false;
     std::string ps_hosts, worker_hosts, job_name;
     int task_index = -1;
     int bootstrap_timeout = 60;  // seconds

@@ -31,6 +31,7 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     c.sync = o.sync_replicas;
     c.replicas_to_aggregate = o.replicas_to_aggregate;
     c.max_staleness = o.max_staleness;
+    c.elastic = o.elastic;
     c.share_memory = o.shared_memory;
     c.precision = o.wire_precision;
     c.tables = embedding_tables_for(o);

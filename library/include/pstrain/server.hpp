@@ -45,6 +45,12 @@ struct server_config {
     // (negative): never held.  A program that pushes a shard in parts
     // counts each part.
     int max_staleness = unbounded_staleness;
+    // Sync: a lost worker other than the chief lowers the gradients per
+    // step to the live workers (when fewer than replicas_to_aggregate are
+    // left) instead of ending the job; a step that waited for the lost
+    // worker completes with the gradients it has, its lost worker's among
+    // them when it had pushed.  The chief's loss still ends the job.
+    bool elastic = false;
     // Read and write the buffers of workers on this host in place when the
     // transport can map them (else every exchange is a message).
     bool share_memory = true;
@@ -63,7 +69,7 @@ struct server_config {
     // shard_of_key gives it, of each table (client_config::table_dims must
     // list the same tables with the same dims).
     std::vector<embedding_config> tables;
-    // True: optimizer, sync, replicas_to_aggregate, max_staleness and tables above are
+    // True: optimizer, sync, replicas_to_aggregate, max_staleness, elastic and tables above are
     // ignored, and the chief's hello must bring them (client_config::
     // settings): a PS task for workers whose program says how to train.
     // False: when the chief's hello brings settings, they must agree with

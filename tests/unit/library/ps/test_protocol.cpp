@@ -681,6 +681,17 @@ BOOST_AUTO_TEST_CASE(training_settings_survive_the_wire_and_bad_ones_are_named)
     BOOST_TEST(!settings_difference(t, back, "sent", "received"));
     BOOST_TEST(back.tables[1].seed == two_to_32 + 16);
     BOOST_TEST(back.max_staleness == unbounded_staleness);
+    BOOST_TEST(!back.elastic);
+    t.elastic = true;
+    const auto elastic = wire::decode_settings(wire::encode_settings(t));
+    BOOST_TEST((elastic.sync && elastic.elastic));
+    auto unknown_mode = wire::encode_settings(t);
+    unknown_mode[28] |= 4;  // the mode word, after the optimizer's 7 fields
+    BOOST_CHECK_EXCEPTION(wire::decode_settings(unknown_mode), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) ==
+               "its mode word 0x7 has bits this PS does not know (a pstrain of another version?)";
+    });
+    t.elastic = false;
     t.sync = false;
     t.max_staleness = 2;
     BOOST_TEST(wire::decode_settings(wire::encode_settings(t)).max_staleness == 2);
@@ -752,6 +763,11 @@ BOOST_AUTO_TEST_CASE(settings_difference_names_the_first_field_that_differs)
                "worker 0");
     a.sync = b.sync = true;  // sync has no staleness bound
     BOOST_TEST(!settings_difference(a, b, "this PS", "worker 0"));
+    b.elastic = true;
+    BOOST_TEST(*settings_difference(a, b, "this PS", "worker 0") ==
+               "the sync mode (elastic: a lost worker lowers the gradients per step) is not elastic on this PS and "
+               "elastic on worker 0");
+    b.elastic = false;
     a.sync = false;
     b = a;
     b.tables.emplace_back();

@@ -1020,6 +1020,89 @@ BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_a_lost_worker)
     BOOST_TEST((end.outcome == server_outcome::done));
 }
 
+server_config elastic_config()
+{
+    auto c = sync_config();  // every worker's gradient, every step, while all are alive
+    c.elastic = true;
+    return c;
+}
+
+BOOST_AUTO_TEST_CASE(elastic_sync_aggregates_the_workers_left_after_a_loss)
+{
+    ps_job job(1, 3, elastic_config());
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 3);
+    pstrain::testing::run_end end;
+    const auto log = pstrain::testing::stderr_of([&] {
+        job.net().kill_worker(2);
+        // Two steps of the two workers left: each the mean of their two gradients.
+        for (const auto& expected : {after_one_step, after_two_steps}) {
+            fill(w0.grads(), g0);
+            fill(w1.grads(), g1);
+            const auto t0 = w0.async_push();
+            const auto t1 = w1.async_push();
+            w0.wait(t0);
+            w1.wait(t1);
+            BOOST_TEST(to_vector(w1.params()) == expected, boost::test_tools::per_element());
+        }
+        w0.shutdown();
+        leave(w1);
+        end = job.finish();
+    });
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == server_outcome::done));
+    BOOST_TEST(log.find("lost worker 2 (") != std::string::npos, log);
+    BOOST_TEST(log.find("aggregating 2 gradients per step from global step 0 (was 3)") != std::string::npos, log);
+}
+
+BOOST_AUTO_TEST_CASE(elastic_sync_completes_the_step_that_waited_for_the_lost_worker)
+{
+    ps_job job(1, 3, elastic_config());
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 3);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0), "two gradients of three completed a step");
+    job.net().kill_worker(2);
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(job.server(0).global_step() == 1u);
+    BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == after_one_step, boost::test_tools::per_element());
+    w0.shutdown();
+    leave(w1);
+    const auto end = job.finish();
+    BOOST_TEST(!end.threw, end.what);
+}
+
+BOOST_AUTO_TEST_CASE(elastic_sync_still_ends_when_the_chief_is_lost)
+{
+    ps_job job(1, 3, elastic_config());
+    start(job, 3);
+    job.net().kill_worker(0);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.peer_error, end.what);
+    BOOST_TEST(end.what.find("the chief initialises, evaluates and ends the job") != std::string::npos, end.what);
+}
+
+BOOST_AUTO_TEST_CASE(elastic_async_is_refused_naming_the_fix)
+{
+    loopback_network net(1, 1);
+    auto c = async_config();
+    c.elastic = true;
+    BOOST_CHECK_EXCEPTION(server(net.ps(0), c, {}), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) ==
+               "elastic training is for sync jobs, and this job is async (it goes on without a lost worker "
+               "already): leave it out, or train sync";
+    });
+}
+
 BOOST_AUTO_TEST_CASE(losing_the_chief_ends_the_server_and_the_other_workers_hear_why)
 {
     ps_job job(1, 2, async_config());

@@ -472,3 +472,11 @@ BOOST_AUTO_TEST_CASE(max_staleness_with_sync_replicas_is_one_line_naming_the_fix
                  "--max-staleness bounds async training and --sync-replicas trains in lock-step already: give one of "
                  "them");
 }
+
+BOOST_AUTO_TEST_CASE(elastic_is_for_sync_training)
+{
+    BOOST_TEST(!accepted({"--sync-replicas"}).elastic);
+    BOOST_TEST(accepted({"--sync-replicas", "--elastic"}).elastic);
+    expect_error({"--elastic"}, "--elastic lets sync training go on without a lost worker, and async training does "
+                                "already: add --sync-replicas, or leave --elastic out");
+}
