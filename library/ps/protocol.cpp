@@ -324,6 +324,9 @@ std::string describe(const refusal& r)
         return fmt::format("worker {} sends {} on the wire and this PS {}: give every task of the job the same "
                            "--wire-precision",
                            r.peer_index, precision_name(r.detail_begin), precision_name(r.detail_end));
+    case refusal_code::not_elastic:
+        return "this job is not elastic: a restarted worker cannot take the place of a lost one (start the job with "
+               "--elastic to take workers back)";
     case refusal_code::no_hello: return "a request before hello: the first message on a connection says who sends it";
     case refusal_code::not_chief: return "only the chief (worker 0) initialises, restores, snapshots and ends training";
     }

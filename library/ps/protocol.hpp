@@ -205,6 +205,7 @@ enum class refusal_code : std::uint32_t {
     rows_without_step,
     pushed_twice,
     precision_mismatch,
+    not_elastic,
 };
 
 struct refusal {

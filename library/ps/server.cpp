@@ -85,13 +85,6 @@ private:
             throw peer_error(net_.peer_name(0),
                              fmt::format("{} asks for {}: leave it out, or train async", net_.peer_name(0), what));
         }
-        if (!cfg_.sync && cfg_.elastic) {
-            const auto what = std::string("elastic training is for sync jobs, and this job is async (it goes on "
-                                          "without a lost worker already)");
-            if (origin == error_from_here) throw error(what + ": leave it out, or train sync");
-            throw peer_error(net_.peer_name(0),
-                             fmt::format("{} asks for {}: leave it out, or train sync", net_.peer_name(0), what));
-        }
         bound_.set_bound(cfg_.sync ? unbounded_staleness : cfg_.max_staleness);
         replicas_ = cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(links_.size());
         if (cfg_.sync && replicas_ > static_cast<int>(links_.size())) {
@@ -248,6 +241,7 @@ private:
     void take(std::size_t i)
     {
         auto& p = links_[i];
+        if (links_.back(i)) return on_worker_back(i);
         if (!p.ready() || !p.recv.ok()) return on_worker_lost(i);
         p.posted = false;
         std::optional<std::uint64_t> received;
@@ -323,8 +317,46 @@ private:
                 fmt::format("refused the hello of {}: its exchange buffers at {:#x} and {:#x} are not inside "
                             "the memory its rkey maps ({}): is another program talking to this PS?",
                             net_.peer_name(i), h.params_address, h.grads_address, why));
+        if (p.rejoining) {
+            p.rejoining = false;
+            if (!cfg_.elastic) {
+                links_.refuse(i, wire::refusal_of(wire::refusal_code::not_elastic),
+                              fmt::format("refused the hello of {}, a new process in place of the lost one: this job "
+                                          "is not elastic (start it with --elastic to take workers back)",
+                                          net_.peer_name(i)));
+                p.lost = true;  // as it was: this PS goes on without it
+                return;
+            }
+            rejoined(i);
+        }
         p.greeted = true;
         links_.reply(i, wire::encode(wire::welcome{range.begin, range.end, num_params_, mapped ? 1u : 0u}));
+    }
+
+    // A lost worker's place was taken by a new process (a restarted task):
+    // its link starts over, and its hello says whether it may stay.
+    void on_worker_back(std::size_t i)
+    {
+        links_.renew(i);
+        links_[i].rejoining = true;
+        log::info("{} is back: a new process took its place at global step {}", net_.peer_name(i), state_.step);
+    }
+
+    // Elastic training takes worker i back: sync steps aggregate its
+    // gradient again (up to replicas_to_aggregate); async, its clock starts
+    // level with the slowest worker's.
+    void rejoined(std::size_t i)
+    {
+        bound_.back(i);
+        if (!cfg_.sync) return log::info("{} joined again at global step {}", net_.peer_name(i), state_.step);
+        const int target =
+            cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(links_.size());
+        const int now = std::min(target, links_.live());
+        log::info(
+            "{} joined again: elastic sync training aggregates {} gradients per step from global step {} (was {})",
+            net_.peer_name(i), now, state_.step, replicas_);
+        replicas_ = now;
+        if (dense_) dense_->set_replicas(now);
     }
 
     // The shard at the chief's step, through the snapshot hook.  In sync
@@ -449,7 +481,7 @@ private:
     void shrink(std::size_t i, int live, const std::string& why)
     {
         log::warn("lost {} ({}): elastic sync training goes on, aggregating {} gradients per step from global step "
-                  "{} (was {}); its data shard is not trained on from now on",
+                  "{} (was {}); its data shard is not trained on until a worker takes its place",
                   net_.peer_name(i), why, live, state_.step, replicas_);
         replicas_ = live;
         if (dense_) dense_->set_replicas(live);

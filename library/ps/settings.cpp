@@ -67,9 +67,8 @@ std::optional<std::string> settings_difference(const training_settings& a, const
     if (a.sync && (d = differs("the gradients aggregated per step (0: every worker)", a.replicas_to_aggregate,
                                b.replicas_to_aggregate, here, there)))
         return d;
-    if (a.sync && (d = differs("the sync mode (elastic: a lost worker lowers the gradients per step)",
-                               a.elastic ? "elastic" : "not elastic", b.elastic ? "elastic" : "not elastic", here,
-                               there)))
+    if ((d = differs("the job (elastic: workers leave and come back)", a.elastic ? "elastic" : "not elastic",
+                     b.elastic ? "elastic" : "not elastic", here, there)))
         return d;
     if (!a.sync && (d = differs("the staleness bound (pushes ahead of the slowest worker; negative: none)",
                                 std::max(a.max_staleness, unbounded_staleness),

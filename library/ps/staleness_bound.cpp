@@ -26,6 +26,19 @@ void staleness_bound::lost(std::size_t i)
     if (clocks_[i] == slowest_ && --at_slowest_ == 0) find_slowest();
 }
 
+void staleness_bound::back(std::size_t i)
+{
+    if (!gone_[i]) return;
+    gone_[i] = false;
+    if (held_[i].held) {  // the lost one's reply, not yet dropped by release()
+        held_[i].held = false;
+        --counters_.held_now;
+    }
+    find_slowest();
+    clocks_[i] = at_slowest_ > 0 ? slowest_ : clocks_[i];
+    find_slowest();
+}
+
 void staleness_bound::hold(std::size_t i, shard_range part, bool shared)
 {
     held_[i] = held_reply{true, part, shared, clock::now()};

@@ -37,6 +37,9 @@ public:
     bool pushed(std::size_t i);
     // Worker i was lost: it no longer counts as the slowest.
     void lost(std::size_t i);
+    // A new process took lost worker i's place: it starts level with the
+    // slowest live worker (it holds no one back, and is not held).
+    void back(std::size_t i);
     // Worker i's reply (of `part`, into its mapped buffer when `shared`) waits.
     void hold(std::size_t i, shard_range part, bool shared);
     // The held replies whose workers are back within the bound (`all`:

@@ -40,7 +40,7 @@ std::optional<std::size_t> worker_links::wait_any(clock::time_point deadline)
         [&] {
             for (std::size_t i = 0; i < links_.size(); ++i) {
                 auto& p = links_[i];
-                if (!p.lost && (net_.failed(i) || p.ready())) {
+                if ((!p.lost && (net_.failed(i) || p.ready())) || back(i)) {
                     ready = i;
                     return true;
                 }
@@ -49,6 +49,20 @@ std::optional<std::size_t> worker_links::wait_any(clock::time_point deadline)
         },
         deadline);
     return ready;
+}
+
+void worker_links::renew(std::size_t i)
+{
+    auto& p = links_[i];
+    p.recv.cancel();
+    p.payload_recv.cancel();
+    const auto position = p.position;
+    auto slot = std::move(p.slot);
+    p = worker_link{};
+    p.slot = std::move(slot);
+    p.position = position;  // where the lost one's data stood, for the chief's checkpoints
+    p.process = net_.reconnections(i);
+    post(i);
 }
 
 void worker_links::post(std::size_t i)

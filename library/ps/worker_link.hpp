@@ -47,7 +47,9 @@ struct worker_link {
     bool values_written = false;  // sync: the step wrote its new values into mapped_params already
 
     // The worker, as this server knows it.
+    std::uint64_t process = 0;  // transport::reconnections() when this link began: a change is a new process
     bool lost = false;
+    bool rejoining = false;          // a new process in a lost one's place, its hello not yet handled
     bool greeted = false;            // its hello was welcomed: it may ask for more
     bool told_done = false;          // a reply said done or stopped: it leaves now
     std::uint64_t position = 0;      // its data position after its last gradient this shard applied (or dropped)
@@ -86,9 +88,15 @@ public:
     // Waits until pred() holds or worker i is lost, saying in activity()
     // that it waits for `what` of worker i.  True when pred() holds.
     bool wait_for(std::size_t i, const char* what, const std::function<bool()>& pred);
-    // The first worker, not lost, whose message is here or that failed;
-    // nullopt at the deadline.
+    // The first worker, not lost, whose message is here or that failed, or
+    // lost and taken back by the transport (a new process in its place:
+    // back()); nullopt at the deadline.
     std::optional<std::size_t> wait_any(clock::time_point deadline);
+    bool back(std::size_t i) const { return links_[i].lost && net_.reconnections(i) != links_[i].process; }
+    // Lost worker i's place was taken by a new process: what was posted for
+    // the lost one is dropped, and the link starts over, as at start-up,
+    // with its receives posted for the new one's hello.
+    void renew(std::size_t i);
 
     // Posts worker i's next frame receive, and a payload receive if none is posted.
     void post(std::size_t i);

@@ -270,12 +270,15 @@ void gate::handle(std::size_t length)
                fmt::format("it holds the key but is not a worker this PS expects ({} workers)", cfg_.num_workers));
         return;
     }
-    if (done_[worker]) {
+    const bool again = done_[worker];
+    if (again && !(failed_ && !p->worker && failed_(worker))) {
         refuse(*p, worker,
-               fmt::format("{} is already connected (a restarted task cannot rejoin a running step)",
+               fmt::format("{} is already connected (a restarted task takes its place only once this PS has lost "
+                           "it, and only under a static cluster spec)",
                            cfg_.worker_name(worker)));
         return;
     }
+    std::unique_ptr<endpoint> back;  // again: the new connection
     const bool with_address = !p->worker;
     if (with_address) {
         if (answer.address_bytes == 0 || answer.address_bytes > response_frame::max_address ||
@@ -286,8 +289,9 @@ void gate::handle(std::size_t length)
             return;
         }
         try {
-            peers_[worker] = endpoint::to_address(w_, std::span(buffer_.data() + sizeof answer, answer.address_bytes),
-                                                  cfg_.worker_name(worker));
+            auto ep = endpoint::to_address(w_, std::span(buffer_.data() + sizeof answer, answer.address_bytes),
+                                           cfg_.worker_name(worker));
+            (again ? back : peers_[worker]) = std::move(ep);
         } catch (const error& e) {
             refuse(*p, worker, e.what());
             return;
@@ -307,7 +311,9 @@ void gate::handle(std::size_t length)
     done_[worker] = true;
     why_[worker].clear();
     if (p->accepted) accepted_.push_back(std::move(p->accepted));
-    log::debug("{} authenticated{}", cfg_.worker_name(worker), p->worker ? std::string() : " (from " + p->from + ")");
+    if (again) rejoined_.push_back({worker, std::move(back), tokens_[worker]});
+    log::debug("{} authenticated{}{}", cfg_.worker_name(worker), p->worker ? std::string() : " (from " + p->from + ")",
+               again ? ", in place of the one this PS lost" : "");
 }
 
 void gate::poll()
@@ -407,9 +413,11 @@ std::optional<pair_tokens> answer_challenge(engine& w, ucp_ep_h ep, const auth_k
         throw error(fmt::format("bootstrap: {} answered the handshake with a malformed message", ps_name));
     if (confirm.magic == confirm_frame::refused_value) {
         confirm.why[sizeof confirm.why - 1] = 0;
-        throw error(fmt::format("bootstrap: {} refused this worker: {}: every task of a job must have the same key "
-                                "(PSTRAIN_AUTH_KEY with a static cluster spec)",
-                                ps_name, confirm.why));
+        const bool key = std::string_view(confirm.why).starts_with("its proof");
+        throw error(fmt::format("bootstrap: {} refused this worker: {}{}", ps_name, confirm.why,
+                                key ? ": every task of a job must have the same key (PSTRAIN_AUTH_KEY with a static "
+                                      "cluster spec)"
+                                    : ""));
     }
     if (confirm.magic != confirm_frame::magic_value || confirm.ps_index != ps_index ||
         !same(confirm.proof, ps_proof(key, answer.ps_nonce, answer.worker_nonce, ps_index, worker_index)))

@@ -121,6 +121,16 @@ public:
     const std::vector<pair_tokens>& tokens() const { return tokens_; }
     // Static spec: the endpoints to the workers' addresses.
     std::vector<std::unique_ptr<endpoint>> take_peers() { return std::move(peers_); }
+    // Static spec, after take_peers(): a worker whose connection `failed`
+    // says is gone may connect again (a restarted task); the new
+    // connections, each with its tokens, until taken.
+    struct rejoin {
+        std::size_t worker = 0;
+        std::unique_ptr<endpoint> ep;
+        pair_tokens tokens;
+    };
+    void let_rejoin(std::function<bool(std::size_t worker)> failed) { failed_ = std::move(failed); }
+    std::vector<rejoin> take_rejoined() { return std::exchange(rejoined_, {}); }
     std::size_t refused() const { return refused_; }
     void close(bool force);
 
@@ -142,6 +152,8 @@ private:
     request receive_;
     bool receiving_ = false;
     std::size_t refused_ = 0, malformed_ = 0;
+    std::function<bool(std::size_t)> failed_;  // let_rejoin()
+    std::vector<rejoin> rejoined_;
 };
 
 // The worker's side with PS `ps_index` on `ep`: waits for its challenge

@@ -16,6 +16,15 @@ void silence_tracker::heard(std::size_t peer, hb_clock::time_point now)
     watched_[peer] = true;
 }
 
+void silence_tracker::replaced(std::size_t peer, hb_clock::time_point now)
+{
+    if (peer >= last_heard_.size()) return;
+    last_heard_[peer] = now;
+    silent_[peer] = false;
+    watched_[peer] = false;
+    silent_for_[peer] = std::chrono::milliseconds(0);
+}
+
 std::vector<std::size_t> silence_tracker::check(hb_clock::time_point now)
 {
     std::vector<std::size_t> found;

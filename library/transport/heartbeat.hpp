@@ -35,6 +35,8 @@ public:
     // Something (a heartbeat) came from `peer`; the first time, the peer is
     // watched from then on.
     void heard(std::size_t peer, hb_clock::time_point now);
+    // A new process took `peer`'s place: not silent, watched once heard.
+    void replaced(std::size_t peer, hb_clock::time_point now);
     // Called whenever this task listens: returns the peers found silent
     // now (each once).  Time in which this task did not listen (longer than
     // an interval between two calls: it computed or wrote a checkpoint)

@@ -42,7 +42,8 @@ struct mailbox {
 // waiters, a generation count tells them something happened.
 struct loopback_network::state {
     state(int ps, int workers)
-        : num_ps(ps), num_nodes(ps + workers), boxes(std::size_t(num_nodes) * num_nodes * 2), dead(num_nodes)
+        : num_ps(ps), num_nodes(ps + workers), boxes(std::size_t(num_nodes) * num_nodes * 2), dead(num_nodes),
+          reconnections(num_nodes, 0)
     {}
 
     const int num_ps, num_nodes;
@@ -51,6 +52,7 @@ struct loopback_network::state {
     std::atomic<std::uint64_t> generation{0};
     std::vector<mailbox> boxes;  // [receiver][sender][channel]
     std::vector<char> dead;
+    std::vector<std::uint64_t> reconnections;        // per node: new processes in its place
     std::map<std::uintptr_t, std::size_t> memories;  // allocate()'s, by address: their sizes
 
     mailbox& box(int receiver, int sender, channel ch)
@@ -94,6 +96,18 @@ struct loopback_network::state {
                     for (auto& r : b->waiting) finish(*r.op, false, 0, "receive failed: the peer is gone");
                     b->waiting.clear();
                 }
+        changed();
+    }
+    void restart(int node)
+    {
+        std::lock_guard lock(mu);
+        if (!dead[static_cast<std::size_t>(node)])
+            throw error(fmt::format("{} is alive: only a killed task is restarted", name(node)));
+        dead[static_cast<std::size_t>(node)] = 0;
+        ++reconnections[static_cast<std::size_t>(node)];
+        for (int other = 0; other < num_nodes; ++other)
+            for (auto ch : {channel::control, channel::payload})
+                for (auto* b : {&box(other, node, ch), &box(node, other, ch)}) b->arrived.clear();
         changed();
     }
 };
@@ -256,6 +270,11 @@ public:
         return s_->dead[static_cast<std::size_t>(peer_node(peer))] != 0;
     }
     std::string failure(std::size_t peer) const override { return failed(peer) ? "the peer is gone" : ""; }
+    std::uint64_t reconnections(std::size_t peer) const override
+    {
+        std::lock_guard lock(s_->mu);
+        return s_->reconnections[static_cast<std::size_t>(peer_node(peer))];
+    }
 
     std::unique_ptr<exchange_memory> allocate(std::size_t bytes) override
     {
@@ -314,5 +333,14 @@ transport& loopback_network::ps(int i) { return *ps_.at(static_cast<std::size_t>
 transport& loopback_network::worker(int i) { return *workers_.at(static_cast<std::size_t>(i)); }
 void loopback_network::kill_ps(int i) { s_->kill(i); }
 void loopback_network::kill_worker(int i) { s_->kill(s_->num_ps + i); }
+
+transport& loopback_network::restart_worker(int i)
+{
+    auto& slot = workers_.at(static_cast<std::size_t>(i));
+    s_->restart(s_->num_ps + i);
+    retired_.push_back(std::move(slot));
+    slot = std::make_unique<loopback_transport>(s_, s_->num_ps + i);
+    return *slot;
+}
 
 }  // namespace pstrain::ps

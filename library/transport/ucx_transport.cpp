@@ -64,10 +64,12 @@ ucx_transport::ucx_transport(std::unique_ptr<context> ctx, std::unique_ptr<engin
                              std::vector<std::string> addresses)
     : ctx_(std::move(ctx)), engine_(std::move(eng)), conns_(std::move(conns)), me_(my_index), names_(std::move(names)),
       scratch_(4096), addresses_(std::move(addresses)), silence_(names_.size(), beats, ps::clock::now()),
-      beat_in_(names_.size()), beat_recv_(names_.size()), beat_send_(names_.size()), beat_posted_(names_.size(), 0)
+      beat_in_(names_.size()), beat_recv_(names_.size()), beat_send_(names_.size()), beat_posted_(names_.size(), 0),
+      reconnections_(names_.size(), 0)
 {
     conns_.tokens.resize(names_.size());
     addresses_.resize(names_.size());
+    if (conns_.door) conns_.door->let_rejoin([this](std::size_t i) { return i < names_.size() && failed(i); });
     // The first heartbeats go out when this task first waits (guard).
 }
 
@@ -151,6 +153,7 @@ void ucx_transport::guard()
     if (conns_.door && conns_.listen) {
         conns_.door->accept(*conns_.listen);
         conns_.door->poll();
+        for (auto& r : conns_.door->take_rejoined()) replace(r);
     }
     std::erase_if(drops_, [](request& r) { return r.done(); });
     drop_foreign_messages();
@@ -185,6 +188,25 @@ void ucx_transport::drop_foreign_messages()
                       "only this job step's tasks may send to it",
                       dropped_, dropped_ == 1 ? "" : "s", info.length, info.sender_tag);
     }
+}
+
+void ucx_transport::replace(gate::rejoin& r)
+{
+    const auto i = r.worker;
+    if (conns_.peers[i]) conns_.peers[i]->close(std::chrono::milliseconds(0), true);
+    conns_.peers[i] = std::move(r.ep);
+    if (i < conns_.fast.size() && conns_.fast[i]) {
+        conns_.fast[i]->close(std::chrono::milliseconds(0), true);
+        conns_.fast[i].reset();
+    }
+    conns_.tokens[i] = r.tokens;
+    if (beat_posted_[i]) {
+        beat_recv_[i].cancel(engine_->get());  // the lost one's token: it would never match
+        beat_posted_[i] = false;
+    }
+    silence_.replaced(i, ps::clock::now());
+    ++reconnections_[i];
+    log::info("{} connected again, in place of the one that was lost", names_[i]);
 }
 
 bool ucx_transport::failed(std::size_t peer) const

@@ -68,6 +68,7 @@ public:
     bool wait_until(const std::function<bool()>& pred, ps::clock::time_point deadline) override;
     bool failed(std::size_t peer) const override;
     std::string failure(std::size_t peer) const override;
+    std::uint64_t reconnections(std::size_t peer) const override { return reconnections_.at(peer); }
     std::unique_ptr<ps::exchange_memory> allocate(std::size_t bytes) override;
     std::unique_ptr<ps::peer_memory> map(std::size_t peer, std::span<const std::uint8_t> rkey) override;
     void close(bool force) override;
@@ -83,6 +84,8 @@ private:
     void drop_foreign_messages();
     // Heartbeats: receives reaped, a round sent when due, silence judged.
     void beat();
+    // A restarted worker passed the gate: its connection replaces the lost one's.
+    void replace(gate::rejoin& r);
 
     std::unique_ptr<context> ctx_;
     std::unique_ptr<engine> engine_;
@@ -101,6 +104,7 @@ private:
     std::vector<request> beat_send_;      // the last heartbeat sent per peer
     std::vector<char> beat_posted_;       // beat_recv_[i] is a posted receive
     std::uint64_t beat_out_ = 0;
+    std::vector<std::uint64_t> reconnections_;  // per peer
 };
 
 }  // namespace pstrain::ucx

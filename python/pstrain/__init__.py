@@ -117,8 +117,9 @@ class Settings:
     ``max_staleness`` N a worker more than N pushes ahead of the slowest
     live worker gets its reply once the slowest catches up (0: lock-step;
     None: no bound; each PS counts pushes, so push each PS's shard whole).
-    ``elastic`` (sync only): a lost worker other than the chief lowers the
-    gradients per step to the workers left instead of ending the job.
+    ``elastic``: workers leave and come back: a sync job goes on without a
+    lost worker other than the chief (fewer gradients per step), and a
+    restarted worker takes a lost one's place.
     Every worker passes the same settings; the chief's are sent.
     """
 

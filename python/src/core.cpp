@@ -127,8 +127,6 @@ ps::training_settings settings_of_dict(const py::dict& d)
     if (s.max_staleness < 0 && d.contains("max_staleness") && !d["max_staleness"].is_none())
         fail("max_staleness must be 0 (lock-step) or more, or None for no bound");
     s.elastic = item<bool>(d, "elastic", false);
-    if (s.elastic && !s.sync)
-        fail("elastic is for sync training (async goes on without a lost worker already): set sync=True");
     if (d.contains("tables") && !d["tables"].is_none())
         for (auto t : d["tables"].cast<py::list>()) s.tables.push_back(table_of(t.cast<py::dict>()));
     return s;

@@ -83,6 +83,56 @@ test_static_spec_on_loopback_without_slurm() {
   expect_eq "$(field "$(last_json <<<"$out")" global_step)" 300 "global_step"
 }
 
+# A static job (ps, the chief, worker 1) with a key; worker 1 killed, and
+# started again once the PS has lost it.  Sets ps_rc, chief_rc, back_rc and
+# out (the three tasks' lines).
+restart_worker_1() {
+  local base=$1 steps=$2; shift 2
+  local spec=(--ps-hosts "localhost:$base" --worker-hosts "localhost:$((base + 1)),localhost:$((base + 2))"
+              --train-steps "$steps" --log-every 1000 --device cpu --bootstrap-timeout 30 "$@")
+  export PSTRAIN_AUTH_KEY
+  PSTRAIN_AUTH_KEY=$(python3 -c 'import secrets; print(secrets.token_hex(32))')
+  env -u SLURM_CONF timeout 200 "$pstrain" "${spec[@]}" --job-name ps --task-index 0 >ps.out 2>&1 &
+  local ps=$!
+  env -u SLURM_CONF timeout 200 "$pstrain" "${spec[@]}" --job-name worker --task-index 0 >chief.out 2>&1 &
+  local chief=$!
+  env -u SLURM_CONF timeout 200 "$pstrain" "${spec[@]}" --job-name worker --task-index 1 >w1.out 2>&1 &
+  local w1=$! i
+  for i in $(seq 1 120); do grep -q "step [0-9]*/$steps" chief.out && break; sleep 0.25; done
+  pkill -9 -P $w1; wait $w1 2>/dev/null || true  # timeout's child: the worker
+  for i in $(seq 1 120); do grep -q "lost worker 1" ps.out && break; sleep 0.25; done
+  env -u SLURM_CONF timeout 200 "$pstrain" "${spec[@]}" --job-name worker --task-index 1 >back.out 2>&1 &
+  local back=$!
+  wait $chief && chief_rc=0 || chief_rc=$?
+  wait $back && back_rc=0 || back_rc=$?
+  wait $ps && ps_rc=0 || ps_rc=$?
+  unset PSTRAIN_AUTH_KEY
+  out=$(cat ps.out chief.out back.out)
+  printf '%s\n[ps %s, chief %s, the restarted worker 1 %s]\n' "$out" "$ps_rc" "$chief_rc" "$back_rc" >>"$TEST_LOG"
+}
+
+# --elastic, sync: the PS aggregates 1 gradient a step while worker 1 is
+# gone and 2 again once a new worker 1 has joined (authenticated with the
+# job's key); every task ends with status 0.
+test_a_restarted_worker_takes_its_place_in_an_elastic_sync_job() {
+  restart_worker_1 $((PSTRAIN_TEST_PORT + 320)) 5000 --sync-replicas --elastic
+  expect_eq "$ps_rc/$chief_rc/$back_rc" 0/0/0 "exit status of the PS, the chief and the restarted worker"
+  expect_contains "elastic sync training goes on, aggregating 1 gradients per step from global step"
+  expect_contains "worker 1 (localhost) is back: a new process took its place at global step"
+  expect_contains "worker 1 (localhost) joined again: elastic sync training aggregates 2 gradients per step from global step"
+  expect_eq "$(field "$(last_json <"chief.out")" global_step)" 5000 "global_step of the chief's final line"
+}
+
+# Without --elastic the restarted worker is refused in one line, and the
+# async job goes on to its end without it.
+test_a_restarted_worker_is_refused_by_a_job_that_is_not_elastic() {
+  restart_worker_1 $((PSTRAIN_TEST_PORT + 330)) 12000
+  expect_eq "$ps_rc/$chief_rc" 0/0 "exit status of the PS and the chief"
+  [ "$back_rc" -ne 0 ] || fail "the restarted worker of a job that is not elastic exited with status 0"
+  expect_contains "this job is not elastic: a restarted worker cannot take the place of a lost one (start the job with --elastic to take workers back)"
+  expect_eq "$(grep -c 'error' back.out)" 1 "error lines of the restarted worker"
+}
+
 test_tf_config_runs_a_static_job() {
   local base=$((PSTRAIN_TEST_PORT + 310))
   local cluster="\"cluster\":{\"ps\":[\"localhost:$base\"],\"worker\":[\"localhost:$((base + 1))\"]}"
@@ -213,7 +263,7 @@ test_kill_worker_sync_elastic_completes() {
   expect_contains "aggregating 2 of 2 workers (elastic: fewer when workers are lost)"
   expect_contains "warning: lost worker 1 (n3)"
   expect_contains "elastic sync training goes on, aggregating 1 gradients per step from global step"
-  expect_contains "(was 2); its data shard is not trained on from now on"
+  expect_contains "(was 2); its data shard is not trained on until a worker takes its place"
   expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
   expect_contains "the chief ended the job at global step 3000"
 }

@@ -116,8 +116,8 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                        "synchronous parallel; 0: lock-step; default: no bound)")
             ->group(dist);
     app.add_flag("--elastic", o.elastic,
-                 "sync: a lost worker (not the chief) lowers the gradients per step to the workers left instead of "
-                 "ending the job")
+                 "workers leave and come back: sync goes on without a lost worker (not the chief), aggregating "
+                 "fewer gradients per step; a restarted worker takes a lost one's place (static cluster spec)")
         ->group(dist);
     app.add_option("--ps-hosts,--ps_hosts", o.ps_hosts, "without PMIx: comma list of the PS tasks' host:port")
         ->group(dist);
@@ -428,9 +428,6 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         if (staleness_option->count() > 0 && o.sync_replicas)
             throw error("--max-staleness bounds async training and --sync-replicas trains in lock-step already: "
                         "give one of them");
-        if (o.elastic && !o.sync_replicas)
-            throw error("--elastic lets sync training go on without a lost worker, and async training does already: "
-                        "add --sync-replicas, or leave --elastic out");
         if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
             throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",
                                     o.heartbeat_interval));

@@ -32,12 +32,17 @@ public:
     // The task dies: its peers see it failed, operations with it fail.
     void kill_ps(int i);
     void kill_worker(int i);
+    // A new process takes killed worker i's place (transport::
+    // reconnections() counts it at the PS tasks): its transport, fresh;
+    // what the killed one sent or was sent is gone.  The killed one's
+    // transport stays valid, and unused.
+    transport& restart_worker(int i);
 
     struct state;
 
 private:
     std::shared_ptr<state> s_;
-    std::vector<std::unique_ptr<transport>> ps_, workers_;
+    std::vector<std::unique_ptr<transport>> ps_, workers_, retired_;
 };
 
 }  // namespace pstrain::ps

@@ -45,11 +45,15 @@ struct server_config {
     // (negative): never held.  A program that pushes a shard in parts
     // counts each part.
     int max_staleness = unbounded_staleness;
-    // Sync: a lost worker other than the chief lowers the gradients per
-    // step to the live workers (when fewer than replicas_to_aggregate are
-    // left) instead of ending the job; a step that waited for the lost
-    // worker completes with the gradients it has, its lost worker's among
-    // them when it had pushed.  The chief's loss still ends the job.
+    // Workers leave and come back.  Sync: a lost worker other than the
+    // chief lowers the gradients per step to the live workers (when fewer
+    // than replicas_to_aggregate are left) instead of ending the job; a step
+    // that waited for the lost worker completes with the gradients it has,
+    // its lost worker's among them when it had pushed.  Sync and async: a
+    // new process that the transport takes in a lost worker's place
+    // (transport::reconnections) is welcomed, and a sync step aggregates
+    // its gradient again.  Without it such a process's hello is refused.
+    // The chief's loss still ends the job.
     bool elastic = false;
     // Read and write the buffers of workers on this host in place when the
     // transport can map them (else every exchange is a message).

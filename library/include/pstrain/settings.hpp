@@ -31,9 +31,10 @@ struct training_settings {
     // live worker's before its reply is held (stale synchronous parallel;
     // 0: lock-step).  unbounded_staleness: never held.
     int max_staleness = unbounded_staleness;
-    // Sync: a lost worker other than the chief lowers the gradients per
-    // step to the workers left, instead of ending the job when fewer than
-    // replicas_to_aggregate are left.
+    // Workers leave and come back: sync, a lost worker other than the chief
+    // lowers the gradients per step to the workers left, instead of ending
+    // the job when fewer than replicas_to_aggregate are left; sync and
+    // async, a restarted worker takes a lost one's place.
     bool elastic = false;
     std::vector<embedding_config> tables;
 };

@@ -118,6 +118,12 @@ public:
     // it fail, and failure() says why.
     virtual bool failed(std::size_t peer) const = 0;
     virtual std::string failure(std::size_t peer) const = 0;
+    // How many times a new process has taken the place of a failed peer
+    // (a restarted worker that connected and passed the handshake again):
+    // when it changes, the peer is no longer failed, and what was posted
+    // for the process before (a receive) will never complete.  Transports
+    // that take no one back say 0.
+    virtual std::uint64_t reconnections(std::size_t peer) const { return 0; }
 
     // Memory to exchange through; see exchange_memory.
     virtual std::unique_ptr<exchange_memory> allocate(std::size_t bytes) = 0;

@@ -63,6 +63,7 @@ public:
             if (static_cast<std::size_t>(w) < o.precisions.size()) c.precision = o.precisions[w];
             if (w == 0) clients_.push_back(std::make_unique<ps::chief_client>(net_.worker(w), c));
             else clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
+            configs_.push_back(c);
         }
         config.num_ps = num_ps;
         config.share_memory = o.share_memory;
@@ -92,6 +93,16 @@ public:
 
     ps::loopback_network& net() { return net_; }
     ps::client& worker(int w) { return *clients_.at(static_cast<std::size_t>(w)); }
+    // A new client in killed worker w's place (not the chief), on a fresh
+    // transport: worker(w) from now on.
+    ps::client& restart_worker(int w)
+    {
+        auto& slot = clients_.at(static_cast<std::size_t>(w));
+        auto& net = net_.restart_worker(w);
+        retired_.push_back(std::move(slot));
+        slot = std::make_unique<ps::client>(net, configs_.at(static_cast<std::size_t>(w)));
+        return *slot;
+    }
     // Worker 0's client, with the chief's calls.
     ps::chief_client& chief() { return static_cast<ps::chief_client&>(*clients_.at(0)); }
     // Only after finish(p) returned with `returned`.
@@ -130,7 +141,8 @@ private:
     }
 
     ps::loopback_network net_;
-    std::vector<std::unique_ptr<ps::client>> clients_;
+    std::vector<ps::client_config> configs_;
+    std::vector<std::unique_ptr<ps::client>> clients_, retired_;  // retired_: killed and restarted ones
     std::vector<std::unique_ptr<ps::server>> servers_;
     std::vector<std::future<run_end>> ends_;
     std::vector<run_end> ended_;

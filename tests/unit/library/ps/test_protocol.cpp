@@ -765,8 +765,7 @@ BOOST_AUTO_TEST_CASE(settings_difference_names_the_first_field_that_differs)
     BOOST_TEST(!settings_difference(a, b, "this PS", "worker 0"));
     b.elastic = true;
     BOOST_TEST(*settings_difference(a, b, "this PS", "worker 0") ==
-               "the sync mode (elastic: a lost worker lowers the gradients per step) is not elastic on this PS and "
-               "elastic on worker 0");
+               "the job (elastic: workers leave and come back) is not elastic on this PS and elastic on worker 0");
     b.elastic = false;
     a.sync = false;
     b = a;

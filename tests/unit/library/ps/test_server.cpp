@@ -1091,16 +1091,73 @@ BOOST_AUTO_TEST_CASE(elastic_sync_still_ends_when_the_chief_is_lost)
     BOOST_TEST(end.what.find("the chief initialises, evaluates and ends the job") != std::string::npos, end.what);
 }
 
-BOOST_AUTO_TEST_CASE(elastic_async_is_refused_naming_the_fix)
+BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_it_again)
 {
-    loopback_network net(1, 1);
-    auto c = async_config();
-    c.elastic = true;
-    BOOST_CHECK_EXCEPTION(server(net.ps(0), c, {}), pstrain::error, [](const pstrain::error& e) {
-        return std::string(e.what()) ==
-               "elastic training is for sync jobs, and this job is async (it goes on without a lost worker "
-               "already): leave it out, or train sync";
+    ps_job job(1, 3, elastic_config());
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 3);
+    pstrain::testing::run_end end;
+    const auto log = pstrain::testing::stderr_of([&] {
+        job.net().kill_worker(2);
+        fill(w0.grads(), g0);
+        fill(w1.grads(), g1);
+        auto t0 = w0.async_push();
+        auto t1 = w1.async_push();
+        w0.wait(t0);
+        w1.wait(t1);
+        // A new worker 2: its hello is welcomed and it pulls the values of now.
+        auto& w2 = job.restart_worker(2);
+        w2.wait(w2.async_pull());
+        BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
+        // The next step waits for its gradient too: the mean of three.
+        fill(w0.grads(), g0);
+        fill(w1.grads(), g1);
+        fill(w2.grads(), std::vector<float>{2, 1, 1, 0, 0.5f, 0});  // g0 and g1's mean: the step's mean stays it
+        t0 = w0.async_push();
+        t1 = w1.async_push();
+        BOOST_TEST(held_for_the_step(job, w0, 0, t0), "two gradients of three completed a step");
+        w2.wait(w2.async_push());
+        w0.wait(t0);
+        w1.wait(t1);
+        BOOST_TEST(to_vector(w2.params()) == after_two_steps, boost::test_tools::per_element());
+        w0.shutdown();
+        leave(w1);
+        leave(w2);
+        end = job.finish();
     });
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST(log.find("aggregating 2 gradients per step from global step 0 (was 3)") != std::string::npos, log);
+    BOOST_TEST(log.find("worker 2 is back: a new process took its place at global step 1") != std::string::npos, log);
+    BOOST_TEST(log.find("worker 2 joined again: elastic sync training aggregates 3 gradients per step from global "
+                        "step 1 (was 2)") != std::string::npos,
+               log);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_worker_is_refused_by_a_job_that_is_not_elastic)
+{
+    ps_job job(1, 3, async_config());
+    auto& w0 = job.chief();
+    start(job, 3);
+    job.net().kill_worker(2);
+    auto& w2 = job.restart_worker(2);
+    try {
+        w2.wait(w2.async_pull());
+        BOOST_ERROR("a job that is not elastic took a restarted worker back");
+    } catch (const pstrain::error& e) {
+        BOOST_TEST(std::string(e.what()).find("this job is not elastic: a restarted worker cannot take the place of a "
+                                              "lost one (start the job with --elastic to take workers back)") !=
+                       std::string::npos,
+                   e.what());
+    }
+    fill(w0.grads(), g0);
+    w0.wait(w0.async_push());  // the job goes on without it
+    w0.shutdown();
+    leave(job.worker(1));
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
 }
 
 BOOST_AUTO_TEST_CASE(losing_the_chief_ends_the_server_and_the_other_workers_hear_why)
