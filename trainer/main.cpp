@@ -2,6 +2,7 @@
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "library/bootstrap/job.hpp"
+#include "trainer/app/join_file.hpp"
 #include "trainer/app/checkpoint_command.hpp"
 #include "trainer/app/datagen.hpp"
 #include "trainer/app/options.hpp"
@@ -35,6 +36,7 @@ int main(int argc, char** argv)
         log::set_level(log::parse_level(options->log_level));
         if (options->summary) return trainer::print_summary(*options);
         if (options->standalone) return trainer::run_standalone(*options);
+        if (!options->join.empty()) trainer::apply_join_file(*options);
         if (auto job = bootstrap::detect_job(
                 {options->ps_hosts, options->worker_hosts, options->job_name, options->task_index}))
             return trainer::run_distributed(*options, std::move(*job));

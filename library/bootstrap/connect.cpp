@@ -179,7 +179,20 @@ struct start_vote::impl {
 
 namespace {
 
-connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds timeout, start_vote::impl* vote)
+// A PS's listener for workers that join later (connect(): `rejoin`);
+// none, said once, when UCX cannot listen here.
+std::unique_ptr<ucx::listener> rejoin_listener(const job& j, ucx::engine& w)
+{
+    try {
+        return std::make_unique<ucx::listener>(w, 0);
+    } catch (const error& e) {
+        log::warn("a lost worker cannot join this step again: {} cannot listen for it ({})", j.name(), e.what());
+        return nullptr;
+    }
+}
+
+connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds timeout, start_vote::impl* vote,
+                         bool rejoin, join_info* join)
 {
     auto handle = std::make_unique<pmix_handle>();
     auto& pmix = *handle;
@@ -189,6 +202,11 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
                                 j.num_workers, j.num_ps + j.num_workers));
     const auto blob = published_peer(j.me, w.address());
     pmix.put("pstrain.peer", blob.data(), blob.size());
+    auto door = rejoin && j.me.role == role::ps ? rejoin_listener(j, w) : nullptr;
+    if (door) {
+        const auto port = static_cast<std::uint16_t>(door->port());
+        pmix.put("pstrain.listen", &port, sizeof port);
+    }
     // The step's key: made by rank 0, read by the step's ranks only (PMIx
     // serves a namespace's data to its own processes).
     if (pmix.me().rank == 0) {
@@ -241,6 +259,29 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
         if (!c.peers[static_cast<std::size_t>(i)])
             throw error(fmt::format("bootstrap: no rank published {}", j.peer_name(peer_role, i)));
     authenticate_pmix(j, w, key, c, timeout);
+    if (door) {
+        c.listen = std::move(door);
+        c.door = std::make_unique<ucx::gate>(w, gate_config(j, key));
+        c.door->admit_all();
+    }
+    if (rejoin && join && j.is_chief()) {
+        join->ps.assign(static_cast<std::size_t>(j.num_ps), "");
+        join->num_workers = j.num_workers;
+        join->key = key;
+        for (std::uint32_t r = 0; r < size; ++r) {
+            const auto& t = ranks.tasks[r];
+            if (t.role != role::ps) continue;
+            const auto port = pmix.get_bytes(r, "pstrain.listen");
+            if (!port || port->size() != sizeof(std::uint16_t)) {
+                join->ps.clear();  // one PS does not listen: nobody can join
+                break;
+            }
+            std::uint16_t p = 0;
+            std::memcpy(&p, port->data(), sizeof p);
+            join->ps[static_cast<std::size_t>(t.index)] =
+                fmt::format("{}:{}", split_host_port(j.spec.ps[static_cast<std::size_t>(t.index)]).first, p);
+        }
+    }
     log::debug("bootstrap: connected to {} {} tasks through PMIx ({} ranks), each authenticated", peers,
                role_name(peer_role), size);
     if (vote) {
@@ -373,7 +414,7 @@ void start_vote::cast(const std::string& my_error, std::chrono::seconds timeout)
 }
 
 std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode progress, std::chrono::seconds timeout,
-                                            ucx::heartbeat_config beats, start_vote* vote)
+                                            ucx::heartbeat_config beats, start_vote* vote, bool rejoin, join_info* join)
 {
     auto ctx = std::make_unique<ucx::context>();
     auto eng = std::make_unique<ucx::engine>(*ctx, progress);
@@ -392,7 +433,7 @@ std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode pro
                          "per step, nothing to set), or "
                        : "");
     }
-    auto c = j.how == mode::pmix     ? connect_pmix(j, *eng, timeout, vote ? &vote->state() : nullptr)
+    auto c = j.how == mode::pmix     ? connect_pmix(j, *eng, timeout, vote ? &vote->state() : nullptr, rejoin, join)
              : j.me.role == role::ps ? connect_static_ps(j, *eng, key, timeout)
                                      : connect_static_worker(j, *eng, key, timeout);
     // The peers' addresses, for the message that names a silent one.

@@ -127,8 +127,21 @@ private:
 // (a peer silent for beats.limit() fails, named with its address).
 // `vote`, when given, is made ready for start_vote::cast (under PMIx it
 // keeps the PMIx handle open for its fence).
+//
+// `rejoin` (under PMIx; a static spec's PS listens anyway): each PS also
+// listens on a port the system picks, where a worker started later in a
+// lost worker's place can connect (with the step's key) as under a static
+// spec; the chief gets in `join` what such a worker needs: every PS's
+// host:port, the worker count and the step's key.  A PS that cannot listen
+// says so and the job goes on without.
+struct join_info {
+    std::vector<std::string> ps;  // host:port, by PS index; empty: nothing to join
+    int num_workers = 0;
+    ucx::auth_key key{};
+};
 std::unique_ptr<ucx::ucx_transport> connect(const job& j, ucx::progress_mode progress, std::chrono::seconds timeout,
-                                            ucx::heartbeat_config beats = {}, start_vote* vote = nullptr);
+                                            ucx::heartbeat_config beats = {}, start_vote* vote = nullptr,
+                                            bool rejoin = false, join_info* join = nullptr);
 
 // The IPv4 address `host` resolves to here ("" when it does not).
 std::string resolve_address(const std::string& host);

@@ -316,6 +316,12 @@ void gate::handle(std::size_t length)
                again ? ", in place of the one this PS lost" : "");
 }
 
+void gate::admit_all()
+{
+    std::fill(done_.begin(), done_.end(), true);
+    for (auto& w : why_) w.clear();
+}
+
 void gate::poll()
 {
     while (receiving_ && receive_.done()) {

@@ -130,6 +130,9 @@ public:
         pair_tokens tokens;
     };
     void let_rejoin(std::function<bool(std::size_t worker)> failed) { failed_ = std::move(failed); }
+    // PMIx: every worker passed the handshake already (through PMIx's
+    // addresses); the gate only takes back the ones that are lost.
+    void admit_all();
     std::vector<rejoin> take_rejoined() { return std::exchange(rejoined_, {}); }
     std::size_t refused() const { return refused_; }
     void close(bool force);

@@ -394,6 +394,14 @@ listener::listener(engine& w, int port)
                                 ucs_status_string(s)));
 }
 
+int listener::port() const
+{
+    ucp_listener_attr_t a{};
+    a.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    check(ucp_listener_query(h_, &a), "ucp_listener_query");
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&a.sockaddr)->sin_port);
+}
+
 listener::~listener()
 {
     if (h_) ucp_listener_destroy(h_);

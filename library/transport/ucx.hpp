@@ -214,6 +214,8 @@ public:
     listener(const listener&) = delete;
     listener& operator=(const listener&) = delete;
     std::vector<ucp_conn_request_h>& pending() { return pending_; }
+    // The port it listens on (the one the system chose for port 0).
+    int port() const;
 
 private:
     static void on_connect(ucp_conn_request_h request, void* arg);

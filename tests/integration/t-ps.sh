@@ -123,6 +123,40 @@ test_a_restarted_worker_takes_its_place_in_an_elastic_sync_job() {
   expect_eq "$(field "$(last_json <"chief.out")" global_step)" 5000 "global_step of the chief's final line"
 }
 
+# --elastic under PMIx (the plugin's default): the chief writes the join
+# file into --checkpoint-dir; worker 1 killed, and `pstrain --join` started
+# in its place joins the running step (the step's key, its listener) and
+# the PS aggregates 2 gradients a step again.
+test_a_worker_started_with_join_takes_a_lost_ones_place_in_a_pmix_step() {
+  export TEST_TAG=$RANDOM$RANDOM
+  local flags=(--device cpu --train-steps 5000 --log-every 500 --sync-replicas --elastic --checkpoint-dir "$PWD/ckpt")
+  mkdir -p ckpt
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 200 srun -N3 --ps=1 --workers=2 --mpi=pmix -o "$PWD/task-%t.out" \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" "${flags[@]}" &
+  local job=$! victim="" i back_rc
+  for i in $(seq 1 120); do
+    grep -q 'step [0-9]*/5000' task-*.out 2>/dev/null && [ -f ckpt/join ] && victim=$(task_pid worker 1) && break
+    sleep 0.25
+  done
+  [ -n "$victim" ] || { kill $job 2>/dev/null || true; fail "the job did not start training, or wrote no join file"; }
+  expect_eq "$(stat -c %a ckpt/join)" 600 "the join file's mode"
+  kill -9 "$victim"
+  for i in $(seq 1 120); do grep -q "lost worker 1" task-0.out && break; sleep 0.25; done
+  env -u SLURM_CONF timeout 200 "$pstrain" "${flags[@]}" --join ckpt/join --task-index 1 >back.out 2>&1 &
+  local back=$!
+  wait $job || true  # srun reports the killed task
+  wait $back && back_rc=0 || back_rc=$?
+  out=$(cat task-*.out back.out)
+  printf '%s\n[the joined worker: exit status %s]\n' "$out" "$back_rc" >>"$TEST_LOG"
+  expect_eq "$back_rc" 0 "exit status of the joined worker"
+  expect_contains "pstrain --join $PWD/ckpt/join --task-index I"
+  expect_contains "elastic sync training goes on, aggregating 1 gradients per step from global step"
+  expect_contains "worker 1 (n3) joined again: elastic sync training aggregates 2 gradients per step from global step"
+  expect_eq "$(field "$(last_json <task-1.out)" global_step)" 5000 "global_step of the chief's final line"
+  [ ! -e ckpt/join ] || fail "the join file outlived the job"
+  no_task_left
+}
+
 # Without --elastic the restarted worker is refused in one line, and the
 # async job goes on to its end without it.
 test_a_restarted_worker_is_refused_by_a_job_that_is_not_elastic() {

@@ -119,6 +119,11 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                  "workers leave and come back: sync goes on without a lost worker (not the chief), aggregating "
                  "fewer gradients per step; a restarted worker takes a lost one's place (static cluster spec)")
         ->group(dist);
+    app.add_option("--join", o.join,
+                   "take lost worker --task-index's place in a running --elastic job started under PMIx: FILE is "
+                   "the join file its chief wrote (--checkpoint-dir/join)")
+        ->type_name("FILE")
+        ->group(dist);
     app.add_option("--ps-hosts,--ps_hosts", o.ps_hosts, "without PMIx: comma list of the PS tasks' host:port")
         ->group(dist);
     app.add_option("--worker-hosts,--worker_hosts", o.worker_hosts,

@@ -48,6 +48,7 @@ struct train_options {
     int max_staleness = ps::unbounded_staleness;
     // sync: a lost worker lowers the gradients per step instead of ending the job
     bool elastic = false;
+    std::string join;  // --join FILE: take a lost worker's place in a running --elastic PMIx job
     std::string ps_hosts, worker_hosts, job_name;
     int task_index = -1;
     int bootstrap_timeout = 60;  // seconds

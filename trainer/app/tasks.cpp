@@ -4,6 +4,7 @@
 #include "pstrain/error.hpp"
 #include "pstrain/loopback.hpp"
 #include "trainer/app/ctr_work.hpp"
+#include "trainer/app/join_file.hpp"
 #include "trainer/app/report.hpp"
 #include "trainer/app/session.hpp"
 #include "trainer/app/signals.hpp"
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 namespace pstrain::trainer {
 
@@ -224,6 +226,33 @@ private:
 
 }  // namespace
 
+namespace {
+
+// An --elastic chief under PMIx: the join file a worker started later in a
+// lost one's place reads (join_file.hpp), in --checkpoint-dir; its path, or
+// "" when there is none.
+std::string offer_join(const train_options& o, const bootstrap::join_info& join, const std::string& startup_error)
+{
+    if (join.ps.empty() || !startup_error.empty()) return "";
+    if (o.checkpoint_dir.empty()) {
+        log::warn("--elastic: a lost worker can join this job again only through the join file that the chief "
+                  "writes into --checkpoint-dir: give it one");
+        return "";
+    }
+    try {
+        const auto path = write_join_file(o.checkpoint_dir, join);
+        log::info("--elastic: a worker started later takes lost worker I's place with `pstrain --join {} "
+                  "--task-index I` and this job's other flags",
+                  path);
+        return path;
+    } catch (const error& e) {
+        log::warn("--elastic: {}: a lost worker cannot join this job again", e.what());
+        return "";
+    }
+}
+
+}  // namespace
+
 int run_distributed(const train_options& o, bootstrap::job j)
 {
     log::set_prefix(fmt::format("pstrain[{}]", j.name()));
@@ -246,9 +275,11 @@ int run_distributed(const train_options& o, bootstrap::job j)
     ucx::heartbeat_config beats;
     beats.interval = std::chrono::milliseconds(static_cast<long long>(o.heartbeat_interval * 1000 + 0.5));
     bootstrap::start_vote vote;
+    bootstrap::join_info join;
     auto net =
         bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
-                           std::chrono::seconds(o.bootstrap_timeout), beats, &vote);
+                           std::chrono::seconds(o.bootstrap_timeout), beats, &vote, o.elastic, &join);
+    const auto join_file = offer_join(o, join, startup_error);
     // The others may take a while to load their data.
     const auto vote_within = std::chrono::seconds(std::max(o.bootstrap_timeout, o.stall_timeout));
     if (!startup_error.empty() || j.me.role == role::ps) vote.cast(startup_error, vote_within);
@@ -296,6 +327,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
         net->close(code != 0);
     }
     log::debug("progress: {} spins, {} sleeps on the event fd", net->ucx_engine().spins(), net->ucx_engine().sleeps());
+    if (!join_file.empty()) ::unlink(join_file.c_str());  // the job is over: nobody joins it
     return code;
 }
 
