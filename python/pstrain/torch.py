@@ -160,7 +160,12 @@ class DistributedOptimizer:
     embeddings=None, **optimizer_kwargs)``: ``optimizer`` is ``"sgd"``,
     ``"momentum"``, ``"adagrad"`` or ``"adam"`` with the fields of
     :class:`pstrain.Optimizer` as keywords; ``sync``: every step aggregates
-    ``replicas_to_aggregate`` gradients (None: every worker); ``context``:
+    ``replicas_to_aggregate`` gradients (None: every worker);
+    ``max_staleness`` (async): a worker more than that many steps ahead of
+    the slowest waits for it (None: no bound; 0: lock-step); ``elastic``:
+    a sync job goes on without a lost worker other than the chief, and a
+    restarted worker takes a lost one's place (see :class:`pstrain.Settings`);
+    ``context``:
     this task (None: :func:`pstrain.init`); ``embeddings``: the tables
     trained with it (None: every :class:`EmbeddingBag` and
     :class:`Embedding` made in this process, in the order they were made);
@@ -193,6 +198,8 @@ class DistributedOptimizer:
         sync: bool = True,
         replicas_to_aggregate: Optional[int] = None,
         context: Any = None,
+        max_staleness: Optional[int] = None,
+        elastic: bool = False,
         embeddings: Optional[Sequence[_Table]] = None,
         checkpoint_dir: Optional[str] = None,
         keep_checkpoints: int = 5,
@@ -210,6 +217,8 @@ class DistributedOptimizer:
             optimizer=pstrain.Optimizer(optimizer, lr=lr, **optimizer_kwargs),
             sync=sync,
             replicas_to_aggregate=replicas_to_aggregate or 0,
+            max_staleness=max_staleness,
+            elastic=elastic,
             tables=[t.table for t in self.embeddings],
         )
         self.checkpoint_dir = checkpoint_dir if checkpoint_dir is not None else os.environ.get("PSTRAIN_CHECKPOINT_DIR")

@@ -74,7 +74,10 @@ class DenseTest(unittest.TestCase):
                     opt.step()
                 trained.wait(60)  # the chief ends the job after every worker's last step
                 if k == 0:
-                    self.global_step = opt.stats()[0]["step"]
+                    stats = opt.stats()[0]
+                    self.global_step = stats["step"]
+                    self.worker_stats = stats["workers"]
+                    self.settings = opt.settings
                     opt.finish()
 
             run_workers(num_workers, work)
@@ -109,6 +112,15 @@ class DenseTest(unittest.TestCase):
         self.assertEqual(self.global_step, 2 * self.steps)
         after = torch.nn.functional.cross_entropy(got[0](x), y).item()
         self.assertLess(after, before)
+
+    def test_async_workers_in_lock_step_with_max_staleness_0(self):
+        x, y = batch(n=64)
+        got = self.distributed(small_model(), False, x, y, optimizer="sgd", lr=0.2, max_staleness=0, elastic=True)
+        self.assertEqual(self.global_step, 2 * self.steps)
+        self.assertEqual((self.settings.max_staleness, self.settings.elastic), (0, True))
+        # Lock-step: a worker's gradient is at most one update (the other's) old.
+        self.assertLessEqual(max(w["staleness_max"] for w in self.worker_stats), 1)
+        self.assert_same(got[0], got[1], 0)
 
     def test_parameters_and_grads_are_views_of_the_exchange_buffers(self):
         model = small_model()
