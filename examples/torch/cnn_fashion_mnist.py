@@ -53,6 +53,8 @@ def parse_args(argv=None):
     mode.add_argument("--sync", dest="sync", action="store_true", default=True,
                       help="each update averages one gradient of every worker (default)")
     mode.add_argument("--async", dest="sync", action="store_false", help="every gradient is applied on arrival")
+    p.add_argument("--max-staleness", type=int, default=None, metavar="N",
+                   help="--async: a worker more than N steps ahead of the slowest waits for it (default: no bound)")
     p.add_argument("--data", default=DEFAULT_DATA, help="the Fashion-MNIST IDX files (gzipped or not)")
     p.add_argument("--seed", type=int, default=1, help="the initial parameters and each worker's shuffles")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each task")
@@ -206,7 +208,7 @@ def train_distributed(args, model, train, test):
     # The chief's parameters (from --seed) are the ones on the ps tasks; every
     # worker starts from them.
     opt = DistributedOptimizer(model.named_parameters(), optimizer=args.optimizer, lr=args.lr, sync=args.sync,
-                               context=ctx)
+                               max_staleness=args.max_staleness, context=ctx)
     if opt.restored_step is not None and ctx.is_chief:
         print("%s: restored from the checkpoint at global step %d" % (name, opt.restored_step), flush=True)
     x, y = train

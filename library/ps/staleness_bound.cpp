@@ -62,7 +62,7 @@ void staleness_bound::release(const worker_links& links, bool all, const reply_f
 
 staleness_counters staleness_bound::counters() const
 {
-    return {counters_.largest_lead, counters_.replies_held, counters_.held_now,
+    return {bound_, counters_.largest_lead, counters_.replies_held, counters_.held_now,
             std::chrono::nanoseconds(counters_.held_ns)};
 }
 

@@ -143,7 +143,9 @@ test_a_worker_killed_in_async_training_does_not_stop_it() {
   local py id pid result
   py=$(torch_python)
   use_package
-  submit_torch job.out --ps=1 --workers=2 -- "$py" "$examples/cnn_fashion_mnist.py" --async --steps 3000 "${cnn_args[@]}"
+  # A staleness bound: the lost worker, the slowest, holds nobody back.
+  submit_torch job.out --ps=1 --workers=2 -- "$py" "$examples/cnn_fashion_mnist.py" --async --max-staleness 2 \
+    --steps 3000 "${cnn_args[@]}"
   wait_for_line job.out "cnn_fashion_mnist\[worker 0\]: step" 240
   pid=$(task_pid "^[^ ]*python3 $examples/" worker 1) || fail "worker 1's program is not running"
   kill -9 "$pid"
@@ -155,6 +157,8 @@ test_a_worker_killed_in_async_training_does_not_stop_it() {
   [ -n "$result" ] || fail "the chief printed no result"
   expect_at_least "$(json "$result" global_step)" 3000 "global step"
   expect_at_least "$(json "$result" test_accuracy)" 0.8 "test accuracy"
+  grep -qE "pstrain\[ps 0\]: the chief's max_staleness 2: the fastest worker led the slowest by at most [0-3] steps" job.out ||
+    fail "ps 0 did not end with the chief's staleness bound, or the bound let a worker lead by more than 3"
   expect_nothing_left
   expect_nodes_idle
 }

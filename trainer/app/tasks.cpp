@@ -121,12 +121,14 @@ ps::server_hooks server_hooks_for(const train_options& o, progress_meter* meter)
 
 namespace {
 
-// The end-of-job line of --max-staleness: what the bound held.
-std::string staleness_line(int bound, const ps::staleness_counters& c)
+// The end-of-job line of a staleness bound (`what`: how it was given):
+// what the bound held.
+std::string staleness_line(const std::string& what, const ps::staleness_counters& c)
 {
-    return fmt::format("--max-staleness {}: the fastest worker led the slowest by at most {} steps; {} replies "
-                       "held until the slowest caught up, {:.3f}s in all",
-                       bound, c.largest_lead, c.replies_held, std::chrono::duration<double>(c.held_time).count());
+    return fmt::format("{} {}: the fastest worker led the slowest by at most {} steps; {} replies held until the "
+                       "slowest caught up, {:.3f}s in all",
+                       what, c.bound, c.largest_lead, c.replies_held,
+                       std::chrono::duration<double>(c.held_time).count());
 }
 
 // A PS task of pstrain's own workers, or (serving) of a program whose
@@ -145,7 +147,8 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
     ps::server s(net, config, hooks);
     watchdog::source watched(dog, [&s] { return s.activity(); });
     const auto outcome = s.run();
-    if (o.max_staleness >= 0 && kind == ps_kind::own) log::info("{}", staleness_line(o.max_staleness, s.staleness()));
+    if (const auto c = s.staleness(); c.bound >= 0)
+        log::info("{}", staleness_line(kind == ps_kind::own ? "--max-staleness" : "the chief's max_staleness", c));
     if (o.profile) {
         log::info("{}", profile_line(j.peer_name(role::ps, j.me.index), s.profile()));
         if (o.ctr) log::info("{}", sparse_line(j.peer_name(role::ps, j.me.index), s.profile(), s.sparse()));
@@ -399,7 +402,7 @@ int run_standalone(const train_options& o)
     }
     if (ps_thread.joinable()) ps_thread.join();
     if (server_error) std::rethrow_exception(server_error);
-    if (o.max_staleness >= 0) log::info("{}", staleness_line(o.max_staleness, server.staleness()));
+    if (o.max_staleness >= 0) log::info("{}", staleness_line("--max-staleness", server.staleness()));
     if (o.profile) {
         log::info("{}", profile_line("the standalone PS", server.profile()));
         if (o.ctr) log::info("{}", sparse_line("the standalone PS", server.profile(), server.sparse()));

@@ -147,6 +147,7 @@ struct server_hooks {
 // Async mode's clocks and the staleness bound's holds (server_config::
 // max_staleness; without a bound none is held, the lead is still counted).
 struct staleness_counters {
+    int bound = unbounded_staleness;  // the bound in force (the server's, or the chief's settings')
     // The most pushes a worker had applied beyond the slowest live
     // worker's: max_staleness + 1 when a reply was held (the held push
     // counts), else at most max_staleness.
