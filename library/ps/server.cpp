@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -86,7 +87,7 @@ private:
                              fmt::format("{} asks for {}: leave it out, or train async", net_.peer_name(0), what));
         }
         bound_.set_bound(cfg_.sync ? unbounded_staleness : cfg_.max_staleness);
-        replicas_ = cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(links_.size());
+        replicas_ = replicas_wanted();
         if (cfg_.sync && replicas_ > static_cast<int>(links_.size())) {
             const auto what = fmt::format("sync training cannot aggregate {} gradients per step from {} workers",
                                           replicas_, links_.size());
@@ -309,6 +310,15 @@ private:
         auto& p = links_[i];
         const auto h = wire::body<wire::hello>(p.in);
         const auto& range = shard_->range();
+        if (p.rejoining && !cfg_.elastic) {
+            p.rejoining = false;
+            links_.refuse(i, wire::refusal_of(wire::refusal_code::not_elastic),
+                          fmt::format("refused the hello of {}, a new process in place of the lost one: this job is "
+                                      "not elastic (start it with --elastic to take workers back)",
+                                      net_.peer_name(i)));
+            p.lost = true;  // as it was: this PS goes on without it
+            return;
+        }
         std::string why;
         const bool mapped = links_.map_buffers(i, h, range, cfg_.share_memory, why);
         if (!why.empty())
@@ -319,14 +329,6 @@ private:
                             net_.peer_name(i), h.params_address, h.grads_address, why));
         if (p.rejoining) {
             p.rejoining = false;
-            if (!cfg_.elastic) {
-                links_.refuse(i, wire::refusal_of(wire::refusal_code::not_elastic),
-                              fmt::format("refused the hello of {}, a new process in place of the lost one: this job "
-                                          "is not elastic (start it with --elastic to take workers back)",
-                                          net_.peer_name(i)));
-                p.lost = true;  // as it was: this PS goes on without it
-                return;
-            }
             rejoined(i);
         }
         p.greeted = true;
@@ -349,14 +351,28 @@ private:
     {
         bound_.back(i);
         if (!cfg_.sync) return log::info("{} joined again at global step {}", net_.peer_name(i), state_.step);
-        const int target =
-            cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(links_.size());
-        const int now = std::min(target, links_.live());
+        const auto [was, from] = aggregate_the_live_workers();
         log::info(
             "{} joined again: elastic sync training aggregates {} gradients per step from global step {} (was {})",
-            net_.peer_name(i), now, state_.step, replicas_);
-        replicas_ = now;
-        if (dense_) dense_->set_replicas(now);
+            net_.peer_name(i), replicas_, from, was);
+    }
+
+    // Sync: the gradients per step the settings ask for (0: every worker).
+    int replicas_wanted() const
+    {
+        return cfg_.replicas_to_aggregate > 0 ? cfg_.replicas_to_aggregate : static_cast<int>(links_.size());
+    }
+
+    // Elastic sync: a step aggregates what the settings ask for, or the
+    // live workers' gradients when fewer are alive; a step that has that
+    // many already is applied now.  Returns the count it replaces and the
+    // global step from which the new one counts (before that step's update).
+    std::pair<int, std::uint64_t> aggregate_the_live_workers()
+    {
+        const auto from = state_.step;
+        const int was = std::exchange(replicas_, std::min(replicas_wanted(), links_.live()));
+        if (dense_) dense_->set_replicas(replicas_);
+        return {was, from};
     }
 
     // The shard at the chief's step, through the snapshot hook.  In sync
@@ -453,7 +469,13 @@ private:
             return;
         }
         const int live = links_.live();
-        if (cfg_.sync && cfg_.elastic && i != 0 && live < replicas_) return shrink(i, live, why);
+        if (cfg_.sync && cfg_.elastic && i != 0 && live < replicas_) {
+            const auto [was, from] = aggregate_the_live_workers();
+            return log::warn("lost {} ({}): elastic sync training goes on, aggregating {} gradients per step from "
+                             "global step {} (was {}); its data shard is not trained on until a worker takes its "
+                             "place",
+                             who, why, replicas_, from, was);
+        }
         std::string fatal;
         if (i == 0)
             fatal = fmt::format(
@@ -473,18 +495,6 @@ private:
         }
         links_.abort_all(i);
         throw peer_error(who, fatal);
-    }
-
-    // Elastic sync training lost worker i: the steps from now on aggregate
-    // the `live` workers' gradients; the step that waited for it completes
-    // with those it has (its own among them when it had pushed).
-    void shrink(std::size_t i, int live, const std::string& why)
-    {
-        log::warn("lost {} ({}): elastic sync training goes on, aggregating {} gradients per step from global step "
-                  "{} (was {}); its data shard is not trained on until a worker takes its place",
-                  net_.peer_name(i), why, live, state_.step, replicas_);
-        replicas_ = live;
-        if (dense_) dense_->set_replicas(live);
     }
 
     transport& net_;
