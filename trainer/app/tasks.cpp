@@ -254,6 +254,16 @@ std::string offer_join(const train_options& o, const bootstrap::join_info& join,
     }
 }
 
+// The join file, removed when the job is over, however this task leaves:
+// nobody joins it then, and its key is of no use to anyone.
+struct offered_join {
+    std::string path;
+    ~offered_join()
+    {
+        if (!path.empty()) ::unlink(path.c_str());
+    }
+};
+
 }  // namespace
 
 int run_distributed(const train_options& o, bootstrap::job j)
@@ -282,7 +292,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
     auto net =
         bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
                            std::chrono::seconds(o.bootstrap_timeout), beats, &vote, o.elastic, &join);
-    const auto join_file = offer_join(o, join, startup_error);
+    const offered_join join_file{offer_join(o, join, startup_error)};
     // The others may take a while to load their data.
     const auto vote_within = std::chrono::seconds(std::max(o.bootstrap_timeout, o.stall_timeout));
     if (!startup_error.empty() || j.me.role == role::ps) vote.cast(startup_error, vote_within);
@@ -330,7 +340,6 @@ int run_distributed(const train_options& o, bootstrap::job j)
         net->close(code != 0);
     }
     log::debug("progress: {} spins, {} sleeps on the event fd", net->ucx_engine().spins(), net->ucx_engine().sleeps());
-    if (!join_file.empty()) ::unlink(join_file.c_str());  // the job is over: nobody joins it
     return code;
 }
 
