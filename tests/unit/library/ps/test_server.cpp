@@ -112,6 +112,17 @@ bool held_by_the_bound(ps_job& job, client& c, std::size_t w, ticket t)
     return held_while(job, c, w, t, "the gradients of the slowest workers");
 }
 
+// One sync step of two workers: w0 pushes g0, w1 pushes g1, both get the reply.
+void push_g0_and_g1(client& w0, client& w1)
+{
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
+    w0.wait(t0);
+    w1.wait(t1);
+}
+
 training_settings sgd_settings_for_the_bound()
 {
     training_settings t;
@@ -1006,12 +1017,7 @@ BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_a_lost_worker)
     auto& w1 = job.worker(1);
     start(job, 3);
     job.net().kill_worker(2);
-    fill(w0.grads(), g0);
-    fill(w1.grads(), g1);
-    const auto t0 = w0.async_push();
-    const auto t1 = w1.async_push();
-    w0.wait(t0);
-    w1.wait(t1);
+    push_g0_and_g1(w0, w1);
     BOOST_TEST(to_vector(w1.params()) == after_one_step, boost::test_tools::per_element());
     w0.shutdown();
     leave(w1);
@@ -1038,12 +1044,7 @@ BOOST_AUTO_TEST_CASE(elastic_sync_aggregates_the_workers_left_after_a_loss)
         job.net().kill_worker(2);
         // Two steps of the two workers left: each the mean of their two gradients.
         for (const auto& expected : {after_one_step, after_two_steps}) {
-            fill(w0.grads(), g0);
-            fill(w1.grads(), g1);
-            const auto t0 = w0.async_push();
-            const auto t1 = w1.async_push();
-            w0.wait(t0);
-            w1.wait(t1);
+            push_g0_and_g1(w0, w1);
             BOOST_TEST(to_vector(w1.params()) == expected, boost::test_tools::per_element());
         }
         w0.shutdown();
@@ -1100,12 +1101,7 @@ BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_i
     pstrain::testing::run_end end;
     const auto log = pstrain::testing::stderr_of([&] {
         job.net().kill_worker(2);
-        fill(w0.grads(), g0);
-        fill(w1.grads(), g1);
-        auto t0 = w0.async_push();
-        auto t1 = w1.async_push();
-        w0.wait(t0);
-        w1.wait(t1);
+        push_g0_and_g1(w0, w1);
         // A new worker 2: its hello is welcomed and it pulls the values of now.
         auto& w2 = job.restart_worker(2);
         w2.wait(w2.async_pull());
@@ -1114,8 +1110,8 @@ BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_i
         fill(w0.grads(), g0);
         fill(w1.grads(), g1);
         fill(w2.grads(), std::vector<float>{2, 1, 1, 0, 0.5f, 0});  // g0 and g1's mean: the step's mean stays it
-        t0 = w0.async_push();
-        t1 = w1.async_push();
+        const auto t0 = w0.async_push();
+        const auto t1 = w1.async_push();
         BOOST_TEST(held_for_the_step(job, w0, 0, t0), "two gradients of three completed a step");
         w2.wait(w2.async_push());
         w0.wait(t0);
