@@ -38,7 +38,9 @@ std::optional<std::size_t> worker_links::wait_any(clock::time_point deadline)
     std::optional<std::size_t> ready;
     net_.wait_until(
         [&] {
-            for (std::size_t i = 0; i < links_.size(); ++i) {
+            const auto n = links_.size();
+            for (std::size_t k = 0; k < n; ++k) {
+                const auto i = (next_ + k) % n;
                 auto& p = links_[i];
                 if ((!p.lost && (net_.failed(i) || p.ready())) || back(i)) {
                     ready = i;
@@ -48,6 +50,7 @@ std::optional<std::size_t> worker_links::wait_any(clock::time_point deadline)
             return false;
         },
         deadline);
+    if (ready) next_ = (*ready + 1) % links_.size();
     return ready;
 }
 

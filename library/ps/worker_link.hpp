@@ -88,9 +88,11 @@ public:
     // Waits until pred() holds or worker i is lost, saying in activity()
     // that it waits for `what` of worker i.  True when pred() holds.
     bool wait_for(std::size_t i, const char* what, const std::function<bool()>& pred);
-    // The first worker, not lost, whose message is here or that failed, or
-    // lost and taken back by the transport (a new process in its place:
-    // back()); nullopt at the deadline.
+    // A worker, not lost, whose message is here or that failed, or lost and
+    // taken back by the transport (a new process in its place: back());
+    // nullopt at the deadline.  The search starts after the worker the last
+    // call returned: under load, a worker with a high index is served (and
+    // its loss seen) as soon as one with a low index.
     std::optional<std::size_t> wait_any(clock::time_point deadline);
     bool back(std::size_t i) const { return links_[i].lost && net_.reconnections(i) != links_[i].process; }
     // Lost worker i's place was taken by a new process: what was posted for
@@ -148,6 +150,7 @@ private:
     server_clock& profile_;
     std::vector<worker_link> links_;
     std::uint64_t bytes_in_ = 0, bytes_out_ = 0;  // for stats
+    std::size_t next_ = 0;                        // where wait_any() looks first
     wire_precision precision_ = wire_precision::fp32;
 };
 

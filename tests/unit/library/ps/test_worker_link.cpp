@@ -109,3 +109,23 @@ BOOST_FIXTURE_TEST_CASE(values_sent_as_a_payload_arrive_with_their_frame_and_don
     BOOST_TEST(links.everyone_told());
     BOOST_TEST(links.live() == 1);
 }
+
+// A PS under load always has some worker's message waiting: the search for
+// the next one goes round, so a worker with a high index is served, and its
+// loss seen, as soon as one with a low index (64 async workers on two cores
+// would otherwise name a killed worker 63 only after training ended).
+BOOST_FIXTURE_TEST_CASE(wait_any_goes_round_the_workers_so_none_waits_behind_a_busy_one, two_workers)
+{
+    links.post(0);
+    links.post(1);
+    send(0, wire::encode(wire::pull{0, 8, 0}));
+    send(1, wire::encode(wire::pull{0, 8, 0}));
+    BOOST_TEST_REQUIRE(links.wait_for(1, "a pull", [&] { return links[0].ready() && links[1].ready(); }));
+    const auto far = clock::now() + std::chrono::seconds(5);
+    // Both stay ready (neither is taken): each call returns the other one.
+    BOOST_TEST(links.wait_any(far).value_or(9) == 0u);
+    BOOST_TEST(links.wait_any(far).value_or(9) == 1u);
+    BOOST_TEST(links.wait_any(far).value_or(9) == 0u);
+    net.kill_worker(1);
+    BOOST_TEST(links.wait_any(far).value_or(9) == 1u);
+}
