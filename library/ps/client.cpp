@@ -228,6 +228,7 @@ public:
     bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
     bool started_ = false;  // the first request has been answered (the profile's start ends)
     std::optional<std::uint64_t> restored_;
+    client::membership live_;  // ps 0's, from its last values reply
     activity_recorder activity_;
     client_clock profile_{{{{"outside", "outside the client's calls (the program's own work: computing gradients)"},
                             {"start", "the first words with every PS (waiting for the chief's initialisation)"},
@@ -462,7 +463,10 @@ private:
             if (op.expected != wire::kind::values) continue;
             const auto v = wire::body<wire::values>(op.in);
             base_step_[op.ps] = v.step;
-            if (op.ps == 0) global_step_ = v.step;
+            if (op.ps == 0) {
+                global_step_ = v.step;
+                live_ = {v.live_workers, v.live_rank};
+            }
             heard_status(static_cast<wire::values_status>(v.status));
             if (v.restored > 0) restored_ = v.restored - 1;
         }
@@ -508,6 +512,7 @@ std::uint64_t client::global_step() const { return impl_->global_step_; }
 bool client::done() const { return impl_->done_; }
 bool client::stopped() const { return impl_->stopped_; }
 std::optional<std::uint64_t> client::restored_step() const { return impl_->restored_; }
+client::membership client::live_workers() const { return impl_->live_; }
 bool client::mapped(std::size_t p) const { return impl_->mapped_.at(p) != 0; }
 ps::activity client::activity() const { return impl_->activity_.snapshot(); }
 time_profile client::profile() const { return impl_->profile_.snapshot(); }

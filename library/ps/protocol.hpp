@@ -70,7 +70,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 10;        // 10: the settings' mode word carries elastic
+inline constexpr std::uint16_t version = 11;        // 11: values say the live workers and the reader's rank
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -158,6 +158,9 @@ struct values {
     std::uint64_t restored = 0;  // 1 + the snapshot step the PS restored, 0 when none
     std::uint32_t status = 0;    // values_status
     std::uint32_t in_shared_memory = 0;
+    // The workers this PS has not lost, and how many of them have a lower
+    // index than the one it replies to (elastic jobs re-split the data by them).
+    std::uint32_t live_workers = 0, live_rank = 0;
 };  // payload: the values, in the wire precision, unless in_shared_memory
 
 struct snapshot {

@@ -472,8 +472,7 @@ private:
         if (cfg_.sync && cfg_.elastic && i != 0 && live < replicas_) {
             const auto [was, from] = aggregate_the_live_workers();
             return log::warn("lost {} ({}): elastic sync training goes on, aggregating {} gradients per step from "
-                             "global step {} (was {}); its data shard is not trained on until a worker takes its "
-                             "place",
+                             "global step {} (was {}); the workers left re-split the training data",
                              who, why, replicas_, from, was);
         }
         std::string fatal;

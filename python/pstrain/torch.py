@@ -383,6 +383,15 @@ class DistributedOptimizer:
         """The PS tasks' global step, as of the last reply."""
         return int(self.client.global_step)
 
+    @property
+    def live_workers(self) -> Tuple[int, int]:
+        """(alive, rank): the workers PS 0 has not lost and this worker's
+        rank among them, as of the last step.  With ``elastic=True`` a
+        worker that sees it change re-splits its data, for example with
+        ``DistributedSampler(data, num_replicas=alive, rank=rank)``."""
+        alive, rank = self.client.live_workers
+        return int(alive), int(rank)
+
     def stats(self) -> List[dict]:
         """Every PS's counters (see :meth:`pstrain.Client.stats`)."""
         return self.client.stats()

@@ -647,7 +647,15 @@ void bind_client(py::module_& m)
             "stopped", [](py_client& c) { return c.c().stopped(); }, "A reply said training stopped for preemption.")
         .def_property_readonly(
             "restored_step", [](py_client& c) { return c.c().restored_step(); },
-            "The snapshot step the PS tasks restored, or None.");
+            "The snapshot step the PS tasks restored, or None.")
+        .def_property_readonly(
+            "live_workers",
+            [](py_client& c) {
+                const auto m = c.c().live_workers();
+                return py::make_tuple(m.live, m.rank);
+            },
+            "(alive, rank): PS 0's count of the workers it has not lost and this worker's rank among them, as of "
+            "its last values reply ((0, 0) before any); an elastic job re-splits its data by them.");
 
     py::class_<py_chief_client, py_client>(m, "ChiefClient",
                                            "The chief's client: a Client that starts, saves and ends the job.")

@@ -121,6 +121,10 @@ test_a_restarted_worker_takes_its_place_in_an_elastic_sync_job() {
   expect_contains "worker 1 (localhost) is back: a new process took its place at global step"
   expect_contains "worker 1 (localhost) joined again: elastic sync training aggregates 2 gradients per step from global step"
   expect_eq "$(field "$(last_json <"chief.out")" global_step)" 5000 "global_step of the chief's final line"
+  # The chief trains on every example while alone, and on its own shard again once worker 1 is back.
+  out=$(cat chief.out)
+  expect_contains "data: re-split among the 1 live workers of 2 at global step"
+  expect_contains "data: re-split among the 2 live workers of 2 at global step"
 }
 
 # --elastic under PMIx (the plugin's default): the chief writes the join
@@ -295,14 +299,22 @@ test_kill_worker_sync_with_backup_completes() {
 
 # --elastic: the PS lowers the gradients per step to the one worker left
 # and the sync job completes (the same kill without it ends the job: below).
+# The chief re-splits the data among the workers left (its own shard: 0 of
+# 1, every example), and `pstrain status` shows the workers alive.
 test_kill_worker_sync_elastic_completes() {
-  kill_during worker 1 --sync-replicas --elastic
+  local dir=$PWD/ckpt
+  kill_during worker 1 --sync-replicas --elastic --checkpoint-dir "$dir"
   expect_contains "aggregating 2 of 2 workers (elastic: fewer when workers are lost)"
   expect_contains "warning: lost worker 1 (n3)"
   expect_contains "elastic sync training goes on, aggregating 1 gradients per step from global step"
-  expect_contains "(was 2); its data shard is not trained on until a worker takes its place"
+  expect_contains "(was 2); the workers left re-split the training data"
+  expect_contains "pstrain[worker 0]: data: re-split among the 1 live workers of 2 at global step "
+  expect_contains "(was 2): this worker trains on shard 0 of 1"
   expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
   expect_contains "the chief ended the job at global step 3000"
+  run "$pstrain" status "$dir"
+  expect_rc 0
+  expect_contains "workers: 1 of 2 alive from global step "
 }
 
 test_kill_worker_sync_without_backup_fails_fast() {

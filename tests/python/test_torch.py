@@ -63,6 +63,7 @@ class DenseTest(unittest.TestCase):
                     p.add_(1.0)
         share = len(x) // num_workers
         trained = threading.Barrier(num_workers)
+        self.live_workers = {}
         with pstrain.LocalCluster(num_ps=2, num_workers=num_workers) as cl:
             def work(k):
                 m = models[k]
@@ -72,6 +73,7 @@ class DenseTest(unittest.TestCase):
                     opt.zero_grad()
                     torch.nn.functional.cross_entropy(m(xs), ys).backward()
                     opt.step()
+                self.live_workers[k] = opt.live_workers
                 trained.wait(60)  # the chief ends the job after every worker's last step
                 if k == 0:
                     stats = opt.stats()[0]
@@ -118,6 +120,7 @@ class DenseTest(unittest.TestCase):
         got = self.distributed(small_model(), False, x, y, optimizer="sgd", lr=0.2, max_staleness=0, elastic=True)
         self.assertEqual(self.global_step, 2 * self.steps)
         self.assertEqual((self.settings.max_staleness, self.settings.elastic), (0, True))
+        self.assertEqual(self.live_workers, {0: (2, 0), 1: (2, 1)})
         # Lock-step: a worker's gradient is at most one update (the other's) old.
         self.assertLessEqual(max(w["staleness_max"] for w in self.worker_stats), 1)
         self.assert_same(got[0], got[1], 0)

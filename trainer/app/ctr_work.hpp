@@ -83,6 +83,12 @@ public:
     void finish();
     // A resumed job skips the batches drawn before the checkpoint.
     void skip_batches(std::uint64_t batches);
+    // The workers changed (an elastic job): from the next batch on, this
+    // worker reads share `shard` of `num_shards`.
+    void reshard(int num_shards, int shard)
+    {
+        reader_.reshard(static_cast<std::size_t>(shard), static_cast<std::size_t>(num_shards));
+    }
     // Epochs begun over this worker's share (1 in the first pass).
     std::uint64_t epoch() const { return epoch_; }
     // Time in the model's compute_gradients (for --profile: the rest is

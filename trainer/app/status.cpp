@@ -53,6 +53,7 @@ nlohmann::json run_status(const std::string& dir, const std::string& metrics_fil
     const std::string path = metrics_file.empty() ? dir + "/metrics.jsonl" : metrics_file;
     s["metrics_file"] = nullptr;
     s["accuracy"] = nullptr;
+    s["workers"] = nullptr;
     s["metrics_tail"] = nlohmann::json::array();
     std::ifstream in(path);
     if (!in) {
@@ -76,6 +77,9 @@ nlohmann::json run_status(const std::string& dir, const std::string& metrics_fil
         if (e.value("event", "") == "eval" && e.contains("test_accuracy") && e["test_accuracy"].is_number() &&
             e.value("global_step", std::uint64_t{0}) <= ckpt_step)
             s["accuracy"] = {{"test_accuracy", e["test_accuracy"]}, {"global_step", e["global_step"]}};
+        if (e.value("event", "") == "workers" && e.contains("alive") && e.contains("workers"))
+            s["workers"] = {
+                {"alive", e["alive"]}, {"workers", e["workers"]}, {"global_step", e.value("global_step", 0)}};
         last.push_back(std::move(e));
         if (last.size() > tail) last.pop_front();
     }
@@ -110,6 +114,13 @@ std::string format_status(const nlohmann::json& s)
     else
         out += fmt::format("accuracy: {:.4f} on the test set at global step {}\n", a["test_accuracy"].get<double>(),
                            a["global_step"].get<std::uint64_t>());
+    if (s.contains("workers") && !s["workers"].is_null()) {
+        const auto& w = s["workers"];
+        const auto alive = w["alive"].get<std::uint64_t>(), all = w["workers"].get<std::uint64_t>();
+        out += fmt::format(
+            "workers: {} of {} alive from global step {}{}\n", alive, all, w["global_step"].get<std::uint64_t>(),
+            alive < all ? " (--elastic: the others were lost; the data is split among the live ones)" : "");
+    }
     if (s["metrics_file"].is_null()) {
         out += "metrics: no metrics.jsonl in this directory (pass the job's --metrics-file with --metrics)\n";
         return out;
@@ -128,6 +139,9 @@ std::string format_status(const nlohmann::json& s)
         else if (kind == "cluster") out += fmt::format("  step {:>8}  {}\n", step, describe_cluster(e));
         else if (kind == "eval" && e.contains("test_accuracy") && e["test_accuracy"].is_number())
             out += fmt::format("  step {:>8}  test accuracy {:.4f}\n", step, e["test_accuracy"].get<double>());
+        else if (kind == "workers")
+            out +=
+                fmt::format("  step {:>8}  {} of {} workers alive\n", step, e.value("alive", 0), e.value("workers", 0));
         else if (kind == "checkpoint")
             out += fmt::format("  step {:>8}  checkpoint {}\n", step, e.value("manifest", ""));
         else out += fmt::format("  step {:>8}  {}\n", step, e.dump());

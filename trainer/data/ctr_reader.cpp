@@ -42,6 +42,14 @@ ctr_reader::ctr_reader(std::vector<std::filesystem::path> files, std::size_t sha
     rewind();
 }
 
+void ctr_reader::reshard(std::size_t shard, std::size_t num_shards)
+{
+    if (num_shards == 0 || shard >= num_shards)
+        throw error(fmt::format("ctr_reader: shard {} of {} does not exist", shard, num_shards));
+    shard_ = shard;
+    num_shards_ = num_shards;
+}
+
 void ctr_reader::rewind()
 {
     file_ = 0;

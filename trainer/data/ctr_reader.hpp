@@ -33,6 +33,9 @@ public:
     bool next(ctr_sample& out);
     // From the first file again (another epoch).
     void rewind();
+    // The workers changed (an elastic job): from the next line on, every
+    // num_shards-th line from line `shard` is this reader's.
+    void reshard(std::size_t shard, std::size_t num_shards);
 
     std::uint64_t bad_lines() const { return bad_lines_; }
     std::uint64_t lines_read() const { return line_; }

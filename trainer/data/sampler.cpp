@@ -28,21 +28,35 @@ void shuffle(std::vector<std::uint32_t>& v, std::mt19937_64& rng)
 }  // namespace
 
 sampler::sampler(std::size_t rows, int num_shards, int shard, std::uint64_t seed, bool with_replacement)
-    : seed_(seed), shard_index_(shard), with_replacement_(with_replacement)
+    : rows_(rows), seed_(seed), first_num_shards_(num_shards), with_replacement_(with_replacement)
+{
+    reshard(num_shards, shard);
+}
+
+void sampler::reshard(int num_shards, int shard)
 {
     if (num_shards < 1 || shard < 0 || shard >= num_shards)
         throw error(fmt::format("bad shard {} of {}", shard, num_shards));
-    for (std::size_t i = static_cast<std::size_t>(shard); i < rows; i += static_cast<std::size_t>(num_shards))
-        shard_.push_back(static_cast<std::uint32_t>(i));
-    if (shard_.empty())
+    std::vector<std::uint32_t> rows;
+    for (std::size_t i = static_cast<std::size_t>(shard); i < rows_; i += static_cast<std::size_t>(num_shards))
+        rows.push_back(static_cast<std::uint32_t>(i));
+    if (rows.empty())
         throw error(
-            fmt::format("worker {} has no training examples: {} examples for {} workers", shard, rows, num_shards));
+            fmt::format("worker {} has no training examples: {} examples for {} workers", shard, rows_, num_shards));
+    shard_ = std::move(rows);
+    num_shards_ = num_shards;
+    shard_index_ = shard;
+    position_ = 0;
     shuffle_epoch();
 }
 
 void sampler::shuffle_epoch()
 {
-    rng_.seed(mix(seed_ ^ mix(static_cast<std::uint64_t>(shard_index_) + 1) ^ mix(epoch_ + 0x1000)));
+    std::uint64_t x = seed_ ^ mix(static_cast<std::uint64_t>(shard_index_) + 1) ^ mix(epoch_ + 0x1000);
+    // The split a job starts with keeps the orders it always had (a resumed
+    // data position replays them); another split mixes its size in.
+    if (num_shards_ != first_num_shards_) x ^= mix(static_cast<std::uint64_t>(num_shards_) + 0x2000);
+    rng_.seed(mix(x));
     order_ = shard_;
     if (!with_replacement_) shuffle(order_, rng_);
 }

@@ -164,6 +164,14 @@ public:
     bool stopped() const;
     // The snapshot step the PS tasks restored, if they did.
     std::optional<std::uint64_t> restored_step() const;
+    // PS 0's count of the workers it has not lost and this worker's rank
+    // among them (how many have a lower index), as of its last values reply
+    // ({0, 0} before any).  An elastic job re-splits its data by them.
+    struct membership {
+        std::uint32_t live = 0, rank = 0;
+        bool operator==(const membership&) const = default;
+    };
+    membership live_workers() const;
     // PS p reads and writes this worker's buffers in place.
     bool mapped(std::size_t p) const;
     // Replies received so far and, while a call waits, which PS tasks have

@@ -1058,6 +1058,30 @@ BOOST_AUTO_TEST_CASE(elastic_sync_aggregates_the_workers_left_after_a_loss)
     BOOST_TEST(log.find("aggregating 2 gradients per step from global step 0 (was 3)") != std::string::npos, log);
 }
 
+// Every values reply says how many workers the PS has not lost and the
+// reader's rank among them: the workers of an elastic job re-split their
+// data by it.  Worker 1 of 3 lost: worker 2 becomes rank 1 of 2.
+BOOST_AUTO_TEST_CASE(values_say_the_live_workers_and_the_readers_rank_among_them)
+{
+    ps_job job(1, 3, elastic_config());
+    auto& w0 = job.chief();
+    auto& w2 = job.worker(2);
+    start(job, 3);
+    BOOST_TEST((w0.live_workers() == client::membership{3, 0}));
+    BOOST_TEST((w2.live_workers() == client::membership{3, 2}));
+    pstrain::testing::run_end end;
+    const auto log = pstrain::testing::stderr_of([&] {
+        job.net().kill_worker(1);
+        push_g0_and_g1(w0, w2);
+        w0.shutdown();
+        leave(w2);
+        end = job.finish();
+    });
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((w0.live_workers() == client::membership{2, 0}));
+    BOOST_TEST((w2.live_workers() == client::membership{2, 1}), log);
+}
+
 BOOST_AUTO_TEST_CASE(elastic_sync_completes_the_step_that_waited_for_the_lost_worker)
 {
     ps_job job(1, 3, elastic_config());

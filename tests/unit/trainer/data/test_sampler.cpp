@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE sampler
 #include <boost/test/unit_test.hpp>
 
+#include "pstrain/error.hpp"
 #include "trainer/data/sampler.hpp"
 
 #include <algorithm>
@@ -75,4 +76,42 @@ BOOST_AUTO_TEST_CASE(skipped_batches_leave_the_order_a_full_run_sees)
         BOOST_TEST(a == b, boost::test_tools::per_element());
         BOOST_TEST(full.epoch() == resumed.epoch());
     }
+}
+
+// An elastic job lost worker 1 of 3 mid-epoch: the two left re-split the
+// data in two, so the lost one's examples are trained on again, and a
+// pass over the new shards covers the training set once.
+BOOST_AUTO_TEST_CASE(a_resplit_among_the_live_workers_covers_the_data_once)
+{
+    sampler w0(100, 3, 0, 7, false), w2(100, 3, 2, 7, false);
+    std::vector<std::uint32_t> batch;
+    w0.next_batch(5, batch);
+    w2.next_batch(7, batch);
+    w0.reshard(2, 0);
+    w2.reshard(2, 1);
+    BOOST_TEST(w0.shard_size() == 50u);
+    BOOST_TEST(w2.shard_size() == 50u);
+    std::multiset<std::uint32_t> seen;
+    for (auto* s : {&w0, &w2}) {
+        s->next_batch(s->shard_size(), batch);
+        seen.insert(batch.begin(), batch.end());
+        BOOST_TEST(s->epoch() == 0u);
+    }
+    BOOST_TEST(seen.size() == 100u);
+    BOOST_TEST(std::set<std::uint32_t>(seen.begin(), seen.end()).size() == 100u);
+    BOOST_CHECK_THROW(w0.reshard(2, 2), pstrain::error);
+}
+
+// Worker 1 taken back: the split the job started with returns, and with it
+// the orders a run that never lost a worker draws.
+BOOST_AUTO_TEST_CASE(the_split_the_job_started_with_keeps_its_order)
+{
+    sampler a(100, 3, 2, 7, false), b(100, 3, 2, 7, false);
+    std::vector<std::uint32_t> x, y;
+    b.reshard(2, 1);
+    b.next_batch(3, y);
+    b.reshard(3, 2);
+    a.next_batch(34, x);
+    b.next_batch(34, y);
+    BOOST_TEST(x == y, boost::test_tools::per_element());
 }
