@@ -472,8 +472,8 @@ private:
         if (cfg_.sync && cfg_.elastic && i != 0 && live < replicas_) {
             const auto [was, from] = aggregate_the_live_workers();
             return log::warn("lost {} ({}): elastic sync training goes on, aggregating {} gradients per step from "
-                             "global step {} (was {}); the workers left re-split the training data",
-                             who, why, replicas_, from, was);
+                             "global step {} (was {}); {} workers alive",
+                             who, why, replicas_, from, was, links_.live());
         }
         std::string fatal;
         if (i == 0)

@@ -136,9 +136,10 @@ void worker_links::reply_values(std::size_t i, const values_reply& v)
     if (v.status == wire::values_status::done || v.status == wire::values_status::stopped) p.told_done = true;
     wire::values m{
         v.step, v.part.begin, v.part.end, v.restored, static_cast<std::uint32_t>(v.status), v.shared ? 1u : 0u};
-    m.live_workers = static_cast<std::uint32_t>(live());
-    m.live_rank = static_cast<std::uint32_t>(std::count_if(
-        links_.begin(), links_.begin() + static_cast<std::ptrdiff_t>(i), [](const auto& w) { return !w.lost; }));
+    const auto member = [](const worker_link& w) { return w.member(); };
+    m.live_workers = static_cast<std::uint32_t>(std::count_if(links_.begin(), links_.end(), member));
+    m.live_rank = static_cast<std::uint32_t>(
+        std::count_if(links_.begin(), links_.begin() + static_cast<std::ptrdiff_t>(i), member));
     if (v.shared) {
         // The worker waits for this reply: its buffer is ours until the frame leaves.
         if (!std::exchange(p.values_written, false))

@@ -49,7 +49,10 @@ struct worker_link {
     // The worker, as this server knows it.
     std::uint64_t process = 0;  // transport::reconnections() when this link began: a change is a new process
     bool lost = false;
-    bool rejoining = false;          // a new process in a lost one's place, its hello not yet handled
+    bool rejoining = false;  // a new process in a lost one's place, its hello not yet handled
+    // Counted among the live workers that values replies announce: not lost,
+    // and not a new process whose hello has not been welcomed yet.
+    bool member() const { return !lost && !rejoining; }
     bool greeted = false;            // its hello was welcomed: it may ask for more
     bool told_done = false;          // a reply said done or stopped: it leaves now
     std::uint64_t position = 0;      // its data position after its last gradient this shard applied (or dropped)

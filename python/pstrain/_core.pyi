@@ -74,6 +74,10 @@ class Client:
     @property
     def restored_step(self) -> Optional[int]:
         """The snapshot step the PS tasks restored, or None."""
+    @property
+    def live_workers(self) -> Tuple[int, int]:
+        """(alive, rank): PS 0's count of the workers it has not lost and this
+        worker's rank among them, as of its last values reply."""
 
 class ChiefClient(Client):
     """The chief's client: a Client that starts, saves and ends the job."""

@@ -77,9 +77,13 @@ nlohmann::json run_status(const std::string& dir, const std::string& metrics_fil
         if (e.value("event", "") == "eval" && e.contains("test_accuracy") && e["test_accuracy"].is_number() &&
             e.value("global_step", std::uint64_t{0}) <= ckpt_step)
             s["accuracy"] = {{"test_accuracy", e["test_accuracy"]}, {"global_step", e["global_step"]}};
-        if (e.value("event", "") == "workers" && e.contains("alive") && e.contains("workers"))
+        if (e.value("event", "") == "workers" && e.contains("alive") && e["alive"].is_number_unsigned() &&
+            e.contains("workers") && e["workers"].is_number_unsigned())
             s["workers"] = {
-                {"alive", e["alive"]}, {"workers", e["workers"]}, {"global_step", e.value("global_step", 0)}};
+                {"alive", e["alive"]},
+                {"workers", e["workers"]},
+                {"global_step", e.value("global_step", std::uint64_t{0})},
+                {"elastic", e.contains("elastic") && e["elastic"].is_boolean() && e["elastic"].get<bool>()}};
         last.push_back(std::move(e));
         if (last.size() > tail) last.pop_front();
     }
@@ -117,9 +121,11 @@ std::string format_status(const nlohmann::json& s)
     if (s.contains("workers") && !s["workers"].is_null()) {
         const auto& w = s["workers"];
         const auto alive = w["alive"].get<std::uint64_t>(), all = w["workers"].get<std::uint64_t>();
-        out += fmt::format(
-            "workers: {} of {} alive from global step {}{}\n", alive, all, w["global_step"].get<std::uint64_t>(),
-            alive < all ? " (--elastic: the others were lost; the data is split among the live ones)" : "");
+        const char* lost = w["elastic"].get<bool>()
+                               ? " (--elastic: the others were lost; the data is split among the live ones)"
+                               : " (the others were lost, and their data shards are not trained on)";
+        out += fmt::format("workers: {} of {} alive from global step {}{}\n", alive, all,
+                           w["global_step"].get<std::uint64_t>(), alive < all ? lost : "");
     }
     if (s["metrics_file"].is_null()) {
         out += "metrics: no metrics.jsonl in this directory (pass the job's --metrics-file with --metrics)\n";
@@ -139,9 +145,10 @@ std::string format_status(const nlohmann::json& s)
         else if (kind == "cluster") out += fmt::format("  step {:>8}  {}\n", step, describe_cluster(e));
         else if (kind == "eval" && e.contains("test_accuracy") && e["test_accuracy"].is_number())
             out += fmt::format("  step {:>8}  test accuracy {:.4f}\n", step, e["test_accuracy"].get<double>());
-        else if (kind == "workers")
-            out +=
-                fmt::format("  step {:>8}  {} of {} workers alive\n", step, e.value("alive", 0), e.value("workers", 0));
+        else if (kind == "workers" && e.contains("alive") && e["alive"].is_number_unsigned() && e.contains("workers") &&
+                 e["workers"].is_number_unsigned())
+            out += fmt::format("  step {:>8}  {} of {} workers alive\n", step, e["alive"].get<std::uint64_t>(),
+                               e["workers"].get<std::uint64_t>());
         else if (kind == "checkpoint")
             out += fmt::format("  step {:>8}  checkpoint {}\n", step, e.value("manifest", ""));
         else out += fmt::format("  step {:>8}  {}\n", step, e.dump());

@@ -13,8 +13,9 @@ namespace pstrain::trainer {
 
 // The facts, as the JSON object --json prints: {"dir", "checkpoint": {...} |
 // null, "accuracy": {"test_accuracy", "global_step"} | null, "workers":
-// {"alive", "workers", "global_step"} | null (an --elastic job's chief records
-// the live workers at its start and at each change), "metrics_file": path |
+// {"alive", "workers", "global_step", "elastic"} | null (the chief of a job
+// with PS tasks records the live workers at its start and at each change),
+// "metrics_file": path |
 // null, "metrics_tail": [events]}.  Throws pstrain::error when `dir`
 // cannot be read.
 nlohmann::json run_status(const std::string& dir, const std::string& metrics_file, std::size_t tail);

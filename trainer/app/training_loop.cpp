@@ -80,10 +80,10 @@ public:
           client_(*owned_client_), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers),
-          split_{static_cast<std::uint32_t>(who.num_workers), static_cast<std::uint32_t>(who.index)}, schedule_(o),
-          mode_(who.standalone    ? "standalone"
-                : o.sync_replicas ? "sync"
-                                  : "async")
+          live_{static_cast<std::uint32_t>(who.num_workers), static_cast<std::uint32_t>(who.index)}, split_(live_),
+          schedule_(o), mode_(who.standalone    ? "standalone"
+                              : o.sync_replicas ? "sync"
+                                                : "async")
     {
         if (s_.ctr) {
             ctr_.emplace(o, *s_.ctr, client_, who.index, who.num_workers);
@@ -144,7 +144,7 @@ public:
                 report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
         }
         start(resumed);
-        if (o_.elastic && chief()) record_the_live_workers();
+        if (!who_.standalone && chief()) record_the_live_workers();
         const auto step = [&] { return static_cast<std::int64_t>(client_.global_step()); };
         std::int64_t next_eval = o_.eval_every > 0 ? (step() / o_.eval_every + 1) * o_.eval_every : 0;
         std::int64_t last_step = step(), local_steps = 0;
@@ -158,7 +158,7 @@ public:
             check_loss(batch.loss, step());
             client_.step(position_);
             if (ctr_) ctr_->finish();
-            if (o_.elastic) follow_the_live_workers();
+            if (!who_.standalone && !client_.done()) follow_the_live_workers();
             meter_.tick();
             ++local_steps;
             if (chief()) {
@@ -243,23 +243,27 @@ private:
         return r;
     }
 
-    // --elastic: the workers that ps 0 has not lost share the training set.
-    // When their number changes, each takes its shard of the new split from
-    // its next batch on (every live worker reads the same figures from ps
-    // 0's replies), so the lost one's examples are trained on again, and a
-    // worker taken back gets its own shard back.  The chief records the
-    // change for `pstrain status`.
+    // The workers that ps 0 has not lost (its replies say how many, and
+    // this worker's rank among them).  With --elastic they share the
+    // training set: when their number changes, each takes its shard of the
+    // new split from its next batch on (every live worker reads the same
+    // figures), so a lost one's examples are trained on again, and a worker
+    // taken back gets a shard of its own.  The chief records every change
+    // (and the count at its start) for `pstrain status`.
     void follow_the_live_workers()
     {
         const auto live = client_.live_workers();
-        if (live.live == 0 || live == split_) return;
-        const auto was = split_.live;
-        split_ = live;
-        if (sampler_) sampler_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
-        if (ctr_) ctr_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
-        log::info("data: re-split among the {} live workers of {} at global step {} (was {}): this worker trains on "
-                  "shard {} of {}",
-                  live.live, who_.num_workers, client_.global_step(), was, live.rank, live.live);
+        if (live.live == 0 || live == live_) return;
+        live_ = live;
+        if (o_.elastic) {
+            const auto was = split_.live;
+            split_ = live;
+            if (sampler_) sampler_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
+            if (ctr_) ctr_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
+            log::info("data: re-split among the {} live workers of {} at global step {} (was {}): this worker "
+                      "trains on shard {} of {}",
+                      live.live, who_.num_workers, client_.global_step(), was, live.rank, live.live);
+        }
         if (chief()) record_the_live_workers();
     }
 
@@ -267,8 +271,9 @@ private:
     {
         report_->record({{"event", "workers"},
                          {"global_step", client_.global_step()},
-                         {"alive", split_.live},
-                         {"workers", who_.num_workers}});
+                         {"alive", live_.live},
+                         {"workers", who_.num_workers},
+                         {"elastic", o_.elastic}});
     }
 
     // The chief's evaluation on the held-out data: one log line and an
@@ -479,7 +484,8 @@ private:
     data::dataset augmented_;                 // the augmented batch
     std::vector<std::uint32_t> identity_;     // 0..batch-1
     int replicas_;
-    ps::client::membership split_;                 // the live workers this worker's data shard is cut for
+    ps::client::membership live_;                  // ps 0's live workers, as last seen
+    ps::client::membership split_;                 // those this worker's data shard is cut for (--elastic)
     std::uint64_t position_ = 0;                   // batches drawn, across restarts
     std::chrono::nanoseconds compute_time_{0};     // in the model's compute_gradients, for --profile
     checkpoint_schedule schedule_;                 // the chief's: when to checkpoint, the newest one's step

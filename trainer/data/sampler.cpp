@@ -28,12 +28,21 @@ void shuffle(std::vector<std::uint32_t>& v, std::mt19937_64& rng)
 }  // namespace
 
 sampler::sampler(std::size_t rows, int num_shards, int shard, std::uint64_t seed, bool with_replacement)
-    : rows_(rows), seed_(seed), first_num_shards_(num_shards), with_replacement_(with_replacement)
+    : rows_(rows), seed_(seed), with_replacement_(with_replacement)
 {
-    reshard(num_shards, shard);
+    cut(num_shards, shard);
+    shuffle_epoch();
 }
 
 void sampler::reshard(int num_shards, int shard)
+{
+    cut(num_shards, shard);
+    position_ = 0;
+    ++resplits_;
+    shuffle_epoch();
+}
+
+void sampler::cut(int num_shards, int shard)
 {
     if (num_shards < 1 || shard < 0 || shard >= num_shards)
         throw error(fmt::format("bad shard {} of {}", shard, num_shards));
@@ -46,16 +55,14 @@ void sampler::reshard(int num_shards, int shard)
     shard_ = std::move(rows);
     num_shards_ = num_shards;
     shard_index_ = shard;
-    position_ = 0;
-    shuffle_epoch();
 }
 
 void sampler::shuffle_epoch()
 {
     std::uint64_t x = seed_ ^ mix(static_cast<std::uint64_t>(shard_index_) + 1) ^ mix(epoch_ + 0x1000);
-    // The split a job starts with keeps the orders it always had (a resumed
-    // data position replays them); another split mixes its size in.
-    if (num_shards_ != first_num_shards_) x ^= mix(static_cast<std::uint64_t>(num_shards_) + 0x2000);
+    // Until a re-split, the orders a resumed data position replays; after
+    // one, orders that no earlier split drew (not the head of one again).
+    if (resplits_ > 0) x ^= mix(resplits_ + 0x2000);
     rng_.seed(mix(x));
     order_ = shard_;
     if (!with_replacement_) shuffle(order_, rng_);

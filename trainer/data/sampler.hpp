@@ -22,20 +22,23 @@ public:
     // drew them would see next.
     void skip_batches(std::uint64_t n, std::size_t batch_size);
     // The workers changed (an elastic job lost or took back one): from the
-    // next batch on this worker draws from shard `shard` of `num_shards`, a
-    // fresh order of it, its epochs counted on.  When every worker does so,
-    // their shards again cover the training set once each.
+    // next batch on this worker draws from shard `shard` of `num_shards`, in
+    // an order no earlier split drew (each re-split is mixed into the
+    // seed), its epochs counted on.  When every worker does so, their
+    // shards again cover the training set once each.
     void reshard(int num_shards, int shard);
 
 private:
+    // Shard `shard` of `num_shards` of the rows (throws when it is empty).
+    void cut(int num_shards, int shard);
     void shuffle_epoch();
 
     std::vector<std::uint32_t> shard_;
     std::vector<std::uint32_t> order_;
     std::size_t rows_;
     std::uint64_t seed_;
-    int first_num_shards_;  // the split the job started with
     int num_shards_ = 0, shard_index_ = 0;
+    std::uint64_t resplits_ = 0;  // reshard() calls after the first split
     bool with_replacement_;
     std::uint64_t epoch_ = 0;
     std::size_t position_ = 0;

@@ -102,16 +102,38 @@ BOOST_AUTO_TEST_CASE(a_resplit_among_the_live_workers_covers_the_data_once)
     BOOST_CHECK_THROW(w0.reshard(2, 2), pstrain::error);
 }
 
-// Worker 1 taken back: the split the job started with returns, and with it
-// the orders a run that never lost a worker draws.
-BOOST_AUTO_TEST_CASE(the_split_the_job_started_with_keeps_its_order)
+// A worker that returns to a split it had (worker 1 lost and back within
+// an epoch) draws a new order of its shard, not the head of the old one
+// again: a worker that keeps failing does not make the others retrain the
+// start of their shards.
+BOOST_AUTO_TEST_CASE(a_return_to_an_earlier_split_draws_a_new_order)
 {
     sampler a(100, 3, 2, 7, false), b(100, 3, 2, 7, false);
     std::vector<std::uint32_t> x, y;
     b.reshard(2, 1);
     b.next_batch(3, y);
     b.reshard(3, 2);
-    a.next_batch(34, x);
-    b.next_batch(34, y);
-    BOOST_TEST(x == y, boost::test_tools::per_element());
+    a.next_batch(a.shard_size(), x);
+    b.next_batch(b.shard_size(), y);
+    BOOST_TEST(x != y);
+    std::sort(x.begin(), x.end());
+    std::sort(y.begin(), y.end());
+    BOOST_TEST(x == y, boost::test_tools::per_element());  // the same shard, once each
+    sampler c(100, 3, 2, 7, true), d(100, 3, 2, 7, true);
+    d.reshard(3, 2);
+    c.next_batch(8, x);
+    d.next_batch(8, y);
+    BOOST_TEST(x != y);  // with replacement too
+}
+
+// The orders of a job that never re-splits are those of earlier releases:
+// a resumed data position replays them (pinned from the sampler before
+// reshard() existed).
+BOOST_AUTO_TEST_CASE(the_orders_before_any_resplit_are_pinned)
+{
+    std::vector<std::uint32_t> x;
+    sampler(100, 3, 1, 7, false).next_batch(8, x);
+    BOOST_TEST(x == (std::vector<std::uint32_t>{55, 97, 70, 61, 4, 64, 34, 13}), boost::test_tools::per_element());
+    sampler(100, 3, 1, 7, true).next_batch(8, x);
+    BOOST_TEST(x == (std::vector<std::uint32_t>{31, 49, 1, 76, 1, 43, 91, 13}), boost::test_tools::per_element());
 }
