@@ -1126,6 +1126,7 @@ BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_i
     const auto log = pstrain::testing::stderr_of([&] {
         job.net().kill_worker(2);
         push_g0_and_g1(w0, w1);
+        BOOST_TEST((w1.live_workers() == client::membership{2, 1}));
         // A new worker 2: its hello is welcomed and it pulls the values of now.
         auto& w2 = job.restart_worker(2);
         w2.wait(w2.async_pull());
@@ -1141,6 +1142,9 @@ BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_i
         w0.wait(t0);
         w1.wait(t1);
         BOOST_TEST(to_vector(w2.params()) == after_two_steps, boost::test_tools::per_element());
+        // Alive again once welcomed: the values replies count it.
+        BOOST_TEST((w0.live_workers() == client::membership{3, 0}));
+        BOOST_TEST((w2.live_workers() == client::membership{3, 2}));
         w0.shutdown();
         leave(w1);
         leave(w2);
