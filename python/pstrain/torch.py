@@ -11,6 +11,9 @@ copies nothing.
 rows live on the PS tasks: each forward pulls the batch's unique ids once,
 autograd runs through the pulled rows, and ``step()`` pushes the rows'
 summed gradients once per table.
+
+:class:`ElasticSampler` gives a worker its shard of a dataset and re-splits
+it when the workers alive change (``elastic=True``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pstrain
 from pstrain import Error
 from pstrain import checkpoint as _checkpoint
 
-__all__ = ["DistributedOptimizer", "Embedding", "EmbeddingBag"]
+__all__ = ["DistributedOptimizer", "ElasticSampler", "Embedding", "EmbeddingBag"]
 
 # Every table module made in this process, in the order they were made.
 _tables: "weakref.WeakValueDictionary[int, _Table]" = weakref.WeakValueDictionary()
@@ -409,4 +412,73 @@ class DistributedOptimizer:
 
     def __exit__(self, *exc: object) -> None:
         self.finish()
+
+
+class ElasticSampler(torch.utils.data.Sampler):
+    """The indices of this worker's shard of a dataset of ``length`` items,
+    re-split whenever the workers alive change.
+
+    ``source`` is the :class:`DistributedOptimizer` (or anything with a
+    ``live_workers`` pair: alive, rank).  One pass (one ``iter()``, an
+    epoch) draws a permutation of shard ``rank`` of ``alive``: every
+    alive-th index from ``rank``.  Before each index it looks at
+    ``source.live_workers``; when the split changed (a worker of an
+    ``elastic=True`` job was lost, or one was taken back), it goes on with a
+    new permutation of its new shard, so a pass over the new shards covers
+    the dataset once and a lost worker's items are still trained on, as
+    pstrain's own workers do.  Use it as ``DataLoader(data,
+    batch_size=..., sampler=ElasticSampler(len(data), opt))`` with the
+    loader's ``num_workers=0``: loader processes would read indices ahead.
+    """
+
+    def __init__(self, length: int, source: Any, shuffle: bool = True, seed: int = 0) -> None:
+        if int(length) < 1:
+            raise Error(f"ElasticSampler: length {length}: give the dataset's length (len(dataset)), at least 1")
+        if not hasattr(source, "live_workers"):
+            raise Error(f"ElasticSampler: {type(source).__name__} has no live_workers: give the DistributedOptimizer")
+        self.length = int(length)
+        self.source = source
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.epoch = 0  # passes completed
+        self.resplits = 0  # changes of the split seen
+
+    def split(self) -> Tuple[int, int]:
+        """(alive, rank) now; before any reply, the job's own split."""
+        alive, rank = self.source.live_workers
+        if alive > 0:
+            return int(alive), int(rank)
+        context = getattr(self.source, "context", None)
+        if context is not None:
+            return int(context.num_workers), int(context.task_index)
+        return 1, 0
+
+    def _order(self, split: Tuple[int, int]) -> torch.Tensor:
+        alive, rank = split
+        if rank >= self.length:
+            raise Error(f"ElasticSampler: worker rank {rank} of {alive} has no items of {self.length}: "
+                        "give a dataset with at least as many items as workers")
+        mine = torch.arange(rank, self.length, alive)
+        if not self.shuffle:
+            return mine
+        g = torch.Generator().manual_seed(
+            (self.seed * 1000003 + self.epoch * 8191 + self.resplits * 131071 + alive * 127 + rank) % (2**63))
+        return mine[torch.randperm(len(mine), generator=g)]
+
+    def __len__(self) -> int:
+        alive, rank = self.split()
+        return len(range(rank, self.length, alive))
+
+    def __iter__(self) -> Iterable[int]:
+        split = self.split()
+        order, i = self._order(split), 0
+        while i < len(order):
+            now = self.split()
+            if now != split:
+                split = now
+                self.resplits += 1
+                order, i = self._order(split), 0
+            yield int(order[i])
+            i += 1
+        self.epoch += 1
 

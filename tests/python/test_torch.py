@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 import pstrain
-from pstrain.torch import DistributedOptimizer, Embedding, EmbeddingBag
+from pstrain.torch import DistributedOptimizer, ElasticSampler, Embedding, EmbeddingBag
 
 torch.set_num_threads(1)
 
@@ -64,6 +64,7 @@ class DenseTest(unittest.TestCase):
         share = len(x) // num_workers
         trained = threading.Barrier(num_workers)
         self.live_workers = {}
+        self.sampled = {}
         with pstrain.LocalCluster(num_ps=2, num_workers=num_workers) as cl:
             def work(k):
                 m = models[k]
@@ -74,6 +75,7 @@ class DenseTest(unittest.TestCase):
                     torch.nn.functional.cross_entropy(m(xs), ys).backward()
                     opt.step()
                 self.live_workers[k] = opt.live_workers
+                self.sampled[k] = sorted(ElasticSampler(9, opt, seed=3))
                 trained.wait(60)  # the chief ends the job after every worker's last step
                 if k == 0:
                     stats = opt.stats()[0]
@@ -121,6 +123,8 @@ class DenseTest(unittest.TestCase):
         self.assertEqual(self.global_step, 2 * self.steps)
         self.assertEqual((self.settings.max_staleness, self.settings.elastic), (0, True))
         self.assertEqual(self.live_workers, {0: (2, 0), 1: (2, 1)})
+        # Each worker's pass over a dataset of 9: its own half, once each.
+        self.assertEqual(self.sampled, {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7]})
         # Lock-step: a worker's gradient is at most one update (the other's) old.
         self.assertLessEqual(max(w["staleness_max"] for w in self.worker_stats), 1)
         self.assert_same(got[0], got[1], 0)
@@ -156,6 +160,50 @@ class DenseTest(unittest.TestCase):
             np.testing.assert_allclose(model[2].bias.detach().numpy(), expected.numpy(), atol=1e-7)
             self.assertEqual(model[2].bias.grad.data_ptr(), opt.client.grad("2.bias").ctypes.data)
             opt.finish()
+
+
+class Membership:
+    """What ElasticSampler reads of a DistributedOptimizer: (alive, rank)."""
+
+    def __init__(self, alive, rank):
+        self.live_workers = (alive, rank)
+
+
+class ElasticSamplerTest(unittest.TestCase):
+    def test_a_pass_of_every_rank_covers_the_dataset_once(self):
+        for alive in (1, 2, 3, 7):
+            seen = sorted(i for rank in range(alive) for i in ElasticSampler(20, Membership(alive, rank), seed=5))
+            self.assertEqual(seen, list(range(20)), alive)
+
+    def test_a_worker_lost_mid_pass_makes_the_others_take_the_new_split(self):
+        # Worker 1 of 3 lost after 2 items: worker 2 becomes rank 1 of 2 and
+        # goes on with a new order of the odd items.
+        source = Membership(3, 2)
+        sampler = ElasticSampler(12, source, seed=1)
+        it = iter(sampler)
+        first = [next(it), next(it)]
+        self.assertTrue(all(i % 3 == 2 for i in first), first)
+        source.live_workers = (2, 1)
+        rest = list(it)
+        self.assertEqual(sorted(rest), [1, 3, 5, 7, 9, 11])
+        self.assertEqual((sampler.epoch, sampler.resplits), (1, 1))
+        self.assertEqual(len(sampler), 6)
+
+    def test_each_pass_is_a_new_order_and_the_same_seed_the_same_order(self):
+        a, b = ElasticSampler(50, Membership(2, 0), seed=7), ElasticSampler(50, Membership(2, 0), seed=7)
+        first, second = list(a), list(a)
+        self.assertNotEqual(first, second)
+        self.assertEqual(sorted(first), sorted(second))
+        self.assertEqual(first, list(b))
+        self.assertEqual(list(ElasticSampler(6, Membership(2, 1), shuffle=False)), [1, 3, 5])
+
+    def test_bad_input_is_one_clear_error(self):
+        with self.assertRaisesRegex(pstrain.Error, "length 0: give the dataset's length"):
+            ElasticSampler(0, Membership(1, 0))
+        with self.assertRaisesRegex(pstrain.Error, "has no live_workers: give the DistributedOptimizer"):
+            ElasticSampler(10, object())
+        with self.assertRaisesRegex(pstrain.Error, "rank 3 of 4 has no items of 3"):
+            list(ElasticSampler(3, Membership(4, 3)))
 
 
 class BadInputTest(unittest.TestCase):
