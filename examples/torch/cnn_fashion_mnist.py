@@ -55,6 +55,9 @@ def parse_args(argv=None):
     mode.add_argument("--async", dest="sync", action="store_false", help="every gradient is applied on arrival")
     p.add_argument("--max-staleness", type=int, default=None, metavar="N",
                    help="--async: a worker more than N steps ahead of the slowest waits for it (default: no bound)")
+    p.add_argument("--elastic", action="store_true",
+                   help="a lost worker does not end a --sync job, a restarted one is taken back, and the workers "
+                        "alive re-split the training images among them (pstrain.torch.ElasticSampler)")
     p.add_argument("--data", default=DEFAULT_DATA, help="the Fashion-MNIST IDX files (gzipped or not)")
     p.add_argument("--seed", type=int, default=1, help="the initial parameters and each worker's shuffles")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each task")
@@ -126,6 +129,18 @@ def batches(n, batch_size, seed, shard, num_shards):
         order = mine[torch.randperm(len(mine), generator=g)]
         for i in range(0, len(order) - batch_size + 1, batch_size):
             yield order[i:i + batch_size]
+
+
+def elastic_batches(n, batch_size, seed, opt):
+    """Index batches of this worker's shard among the workers alive, forever: re-split when they change."""
+    from pstrain.torch import ElasticSampler
+    sampler, batch = ElasticSampler(n, opt, seed=seed), []
+    while True:
+        for i in sampler:
+            batch.append(i)
+            if len(batch) == batch_size:
+                yield torch.tensor(batch)
+                batch = []
 
 
 @torch.no_grad()
@@ -208,11 +223,13 @@ def train_distributed(args, model, train, test):
     # The chief's parameters (from --seed) are the ones on the ps tasks; every
     # worker starts from them.
     opt = DistributedOptimizer(model.named_parameters(), optimizer=args.optimizer, lr=args.lr, sync=args.sync,
-                               max_staleness=args.max_staleness, context=ctx)
+                               max_staleness=args.max_staleness, elastic=args.elastic, context=ctx)
     if opt.restored_step is not None and ctx.is_chief:
         print("%s: restored from the checkpoint at global step %d" % (name, opt.restored_step), flush=True)
     x, y = train
-    it = batches(len(x), args.batch_size, args.seed, ctx.task_index, ctx.num_workers)
+    it = elastic_batches(len(x), args.batch_size, args.seed, opt) if args.elastic else \
+        batches(len(x), args.batch_size, args.seed, ctx.task_index, ctx.num_workers)
+    split = opt.live_workers
     t0, loss, mine = time.time(), float("nan"), 0
     saved = opt.global_step // args.save_every if args.save_every else 0
     # The chief stops at --steps and ends training; the others go on until
@@ -224,6 +241,10 @@ def train_distributed(args, model, train, test):
         out.backward()
         opt.step()
         loss, mine = out.item(), mine + 1
+        if args.elastic and opt.live_workers != split and not opt.done:
+            split = opt.live_workers
+            print("%s: data: re-split among the %d live workers of %d at global step %d: shard %d of %d" %
+                  (name, split[0], ctx.num_workers, opt.global_step, split[1], split[0]), flush=True)
         if ctx.is_chief and args.log_every and mine % args.log_every == 0:
             progress(name, opt.global_step, args.steps, loss, t0, opt.global_step * args.batch_size)
         if ctx.is_chief and args.save_every and opt.global_step // args.save_every > saved:

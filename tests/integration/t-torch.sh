@@ -163,6 +163,32 @@ test_a_worker_killed_in_async_training_does_not_stop_it() {
   expect_nodes_idle
 }
 
+# --elastic, sync: worker 1 killed; each step then aggregates the chief's
+# gradient alone, the chief takes the whole training set (ElasticSampler),
+# and the job completes.
+test_a_worker_killed_in_elastic_sync_training_does_not_stop_it() {
+  local py pid result
+  py=$(torch_python)
+  use_package
+  submit_torch job.out --ps=1 --workers=2 -- "$py" "$examples/cnn_fashion_mnist.py" --sync --elastic \
+    --steps 1500 "${cnn_args[@]}"
+  wait_for_line job.out "cnn_fashion_mnist\[worker 0\]: step" 240
+  pid=$(task_pid "^[^ ]*python3 $examples/" worker 1) || fail "worker 1's program is not running"
+  kill -9 "$pid"
+  echo "killed worker 1 (pid $pid)" >>"$TEST_LOG"
+  finish_torch job.out
+  expect_eq "$job_state" COMPLETED "job state"
+  grep -qE "pstrain\[ps 0\]: warning: lost worker 1 \(n[0-9]+\) \(.*\): elastic sync training goes on, aggregating 1 gradients per step" job.out ||
+    fail "ps 0 did not say that it aggregates the chief's gradient alone"
+  grep -qE "cnn_fashion_mnist\[worker 0\]: data: re-split among the 1 live workers of 2 at global step [0-9]+: shard 0 of 1" job.out ||
+    fail "the chief did not take the whole training set"
+  [ -n "$result" ] || fail "the chief printed no result"
+  expect_at_least "$(json "$result" global_step)" 1500 "global step"
+  expect_at_least "$(json "$result" test_accuracy)" 0.8 "test accuracy"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
 test_a_killed_ps_ends_the_job_within_30s_naming_it() {
   local py id pid t0
   py=$(torch_python)
