@@ -131,10 +131,9 @@ def batches(n, batch_size, seed, shard, num_shards):
             yield order[i:i + batch_size]
 
 
-def elastic_batches(n, batch_size, seed, opt):
+def elastic_batches(sampler, batch_size):
     """Index batches of this worker's shard among the workers alive, forever: re-split when they change."""
-    from pstrain.torch import ElasticSampler
-    sampler, batch = ElasticSampler(n, opt, seed=seed), []
+    batch = []
     while True:
         for i in sampler:
             batch.append(i)
@@ -227,9 +226,14 @@ def train_distributed(args, model, train, test):
     if opt.restored_step is not None and ctx.is_chief:
         print("%s: restored from the checkpoint at global step %d" % (name, opt.restored_step), flush=True)
     x, y = train
-    it = elastic_batches(len(x), args.batch_size, args.seed, opt) if args.elastic else \
-        batches(len(x), args.batch_size, args.seed, ctx.task_index, ctx.num_workers)
-    split = opt.live_workers
+    sampler = None
+    if args.elastic:
+        from pstrain.torch import ElasticSampler
+        sampler = ElasticSampler(len(x), opt, seed=args.seed)
+        it = elastic_batches(sampler, args.batch_size)
+    else:
+        it = batches(len(x), args.batch_size, args.seed, ctx.task_index, ctx.num_workers)
+    resplits, samples, last_step = 0, 0, opt.global_step
     t0, loss, mine = time.time(), float("nan"), 0
     saved = opt.global_step // args.save_every if args.save_every else 0
     # The chief stops at --steps and ends training; the others go on until
@@ -241,10 +245,14 @@ def train_distributed(args, model, train, test):
         out.backward()
         opt.step()
         loss, mine = out.item(), mine + 1
-        if args.elastic and opt.live_workers != split and not opt.done:
-            split = opt.live_workers
-            print("%s: data: re-split among the %d live workers of %d at global step %d: shard %d of %d" %
-                  (name, split[0], ctx.num_workers, opt.global_step, split[1], split[0]), flush=True)
+        # In sync mode a step aggregates one batch of every live worker.
+        samples += (opt.global_step - last_step) * args.batch_size * (opt.live_workers[0] if args.sync else 1)
+        last_step = opt.global_step
+        if sampler is not None and sampler.resplits != resplits:
+            resplits = sampler.resplits
+            alive, rank = sampler.split()
+            print("%s: data: re-split among the %d live workers of %d at global step %d: shard %d of %d (%d images)" %
+                  (name, alive, ctx.num_workers, opt.global_step, rank, alive, len(sampler)), flush=True)
         if ctx.is_chief and args.log_every and mine % args.log_every == 0:
             progress(name, opt.global_step, args.steps, loss, t0, opt.global_step * args.batch_size)
         if ctx.is_chief and args.save_every and opt.global_step // args.save_every > saved:
@@ -263,8 +271,6 @@ def train_distributed(args, model, train, test):
     opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
     acc, xent = evaluate(model, *test)
     workers = ctx.num_workers
-    # In sync mode a step aggregates one batch of every worker.
-    samples = step * args.batch_size * (workers if args.sync else 1)
     result = {"event": "done", "global_step": step, "test_accuracy": round(acc, 4),
               "test_cross_entropy": round(xent, 4), "train_seconds": round(seconds, 2),
               "samples_per_sec": round(samples / max(seconds, 1e-9), 1),

@@ -22,7 +22,7 @@ import os
 import signal
 import time
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -419,16 +419,20 @@ class ElasticSampler(torch.utils.data.Sampler):
     re-split whenever the workers alive change.
 
     ``source`` is the :class:`DistributedOptimizer` (or anything with a
-    ``live_workers`` pair: alive, rank).  One pass (one ``iter()``, an
-    epoch) draws a permutation of shard ``rank`` of ``alive``: every
-    alive-th index from ``rank``.  Before each index it looks at
-    ``source.live_workers``; when the split changed (a worker of an
-    ``elastic=True`` job was lost, or one was taken back), it goes on with a
-    new permutation of its new shard, so a pass over the new shards covers
-    the dataset once and a lost worker's items are still trained on, as
-    pstrain's own workers do.  Use it as ``DataLoader(data,
-    batch_size=..., sampler=ElasticSampler(len(data), opt))`` with the
-    loader's ``num_workers=0``: loader processes would read indices ahead.
+    ``live_workers`` pair: alive, rank).  Each pass (each ``iter()``) draws
+    a new permutation of shard ``rank`` of ``alive``: every alive-th index
+    from ``rank`` (shards are not padded: 9 items over 2 workers are 5 and
+    4).  Before each index it looks at ``source.live_workers``; when the
+    split changed (a worker of an ``elastic=True`` job was lost, or one was
+    taken back), it goes on with a new permutation of its new shard, so a
+    pass over the new shards covers the dataset once and a lost worker's
+    items are still trained on, as pstrain's own workers do.  ``len()`` is
+    the current shard's size: a pass that re-splits yields the items drawn
+    before the change and then the whole new shard.  Once training is done
+    (``source.done``) the split stays as it was.  Use it as
+    ``DataLoader(data, batch_size=..., sampler=ElasticSampler(len(data),
+    opt))`` with the loader's ``num_workers=0``: loader processes would read
+    indices ahead.
     """
 
     def __init__(self, length: int, source: Any, shuffle: bool = True, seed: int = 0) -> None:
@@ -440,11 +444,15 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.source = source
         self.shuffle = shuffle
         self.seed = int(seed)
-        self.epoch = 0  # passes completed
+        self.epoch = 0  # passes begun (each draws a new order)
         self.resplits = 0  # changes of the split seen
+        self._split: Optional[Tuple[int, int]] = None
 
     def split(self) -> Tuple[int, int]:
-        """(alive, rank) now; before any reply, the job's own split."""
+        """(alive, rank) now: the source's, before any reply the job's own,
+        and once training is done the last one."""
+        if self._split is not None and getattr(self.source, "done", False):
+            return self._split
         alive, rank = self.source.live_workers
         if alive > 0:
             return int(alive), int(rank)
@@ -453,32 +461,39 @@ class ElasticSampler(torch.utils.data.Sampler):
             return int(context.num_workers), int(context.task_index)
         return 1, 0
 
-    def _order(self, split: Tuple[int, int]) -> torch.Tensor:
+    def set_epoch(self, epoch: int) -> None:
+        """The next pass's number (as DistributedSampler's): its order."""
+        self.epoch = int(epoch)
+
+    def _shard(self, split: Tuple[int, int]) -> range:
         alive, rank = split
         if rank >= self.length:
             raise Error(f"ElasticSampler: worker rank {rank} of {alive} has no items of {self.length}: "
                         "give a dataset with at least as many items as workers")
-        mine = torch.arange(rank, self.length, alive)
+        return range(rank, self.length, alive)
+
+    def _order(self, split: Tuple[int, int], epoch: int) -> torch.Tensor:
+        alive, rank = split
+        mine = torch.tensor(self._shard(split))
         if not self.shuffle:
             return mine
         g = torch.Generator().manual_seed(
-            (self.seed * 1000003 + self.epoch * 8191 + self.resplits * 131071 + alive * 127 + rank) % (2**63))
+            (self.seed * 1000003 + epoch * 8191 + self.resplits * 131071 + alive * 127 + rank) % (2**63))
         return mine[torch.randperm(len(mine), generator=g)]
 
     def __len__(self) -> int:
-        alive, rank = self.split()
-        return len(range(rank, self.length, alive))
+        return len(self._shard(self.split()))
 
-    def __iter__(self) -> Iterable[int]:
-        split = self.split()
-        order, i = self._order(split), 0
+    def __iter__(self) -> Iterator[int]:
+        epoch = self.epoch
+        self.epoch += 1  # a pass left halfway does not make the next one repeat it
+        split = self._split = self.split()
+        order, i = self._order(split, epoch), 0
         while i < len(order):
             now = self.split()
             if now != split:
-                split = now
+                split = self._split = now
                 self.resplits += 1
-                order, i = self._order(split), 0
+                order, i = self._order(split, epoch), 0
             yield int(order[i])
             i += 1
-        self.epoch += 1
-

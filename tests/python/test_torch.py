@@ -196,6 +196,20 @@ class ElasticSamplerTest(unittest.TestCase):
         self.assertEqual(sorted(first), sorted(second))
         self.assertEqual(first, list(b))
         self.assertEqual(list(ElasticSampler(6, Membership(2, 1), shuffle=False)), [1, 3, 5])
+        # A pass left halfway: the next one draws another order, not the same head again.
+        c = ElasticSampler(50, Membership(2, 0), seed=7)
+        next(iter(c))
+        self.assertEqual(list(c), second)
+
+    def test_the_split_stays_once_training_is_done(self):
+        # Workers that leave after the chief ended training are lost to the
+        # PS, and its last replies count fewer: no re-split for them.
+        source = Membership(2, 1)
+        sampler = ElasticSampler(10, source, seed=2)
+        it = iter(sampler)
+        next(it)
+        source.done, source.live_workers = True, (1, 0)
+        self.assertEqual(sorted(set(it)) and sampler.resplits, 0)
 
     def test_bad_input_is_one_clear_error(self):
         with self.assertRaisesRegex(pstrain.Error, "length 0: give the dataset's length"):
