@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -80,10 +81,10 @@ public:
           client_(*owned_client_), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers),
-          live_{static_cast<std::uint32_t>(who.num_workers), static_cast<std::uint32_t>(who.index)}, split_(live_),
-          schedule_(o), mode_(who.standalone    ? "standalone"
-                              : o.sync_replicas ? "sync"
-                                                : "async")
+          live_{static_cast<std::uint32_t>(who.num_workers), static_cast<std::uint32_t>(who.index)}, schedule_(o),
+          mode_(who.standalone    ? "standalone"
+                : o.sync_replicas ? "sync"
+                                  : "async")
     {
         if (s_.ctr) {
             ctr_.emplace(o, *s_.ctr, client_, who.index, who.num_workers);
@@ -162,7 +163,10 @@ public:
             meter_.tick();
             ++local_steps;
             if (chief()) {
-                const std::int64_t per_step = o_.sync_replicas ? std::min<std::int64_t>(replicas_, split_.live) : 1;
+                // Elastic sync: a step aggregates at most the live workers' gradients.
+                const std::int64_t per_step = !o_.sync_replicas ? 1
+                                              : o_.elastic      ? std::min<std::int64_t>(replicas_, live_.live)
+                                                                : replicas_;
                 const bool logged =
                     report_->step(step(), batch.loss, batch.accuracy, (step() - last_step) * per_step * o_.batch_size);
                 last_step = step();
@@ -254,10 +258,8 @@ private:
     {
         const auto live = client_.live_workers();
         if (live.live == 0 || live == live_) return;
-        live_ = live;
+        const auto was = std::exchange(live_, live).live;
         if (o_.elastic) {
-            const auto was = split_.live;
-            split_ = live;
             if (sampler_) sampler_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
             if (ctr_) ctr_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
             log::info("data: re-split among the {} live workers of {} at global step {} (was {}): this worker "
@@ -484,8 +486,7 @@ private:
     data::dataset augmented_;                 // the augmented batch
     std::vector<std::uint32_t> identity_;     // 0..batch-1
     int replicas_;
-    ps::client::membership live_;                  // ps 0's live workers, as last seen
-    ps::client::membership split_;                 // those this worker's data shard is cut for (--elastic)
+    ps::client::membership live_;                  // ps 0's live workers, as last seen (--elastic: the data's split)
     std::uint64_t position_ = 0;                   // batches drawn, across restarts
     std::chrono::nanoseconds compute_time_{0};     // in the model's compute_gradients, for --profile
     checkpoint_schedule schedule_;                 // the chief's: when to checkpoint, the newest one's step
