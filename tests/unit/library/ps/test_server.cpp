@@ -583,12 +583,7 @@ BOOST_AUTO_TEST_CASE(the_step_completed_hook_ends_training_at_the_step_it_decide
     start(job, 2);
     BOOST_TEST(!w0.done());
     for (int step = 1; step <= 2; ++step) {
-        fill(w0.grads(), g0);
-        fill(w1.grads(), g1);
-        const auto t0 = w0.async_push();
-        const auto t1 = w1.async_push();
-        w0.wait(t0);
-        w1.wait(t1);
+        push_g0_and_g1(w0, w1);
         BOOST_TEST(w0.done() == (step == 2), "after step " << step);
         BOOST_TEST(w1.done() == (step == 2), "after step " << step);
     }
@@ -761,12 +756,7 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
     BOOST_TEST(seen[1].updates == 7u);
 
     // A step goes on from them: accumulator 0.5 * state + average, values - 0.5 * accumulator.
-    fill(w0.grads(), g0);
-    fill(w1.grads(), g1);
-    const auto t0 = w0.async_push();
-    const auto t1 = w1.async_push();
-    w0.wait(t0);
-    w1.wait(t1);
+    push_g0_and_g1(w0, w1);
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{8.5f, 19.5f, 30, 39, 49.75f, 59.75f}),
                boost::test_tools::per_element());
     BOOST_TEST(w1.global_step() == 5u);
