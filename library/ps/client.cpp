@@ -22,7 +22,7 @@ namespace {
 bool asks_whole_model(wire::kind kind)
 {
     return kind == wire::kind::init || kind == wire::kind::restore || kind == wire::kind::snapshot ||
-           kind == wire::kind::stats;
+           kind == wire::kind::stats || kind == wire::kind::rollback;
 }
 
 wire::kind reply_kind(wire::kind kind)
@@ -64,21 +64,45 @@ client_config with_table_dims(client_config c)
     return c;
 }
 
+// The job's PS tasks among the transport's peers (the rest are spares).
+std::size_t ps_count(const transport& net, const client_config& c)
+{
+    if (c.num_ps < 0 || static_cast<std::size_t>(c.num_ps) > net.num_peers())
+        throw error(fmt::format("the client was told of {} PS tasks and its transport has {} peers", c.num_ps,
+                                net.num_peers()));
+    return c.num_ps == 0 ? net.num_peers() : static_cast<std::size_t>(c.num_ps);
+}
+
 }  // namespace
+
+// A spare PS, as a worker knows it: idle until the chief puts it in a lost
+// PS's place; a worker other than the chief hears of that from the spare
+// (standing_in), in the receive posted for it from the start.
+struct spare_peer {
+    std::size_t peer = 0;
+    wire::frame in;
+    transfer recv;
+    std::optional<std::size_t> standing_in;  // the PS whose place it took
+    bool used = false;                       // the client routes that PS to it
+};
 
 class client::impl {
 public:
     impl(transport& net, client_config c)
-        : net_(net), cfg_(with_table_dims(std::move(c))),
-          partition_(make_partition(cfg_.num_params, static_cast<int>(net.num_peers()))),
+        : net_(net), cfg_(with_table_dims(std::move(c))), num_ps_(ps_count(net, cfg_)),
+          partition_(make_partition(cfg_.num_params, static_cast<int>(num_ps_))),
           memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
           grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors),
-          moving_(layout_.moving), mapped_(net.num_peers(), 0), base_step_(net.num_peers(), 0),
-          activity_(peer_names(net)),
+          moving_(layout_.moving), mapped_(num_ps_, 0), base_step_(num_ps_, 0), activity_(peer_names(net)),
           exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_, cfg_.precision),
           book_(partition_.size() + 1)
     {
-        if (net.num_peers() == 0) throw error("a parameter-server client needs at least one PS");
+        if (num_ps_ == 0) throw error("a parameter-server client needs at least one PS");
+        for (std::size_t k = num_ps_; k < net.num_peers(); ++k) {
+            auto& s = spares_.emplace_back();
+            s.peer = k;
+            if (cfg_.index != 0) s.recv = net_.recv(k, channel::control, &s.in, sizeof s.in);
+        }
     }
 
     ~impl()
@@ -89,12 +113,14 @@ public:
             op.recv.cancel();
             op.payload_recv.cancel();
         });
+        for (auto& s : spares_) s.recv.cancel();
         try {
             net_.wait_until(
                 [&] {
                     bool all = true;
                     book_.for_each_op(
                         [&](operation& op) { all = all && op.recv.complete() && op.payload_recv.complete(); });
+                    for (auto& s : spares_) all = all && s.recv.complete();
                     return all;
                 },
                 clock::now() + std::chrono::seconds(1));
@@ -143,8 +169,7 @@ public:
         try {
             complete(pending);
         } catch (...) {
-            retire(t);
-            throw;
+            fail(t);
         }
         book_.close(t);
     }
@@ -189,32 +214,97 @@ public:
         return out;
     }
 
+    // To every PS, and to every spare still waiting (a spare that is gone
+    // by then is no loss).
     void shutdown(bool stop)
     {
-        std::vector<wire::frame> frames(net_.num_peers());
+        std::vector<std::size_t> peers;
+        for (std::size_t p = 0; p < num_ps_; ++p) peers.push_back(exchange_.peer(p));
+        for (const auto& s : spares_)
+            if (!s.used && !net_.failed(s.peer)) peers.push_back(s.peer);
+        std::vector<wire::frame> frames(peers.size());
         std::vector<transfer> sends;
-        for (std::size_t p = 0; p < net_.num_peers(); ++p) {
+        for (std::size_t k = 0; k < peers.size(); ++k) {
             wire::shutdown m;
             m.stop = stop ? 1 : 0;
-            frames[p] = wire::encode(m);
-            sends.push_back(net_.send(p, channel::control, &frames[p], sizeof frames[p]));
+            frames[k] = wire::encode(m);
+            sends.push_back(net_.send(peers[k], channel::control, &frames[k], sizeof frames[k]));
         }
-        for (std::size_t p = 0; p < sends.size(); ++p) {
+        for (std::size_t k = 0; k < sends.size(); ++k) {
+            const auto p = peers[k];
             activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
             activity_.pending(p, true);
-            net_.wait_until([&] { return sends[p].complete() || net_.failed(p); },
+            net_.wait_until([&] { return sends[k].complete() || net_.failed(p); },
                             clock::now() + std::chrono::seconds(30));
-            if (!sends[p].complete() || !sends[p].ok())
+            if (k >= num_ps_) continue;
+            if (!sends[k].complete() || !sends[k].ok())
                 throw peer_error(net_.peer_name(p),
                                  fmt::format("telling {} that training ends failed: {}", net_.peer_name(p),
-                                             sends[p].complete() ? sends[p].failure() : "no answer in 30s"));
+                                             sends[k].complete() ? sends[k].failure() : "no answer in 30s"));
         }
+    }
+
+    std::size_t spares_left() const
+    {
+        std::size_t n = 0;
+        for (const auto& s : spares_) n += !s.used && !net_.failed(s.peer);
+        return n;
+    }
+
+    // A worker's side of a lost PS's replacement (see client::replace_lost_ps).
+    std::vector<std::size_t> replace_lost_ps()
+    {
+        const auto lost = abandon_calls_in_flight();
+        for (const auto p : lost) {
+            const auto peer = stand_in_for(p);
+            exchange_.reroute(p, peer);
+            greet({p});
+        }
+        healing_ = false;
+        return lost;
+    }
+
+    // The chief's side (see chief_client::replace_lost_ps).
+    std::vector<std::size_t> replace_lost_ps(std::uint64_t step, bool rollback)
+    {
+        const auto lost = abandon_calls_in_flight();
+        if (rollback) {
+            std::vector<std::size_t> others;
+            for (std::size_t p = 0; p < num_ps_; ++p)
+                if (std::find(lost.begin(), lost.end(), p) == lost.end()) others.push_back(p);
+            wait(issue_to(wire::kind::rollback, others, step));
+        }
+        for (const auto p : lost) {
+            auto& s = *std::find_if(spares_.begin(), spares_.end(),
+                                    [&](const spare_peer& s) { return !s.used && !net_.failed(s.peer); });
+            wire::take_over m;
+            m.index = static_cast<std::uint32_t>(p);
+            m.num_ps = static_cast<std::uint32_t>(num_ps_);
+            s.in = wire::encode(m);  // the chief posts no receive for a spare: its frame is free
+            auto sent = net_.send(s.peer, channel::control, &s.in, sizeof s.in);
+            net_.wait_until([&] { return sent.complete() || net_.failed(s.peer); }, clock::now() + cfg_.timeout);
+            if (!sent.complete() || !sent.ok()) {
+                broken_ = true;
+                throw peer_error(net_.peer_name(s.peer),
+                                 fmt::format("asking {} to take the place of lost {} failed: {}",
+                                             net_.peer_name(s.peer), ps_name(p),
+                                             sent.complete() ? sent.failure() : "no answer"));
+            }
+            s.used = true;
+            s.standing_in = p;
+            exchange_.reroute(p, s.peer);
+            greet({p});
+            wait(issue_to(wire::kind::restore, {p}, step));
+        }
+        healing_ = false;
+        return lost;
     }
 
     shard_range everything() const { return {0, cfg_.num_params}; }
 
     transport& net_;
     const client_config cfg_;
+    const std::size_t num_ps_;  // the transport's first peers; the rest are spares
     const std::vector<shard_range> partition_;
     std::unique_ptr<exchange_memory> memory_;  // params, then grads
     float* params_;
@@ -226,7 +316,9 @@ public:
     std::vector<std::uint64_t> base_step_;    // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;
     bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
-    bool started_ = false;  // the first request has been answered (the profile's start ends)
+    bool healing_ = false;            // a PS was lost and a spare can take its place (replace_lost_ps)
+    std::vector<spare_peer> spares_;  // the peers after the PS tasks'
+    bool started_ = false;            // the first request has been answered (the profile's start ends)
     std::optional<std::uint64_t> restored_;
     client::membership live_;  // ps 0's, from its last values reply
     activity_recorder activity_;
@@ -237,13 +329,38 @@ public:
                             {"check", "checking the replies"}}}};
 
 private:
-    // A ticket whose wait failed: the client is broken, and the ticket's
-    // receives from other PS tasks may still be posted, into its frames and
-    // params(): the book keeps it until the destructor takes them back.
-    void retire(ticket t)
+    // In a catch block: ticket t's wait failed.  The ticket's receives from
+    // other PS tasks may still be posted, into its frames and params(): the
+    // book keeps it until the destructor takes them back (or a lost PS's
+    // replacement has seen them complete).  When PS tasks were lost and as
+    // many spares are left, the error becomes lost_ps; else the client is
+    // broken.  Rethrows.
+    [[noreturn]] void fail(ticket t)
     {
-        broken_ = true;
         book_.retire(t);
+        const auto lost = lost_shards();
+        if (!lost.empty() && lost.size() <= spares_left()) {
+            healing_ = true;
+            try {
+                throw;
+            } catch (const peer_error& e) {
+                throw lost_ps(e.peer(), e.what(), lost.front());
+            }
+        }
+        broken_ = true;
+        if (!spares_.empty() && lost.size() > 1) too_few_spares(lost);
+        throw;
+    }
+
+    // More PS tasks lost than spares are left: the error names them all.
+    [[noreturn]] void too_few_spares(const std::vector<std::size_t>& lost) const
+    {
+        std::vector<std::string> names;
+        for (const auto p : lost) names.push_back(net_.peer_name(exchange_.peer(p)));
+        const auto left = spares_left();
+        throw peer_error(names.front(), fmt::format("lost {}, and {} spare{} left to take their places: training "
+                                                    "cannot go on",
+                                                    fmt::join(names, " and "), left, left == 1 ? " is" : "s are"));
     }
 
     // Waits for the operations of ticket t; retires it when that fails.
@@ -252,9 +369,112 @@ private:
         try {
             exchange_.wait(book_.at(t).ops, profile_, started_ ? client_phase::waiting : client_phase::starting);
         } catch (...) {
-            retire(t);
-            throw;
+            fail(t);
         }
+    }
+
+    // The PS tasks whose peers are gone.
+    std::vector<std::size_t> lost_shards() const
+    {
+        std::vector<std::size_t> lost;
+        for (std::size_t p = 0; p < num_ps_; ++p)
+            if (net_.failed(exchange_.peer(p))) lost.push_back(p);
+        return lost;
+    }
+
+    std::string ps_name(std::size_t p) const { return fmt::format("ps {}", p); }
+
+    // The first step of a lost PS's replacement: every call in flight is
+    // abandoned, and the replies the other PS tasks owe are waited for (a
+    // sync step they hold completes once every worker has pushed to them),
+    // so that no old reply lands in a new receive.  Returns the lost PS
+    // tasks; throws when more are lost than spares are left.
+    std::vector<std::size_t> abandon_calls_in_flight()
+    {
+        if (!healing_) throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
+        book_.retire_all();
+        const auto deadline = clock::now() + cfg_.timeout;
+        const auto settled = [&] {
+            bool all = true;
+            book_.for_each_op([&](operation& op) {
+                const bool gone = net_.failed(exchange_.peer(op));
+                if (gone || !op.pending()) {
+                    // Nothing more comes: a payload receive the reply did not use goes back too.
+                    if (gone) op.recv.cancel();
+                    op.payload_recv.cancel();
+                    all = all && op.recv.complete() && op.payload_recv.complete();
+                } else {
+                    all = false;
+                }
+            });
+            return all;
+        };
+        activity_recorder::scope waiting(activity_, "the replies the other PS tasks owe (a lost PS is replaced)");
+        const bool in_time = net_.wait_until(settled, deadline);
+        const auto lost = lost_shards();
+        if (!in_time || lost.size() > spares_left()) {
+            std::vector<std::string> names;
+            for (const auto p : lost) names.push_back(net_.peer_name(exchange_.peer(p)));
+            broken_ = true;
+            healing_ = false;
+            if (!in_time)
+                throw peer_error(names.empty() ? std::string("ps") : names.front(),
+                                 fmt::format("lost {}, and the other PS tasks did not answer what they owed within "
+                                             "{}s (--peer-timeout): training cannot go on",
+                                             fmt::join(names, " and "), cfg_.timeout.count()));
+            too_few_spares(lost);
+        }
+        book_.drop_retired();
+        return lost;
+    }
+
+    // A worker other than the chief: the spare that says it took lost PS
+    // p's place (within the timeout).
+    std::size_t stand_in_for(std::size_t p)
+    {
+        const auto heard = [&]() -> spare_peer* {
+            for (auto& s : spares_) {
+                if (!s.standing_in && s.recv.complete() && s.recv.ok()) {
+                    if (wire::check_envelope(s.in) ||
+                        s.in.kind != static_cast<std::uint16_t>(wire::kind::standing_in) ||
+                        wire::body<wire::standing_in>(s.in).index >= num_ps_) {
+                        broken_ = true;
+                        throw peer_error(net_.peer_name(s.peer),
+                                         fmt::format("{}, a spare, sent a {} message where standing_in was expected: "
+                                                     "are all tasks running the same pstrain?",
+                                                     net_.peer_name(s.peer), wire::kind_name(s.in.kind)));
+                    }
+                    s.standing_in = wire::body<wire::standing_in>(s.in).index;
+                }
+                if (s.standing_in == p && !s.used) return &s;
+            }
+            return nullptr;
+        };
+        activity_recorder::scope waiting(activity_, "the spare that takes a lost PS's place");
+        spare_peer* s = nullptr;
+        net_.wait_until([&] { return (s = heard()) != nullptr; }, clock::now() + cfg_.timeout);
+        if (!s) {
+            broken_ = true;
+            throw peer_error(ps_name(p), fmt::format("lost {}, and no spare took its place within {}s (--peer-timeout)",
+                                                     ps_name(p), cfg_.timeout.count()));
+        }
+        s->used = true;
+        return s->peer;
+    }
+
+    // `kind` (restore, rollback) to each PS of `which`, for its whole shard.
+    ticket issue_to(wire::kind kind, const std::vector<std::size_t>& which, std::uint64_t step)
+    {
+        const ticket id = book_.open();
+        auto& t = book_.at(id);
+        for (const auto p : which) {
+            auto& op = t.ops.emplace_back();
+            op.ps = p;
+            op.part = partition_[p];
+            op.expected = reply_kind(kind);
+            exchange_.post_and_send(op, encode_request(kind, op, step, 0));
+        }
+        return id;
     }
 
     // Sends `kind` to every PS and waits for every answer; the caller reads
@@ -271,6 +491,8 @@ private:
     {
         if (broken_)
             throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
+        if (healing_)
+            throw error("the parameter-server client lost a PS: replace_lost_ps() puts a spare in its place first");
         if (greeted_) return;
         client_clock::scope timed(profile_, client_phase::starting);
         greet();
@@ -280,8 +502,6 @@ private:
     ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position)
     {
         client_clock::scope timed(profile_, client_phase::issuing);
-        if (broken_)
-            throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
         if (range.begin > range.end || range.end > cfg_.num_params)
             throw error(fmt::format("range [{}, {}) is outside the model's {} parameters", range.begin, range.end,
                                     cfg_.num_params));
@@ -313,6 +533,7 @@ private:
             op.out = wire::encode(wire::init{part.begin, part.end}, wire::dense_bytes(part));
             return params_ + part.begin;
         case wire::kind::restore: op.out = wire::encode(wire::restore{step}); return nullptr;
+        case wire::kind::rollback: op.out = wire::encode(wire::rollback{step}); return nullptr;
         case wire::kind::pull: op.out = wire::encode(wire::pull{part.begin, part.end, shared}); return nullptr;
         case wire::kind::push:
             op.out = wire::encode(wire::push{base_step_[op.ps], part.begin, part.end, position, shared},
@@ -372,7 +593,7 @@ private:
     // The first words with every PS: the model's size and an offer of the
     // exchange buffers.  Each PS answers with its range and whether it
     // mapped them.
-    void greet()
+    void greet(const std::vector<std::size_t>& only = {})
     {
         greeted_ = true;
         std::vector<std::uint8_t> key;
@@ -392,6 +613,7 @@ private:
         const ticket id = book_.open();
         auto& t = book_.at(id);
         for (std::size_t p = 0; p < partition_.size(); ++p) {
+            if (!only.empty() && std::find(only.begin(), only.end(), p) == only.end()) continue;
             auto& op = t.ops.emplace_back();
             op.ps = p;
             op.part = partition_[p];
@@ -402,6 +624,7 @@ private:
         wait_ops(id);
         for (auto& op : t.ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
         book_.close(id);
+        if (!only.empty()) return;
         log_exchange_paths();
         if (cfg_.precision != wire_precision::fp32)
             log::info("messages carry gradients, values and rows as {} (the PS tasks keep FP32; shared memory "
@@ -435,7 +658,7 @@ private:
         }
         std::vector<std::string> shared, messages;
         for (std::size_t p = 0; p < partition_.size(); ++p)
-            (mapped_[p] ? shared : messages).push_back(net_.peer_name(p));
+            (mapped_[p] ? shared : messages).push_back(net_.peer_name(exchange_.peer(p)));
         if (messages.empty())
             log::info("gradients and parameters go through shared memory with {}", fmt::join(shared, ", "));
         else if (shared.empty())
@@ -508,6 +731,8 @@ ticket client::async_push_rows(std::size_t table, std::span<const std::uint64_t>
 void client::wait(ticket t) { impl_->wait(t); }
 bool client::test(ticket t) { return impl_->test(t); }
 std::vector<ps_stats> client::stats() { return impl_->stats(); }
+std::vector<std::size_t> client::replace_lost_ps() { return impl_->replace_lost_ps(); }
+std::size_t client::spares_left() const { return impl_->spares_left(); }
 std::uint64_t client::global_step() const { return impl_->global_step_; }
 bool client::done() const { return impl_->done_; }
 bool client::stopped() const { return impl_->stopped_; }
@@ -522,5 +747,9 @@ ticket chief_client::async_init() { return core().init(); }
 ticket chief_client::async_restore(std::uint64_t step) { return core().restore(step); }
 std::vector<snapshot_result> chief_client::snapshot(std::uint64_t step) { return core().snapshot(step); }
 void chief_client::shutdown(bool stop) { core().shutdown(stop); }
+std::vector<std::size_t> chief_client::replace_lost_ps(std::uint64_t step, bool rollback)
+{
+    return core().replace_lost_ps(step, rollback);
+}
 
 }  // namespace pstrain::ps

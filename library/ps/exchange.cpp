@@ -35,30 +35,32 @@ std::uint64_t step_of(const operation& op)
 exchange::exchange(transport& net, float* values, std::chrono::seconds timeout, std::vector<std::string> worker_names,
                    activity_recorder& activity, wire_precision precision)
     : net_(net), values_(values), timeout_(timeout), worker_names_(std::move(worker_names)), activity_(activity),
-      precision_(precision)
-{}
+      precision_(precision), route_(net.num_peers())
+{
+    for (std::size_t p = 0; p < route_.size(); ++p) route_[p] = p;
+}
 
 void exchange::post_and_send(operation& op, const void* payload)
 {
-    op.recv = net_.recv(op.ps, channel::control, &op.in, sizeof op.in);
+    op.recv = net_.recv(peer(op), channel::control, &op.in, sizeof op.in);
     // bf16: received into numbers_in, widened once checked.
     const bool aside = wire::reply_precision(op.out.kind, precision_) != wire_precision::fp32;
     if (op.expected == wire::kind::rows && !op.rows.empty()) {
         if (aside) op.numbers_in.resize(wire::numbers_bytes(op.rows.size(), precision_));
-        op.payload_recv = aside ? net_.recv(op.ps, channel::payload, op.numbers_in.data(), op.numbers_in.size())
-                                : net_.recv(op.ps, channel::payload, op.rows.data(), op.rows.size() * sizeof(float));
+        op.payload_recv = aside ? net_.recv(peer(op), channel::payload, op.numbers_in.data(), op.numbers_in.size())
+                                : net_.recv(peer(op), channel::payload, op.rows.data(), op.rows.size() * sizeof(float));
     }
     if (op.expected == wire::kind::values && !op.shared) {
         if (aside) op.numbers_in.resize(wire::dense_bytes(op.part, precision_));
-        op.payload_recv = aside
-                              ? net_.recv(op.ps, channel::payload, op.numbers_in.data(), op.numbers_in.size())
-                              : net_.recv(op.ps, channel::payload, values_ + op.part.begin, wire::dense_bytes(op.part));
+        op.payload_recv =
+            aside ? net_.recv(peer(op), channel::payload, op.numbers_in.data(), op.numbers_in.size())
+                  : net_.recv(peer(op), channel::payload, values_ + op.part.begin, wire::dense_bytes(op.part));
     }
     if (op.expected == wire::kind::stats_reply)
-        op.payload_recv =
-            net_.recv(op.ps, channel::payload, op.counters.data(), op.counters.size() * sizeof(wire::worker_counters));
-    if (payload) op.payload_send = net_.send(op.ps, channel::payload, payload, op.out.payload_bytes);
-    op.send = net_.send(op.ps, channel::control, &op.out, sizeof op.out);
+        op.payload_recv = net_.recv(peer(op), channel::payload, op.counters.data(),
+                                    op.counters.size() * sizeof(wire::worker_counters));
+    if (payload) op.payload_send = net_.send(peer(op), channel::payload, payload, op.out.payload_bytes);
+    op.send = net_.send(peer(op), channel::control, &op.out, sizeof op.out);
 }
 
 bool exchange::test(std::vector<operation>& ops)
@@ -67,7 +69,7 @@ bool exchange::test(std::vector<operation>& ops)
     net_.wait_until(
         [&] {
             for (auto& op : ops)
-                if (op.pending() && !op.is_abort() && !net_.failed(op.ps)) ready = false;
+                if (op.pending() && !op.is_abort() && !net_.failed(peer(op))) ready = false;
             return true;
         },
         clock::now());
@@ -85,17 +87,17 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
                               k == static_cast<std::uint16_t>(wire::kind::restore);
         activity_recorder::scope waiting(activity_, reply_to(k), ops.empty() ? 0 : step_of(ops.front()), has_step);
         client_clock::scope timed(profile, phase);
-        for (auto& op : ops) activity_.pending(op.ps, true);
+        for (auto& op : ops) activity_.pending(peer(op), true);
         in_time = net_.wait_until(
             [&] {
                 bool all = true;
                 for (auto& op : ops) {
                     if (op.is_abort()) return true;
                     if (!op.pending()) {
-                        activity_.pending(op.ps, false);
+                        activity_.pending(peer(op), false);
                         continue;
                     }
-                    if (net_.failed(op.ps)) return true;
+                    if (net_.failed(peer(op))) return true;
                     all = false;
                 }
                 return all;
@@ -107,20 +109,20 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
     // peer's last message a moment, and let an ABORT (which names the
     // cause) win over the failure.
     const auto any_failed = [&] {
-        return std::any_of(ops.begin(), ops.end(), [&](auto& op) { return !op.whole() && net_.failed(op.ps); });
+        return std::any_of(ops.begin(), ops.end(), [&](auto& op) { return !op.whole() && net_.failed(peer(op)); });
     };
     const auto any_abort = [&] { return std::any_of(ops.begin(), ops.end(), [](auto& op) { return op.is_abort(); }); };
     if (any_failed() && !any_abort()) net_.wait_until(any_abort, clock::now() + std::chrono::milliseconds(500));
     for (auto& op : ops) {
         if (!op.is_abort() || wire::check_envelope(op.in)) continue;
         const auto a = wire::body<wire::abort>(op.in);
-        const auto who = net_.peer_name(op.ps);
+        const auto who = net_.peer_name(peer(op));
         throw peer_error(who,
                          fmt::format("{} ended the job: it lost {}", who,
                                      a.lost_is_ps ? fmt::format("ps {}", a.lost_index) : lost_worker(a.lost_index)));
     }
     for (auto& op : ops) {
-        const auto who = net_.peer_name(op.ps);
+        const auto who = net_.peer_name(peer(op));
         if (!op.whole()) throw_incomplete(op, who, in_time);
         if (auto bad = wire::check_envelope(op.in))
             throw peer_error(who, fmt::format("a malformed reply came from {}: {}", who, wire::describe(*bad)));
@@ -151,7 +153,7 @@ void exchange::widen_reply(operation& op) const
 
 void exchange::throw_incomplete(operation& op, const std::string& who, bool in_time) const
 {
-    if (net_.failed(op.ps)) throw peer_error(who, fmt::format("lost {}: {}", who, net_.failure(op.ps)));
+    if (net_.failed(peer(op))) throw peer_error(who, fmt::format("lost {}: {}", who, net_.failure(peer(op))));
     if (!in_time && !op.recv.complete())
         throw peer_error(who, fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
     if (!op.recv.ok()) throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.recv.failure()));

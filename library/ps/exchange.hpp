@@ -24,7 +24,7 @@ namespace pstrain::ps {
 // One request to one PS, part of a ticket.  Its frames live here until its
 // transfers are complete.
 struct operation {
-    std::size_t ps = 0;
+    std::size_t ps = 0;  // the PS (its shard); exchange::peer() says which transport peer holds it
     shard_range part;
     wire::kind expected = wire::kind::values;  // the reply's kind
     bool shared = false;                       // through the mapped buffers
@@ -82,6 +82,13 @@ public:
     // abort counts as an answer: wait() then throws).
     bool test(std::vector<operation>& ops);
 
+    // The transport peer that holds PS p's shard: p, until a spare stands
+    // in for it (reroute).  An operation's `ps` is the PS; its messages go
+    // to that peer.
+    std::size_t peer(std::size_t p) const { return route_[p]; }
+    std::size_t peer(const operation& op) const { return route_[op.ps]; }
+    void reroute(std::size_t p, std::size_t peer) { route_[p] = peer; }
+
 private:
     void check_reply(operation& op, const std::string& who) const;
     void widen_reply(operation& op) const;
@@ -94,6 +101,7 @@ private:
     const std::vector<std::string> worker_names_;
     activity_recorder& activity_;
     const wire_precision precision_;
+    std::vector<std::size_t> route_;  // per PS: its peer
 };
 
 // What a wait for replies to `k` waits for, for activity().

@@ -29,6 +29,9 @@ const char* kind_name(std::uint16_t k)
     case kind::sparse_pull: return "sparse_pull";
     case kind::sparse_push: return "sparse_push";
     case kind::rows: return "rows";
+    case kind::take_over: return "take_over";
+    case kind::standing_in: return "standing_in";
+    case kind::rollback: return "rollback";
     }
     return "unknown";
 }
@@ -41,7 +44,7 @@ std::optional<refusal> check_envelope(const frame& f)
         r.frame_version = f.version;
         return r;
     }
-    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::rows))
+    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::rollback))
         return refusal_of(refusal_code::bad_kind, f.kind);
     return std::nullopt;
 }

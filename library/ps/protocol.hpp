@@ -41,6 +41,14 @@
 //                                 keys, then count * dim floats)
 //   ps -> worker   rows           reply to both: the rows (payload, for a
 //                                 pull) and the PS's step and state
+//   chief -> spare take_over      a spare PS takes lost ps `index`'s place;
+//                                 the chief's hello and restore follow
+//   spare -> worker standing_in   sent once the spare restored the shard:
+//                                 it now holds ps `index`'s shard (say hello)
+//   chief -> ps    rollback       sync: load the snapshot taken at `step`
+//                                 and go on from there (a lost PS's
+//                                 replacement restored that step); the
+//                                 reply is the shard's values
 //
 // A server answers each worker's messages one at a time and in order, so a
 // worker may have several requests in flight to one PS.  Every field is
@@ -70,7 +78,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 11;        // 11: values say the live workers and the reader's rank
+inline constexpr std::uint16_t version = 12;        // 12: spares (take_over, standing_in) and rollback
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -90,6 +98,9 @@ enum class kind : std::uint16_t {
     sparse_pull,
     sparse_push,
     rows,
+    take_over,
+    standing_in,
+    rollback,
 };
 const char* kind_name(std::uint16_t k);
 
@@ -271,6 +282,23 @@ struct rows {
     std::uint32_t status = 0;  // values_status: ok, done or stopped
 };                             // payload: count * dim numbers in the wire precision
 
+struct take_over {
+    static constexpr wire::kind type = kind::take_over;
+    std::uint32_t index = 0;   // the lost PS whose shard the spare takes
+    std::uint32_t num_ps = 0;  // the job's PS tasks (spares not counted), as the chief sees them
+};
+
+struct standing_in {
+    static constexpr wire::kind type = kind::standing_in;
+    std::uint64_t step = 0;   // the snapshot step it restored
+    std::uint32_t index = 0;  // the PS whose place it took
+};
+
+struct rollback {
+    static constexpr wire::kind type = kind::rollback;
+    std::uint64_t step = 0;
+};
+
 // The most keys one sparse request may carry (a client splits larger ones):
 // what a PS's receive buffer for each worker is sized for.
 inline constexpr std::uint64_t max_sparse_keys = 65536;
@@ -351,13 +379,14 @@ inline std::uint64_t numbers_bytes(std::uint64_t count, wire_precision p)
 inline std::uint64_t dense_bytes(const shard_range& part) { return float_bytes(part.size()); }
 inline std::uint64_t dense_bytes(const shard_range& part, wire_precision p) { return numbers_bytes(part.size(), p); }
 // What a values reply to a `request` (a kind) travels as in a job of wire
-// precision `p`: the replies to init and restore are float32 whatever `p`
+// precision `p`: the replies to init, restore and rollback are float32 whatever `p`
 // is, so that the chief starts from the PS's exact values (and a chief on
 // the PS's host, whose later exchanges go through shared memory, stays
 // float32 throughout).
 inline wire_precision reply_precision(std::uint16_t request, wire_precision p)
 {
-    return request == static_cast<std::uint16_t>(kind::init) || request == static_cast<std::uint16_t>(kind::restore)
+    return request == static_cast<std::uint16_t>(kind::init) || request == static_cast<std::uint16_t>(kind::restore) ||
+                   request == static_cast<std::uint16_t>(kind::rollback)
                ? wire_precision::fp32
                : p;
 }

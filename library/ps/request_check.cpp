@@ -88,6 +88,7 @@ maybe_refusal serving(const wire::frame& f, const request_context& ctx)
     case wire::kind::push: return push(f, ctx);
     case wire::kind::snapshot:
     case wire::kind::shutdown:
+    case wire::kind::rollback:
         if (auto r = from_chief(ctx)) return r;
         return payload_is(f, 0);
     case wire::kind::stats: return payload_is(f, 0);

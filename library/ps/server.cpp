@@ -41,6 +41,7 @@ public:
           sparse_(cfg_.tables, hooks_, links_, state_, profile_), startup_(net, links_, cfg_, hooks_)
     {
         if (links_.size() == 0) throw error("a parameter server needs at least one worker");
+        if (cfg_.spare) cfg_.index = 0;  // until the chief's take_over says whose place it takes
         if (cfg_.num_ps < 1 || cfg_.index < 0 || cfg_.index >= cfg_.num_ps)
             throw error(fmt::format("PS index {} is outside 0..{}", cfg_.index, cfg_.num_ps - 1));
         if (!cfg_.settings_from_chief) configure(error_from_here);
@@ -166,6 +167,59 @@ private:
         activity_.progressed();
         for (std::size_t i = 1; i < links_.size(); ++i) links_.post(i);
         dense_->reply_values(0, range, false, values_status::ok);
+        if (cfg_.spare) stand_in();
+    }
+
+    // A spare waits for the chief: its take_over names the lost PS whose
+    // place this one takes.  A shutdown instead: the job ended without
+    // needing this spare (false).
+    bool await_take_over()
+    {
+        const auto who = net_.peer_name(0);
+        auto& chief = links_[0];
+        chief.recv = net_.recv(0, channel::control, &chief.in, sizeof chief.in);
+        chief.posted = true;
+        log::info("a spare PS: waiting until the chief needs it in a lost PS's place");
+        {
+            server_clock::scope timed(profile_, waiting);
+            links_.wait_for(0, "the chief's take_over (a spare waits until a PS is lost)",
+                            [&] { return chief.recv.complete(); });
+        }
+        chief.posted = false;
+        if (!chief.recv.complete() || !chief.recv.ok())
+            throw peer_error(who, fmt::format("lost {} while this spare waited: {}", who,
+                                              net_.failed(0) ? net_.failure(0) : chief.recv.failure()));
+        if (auto bad = wire::check_envelope(chief.in))
+            throw peer_error(who, fmt::format("{} sent this spare a malformed message: {}", who, wire::describe(*bad)));
+        links_.received(chief.in);
+        if (chief.in.kind == static_cast<std::uint16_t>(wire::kind::shutdown)) {
+            log::info("the chief ended the job: this spare was not needed");
+            return false;
+        }
+        if (chief.in.kind != static_cast<std::uint16_t>(wire::kind::take_over))
+            throw peer_error(who, fmt::format("{} sent a {} message to a spare PS, which waits for take_over: run the "
+                                              "same pstrain in every task",
+                                              who, wire::kind_name(chief.in.kind)));
+        const auto m = wire::body<wire::take_over>(chief.in);
+        if (m.num_ps != static_cast<std::uint32_t>(cfg_.num_ps) || m.index >= m.num_ps)
+            throw peer_error(who, fmt::format("{} asks this spare to take the place of ps {} of {}, and this spare "
+                                              "was started for a job of {} PS tasks: give every task the same flags",
+                                              who, m.index, m.num_ps, cfg_.num_ps));
+        cfg_.index = static_cast<int>(m.index);
+        log::info("taking the place of lost ps {}: its shard comes from the chief's restore", cfg_.index);
+        return true;
+    }
+
+    // The spare holds the lost PS's shard: every other worker is told,
+    // and says hello.
+    void stand_in()
+    {
+        wire::standing_in m;
+        m.step = state_.step;
+        m.index = static_cast<std::uint32_t>(cfg_.index);
+        for (std::size_t i = 1; i < links_.size(); ++i)
+            if (!links_[i].lost && !net_.failed(i)) links_.reply(i, wire::encode(m));
+        log::info("standing in for ps {} from global step {}", cfg_.index, state_.step);
     }
 
     // Async's staleness bound in words, for the start-up lines.
@@ -189,6 +243,7 @@ private:
 
     server_outcome serve()
     {
+        if (cfg_.spare && !await_take_over()) return server_outcome::done;
         start();
         for (;;) {
             if (state_.shutdown && (links_.everyone_told() || clock::now() > shutdown_deadline_)) {
@@ -295,6 +350,7 @@ private:
         case wire::kind::sparse_pull: return sparse_.on_pull(i, wire::body<wire::sparse_pull>(in));
         case wire::kind::sparse_push: return sparse_.on_push(i, wire::body<wire::sparse_push>(in));
         case wire::kind::shutdown: return on_shutdown(wire::body<wire::shutdown>(in).stop != 0);
+        case wire::kind::rollback: return on_rollback(i, wire::body<wire::rollback>(in).step);
         case wire::kind::init:
         case wire::kind::restore:
             // A repeated initialisation (the chief restarted its connection): the values stand.
@@ -424,6 +480,34 @@ private:
             d.status = static_cast<std::uint32_t>(wire::snapshot_status::failed);  // the hook said why
         }
         return d;
+    }
+
+    // Sync: a lost PS's replacement restored the snapshot at `step`, and
+    // every shard goes back to it, so that the model stays one step's.
+    // Gradients still waiting for the current step are answered first (the
+    // chief asks once every worker has its replies); replies in flight
+    // leave before the values change; the tables start empty and take the
+    // snapshot's rows.  The reply is the shard's values.
+    void on_rollback(std::size_t i, std::uint64_t step)
+    {
+        const auto was = state_.step;
+        dense_->answer_waiting();
+        links_.drain_sends();
+        sparse_.set_tables(cfg_.tables);
+        try {
+            startup_.restore(step, *shard_, sparse_.tables(), state_);
+        } catch (const peer_error&) {
+            throw;
+        } catch (const error& e) {
+            throw peer_error(net_.peer_name(0),
+                             fmt::format("cannot roll back to the snapshot at global step {}: {}", step, e.what()));
+        }
+        log::warn("rolled back from global step {} to the snapshot at global step {}, as the chief asked (a lost PS's "
+                  "replacement restored it): the {} steps since are trained again",
+                  was, step, was > step ? was - step : 0);
+        state_.done = hooks_.step_completed && hooks_.step_completed(state_.step);
+        activity_.progressed();
+        dense_->reply_values(i, shard_->range(), false, values_status::ok);
     }
 
     // The chief ends training (or stops it for preemption): every worker

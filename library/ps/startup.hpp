@@ -47,11 +47,14 @@ public:
     void apply_hello_payload(const wire::hello& h, served_shard& shard);
     // 7. The chief's init or restore, applied.  True when it restored.
     bool await_init_or_restore(served_shard& shard, std::span<embedding_table> tables, training_state& state);
+    // The snapshot at `step` into the shard and the (empty) tables, through
+    // the hooks; the state's step, restored mark and the workers' data
+    // positions follow it.  Also a running server's rollback.
+    void restore(std::uint64_t step, served_shard& shard, std::span<embedding_table> tables, training_state& state);
 
 private:
     void wait_for_chief(transfer& r, const char* what);
     void check_shard_fits(shard_range range) const;
-    void restore(std::uint64_t step, served_shard& shard, std::span<embedding_table> tables, training_state& state);
 
     transport& net_;
     worker_links& links_;

@@ -35,4 +35,9 @@ void ticket_book::close(ticket t) { spare_.push_back(tickets_.extract(find(t)));
 
 void ticket_book::retire(ticket t) { retired_.push_back(tickets_.extract(find(t))); }
 
+void ticket_book::retire_all()
+{
+    while (!tickets_.empty()) retired_.push_back(tickets_.extract(tickets_.begin()));
+}
+
 }  // namespace pstrain::ps

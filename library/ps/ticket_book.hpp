@@ -32,8 +32,15 @@ public:
     pending_ticket& at(ticket t);
     // Done with it: its storage goes to the next ticket.
     void close(ticket t);
-    // Its wait failed: kept, with its operations, until the book goes.
+    // Its wait failed: kept, with its operations, until the book goes (or
+    // drop_retired()).
     void retire(ticket t);
+    // Every outstanding ticket retired (a lost PS's replacement abandons
+    // the calls in flight).
+    void retire_all();
+    // The retired tickets dropped: the caller saw that none of their
+    // receives is still posted.
+    void drop_retired() { retired_.clear(); }
     bool outstanding(ticket t) const { return tickets_.count(t) > 0; }
 
     // Every operation of the outstanding and the retired tickets.

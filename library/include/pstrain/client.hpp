@@ -26,6 +26,7 @@
 #pragma once
 
 #include <pstrain/activity.hpp>
+#include <pstrain/error.hpp>
 #include <pstrain/profile.hpp>
 #include <pstrain/partition.hpp>
 #include <pstrain/settings.hpp>
@@ -71,9 +72,28 @@ struct client_config {
     // halves their bytes; the PS tasks keep FP32 master weights.  Every
     // worker of the job must say the same as the PS tasks.
     wire_precision precision = wire_precision::fp32;
+    // The job's PS tasks: the transport's first num_ps peers.  The peers
+    // after them are spares (server_config::spare): when a PS is lost, one
+    // takes its place (replace_lost_ps).  0: every peer is a PS, no spares.
+    int num_ps = 0;
 };
 
 using ticket = std::uint64_t;
+
+// What a client's calls throw when a PS is lost and a spare can take its
+// place: the client goes on once replace_lost_ps() has put the spare
+// there.  (Without a spare left, a lost PS is a plain peer_error, and the
+// client is unusable.)
+class lost_ps : public pstrain::peer_error {
+public:
+    lost_ps(std::string peer, const std::string& message, std::size_t index)
+        : peer_error(std::move(peer), message), index_(index)
+    {}
+    std::size_t index() const { return index_; }  // the lost PS (the first, when several are)
+
+private:
+    std::size_t index_;
+};
 
 // One PS's answer to a snapshot request.
 struct snapshot_result {
@@ -157,6 +177,19 @@ public:
     // answers, so call it between steps).
     std::vector<ps_stats> stats();
 
+    // After lost_ps: waits for the replies the other PS tasks still owe
+    // (every call in flight is abandoned: its ticket is no longer
+    // outstanding), then for the spare that the chief put in each lost PS's
+    // place to say so, and says hello to it.  Returns the PS tasks
+    // replaced.  Pull the values next: in sync training every shard went
+    // back to the snapshot the spare restored (restored_step() says which).
+    // Throws pstrain::peer_error when more PS tasks are lost than spares
+    // are left (naming them), or nobody stands in within the timeout.
+    // The chief calls chief_client::replace_lost_ps instead.
+    std::vector<std::size_t> replace_lost_ps();
+    // Spares not yet standing in for a lost PS.
+    std::size_t spares_left() const;
+
     // PS 0's global step, as of the last reply.
     std::uint64_t global_step() const;
     // A reply said training is done (or stopped).
@@ -205,8 +238,15 @@ public:
     // Asks every PS for a snapshot at `step`; one result per PS.
     std::vector<snapshot_result> snapshot(std::uint64_t step);
     // The last word: every PS ends training (with `stop`: the workers are
-    // told it stopped for preemption) and exits.
+    // told it stopped for preemption) and exits; so do the spares.
     void shutdown(bool stop = false);
+    // After lost_ps: a spare takes each lost PS's place and restores its
+    // shard from the snapshot taken at `step`; with `rollback` (sync
+    // training) every other PS goes back to that snapshot first, so that
+    // the model is one step's.  Then the other workers hear from the spare
+    // (replace_lost_ps).  Returns the PS tasks replaced; throws as
+    // client::replace_lost_ps does.
+    std::vector<std::size_t> replace_lost_ps(std::uint64_t step, bool rollback);
 };
 
 }  // namespace pstrain::ps

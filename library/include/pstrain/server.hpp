@@ -83,6 +83,13 @@ struct server_config {
     // worker's hello must say the same, else it is refused.  With
     // settings_from_chief, the chief's hello says it instead.
     wire_precision precision = wire_precision::fp32;
+    // A spare: it holds no shard, and waits, until the chief's take_over
+    // names the lost PS whose place it takes (`index` is ignored until
+    // then; num_ps is the job's PS count, spares not counted).  Then it
+    // starts as that PS from the chief's hello and restore, and tells every
+    // other worker that it stands in (they say hello).  A chief that ends
+    // the job first ends the spare too (run() returns done).
+    bool spare = false;
 };
 
 // A server_config's training settings, and the same config with `s` in them.
@@ -176,7 +183,8 @@ public:
     server(const server&) = delete;
     server& operator=(const server&) = delete;
 
-    // Serves until the chief ends training.  Throws pstrain::peer_error
+    // Serves until the chief ends training (a spare: waits first, see
+    // server_config::spare).  Throws pstrain::peer_error
     // (after telling every live worker) when training cannot go on: the
     // chief was lost, or too few workers are left for sync training.
     server_outcome run();

@@ -42,12 +42,15 @@ struct job_options {
     // Each worker's wire precision, in worker order (empty: all fp32; a
     // shorter list: the rest fp32).
     std::vector<ps::wire_precision> precisions;
+    // Spare PS tasks (server_config::spare), after the PS tasks: servers
+    // num_ps .. num_ps + spares - 1.
+    int spares = 0;
 };
 
 class ps_job {
 public:
     ps_job(int num_ps, int num_workers, ps::server_config config, ps::server_hooks hooks = {}, job_options o = {})
-        : net_(num_ps, num_workers)
+        : net_(num_ps + o.spares, num_workers)
     {
         for (int w = 0; w < num_workers; ++w) {
             ps::client_config c;
@@ -60,6 +63,7 @@ public:
             c.share_memory = o.share_memory;
             c.table_dims = o.table_dims;
             c.settings = o.settings;
+            if (o.spares > 0) c.num_ps = num_ps;
             if (static_cast<std::size_t>(w) < o.precisions.size()) c.precision = o.precisions[w];
             if (w == 0) clients_.push_back(std::make_unique<ps::chief_client>(net_.worker(w), c));
             else clients_.push_back(std::make_unique<ps::client>(net_.worker(w), c));
@@ -67,11 +71,12 @@ public:
         }
         config.num_ps = num_ps;
         config.share_memory = o.share_memory;
-        for (int p = 0; p < num_ps; ++p) {
-            config.index = p;
+        for (int p = 0; p < num_ps + o.spares; ++p) {
+            config.index = p < num_ps ? p : 0;
+            config.spare = p >= num_ps;
             servers_.push_back(std::make_unique<ps::server>(net_.ps(p), config, hooks));
         }
-        for (int p = 0; p < num_ps; ++p) {
+        for (int p = 0; p < num_ps + o.spares; ++p) {
             std::promise<run_end> promise;
             ends_.push_back(promise.get_future());
             threads_.emplace_back([this, p, promise = std::move(promise)]() mutable { promise.set_value(serve(p)); });

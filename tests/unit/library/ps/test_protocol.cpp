@@ -219,9 +219,11 @@ BOOST_FIXTURE_TEST_CASE(a_frame_of_another_version_is_refused_naming_it, rogue_w
 
 BOOST_FIXTURE_TEST_CASE(a_frame_of_unknown_kind_is_refused_naming_it, rogue_worker)
 {
-    // 0 and 99 are no kind; welcome, values, stats_reply and rows are a PS's, not a worker's.
+    // 0 and 99 are no kind; welcome, values, stats_reply, rows and standing_in are a PS's, not a worker's;
+    // take_over is for a spare, which a serving PS is not.
     for (std::uint16_t k : {0, 99, static_cast<int>(wire::kind::welcome), static_cast<int>(wire::kind::values),
-                            static_cast<int>(wire::kind::stats_reply), static_cast<int>(wire::kind::rows)}) {
+                            static_cast<int>(wire::kind::stats_reply), static_cast<int>(wire::kind::rows),
+                            static_cast<int>(wire::kind::standing_in), static_cast<int>(wire::kind::take_over)}) {
         auto f = pull_frame(0, 8);
         f.kind = k;
         const auto r = refusal_in(ask(rogue, f));
@@ -611,8 +613,8 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
     f.version = wire::version + 1;
     BOOST_TEST(wire::check_envelope(f)->code == code(wire::refusal_code::bad_version));
     BOOST_TEST(wire::check_envelope(f)->frame_version == wire::version + 1u);
-    // Below the first kind, one past the last (rows), and the largest.
-    const std::uint16_t past_the_last = static_cast<std::uint16_t>(wire::kind::rows) + 1;
+    // Below the first kind, one past the last (rollback), and the largest.
+    const std::uint16_t past_the_last = static_cast<std::uint16_t>(wire::kind::rollback) + 1;
     for (std::uint16_t k : {std::uint16_t{0}, past_the_last, std::uint16_t{0xffff}}) {
         f = wire::encode(wire::pull{});
         f.kind = k;
@@ -623,7 +625,7 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
                    fmt::format("a message of unknown kind {}: run the same pstrain version in every task", k));
     }
     // Every kind there is passes, the last one included.
-    f.kind = static_cast<std::uint16_t>(wire::kind::rows);
+    f.kind = static_cast<std::uint16_t>(wire::kind::rollback);
     BOOST_TEST(!wire::check_envelope(f).has_value());
     f.kind = static_cast<std::uint16_t>(wire::kind::refusal);
     BOOST_TEST(!wire::check_envelope(f).has_value());

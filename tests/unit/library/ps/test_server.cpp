@@ -1282,6 +1282,167 @@ BOOST_AUTO_TEST_CASE(a_request_that_failed_on_one_ps_leaves_no_receive_behind_fo
     BOOST_TEST(end.who == "worker 1");
 }
 
+// ------------------------------------------------------------ spares
+
+// A restore hook that returns what the recorder's snapshot hook stored for
+// that step and range (a checkpoint on the shared path, in one process).
+server_hooks restoring_hooks(recorder& rec)
+{
+    auto h = rec.hooks();
+    h.restore = [&rec](std::uint64_t step, shard_range range, std::uint64_t) {
+        std::lock_guard lock(rec.mu);
+        for (const auto& s : rec.snapshots)
+            if (s.step == step && s.range == range) {
+                shard_state st;
+                st.values = s.values;
+                st.state = s.state;
+                st.updates = s.updates;
+                st.positions = s.positions;
+                return st;
+            }
+        throw pstrain::error("no snapshot of that step and range");
+    };
+    return h;
+}
+
+job_options with_spares(int spares)
+{
+    job_options o;
+    o.spares = spares;
+    return o;
+}
+
+// Both workers' next call meets the lost PS: lost_ps names it.
+void expect_lost_ps(client& w, ticket t, std::size_t index)
+{
+    try {
+        w.wait(t);
+        BOOST_ERROR("a push to a dead PS completed");
+    } catch (const lost_ps& e) {
+        BOOST_TEST(e.index() == index);
+        BOOST_TEST(std::string(e.what()).find("lost ps " + std::to_string(index)) != std::string::npos, e.what());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_back_to_the_snapshot)
+{
+    recorder rec;
+    ps_job job(2, 2, sync_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    push_g0_and_g1(w0, w1);
+    push_g0_and_g1(w0, w1);
+    const auto at_2 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);  // the spare takes no snapshot: it holds no shard yet
+    push_g0_and_g1(w0, w1);
+    const auto at_3 = to_vector(w0.params());
+    BOOST_TEST(at_3 != at_2);
+
+    job.net().kill_ps(1);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
+    expect_lost_ps(w0, t0, 1);
+    expect_lost_ps(w1, t1, 1);
+    BOOST_TEST(w0.spares_left() == 1u);
+    BOOST_CHECK_THROW(w0.async_pull(), pstrain::error);  // not before the replacement
+
+    BOOST_TEST(w0.replace_lost_ps(2, true) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(w1.replace_lost_ps() == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(w0.spares_left() == 0u);
+    // Every shard is the snapshot's: ps 0 rolled back from step 4, the spare restored ps 1's shard.
+    for (client* w : {static_cast<client*>(&w0), &w1}) {
+        w->wait(w->async_pull());
+        BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 2u);
+        BOOST_TEST(w->restored_step().value_or(0) == 2u);
+    }
+    // Training goes on from there, through the spare, to the same values as before the loss.
+    push_g0_and_g1(w0, w1);
+    BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 3u);
+
+    w0.shutdown();
+    leave(w1);
+    for (int p : {0, 2}) {
+        const auto end = job.finish(p);
+        BOOST_TEST_REQUIRE(end.returned, "server " << p);
+        BOOST_TEST((end.outcome == server_outcome::done), "server " << p << ": " << end.what);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(async_only_the_lost_shard_goes_back_to_the_snapshot)
+{
+    recorder rec;
+    ps_job job(2, 1, async_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    start(job, 1);
+    fill(w0.grads(), g0);
+    for (int k = 0; k < 2; ++k) w0.wait(w0.async_push());
+    const auto at_2 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
+    w0.wait(w0.async_push());
+    const auto at_3 = to_vector(w0.params());
+    w0.wait(w0.async_push());
+    const auto at_4 = to_vector(w0.params());
+
+    job.net().kill_ps(1);
+    expect_lost_ps(w0, w0.async_pull(), 1);
+    BOOST_TEST(w0.replace_lost_ps(2, false) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    w0.wait(w0.async_pull());
+    const auto& ps1 = w0.partition()[1];
+    BOOST_TEST(part(to_vector(w0.params()), w0.partition()[0]) == part(at_4, w0.partition()[0]),
+               boost::test_tools::per_element());
+    BOOST_TEST(part(to_vector(w0.params()), ps1) == part(at_2, ps1), boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 4u);  // ps 0's: it did not go back
+    w0.wait(w0.async_push());            // the spare applies it
+    BOOST_TEST(part(to_vector(w0.params()), ps1) == part(at_3, ps1), boost::test_tools::per_element());
+    w0.shutdown();
+    BOOST_TEST((job.finish(2).outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(two_ps_lost_with_one_spare_left_ends_the_client_naming_both)
+{
+    recorder rec;
+    ps_job job(2, 1, async_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    start(job, 1);
+    job.net().kill_ps(0);
+    job.net().kill_ps(1);
+    try {
+        w0.wait(w0.async_pull());
+        BOOST_ERROR("a pull from two dead PS tasks completed");
+    } catch (const lost_ps&) {
+        BOOST_ERROR("two lost PS tasks and one spare: lost_ps, as if one spare could replace both");
+    } catch (const pstrain::peer_error& e) {
+        BOOST_TEST(std::string(e.what()) ==
+                   "lost ps 0 and ps 1, and 1 spare is left to take their places: training cannot go on");
+    }
+    BOOST_CHECK_THROW(w0.async_pull(), pstrain::error);
+    // The chief's task exits with that error: the waiting spare ends too, naming it.
+    job.net().kill_worker(0);
+    const auto spare = job.finish(2);
+    BOOST_TEST_REQUIRE(spare.returned);
+    BOOST_TEST(spare.peer_error);
+    BOOST_TEST(spare.what.find("lost worker 0") != std::string::npos, spare.what);
+}
+
+BOOST_AUTO_TEST_CASE(a_spare_that_was_not_needed_ends_with_the_job)
+{
+    ps_job job(1, 2, sync_config(), {}, with_spares(1));
+    start(job, 2);
+    push_g0_and_g1(job.chief(), job.worker(1));
+    job.chief().shutdown();
+    leave(job.worker(1));
+    BOOST_TEST((job.finish(0).outcome == server_outcome::done));
+    const auto spare = job.finish(1);
+    BOOST_TEST_REQUIRE(spare.returned);
+    BOOST_TEST((spare.outcome == server_outcome::done), spare.what);
+}
+
 // The chief's client is worker 0's: another worker that makes one is told
 // to make a plain client.
 BOOST_AUTO_TEST_CASE(only_worker_0_makes_a_chief_client)
