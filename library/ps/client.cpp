@@ -98,6 +98,7 @@ public:
           book_(partition_.size() + 1)
     {
         if (num_ps_ == 0) throw error("a parameter-server client needs at least one PS");
+        spares_.reserve(net.num_peers() - num_ps_);  // a receive is posted into each: never moved
         for (std::size_t k = num_ps_; k < net.num_peers(); ++k) {
             auto& s = spares_.emplace_back();
             s.peer = k;
@@ -230,12 +231,19 @@ public:
             frames[k] = wire::encode(m);
             sends.push_back(net_.send(peers[k], channel::control, &frames[k], sizeof frames[k]));
         }
+        {
+            activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
+            for (const auto p : peers) activity_.pending(p, true);
+            net_.wait_until(
+                [&] {
+                    for (std::size_t k = 0; k < sends.size(); ++k)
+                        if (!sends[k].complete() && !net_.failed(peers[k])) return false;
+                    return true;
+                },
+                clock::now() + std::chrono::seconds(30));
+        }
         for (std::size_t k = 0; k < sends.size(); ++k) {
             const auto p = peers[k];
-            activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
-            activity_.pending(p, true);
-            net_.wait_until([&] { return sends[k].complete() || net_.failed(p); },
-                            clock::now() + std::chrono::seconds(30));
             if (k >= num_ps_) continue;
             if (!sends[k].complete() || !sends[k].ok())
                 throw peer_error(net_.peer_name(p),
@@ -275,8 +283,13 @@ public:
             wait(issue_to(wire::kind::rollback, others, step));
         }
         for (const auto p : lost) {
-            auto& s = *std::find_if(spares_.begin(), spares_.end(),
-                                    [&](const spare_peer& s) { return !s.used && !net_.failed(s.peer); });
+            const auto idle = std::find_if(spares_.begin(), spares_.end(),
+                                           [&](const spare_peer& s) { return !s.used && !net_.failed(s.peer); });
+            if (idle == spares_.end()) {
+                broken_ = true;
+                too_few_spares(lost);
+            }
+            auto& s = *idle;
             wire::take_over m;
             m.index = static_cast<std::uint32_t>(p);
             m.num_ps = static_cast<std::uint32_t>(num_ps_);
@@ -340,12 +353,16 @@ private:
         book_.retire(t);
         const auto lost = lost_shards();
         if (!lost.empty() && lost.size() <= spares_left()) {
-            healing_ = true;
             try {
                 throw;
             } catch (const peer_error& e) {
-                throw lost_ps(e.peer(), e.what(), lost.front());
-            }
+                // Only the loss itself: another PS's abort, refusal or silence breaks the client as before.
+                for (const auto p : lost)
+                    if (e.peer() == net_.peer_name(exchange_.peer(p))) {
+                        healing_ = true;
+                        throw lost_ps(e.peer(), e.what(), p);
+                    }
+            } catch (...) {}
         }
         broken_ = true;
         if (!spares_.empty() && lost.size() > 1) too_few_spares(lost);
@@ -399,10 +416,12 @@ private:
             book_.for_each_op([&](operation& op) {
                 const bool gone = net_.failed(exchange_.peer(op));
                 if (gone || !op.pending()) {
-                    // Nothing more comes: a payload receive the reply did not use goes back too.
+                    // Nothing more comes: a payload receive the reply did not use goes back too;
+                    // the frames go only once the transport is done with every transfer.
                     if (gone) op.recv.cancel();
                     op.payload_recv.cancel();
-                    all = all && op.recv.complete() && op.payload_recv.complete();
+                    all = all && op.recv.complete() && op.payload_recv.complete() && op.send.complete() &&
+                          op.payload_send.complete();
                 } else {
                     all = false;
                 }
@@ -446,7 +465,7 @@ private:
                     }
                     s.standing_in = wire::body<wire::standing_in>(s.in).index;
                 }
-                if (s.standing_in == p && !s.used) return &s;
+                if (s.standing_in == p && !s.used && !net_.failed(s.peer)) return &s;
             }
             return nullptr;
         };

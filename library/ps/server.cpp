@@ -490,8 +490,14 @@ private:
     // snapshot's rows.  The reply is the shard's values.
     void on_rollback(std::size_t i, std::uint64_t step)
     {
+        if (!cfg_.sync)
+            return links_.refuse(i, wire::refusal_of(wire::refusal_code::bad_kind, links_[i].in.kind),
+                                 fmt::format("refused {}'s rollback: only sync training rolls every shard back (async "
+                                             "restores only the lost PS's shard)",
+                                             net_.peer_name(i)));
         const auto was = state_.step;
         dense_->answer_waiting();
+        for (std::size_t k = 0; k < links_.size(); ++k) sparse_.drop_held(k);  // their steps are trained again
         links_.drain_sends();
         sparse_.set_tables(cfg_.tables);
         try {

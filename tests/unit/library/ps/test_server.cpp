@@ -1320,7 +1320,8 @@ void expect_lost_ps(client& w, ticket t, std::size_t index)
         BOOST_ERROR("a push to a dead PS completed");
     } catch (const lost_ps& e) {
         BOOST_TEST(e.index() == index);
-        BOOST_TEST(std::string(e.what()).find("lost ps " + std::to_string(index)) != std::string::npos, e.what());
+        // Named as the transport names the peer: a spare that stood in has its own name.
+        BOOST_TEST(std::string(e.what()).find("lost " + e.peer()) != std::string::npos, e.what());
     }
 }
 
@@ -1428,6 +1429,37 @@ BOOST_AUTO_TEST_CASE(two_ps_lost_with_one_spare_left_ends_the_client_naming_both
     BOOST_TEST_REQUIRE(spare.returned);
     BOOST_TEST(spare.peer_error);
     BOOST_TEST(spare.what.find("lost worker 0") != std::string::npos, spare.what);
+}
+
+// Two spares, used one after the other: each worker hears from the one
+// that stands in (a receive is posted for each spare from the start).
+BOOST_AUTO_TEST_CASE(the_second_spare_takes_the_place_of_the_first_when_it_is_lost_too)
+{
+    recorder rec;
+    ps_job job(1, 2, async_config(), restoring_hooks(rec), with_spares(2));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    for (int k = 0; k < 2; ++k) w0.wait(w0.async_push());
+    const auto at_2 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 1u);
+    for (int lost : {0, 1}) {
+        w0.wait(w0.async_push());
+        job.net().kill_ps(lost);
+        expect_lost_ps(w0, w0.async_pull(), 0);
+        expect_lost_ps(w1, w1.async_pull(), 0);
+        BOOST_TEST(w0.replace_lost_ps(2, false) == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+        BOOST_TEST(w1.replace_lost_ps() == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+        for (client* w : {static_cast<client*>(&w0), &w1}) {
+            w->wait(w->async_pull());
+            BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
+        }
+    }
+    BOOST_TEST(w0.spares_left() == 0u);
+    w0.shutdown();
+    leave(w1);
+    BOOST_TEST((job.finish(2).outcome == server_outcome::done));
 }
 
 BOOST_AUTO_TEST_CASE(a_spare_that_was_not_needed_ends_with_the_job)
