@@ -5,6 +5,7 @@ pstrain as $PSTRAIN_BIN): a checkpoint saved with 2 ps tasks restores onto
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -16,12 +17,24 @@ PSTRAIN = os.environ.get("PSTRAIN_BIN", "")
 
 
 def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
+    """n ports free now, below the kernel's ephemeral range: a port the
+    kernel handed out (bind to 0) and that was closed again may be taken
+    by the next outgoing connection's local end (the worker's to ps 0)
+    before ps 1 listens on it."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    rng = random.Random()
+    ports = []
+    while len(ports) < n:
+        port = rng.randrange(10000, max(low, 10001))
+        if port in ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports.append(port)
     return ports
 
 
