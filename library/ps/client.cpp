@@ -82,8 +82,8 @@ struct spare_peer {
     std::size_t peer = 0;
     wire::frame in;
     transfer recv;
-    std::optional<std::size_t> standing_in;  // the PS whose place it took
-    bool used = false;                       // the client routes that PS to it
+    std::optional<std::size_t> standing_in;  // the PS whose place it says it took (workers other than the chief)
+    bool used = false;                       // the client routes a PS to it
 };
 
 class client::impl {
@@ -304,7 +304,6 @@ public:
                                              sent.complete() ? sent.failure() : "no answer"));
             }
             s.used = true;
-            s.standing_in = p;
             exchange_.reroute(p, s.peer);
             greet({p});
             wait(issue_to(wire::kind::restore, {p}, step));
@@ -365,7 +364,7 @@ private:
             } catch (...) {}
         }
         broken_ = true;
-        if (!spares_.empty() && lost.size() > 1) too_few_spares(lost);
+        if (!spares_.empty() && lost.size() > spares_left()) too_few_spares(lost);
         throw;
     }
 
