@@ -359,7 +359,7 @@ private:
                 for (const auto p : lost)
                     if (e.peer() == net_.peer_name(exchange_.peer(p))) {
                         healing_ = true;
-                        throw lost_ps(e.peer(), e.what(), p);
+                        throw lost_ps(e.peer(), e.what(), p, base_step_[p]);
                     }
             } catch (...) {}
         }
@@ -469,8 +469,26 @@ private:
             return nullptr;
         };
         activity_recorder::scope waiting(activity_, "the spare that takes a lost PS's place");
+        // Every spare that could still stand in gone (the chief ended them
+        // when it could not go on): no reason to wait out the timeout.
+        const auto none_left = [&] {
+            return std::all_of(spares_.begin(), spares_.end(),
+                               [&](const spare_peer& x) { return x.used || net_.failed(x.peer); });
+        };
         spare_peer* s = nullptr;
-        net_.wait_until([&] { return (s = heard()) != nullptr; }, clock::now() + cfg_.timeout);
+        net_.wait_until([&] { return (s = heard()) != nullptr || none_left(); }, clock::now() + cfg_.timeout);
+        if (!s && none_left()) {
+            broken_ = true;
+            std::vector<std::string> gone;
+            for (const auto& x : spares_)
+                if (!x.used) gone.push_back(net_.peer_name(x.peer));
+            throw peer_error(
+                gone.empty() ? ps_name(p) : gone.front(),
+                fmt::format("lost {}, and no spare is left to take its place ({} ended first; the "
+                            "chief's error says why)",
+                            ps_name(p),
+                            gone.empty() ? std::string("none waited") : fmt::format("{}", fmt::join(gone, " and "))));
+        }
         if (!s) {
             broken_ = true;
             throw peer_error(ps_name(p), fmt::format("lost {}, and no spare took its place within {}s (--peer-timeout)",

@@ -460,3 +460,99 @@ test_a_refused_checkpoint_is_one_line_per_job() {
     --train-steps 20 --checkpoint-dir "$PWD/ck"
   expect_one_error_per_job "pstrain[worker 0]: error: the checkpoint at global step 20 in $PWD/ck holds the model"
 }
+
+# --ps-spares: kill -9 of a PS; a spare takes its place.  spare_job DIR
+# KILL ARGS...: 2 PS tasks (the second a spare) + 2 workers train 3000 steps,
+# checkpointing every 200; once step 500 is logged, the ps tasks named in
+# KILL ("0", "0 1") are killed at once ("": none).
+spare_job() {
+  local dir=$1 kill=$2; shift 2
+  export TEST_TAG=$RANDOM$RANDOM
+  mkdir -p "$dir"
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 --ps="${spare_ps:-2}" --workers=2 --mpi=pmix -o "$dir/task-%t.out" \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --train-steps 3000 --log-every 500 --seed 11 \
+    --ps-spares 1 --checkpoint-dir "$dir/ckpt" --save-checkpoint-steps 200 "$@" &
+  local job=$! i victims="" p
+  if [ -n "$kill" ]; then
+    for i in $(seq 1 240); do
+      grep -q 'step [0-9]*/3000' "$dir"/task-*.out 2>/dev/null && break
+      sleep 0.25
+    done
+    for p in $kill; do victims="$victims $(task_pid ps "$p")"; done
+    [ -n "${victims// /}" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
+    [ -z "${before_kill:-}" ] || "$before_kill" "$dir"
+    echo "killing ps $kill (pids$victims)" >>"$TEST_LOG"
+    # shellcheck disable=SC2086
+    kill -9 $victims
+  fi
+  local t0=$SECONDS
+  wait $job && rc=0 || rc=$?
+  elapsed=$((SECONDS - t0))
+  out=$(cat "$dir"/task-*.out)
+  printf '%s\n[srun exit status %d after %ds]\n' "$out" "$rc" "$elapsed" >>"$TEST_LOG"
+  no_task_left
+}
+
+test_a_spare_takes_a_killed_ps_place_in_sync_training() {
+  spare_job "$PWD/healed" 0 --sync-replicas
+  expect_contains "pstrain[ps 1]: a spare for the job's 1 ps task: waits to take the place of one that is lost"
+  expect_contains "pstrain[worker 0]: warning: lost ps 0 (n1)"
+  expect_contains "a spare takes its place (1 spare left before)"
+  expect_contains "pstrain[ps 1]: taking the place of lost ps 0"
+  expect_contains "every shard rolled back from global step"
+  expect_contains "pstrain[worker 1]: training went on at global step"
+  expect_eq "$(grep -c 'training went on at global step' <<<"$out")" 2 "workers that went on"
+  local healed done
+  healed=$(last_json <<<"$out")
+  expect_eq "$(field "$healed" global_step)" 3000 "global_step of the chief's final line"
+  expect_eq "$(field "$healed" ps)" 1 "ps tasks in the final line (the spare not counted)"
+  grep -q '"event":"ps_replaced"' "$PWD/healed/ckpt/metrics.jsonl" || fail "no ps_replaced event in the metrics"
+  # The same seed and steps without the kill: the rollback replays the same
+  # batches, so the model ends as close as the issue asks (within 0.005).
+  spare_job "$PWD/whole" ""  --sync-replicas
+  expect_rc 0
+  done=$(last_json <<<"$out")
+  python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 0.005)" \
+    "$(field "$healed" test_accuracy)" "$(field "$done" test_accuracy)" \
+    || fail "healed accuracy $(field "$healed" test_accuracy) against $(field "$done" test_accuracy) uninterrupted"
+  expect_nodes_idle
+}
+
+test_a_spare_takes_a_killed_ps_place_in_async_training() {
+  spare_job "$PWD/healed" 0
+  expect_contains "pstrain[worker 0]: warning: lost ps 0 (n1)"
+  expect_contains "the other shards keep theirs"
+  local lost
+  lost=$(sed -n 's/.*: at least \([0-9]*\) updates of its shard were lost.*/\1/p' <<<"$out")
+  [ -n "$lost" ] && [ "$lost" -ge 1 ] || fail "the chief did not count the lost updates"
+  expect_eq "$(grep -c 'training went on at global step' <<<"$out")" 2 "workers that went on"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
+  python3 - "$PWD/healed/ckpt/metrics.jsonl" "$lost" <<'PY' || fail "the ps_replaced event does not count the lost updates"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if '"ps_replaced"' in l]
+sys.exit(not (len(events) == 1 and events[0]["lost_updates"] == int(sys.argv[2]) and events[0]["ps"] == 0))
+PY
+}
+
+test_two_ps_lost_with_one_spare_end_the_job_naming_both() {
+  spare_ps=3 spare_job "$PWD/two" "0 1" --sync-replicas
+  expect_fast_failure
+  expect_contains "pstrain[worker 0]: error: lost ps 0 (n1) and ps 1 (n"
+  expect_contains "and 1 spare is left to take their places: training cannot go on"
+  expect_nodes_idle
+}
+
+# The only checkpoint's shard is corrupt when the PS is lost: the job ends
+# with one line naming the file, instead of training on from nothing.
+corrupt_the_shards() { local f; for f in "$1"/ckpt/*.shard-*; do printf 'XXXX' | dd of="$f" bs=1 seek=64 conv=notrunc 2>/dev/null; done; }
+test_a_spare_that_cannot_restore_ends_the_job_naming_the_file() {
+  before_kill=corrupt_the_shards spare_job "$PWD/bad" 0 --sync-replicas --keep-checkpoints 1
+  expect_fast_failure
+  # worker 1 saw the spare end too: it stops waiting for it at once
+  expect_contains "pstrain[worker 1]: error: lost ps 0"
+  expect_not_contains "no spare took its place within"
+  expect_contains "pstrain[worker 0]: error: lost ps 0 at global step"
+  expect_contains "and no checkpoint can restore its shard: no usable checkpoint in $PWD/bad/ckpt"
+  expect_contains "ckpt-0000000"
+  expect_nodes_idle
+}

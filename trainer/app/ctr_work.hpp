@@ -81,6 +81,9 @@ public:
     // update; finish() waits for it (after the dense step).
     model::batch_result compute();
     void finish();
+    // A lost PS's replacement abandoned every call in flight: the row
+    // updates sent are no longer waited for.
+    void abandon() { pushes_.clear(); }
     // A resumed job skips the batches drawn before the checkpoint.
     void skip_batches(std::uint64_t batches);
     // The workers changed (an elastic job): from the next batch on, this

@@ -124,6 +124,13 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                    "the join file its chief wrote (--checkpoint-dir/join)")
         ->type_name("FILE")
         ->group(dist);
+    app.add_option("--ps-spares,--ps_spares", o.ps_spares,
+                   "the job's last K ps tasks wait as spares: one takes a lost PS's place, restoring its shard from "
+                   "the newest checkpoint (sync: every shard rolls back to it), and training goes on; needs "
+                   "--checkpoint-dir (default: $PSTRAIN_PS_SPARES, set by sbatch --ps-spares, else 0)")
+        ->envname("PSTRAIN_PS_SPARES")
+        ->check(CLI::Range(0, 65535))
+        ->group(dist);
     app.add_option("--ps-hosts,--ps_hosts", o.ps_hosts, "without PMIx: comma list of the PS tasks' host:port")
         ->group(dist);
     app.add_option("--worker-hosts,--worker_hosts", o.worker_hosts,
@@ -433,6 +440,13 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         if (staleness_option->count() > 0 && o.sync_replicas)
             throw error("--max-staleness bounds async training and --sync-replicas trains in lock-step already: "
                         "give one of them");
+        if (o.ps_spares > 0 && o.checkpoint_dir.empty())
+            throw error(fmt::format("--ps-spares {}: a spare restores a lost PS's shard from the newest checkpoint: "
+                                    "give --checkpoint-dir on a path every node shares",
+                                    o.ps_spares));
+        if (o.ps_spares > 0 && o.standalone)
+            throw error(
+                fmt::format("--ps-spares {}: --standalone has no ps task to lose: leave one of them out", o.ps_spares));
         if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
             throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",
                                     o.heartbeat_interval));

@@ -138,7 +138,13 @@ enum class ps_kind { own, serving };
 int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& net, progress_meter& meter,
                 watchdog* dog, ps_kind kind = ps_kind::own)
 {
-    auto config = server_config_for(o, j.me.index, j.num_ps);
+    // --ps-spares: the last K ps tasks are spares; the job's shards are the others'.
+    const int serving = j.num_ps - o.ps_spares;
+    auto config = server_config_for(o, j.me.index, serving);
+    config.spare = j.me.index >= serving;
+    if (config.spare)
+        log::info("a spare for the job's {} ps task{}: waits to take the place of one that is lost", serving,
+                  serving == 1 ? "" : "s");
     auto hooks = server_hooks_for(o, &meter);
     if (kind == ps_kind::serving) {
         config.settings_from_chief = true;
@@ -169,11 +175,12 @@ std::unique_ptr<watchdog> watchdog_for(const train_options& o, progress_meter& m
     return std::make_unique<watchdog>(meter, std::move(c));
 }
 
-loop_role role_of(const bootstrap::job& j)
+loop_role role_of(const train_options& o, const bootstrap::job& j)
 {
     loop_role r;
     r.index = j.me.index;
-    r.num_ps = j.num_ps;
+    r.num_ps = j.num_ps - o.ps_spares;  // the transport's peers after them are the spares
+    r.ps_spares = o.ps_spares;
     r.num_workers = j.num_workers;
     for (int i = 0; i < j.num_workers; ++i) r.worker_names.push_back(j.peer_name(role::worker, i));
     r.name = j.peer_name(role::worker, j.me.index);
@@ -277,6 +284,11 @@ int run_distributed(const train_options& o, bootstrap::job j)
         if (o.replicas_to_aggregate > j.num_workers)
             throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}",
                                     o.replicas_to_aggregate, j.num_workers, j.num_workers));
+        if (o.ps_spares >= j.num_ps)
+            throw error(fmt::format("--ps-spares {} leaves no ps task to serve: this job has {} ps task{}, and the "
+                                    "spares are the last ones: run {} more ps task{} (sbatch --ps-spares adds them)",
+                                    o.ps_spares, j.num_ps, j.num_ps == 1 ? "" : "s", o.ps_spares - j.num_ps + 1,
+                                    o.ps_spares - j.num_ps + 1 == 1 ? "" : "s"));
         if (!o.checkpoint_dir.empty()) {
             checkpoint::prepare_directory(o.checkpoint_dir);  // every task: it fails here, before any training
             catch_termination();
@@ -306,7 +318,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
         if (j.me.role == role::ps) {
             code = run_ps_task(o, j, *net, meter, dog.get());
         } else {
-            auto who = role_of(j);
+            auto who = role_of(o, j);
             who.meter = &meter;
             who.dog = dog.get();
             voting_transport voting(*net, [&] {
@@ -350,6 +362,10 @@ int run_serving_ps(const train_options& o, bootstrap::job j)
         throw error(fmt::format("pstrain serve runs a job's ps tasks and this task is {}: run the workers' program "
                                 "there (torch-train.sh does)",
                                 j.name()));
+    if (o.ps_spares > 0)
+        throw error(fmt::format("--ps-spares {}: spare ps tasks serve pstrain's own workers only in this version, "
+                                "not a program's through pstrain serve: submit the job without spares",
+                                o.ps_spares));
     if (!o.checkpoint_dir.empty()) {
         checkpoint::prepare_directory(o.checkpoint_dir);
         catch_termination();

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace pstrain::trainer {
 namespace {
@@ -45,6 +46,7 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
     c.share_memory = o.shared_memory;
     c.precision = o.wire_precision;
     c.worker_names = who.worker_names;
+    if (who.ps_spares > 0) c.num_ps = who.num_ps;  // the peers after them are spares
     // The chief says how to train; a PS task started with other flags refuses it, naming the difference.
     if (who.index == 0)
         c.settings = ps::training_settings{optimizer_from(o), o.sync_replicas, o.replicas_to_aggregate,
@@ -153,35 +155,40 @@ public:
         train_start_ = t0;
         schedule_.attempted();
         std::vector<std::uint32_t> rows;
-        while (!client_.done()) {
-            ++position_;
-            const auto batch = compute(rows);
-            check_loss(batch.loss, step());
-            client_.step(position_);
-            if (ctr_) ctr_->finish();
-            if (!who_.standalone && !client_.done()) follow_the_live_workers();
-            meter_.tick();
-            ++local_steps;
-            if (chief()) {
-                // Elastic sync: a step aggregates at most the live workers' gradients.
-                const std::int64_t per_step = !o_.sync_replicas ? 1
-                                              : o_.elastic      ? std::min<std::int64_t>(replicas_, live_.live)
-                                                                : replicas_;
-                const bool logged =
-                    report_->step(step(), batch.loss, batch.accuracy, (step() - last_step) * per_step * o_.batch_size);
+        while (!client_.done()) try {
+                ++position_;
+                const auto batch = compute(rows);
+                check_loss(batch.loss, step());
+                client_.step(position_);
+                if (ctr_) ctr_->finish();
+                if (lost_at_) went_on();
+                if (!who_.standalone && !client_.done()) follow_the_live_workers();
+                meter_.tick();
+                ++local_steps;
+                if (chief()) {
+                    // Elastic sync: a step aggregates at most the live workers' gradients.
+                    const std::int64_t per_step = !o_.sync_replicas ? 1
+                                                  : o_.elastic      ? std::min<std::int64_t>(replicas_, live_.live)
+                                                                    : replicas_;
+                    const bool logged = report_->step(step(), batch.loss, batch.accuracy,
+                                                      (step() - last_step) * per_step * o_.batch_size);
+                    last_step = step();
+                    if (logged && !client_.done()) report_->cluster(step(), client_.stats());
+                    if (next_eval > 0 && step() >= next_eval && !client_.done()) {
+                        progress_meter::busy busy(meter_, "evaluating");
+                        evaluate(step());
+                        next_eval = (step() / o_.eval_every + 1) * o_.eval_every;
+                    }
+                    if (!o_.checkpoint_dir.empty() && !client_.done()) {
+                        if (termination_requested()) return stop_for_preemption();
+                        if (schedule_.due(step())) save_checkpoint();
+                    }
+                }
+            } catch (const ps::lost_ps& e) {
+                replace_the_lost_ps(e);
                 last_step = step();
-                if (logged && !client_.done()) report_->cluster(step(), client_.stats());
-                if (next_eval > 0 && step() >= next_eval && !client_.done()) {
-                    progress_meter::busy busy(meter_, "evaluating");
-                    evaluate(step());
-                    next_eval = (step() / o_.eval_every + 1) * o_.eval_every;
-                }
-                if (!o_.checkpoint_dir.empty() && !client_.done()) {
-                    if (termination_requested()) return stop_for_preemption();
-                    if (schedule_.due(step())) save_checkpoint();
-                }
+                if (o_.eval_every > 0) next_eval = (step() / o_.eval_every + 1) * o_.eval_every;
             }
-        }
         const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
         log::debug("{} local steps, stopped at global step {}", local_steps, step());
         if (ctr_ && ctr_->bad_lines() > 0)
@@ -245,6 +252,80 @@ private:
         const auto r = s_.net->compute_gradients(client_.params(), *examples, batch_rows, client_.grads());
         compute_time_ += clock::now() - c1;
         return r;
+    }
+
+    // --ps-spares: a PS was lost (every call that met it threw lost_ps),
+    // and a spare takes its place.  The chief chooses the newest checkpoint
+    // and asks the spare to restore the lost shard from it (sync: every
+    // other shard goes back to it too, so the model is one step's; async:
+    // only the lost shard's updates since are lost); every other worker
+    // waits for the spare's word.  Then everyone pulls and goes on; the
+    // time from the loss to the next step is logged (went_on).
+    void replace_the_lost_ps(const ps::lost_ps& e)
+    {
+        lost_at_ = clock::now();
+        lost_ = e.index();
+        log::warn("{}: a spare takes its place ({} spare{} left before)", e.what(), client_.spares_left(),
+                  client_.spares_left() == 1 ? "" : "s");
+        progress_meter::busy busy(meter_, "replacing a lost ps task with a spare");
+        if (ctr_) ctr_->abandon();
+        if (!chief()) {
+            client_.replace_lost_ps();
+        } else {
+            std::optional<checkpoint::manifest> m;
+            try {
+                m = checkpoint::find_latest(o_.checkpoint_dir);
+            } catch (const error& bad) {
+                throw error(fmt::format("lost ps {} at global step {}, and no checkpoint can restore its shard: {}",
+                                        e.index(), client_.global_step(), bad.what()));
+            }
+            if (!m)
+                throw error(fmt::format("lost ps {} at global step {}, before the first checkpoint: a spare restores "
+                                        "a lost shard from the newest checkpoint in {}, and there is none yet; "
+                                        "checkpoint sooner (--save-checkpoint-steps)",
+                                        e.index(), client_.global_step(), o_.checkpoint_dir));
+            const auto at = client_.global_step();
+            const auto replaced = chief_calls().replace_lost_ps(m->global_step, o_.sync_replicas);
+            schedule_.saved(static_cast<std::int64_t>(m->global_step));
+            if (o_.sync_replicas)
+                log::info("ps {} restored by a spare from {}/{}: every shard rolled back from global step {} to {}; "
+                          "the {} steps since are trained again",
+                          fmt::join(replaced, ", ps "), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
+                          at, m->global_step, at - std::min(at, m->global_step));
+            else
+                log::info("ps {} restored by a spare from {}/{} (global step {}): at least {} updates of its shard "
+                          "were lost (its step was {} in its last reply to the chief); the other shards keep theirs",
+                          fmt::join(replaced, ", ps "), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
+                          m->global_step, e.last_step() - std::min(e.last_step(), m->global_step), e.last_step());
+            lost_updates_ = e.last_step() - std::min(e.last_step(), m->global_step);
+            rolled_back_from_ = at;
+        }
+        client_.wait(client_.async_pull());
+        // Sync: the data goes back with the model, as a requeued job's
+        // would, so the steps trained again see the batches they saw.
+        // (A click-through model's reader goes on where it is.)
+        if (o_.sync_replicas && sampler_)
+            if (const auto step = client_.restored_step()) {
+                sampler_.emplace(s_.data.train.rows, who_.num_workers, who_.index, o_.seed, o_.sample_with_replacement);
+                live_ = {static_cast<std::uint32_t>(who_.num_workers), static_cast<std::uint32_t>(who_.index)};
+                resume_data_position(*step);
+            }
+    }
+
+    // The first step after a lost PS's replacement: how long the job stood.
+    void went_on()
+    {
+        const double seconds = std::chrono::duration<double>(clock::now() - *lost_at_).count();
+        lost_at_.reset();
+        log::info("training went on at global step {}, {:.2f}s after this worker saw ps {} lost", client_.global_step(),
+                  seconds, lost_);
+        if (chief())
+            report_->record({{"event", "ps_replaced"},
+                             {"ps", lost_},
+                             {"global_step", client_.global_step()},
+                             {"rolled_back_from", rolled_back_from_},
+                             {"lost_updates", o_.sync_replicas ? 0 : lost_updates_},
+                             {"seconds", seconds}});
     }
 
     // The workers that ps 0 has not lost (its replies say how many, and
@@ -496,7 +577,10 @@ private:
     std::optional<checkpoint::job_identity> job_;  // the chief's Slurm job, recorded in its manifests
     double trained_before_ = 0;                    // training seconds and examples of the segments before this one (the
     std::uint64_t samples_before_ = 0;             // checkpoint resumed), counted in the final line and the manifests
-    std::optional<clock::time_point> train_start_;  // when this segment's training began
+    std::optional<clock::time_point> train_start_;           // when this segment's training began
+    std::optional<clock::time_point> lost_at_;               // --ps-spares: when the PS being replaced was lost
+    std::size_t lost_ = 0;                                   // and which
+    std::uint64_t rolled_back_from_ = 0, lost_updates_ = 0;  // the chief's: the step then, async's lost updates
 };
 
 }  // namespace

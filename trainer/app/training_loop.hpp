@@ -18,6 +18,7 @@ namespace pstrain::trainer {
 struct loop_role {
     int index = 0;  // worker index; 0 is the chief
     int num_ps = 1, num_workers = 1;
+    int ps_spares = 0;                      // spare ps tasks, the transport's peers after the num_ps
     std::vector<std::string> worker_names;  // how errors name the workers
     std::string name;                       // "worker 1 (n2)", for messages
     bool standalone = false;                // --standalone: the final line says "ps":0 and mode "standalone"

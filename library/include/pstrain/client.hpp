@@ -86,13 +86,19 @@ using ticket = std::uint64_t;
 // client is unusable.)
 class lost_ps : public pstrain::peer_error {
 public:
-    lost_ps(std::string peer, const std::string& message, std::size_t index)
-        : peer_error(std::move(peer), message), index_(index)
+    lost_ps(std::string peer, const std::string& message, std::size_t index, std::uint64_t last_step = 0)
+        : peer_error(std::move(peer), message), index_(index), last_step_(last_step)
     {}
     std::size_t index() const { return index_; }  // the lost PS (the first, when several are)
+    // The lost PS's step in its last values reply to this client (0: none
+    // came): in async training, the updates of its shard since the
+    // snapshot a spare restores are lost (at least this step minus the
+    // snapshot's).
+    std::uint64_t last_step() const { return last_step_; }
 
 private:
     std::size_t index_;
+    std::uint64_t last_step_;
 };
 
 // One PS's answer to a snapshot request.

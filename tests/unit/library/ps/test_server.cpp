@@ -1431,6 +1431,36 @@ BOOST_AUTO_TEST_CASE(two_ps_lost_with_one_spare_left_ends_the_client_naming_both
     BOOST_TEST(spare.what.find("lost worker 0") != std::string::npos, spare.what);
 }
 
+// The chief could not go on (no checkpoint to restore from) and its task
+// ended, and the waiting spare with it: another worker waiting for the
+// spare's word ends at once, naming the spare, not at the timeout.
+BOOST_AUTO_TEST_CASE(a_worker_waiting_for_a_spare_that_ended_stops_waiting)
+{
+    recorder rec;
+    ps_job job(1, 2, async_config(), restoring_hooks(rec), with_spares(1));
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    job.net().kill_ps(0);
+    expect_lost_ps(w1, w1.async_pull(), 0);
+    job.net().kill_worker(0);
+    const auto spare = job.finish(1);
+    BOOST_TEST_REQUIRE(spare.returned);
+    job.net().kill_ps(1);  // and its task exits
+    try {
+        w1.replace_lost_ps();
+        BOOST_ERROR("replace_lost_ps returned with no spare left");
+    } catch (const pstrain::peer_error& e) {
+        // "and 0 spares are left" or "and no spare is left to take its
+        // place (ps 1 ended first ...)", as the loss is seen first; never
+        // the timeout's "no spare took its place within 3s".
+        const std::string what = e.what();
+        BOOST_TEST(what.find("lost ps 0, and ") == 0, what);
+        BOOST_TEST((what.find("0 spares are left") != std::string::npos ||
+                    what.find("no spare is left to take its place (ps 1 ended first") != std::string::npos),
+                   what);
+    }
+}
+
 // Two spares, used one after the other: each worker hears from the one
 // that stands in (a receive is posted for each spare from the start).
 BOOST_AUTO_TEST_CASE(the_second_spare_takes_the_place_of_the_first_when_it_is_lost_too)
