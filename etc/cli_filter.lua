@@ -1,7 +1,8 @@
 --[[
 pstrain cli_filter: a job or step given --ps=N --workers=M (and --chief,
---evaluator: one task each) and no task count gets --ntasks=N+M(+1+1); a
-task count that is not that is refused before the job is queued.  Needs CliFilterPlugins=cli_filter/lua in slurm.conf, and this file as
+--evaluator: one task each; --ps-spares=K: K tasks) and no task count gets
+--ntasks=N+M(+1+1+K); a task count that is not that is refused before the
+job is queued.  Needs CliFilterPlugins=cli_filter/lua in slurm.conf, and this file as
 cli_filter.lua beside slurm.conf.
 
 Sites with a cli_filter.lua of their own load this file from it and call
@@ -50,6 +51,11 @@ function pstrain_cli.pre_submit(options, offset)
     local want, flags = ps + workers, string.format("--ps=%d --workers=%d", ps, workers)
     if flag_set(options, "chief") then want = want + 1; flags = flags .. " --chief" end
     if flag_set(options, "evaluator") then want = want + 1; flags = flags .. " --evaluator" end
+    -- --ps-spares=K: K more ps tasks (an invalid value is the plugin's to report).
+    local spares = whole(spank_value(options, "ps-spares"))
+    if spares ~= nil and spares > 0 then
+        want = want + spares; flags = flags .. string.format(" --ps-spares=%d", spares)
+    end
     if ntasks_given(options) then
         local have = whole(options["ntasks"])
         if have ~= nil and have ~= want then

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -148,6 +149,11 @@ run::task this_task(cluster_spec& spec)
 {
     const char* under = "run pstrain-run under srun --ps=N --workers=M (spank_pstrain.so in plugstack.conf)";
     const auto role_text = need_env("PSTRAIN_ROLE", under);
+    // Spare PS tasks stand in for lost ones of pstrain's own trainer only.
+    if (const char* k = std::getenv("PSTRAIN_PS_SPARES"); k && *k && std::string_view(k) != "0")
+        throw error(fmt::format("this step has {} spare ps task(s) (--ps-spares={}), which only pstrain's own trainer "
+                                "uses: run pstrain-run's programs without --ps-spares",
+                                k, k));
     spec = parse_cluster_spec(need_env("PSTRAIN_CLUSTER", under));
     run::task t;
     if (role_text == "chief") t.id.role = role::chief;

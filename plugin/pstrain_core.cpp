@@ -166,13 +166,17 @@ config parse_plugstack_args(const std::vector<std::string>& args)
 
 std::string job_shape::flags() const
 {
-    return fmt::format("--ps={} --workers={}{}{}", num_ps, num_workers, chief ? " --chief" : "",
-                       evaluator ? " --evaluator" : "");
+    return fmt::format("--ps={} --workers={}{}{}{}", num_ps, num_workers, chief ? " --chief" : "",
+                       evaluator ? " --evaluator" : "", ps_spares > 0 ? fmt::format(" --ps-spares={}", ps_spares) : "");
 }
 
 std::optional<job_shape> validate_options(const option_values& given, const config& cfg)
 {
     if (!given.ps && !given.workers) {
+        if (given.ps_spares)
+            throw error(fmt::format("--ps-spares={} was given without --ps and --workers: give them too, e.g. --ps=2 "
+                                    "--workers=2 --ps-spares={}",
+                                    *given.ps_spares, *given.ps_spares));
         if (given.chief || given.evaluator)
             throw error(
                 fmt::format("{} was given without --ps and --workers: give them too, e.g. --ps=2 --workers=2 {}",
@@ -186,6 +190,14 @@ std::optional<job_shape> validate_options(const option_values& given, const conf
                                 *given.workers, given.workers->empty() ? "2" : *given.workers));
     job_shape shape{parse_task_option("--ps", given.ps, cfg), parse_task_option("--workers", given.workers, cfg),
                     given.chief, given.evaluator};
+    if (given.ps_spares) {
+        auto k = given.ps_spares->empty() ? std::nullopt : parse_count(*given.ps_spares, 0, cfg.max_tasks);
+        if (!k)
+            throw error(fmt::format("--ps-spares={} is not a valid number of spare parameter-server tasks: give a "
+                                    "whole number from 0 to {}, e.g. --ps-spares=1",
+                                    *given.ps_spares, cfg.max_tasks));
+        shape.ps_spares = static_cast<int>(*k);
+    }
     if (shape.total() > cfg.max_tasks)
         throw error(fmt::format("{} makes {} tasks, more than {} (plugstack.conf max_tasks)", shape.flags(),
                                 shape.total(), cfg.max_tasks));
@@ -201,16 +213,17 @@ std::string task_count_error(const job_shape& shape, std::uint32_t step_tasks)
 std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& layout, ps_placement placement)
 {
     const int total = static_cast<int>(layout.node_of_rank.size());
-    const int first = shape.chief + shape.evaluator;  // ranks before the ps tasks
+    const int first = shape.chief + shape.evaluator;      // ranks before the ps tasks
+    const int ps_tasks = shape.num_ps + shape.ps_spares;  // the spares are the last ps tasks
     std::vector<bool> is_ps(static_cast<std::size_t>(total), false);
     if (placement == ps_placement::rank) {
-        for (int r = first; r < first + shape.num_ps; ++r) is_ps[static_cast<std::size_t>(r)] = true;
+        for (int r = first; r < first + ps_tasks; ++r) is_ps[static_cast<std::size_t>(r)] = true;
     } else {
         // Round-robin over nodes, taking each node's lowest unassigned rank.
         std::vector<std::size_t> next(layout.ranks_of_node.size(), 0);
         int chosen = 0;
-        while (chosen < shape.num_ps) {
-            for (std::size_t n = 0; n < layout.ranks_of_node.size() && chosen < shape.num_ps; ++n) {
+        while (chosen < ps_tasks) {
+            for (std::size_t n = 0; n < layout.ranks_of_node.size() && chosen < ps_tasks; ++n) {
                 while (next[n] < layout.ranks_of_node[n].size() && layout.ranks_of_node[n][next[n]] < first) ++next[n];
                 if (next[n] < layout.ranks_of_node[n].size()) {
                     is_ps[static_cast<std::size_t>(layout.ranks_of_node[n][next[n]++])] = true;
@@ -259,14 +272,23 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
     environment env{
         {"PSTRAIN_ROLE", std::string(role_name(me.role))},
         {"PSTRAIN_TASK_INDEX", std::to_string(me.index)},
-        {"PSTRAIN_NUM_PS", std::to_string(shape.num_ps)},
+        {"PSTRAIN_NUM_PS", std::to_string(shape.num_ps + shape.ps_spares)},
         {"PSTRAIN_NUM_WORKERS", std::to_string(shape.num_workers)},
         {"PSTRAIN_CLUSTER", to_json(spec)},
     };
     // Who decides when the step ends (pstrain-run): the chief, else worker 0.
     if (shape.chief) env.emplace_back("PSTRAIN_CHIEF", "1");
     if (shape.evaluator) env.emplace_back("PSTRAIN_EVALUATOR", "1");
-    if (cfg.tf_config) env.emplace_back("TF_CONFIG", tf_config_json(spec, me));
+    // The spares: PSTRAIN_NUM_PS and PSTRAIN_CLUSTER count them (pstrain's
+    // bootstrap connects them), TensorFlow's TF_CONFIG does not, and a
+    // spare gets none: it is no task of TensorFlow's cluster.
+    if (shape.ps_spares > 0) env.emplace_back("PSTRAIN_PS_SPARES", std::to_string(shape.ps_spares));
+    const bool spare = me.role == role::ps && me.index >= shape.num_ps;
+    if (cfg.tf_config && !spare) {
+        auto tf_spec = spec;
+        tf_spec.tasks(role::ps).resize(static_cast<std::size_t>(shape.num_ps));
+        env.emplace_back("TF_CONFIG", tf_config_json(tf_spec, me));
+    }
 
     if (cfg.gpu_bind == gpu_policy::none) return env;
     // The ps tasks and the chief (a coordinator) compute nothing on a GPU;
@@ -317,7 +339,8 @@ void spank_plugin::report(spank_host& host, const std::string& line) { host.erro
 
 void spank_plugin::export_sizes(spank_host& host) const
 {
-    host.setenv("PSTRAIN_NUM_PS", std::to_string(shape_->num_ps));
+    host.setenv("PSTRAIN_NUM_PS", std::to_string(shape_->num_ps + shape_->ps_spares));
+    if (shape_->ps_spares > 0) host.setenv("PSTRAIN_PS_SPARES", std::to_string(shape_->ps_spares));
     host.setenv("PSTRAIN_NUM_WORKERS", std::to_string(shape_->num_workers));
     if (shape_->chief) host.setenv("PSTRAIN_CHIEF", "1");
     if (shape_->evaluator) host.setenv("PSTRAIN_EVALUATOR", "1");
@@ -372,6 +395,7 @@ int spank_plugin::set_option(option which, const char* optarg)
     case option::workers: given_.workers = std::string(optarg ? optarg : ""); break;
     case option::chief: given_.chief = true; break;
     case option::evaluator: given_.evaluator = true; break;
+    case option::ps_spares: given_.ps_spares = std::string(optarg ? optarg : ""); break;
     }
     return 0;
 }
@@ -410,7 +434,8 @@ int spank_plugin::local_user_init(spank_host& host)
 
 int spank_plugin::task_init(spank_host& host)
 {
-    if (!deferred_error_.empty() && (shape_ || given_.ps || given_.workers || given_.chief || given_.evaluator)) {
+    if (!deferred_error_.empty() &&
+        (shape_ || given_.ps || given_.workers || given_.chief || given_.evaluator || given_.ps_spares)) {
         report(host, deferred_error_);
         return -1;
     }

@@ -63,8 +63,11 @@ struct job_shape {
     int num_workers;
     bool chief = false;      // --chief: one separate chief task (TensorFlow's coordinator)
     bool evaluator = false;  // --evaluator: one task outside the training cluster
-    int total() const { return num_ps + num_workers + chief + evaluator; }
-    std::string flags() const;  // "--ps=2 --workers=2 --chief"
+    // --ps-spares: K more ps tasks after the num_ps (indices num_ps and
+    // up) that wait to take a lost PS's place (pstrain --ps-spares).
+    int ps_spares = 0;
+    int total() const { return num_ps + ps_spares + num_workers + chief + evaluator; }
+    std::string flags() const;  // "--ps=2 --workers=2 --chief --ps-spares=1"
 };
 
 // The raw values of --ps and --workers, and whether --chief and
@@ -74,9 +77,10 @@ struct option_values {
     std::optional<std::string> workers;
     bool chief = false;
     bool evaluator = false;
+    std::optional<std::string> ps_spares;
 };
 
-enum class option { ps, workers, chief, evaluator };
+enum class option { ps, workers, chief, evaluator, ps_spares };
 
 // std::nullopt when neither option is given (the plugin is then inert).
 std::optional<job_shape> validate_options(const option_values& given, const config& cfg);
@@ -132,8 +136,8 @@ public:
 
 private:
     static void report(spank_host& host, const std::string& line);  // one "pstrain: " error line
-    void export_sizes(spank_host& host) const;                      // PSTRAIN_NUM_PS, _NUM_WORKERS, _CHIEF, _EVALUATOR
-    static void export_submission(spank_host& host);                // PSTRAIN_SUBMISSION, unless already set
+    void export_sizes(spank_host& host) const;        // PSTRAIN_NUM_PS, _NUM_WORKERS, _CHIEF, _EVALUATOR, _PS_SPARES
+    static void export_submission(spank_host& host);  // PSTRAIN_SUBMISSION, unless already set
 
     config cfg_;
     option_values given_;

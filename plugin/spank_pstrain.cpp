@@ -129,6 +129,11 @@ int option_evaluator(int, const char* optarg, int)
     return guarded([&] { return the_plugin.set_option(option::evaluator, optarg); });
 }
 
+int option_ps_spares(int, const char* optarg, int)
+{
+    return guarded([&] { return the_plugin.set_option(option::ps_spares, optarg); });
+}
+
 struct spank_option ps_option = {
     const_cast<char*>("ps"),
     const_cast<char*>("N"),
@@ -160,13 +165,22 @@ struct spank_option evaluator_option = {
     0,
     option_evaluator};
 
+struct spank_option ps_spares_option = {
+    const_cast<char*>("ps-spares"),
+    const_cast<char*>("K"),
+    const_cast<char*>("pstrain: K more parameter-server tasks after the N, waiting to take a lost one's place "
+                      "(pstrain --ps-spares); needs --ps"),
+    1,
+    0,
+    option_ps_spares};
+
 }  // namespace
 
 PSTRAIN_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av)
 {
     return guarded([&] {
         slurm_host host(sp);
-        for (auto* opt : {&ps_option, &workers_option, &chief_option, &evaluator_option}) {
+        for (auto* opt : {&ps_option, &workers_option, &chief_option, &evaluator_option, &ps_spares_option}) {
             spank_err_t rc = spank_option_register(sp, opt);
             if (rc != ESPANK_SUCCESS) {
                 slurm_error("pstrain: spank_option_register(--%s): %s", opt->name, spank_strerror(rc));

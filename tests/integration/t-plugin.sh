@@ -109,6 +109,24 @@ test_bad_sbatch_ps_zero() { bad_sbatch "pstrain: --ps=0 is not a valid number" -
 test_bad_sbatch_without_workers() { bad_sbatch "pstrain: --ps=2 was given without --workers" --ps=2; }
 test_bad_sbatch_task_count() { bad_sbatch "pstrain: --ps=1 --workers=2 needs 3 tasks, the job asks for 4: use -n 3" -n4 --ps=1 --workers=2; }
 
+test_bad_ps_spares_text() { bad_srun "pstrain: --ps-spares=x is not a valid number of spare parameter-server tasks" --ps=1 --workers=2 --ps-spares=x; }
+test_bad_sbatch_ps_spares_task_count() { bad_sbatch "pstrain: --ps=1 --workers=2 --ps-spares=1 needs 4 tasks, the job asks for 3: use -n 4" -n3 --ps=1 --workers=2 --ps-spares=1; }
+
+# The cli_filter counts the spares; each task sees them, and pstrain-run,
+# whose programs cannot use them, refuses them in one line.
+test_ps_spares_are_counted_and_pstrain_run_refuses_them() {
+  run srun -N3 --ps=1 --workers=2 --ps-spares=1 --mpi=none -l sh -c 'echo "$PSTRAIN_ROLE $PSTRAIN_TASK_INDEX of $PSTRAIN_NUM_PS ps, $PSTRAIN_PS_SPARES spare"'
+  expect_rc 0
+  local rank
+  for rank in "0: ps 0" "1: ps 1" "2: worker 0" "3: worker 1"; do
+    expect_contains "$rank of 2 ps, 1 spare"
+  done
+  run srun -N3 --ps=1 --workers=2 --ps-spares=1 --mpi=none "$PSTRAIN_BUILDDIR/launcher/pstrain-run" -- true
+  expect_fail
+  expect_contains "this step has 1 spare ps task(s) (--ps-spares=1), which only pstrain's own trainer uses"
+  expect_nodes_idle
+}
+
 test_bad_plugstack_argument() {
   stack=${SLURM_CONF%/slurm.conf}/plugstack.conf
   cp "$stack" plugstack.saved

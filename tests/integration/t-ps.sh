@@ -462,16 +462,18 @@ test_a_refused_checkpoint_is_one_line_per_job() {
 }
 
 # --ps-spares: kill -9 of a PS; a spare takes its place.  spare_job DIR
-# KILL ARGS...: 2 PS tasks (the second a spare) + 2 workers train 3000 steps,
-# checkpointing every 200; once step 500 is logged, the ps tasks named in
-# KILL ("0", "0 1") are killed at once ("": none).
+# KILL ARGS...: srun --ps=1 --workers=2 --ps-spares=1 (the plugin adds the
+# spare, ps 1, and tells pstrain; $spare_srun: other srun options) trains
+# 3000 steps, checkpointing every 200; once step 500 is logged, the ps
+# tasks named in KILL ("0", "0 1") are killed at once ("": none).
 spare_job() {
   local dir=$1 kill=$2; shift 2
   export TEST_TAG=$RANDOM$RANDOM
   mkdir -p "$dir"
-  PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 --ps="${spare_ps:-2}" --workers=2 --mpi=pmix -o "$dir/task-%t.out" \
-    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --train-steps 3000 --log-every 500 --seed 11 \
-    --ps-spares 1 --checkpoint-dir "$dir/ckpt" --save-checkpoint-steps 200 "$@" &
+  # shellcheck disable=SC2086
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 ${spare_srun:---ps=1 --ps-spares=1} --workers=2 --mpi=pmix \
+    -o "$dir/task-%t.out" env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --train-steps 3000 \
+    --log-every 500 --seed 11 --checkpoint-dir "$dir/ckpt" --save-checkpoint-steps 200 "$@" &
   local job=$! i victims="" p
   if [ -n "$kill" ]; then
     for i in $(seq 1 240); do
@@ -535,7 +537,8 @@ PY
 }
 
 test_two_ps_lost_with_one_spare_end_the_job_naming_both() {
-  spare_ps=3 spare_job "$PWD/two" "0 1" --sync-replicas
+  # Without the plugin's option: pstrain's own flag makes the last of 3 ps tasks the spare.
+  spare_srun=--ps=3 spare_job "$PWD/two" "0 1" --sync-replicas --ps-spares 1
   expect_fast_failure
   expect_contains "pstrain[worker 0]: error: lost ps 0 (n1) and ps 1 (n"
   expect_contains "and 1 spare is left to take their places: training cannot go on"

@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 using namespace pstrain;
@@ -594,3 +595,71 @@ BOOST_AUTO_TEST_CASE(gpu_bind_none_leaves_slurm_alone)
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// --ps-spares=K: K more ps tasks after the N, counted in PSTRAIN_NUM_PS and
+// PSTRAIN_CLUSTER (pstrain's bootstrap connects them) and named by
+// PSTRAIN_PS_SPARES; TensorFlow's TF_CONFIG leaves them out, and a spare
+// gets none.
+BOOST_AUTO_TEST_CASE(ps_spares_are_the_last_ps_tasks_and_stay_out_of_tf_config)
+{
+    // 5 tasks on n1 n1 n2 n2 n3: ps 0, ps 1 (the spare), worker 0, worker 1, worker 2.
+    const std::vector<std::pair<std::string, int>> expected{
+        {"ps", 0}, {"ps", 1}, {"worker", 0}, {"worker", 1}, {"worker", 2}};
+    for (int rank = 0; rank < 5; ++rank) {
+        auto h = remote_task(rank, 5, "n[1-3]", "2(x2),1");
+        spank_plugin p;
+        BOOST_REQUIRE_EQUAL(p.init({}, h), 0);
+        p.set_option(option::ps, "1");
+        p.set_option(option::workers, "3");
+        p.set_option(option::ps_spares, "1");
+        BOOST_REQUIRE_EQUAL(p.init_post_opt(h), 0);
+        BOOST_REQUIRE_EQUAL(p.task_init(h), 0);
+        BOOST_TEST(h.env["PSTRAIN_ROLE"] == expected[static_cast<std::size_t>(rank)].first);
+        BOOST_TEST(h.env["PSTRAIN_TASK_INDEX"] == std::to_string(expected[static_cast<std::size_t>(rank)].second));
+        BOOST_TEST(h.env["PSTRAIN_NUM_PS"] == "2");
+        BOOST_TEST(h.env["PSTRAIN_PS_SPARES"] == "1");
+        BOOST_TEST(json::parse(h.env["PSTRAIN_CLUSTER"])["ps"].size() == 2u);
+        if (rank == 1) {
+            BOOST_TEST(!h.env.count("TF_CONFIG"));
+        } else {
+            auto tf = json::parse(h.env.at("TF_CONFIG"));
+            BOOST_TEST(tf["cluster"]["ps"].size() == 1u);
+            BOOST_TEST(tf["cluster"]["worker"].size() == 3u);
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(ps_spares_count_in_the_task_count_and_bad_values_are_one_line)
+{
+    fake_host l(context::local);
+    l.items[item::total_tasks] = 3;
+    spank_plugin p;
+    BOOST_REQUIRE_EQUAL(p.init({}, l), 0);
+    p.set_option(option::ps, "1");
+    p.set_option(option::workers, "2");
+    p.set_option(option::ps_spares, "1");
+    BOOST_REQUIRE_EQUAL(p.init_post_opt(l), 0);
+    BOOST_TEST(p.local_user_init(l) == -1);
+    BOOST_TEST(l.errors.at(0) ==
+               "pstrain: --ps=1 --workers=2 --ps-spares=1 needs 4 tasks, the step has 3: use -n 4 (or leave -n out)");
+    for (const char* bad : {"", "x", "-1"}) {
+        fake_host h(context::allocator);
+        spank_plugin q;
+        BOOST_REQUIRE_EQUAL(q.init({}, h), 0);
+        q.set_option(option::ps, "1");
+        q.set_option(option::workers, "2");
+        q.set_option(option::ps_spares, bad);
+        BOOST_TEST(q.init_post_opt(h) == -1);
+        BOOST_TEST(h.errors.at(0) == fmt::format("pstrain: --ps-spares={} is not a valid number of spare "
+                                                 "parameter-server tasks: give a whole number from 0 to 4096, e.g. "
+                                                 "--ps-spares=1",
+                                                 bad));
+    }
+    fake_host a(context::allocator);
+    spank_plugin r;
+    BOOST_REQUIRE_EQUAL(r.init({}, a), 0);
+    r.set_option(option::ps_spares, "1");
+    BOOST_TEST(r.init_post_opt(a) == -1);
+    BOOST_TEST(a.errors.at(0) == "pstrain: --ps-spares=1 was given without --ps and --workers: give them too, e.g. "
+                                 "--ps=2 --workers=2 --ps-spares=1");
+}

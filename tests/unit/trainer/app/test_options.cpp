@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fcntl.h>
 #include <optional>
 #include <string>
@@ -478,4 +479,24 @@ BOOST_AUTO_TEST_CASE(elastic_is_off_unless_given)
     BOOST_TEST(!accepted({"--sync-replicas"}).elastic);
     BOOST_TEST(accepted({"--sync-replicas", "--elastic"}).elastic);
     BOOST_TEST(accepted({"--elastic"}).elastic);
+}
+
+BOOST_AUTO_TEST_CASE(ps_spares_come_from_the_flag_or_the_plugins_environment)
+{
+    BOOST_TEST(accepted({}).ps_spares == 0);
+    BOOST_TEST(accepted({"--ps-spares", "2", "--checkpoint-dir", "/tmp"}).ps_spares == 2);
+    ::setenv("PSTRAIN_PS_SPARES", "1", 1);
+    const auto from_env = accepted({"--checkpoint-dir", "/tmp"}).ps_spares;
+    const auto flag_wins = accepted({"--ps-spares", "3", "--checkpoint-dir", "/tmp"}).ps_spares;
+    ::unsetenv("PSTRAIN_PS_SPARES");
+    BOOST_TEST(from_env == 1);
+    BOOST_TEST(flag_wins == 3);
+}
+
+BOOST_AUTO_TEST_CASE(ps_spares_without_a_checkpoint_dir_or_with_standalone_is_one_line_naming_the_fix)
+{
+    expect_error({"--ps-spares", "1"}, "--ps-spares 1: a spare restores a lost PS's shard from the newest checkpoint: "
+                                       "give --checkpoint-dir on a path every node shares");
+    expect_error({"--ps-spares", "1", "--standalone", "--checkpoint-dir", "/tmp"},
+                 "--ps-spares 1: --standalone has no ps task to lose: leave one of them out");
 }
