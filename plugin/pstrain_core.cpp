@@ -215,29 +215,38 @@ std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& lay
     const int total = static_cast<int>(layout.node_of_rank.size());
     const int first = shape.chief + shape.evaluator;      // ranks before the ps tasks
     const int ps_tasks = shape.num_ps + shape.ps_spares;  // the spares are the last ps tasks
-    std::vector<bool> is_ps(static_cast<std::size_t>(total), false);
+    // 0: not a ps task; 1: a serving one; 2: a spare.
+    std::vector<int> kind(static_cast<std::size_t>(total), 0);
     if (placement == ps_placement::rank) {
-        for (int r = first; r < first + ps_tasks; ++r) is_ps[static_cast<std::size_t>(r)] = true;
+        for (int r = first; r < first + ps_tasks; ++r)
+            kind[static_cast<std::size_t>(r)] = r < first + shape.num_ps ? 1 : 2;
     } else {
-        // Round-robin over nodes, taking each node's lowest unassigned rank.
+        // Round-robin over nodes, taking each node's lowest unassigned rank:
+        // the serving ps tasks first, then the spares, so that a spare goes
+        // where the round-robin would put the next ps task.
         std::vector<std::size_t> next(layout.ranks_of_node.size(), 0);
         int chosen = 0;
         while (chosen < ps_tasks) {
             for (std::size_t n = 0; n < layout.ranks_of_node.size() && chosen < ps_tasks; ++n) {
                 while (next[n] < layout.ranks_of_node[n].size() && layout.ranks_of_node[n][next[n]] < first) ++next[n];
                 if (next[n] < layout.ranks_of_node[n].size()) {
-                    is_ps[static_cast<std::size_t>(layout.ranks_of_node[n][next[n]++])] = true;
+                    kind[static_cast<std::size_t>(layout.ranks_of_node[n][next[n]++])] = chosen < shape.num_ps ? 1 : 2;
                     ++chosen;
                 }
             }
         }
     }
+    // Each kind numbered in rank order: ps 0..N-1 serve, ps N.. are the spares.
     std::vector<task_id> roles;
     if (shape.chief) roles.push_back({role::chief, 0});
     if (shape.evaluator) roles.push_back({role::evaluator, 0});
-    int ps = 0, worker = 0;
-    for (int r = first; r < total; ++r)
-        roles.push_back(is_ps[static_cast<std::size_t>(r)] ? task_id{role::ps, ps++} : task_id{role::worker, worker++});
+    int ps = 0, spare = shape.num_ps, worker = 0;
+    for (int r = first; r < total; ++r) {
+        const int k = kind[static_cast<std::size_t>(r)];
+        roles.push_back(k == 1   ? task_id{role::ps, ps++}
+                        : k == 2 ? task_id{role::ps, spare++}
+                                 : task_id{role::worker, worker++});
+    }
     return roles;
 }
 
@@ -260,12 +269,17 @@ environment task_environment(const job_shape& shape, const config& cfg, const st
 
     auto roles = assign_roles(shape, layout, cfg.placement);
     auto ports = step_ports(cfg, step, layout, warnings);
+    // Each role's list in index order (a spare's rank may come before a
+    // serving ps task's).
     cluster_spec spec;
+    spec.tasks(role::ps).resize(static_cast<std::size_t>(shape.num_ps + shape.ps_spares));
     for (int r = 0; r < step.total_tasks; ++r) {
         const auto& host = layout.nodes[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(r)])];
         const int slot = cfg.unique_ports ? r : layout.local_index(r);
         auto address = fmt::format("{}:{}", host, ports[static_cast<std::size_t>(slot)]);
-        spec.tasks(roles[static_cast<std::size_t>(r)].role).push_back(std::move(address));
+        const auto& id = roles[static_cast<std::size_t>(r)];
+        if (id.role == role::ps) spec.tasks(role::ps).at(static_cast<std::size_t>(id.index)) = std::move(address);
+        else spec.tasks(id.role).push_back(std::move(address));
     }
 
     const task_id me = roles[static_cast<std::size_t>(step.rank)];

@@ -33,6 +33,8 @@ public:
     {}
 
     void progressed() { progress_.fetch_add(1, std::memory_order_relaxed); }
+    // A spare's wait for a lost PS (activity::idle).
+    void set_idle(bool idle) { idle_.store(idle, std::memory_order_relaxed); }
 
     // A wait begins: for `what` (a string literal), of `step` when has_step.
     // The peers waited for are marked with pending() afterwards.
@@ -59,6 +61,7 @@ public:
     {
         activity a;
         a.progress = progress_.load(std::memory_order_relaxed);
+        a.idle = idle_.load(std::memory_order_relaxed);
         std::lock_guard lock(mutex_);
         a.waiting = waiting_;
         a.ending = ending_;
@@ -105,6 +108,7 @@ private:
     const std::vector<std::string> names_;
     std::unique_ptr<std::atomic<bool>[]> pending_;
     std::atomic<std::uint64_t> progress_{0};
+    std::atomic<bool> idle_{false};
     mutable std::mutex mutex_;
     const char* what_ = "";
     std::uint64_t step_ = 0;

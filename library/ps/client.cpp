@@ -415,12 +415,18 @@ private:
             book_.for_each_op([&](operation& op) {
                 const bool gone = net_.failed(exchange_.peer(op));
                 if (gone || !op.pending()) {
-                    // Nothing more comes: a payload receive the reply did not use goes back too;
-                    // the frames go only once the transport is done with every transfer.
+                    // Nothing more comes: a payload receive the reply did not use goes back too.
                     if (gone) op.recv.cancel();
                     op.payload_recv.cancel();
-                    all = all && op.recv.complete() && op.payload_recv.complete() && op.send.complete() &&
-                          op.payload_send.complete();
+                    // A transfer with a lost PS may never end: UCX over TCP
+                    // leaves a large message's rendezvous, either way,
+                    // pending on a failed endpoint (a receive that had begun
+                    // cannot be cancelled).  Not waited for: its ticket, with
+                    // the frames and buffers it names, stays (drop_retired)
+                    // until the client goes.
+                    if (!gone)
+                        all = all && op.recv.complete() && op.payload_recv.complete() && op.send.complete() &&
+                              op.payload_send.complete();
                 } else {
                     all = false;
                 }
@@ -484,8 +490,8 @@ private:
                 if (!x.used) gone.push_back(net_.peer_name(x.peer));
             throw peer_error(
                 gone.empty() ? ps_name(p) : gone.front(),
-                fmt::format("lost {}, and no spare is left to take its place ({} ended first; the "
-                            "chief's error says why)",
+                fmt::format("lost {}, and no spare is left to take its place ({} ended first: see "
+                            "its log and the chief's)",
                             ps_name(p),
                             gone.empty() ? std::string("none waited") : fmt::format("{}", fmt::join(gone, " and "))));
         }

@@ -182,8 +182,10 @@ private:
         log::info("a spare PS: waiting until the chief needs it in a lost PS's place");
         {
             server_clock::scope timed(profile_, waiting);
+            activity_.set_idle(true);  // a program's watchdog sees no stall in this wait
             links_.wait_for(0, "the chief's take_over (a spare waits until a PS is lost)",
                             [&] { return chief.recv.complete(); });
+            activity_.set_idle(false);
         }
         chief.posted = false;
         if (!chief.recv.complete() || !chief.recv.ok())

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 namespace pstrain::ps {
 
 ticket ticket_book::open()
@@ -34,6 +36,17 @@ pending_ticket& ticket_book::at(ticket t) { return find(t)->second; }
 void ticket_book::close(ticket t) { spare_.push_back(tickets_.extract(find(t))); }
 
 void ticket_book::retire(ticket t) { retired_.push_back(tickets_.extract(find(t))); }
+
+void ticket_book::drop_retired()
+{
+    std::erase_if(retired_, [](book::node_type& node) {
+        for (auto& op : node.mapped().ops)
+            if (!op.recv.complete() || !op.payload_recv.complete() || !op.send.complete() ||
+                !op.payload_send.complete())
+                return false;
+        return true;
+    });
+}
 
 void ticket_book::retire_all()
 {

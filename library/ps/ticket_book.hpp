@@ -38,9 +38,10 @@ public:
     // Every outstanding ticket retired (a lost PS's replacement abandons
     // the calls in flight).
     void retire_all();
-    // The retired tickets dropped: the caller saw that none of their
-    // receives is still posted.
-    void drop_retired() { retired_.clear(); }
+    // The retired tickets whose transfers are all complete dropped; the
+    // others (a receive from a lost peer that never ends) stay until the
+    // book goes.
+    void drop_retired();
     bool outstanding(ticket t) const { return tickets_.count(t) > 0; }
 
     // Every operation of the outstanding and the retired tickets.

@@ -444,6 +444,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
             throw error(fmt::format("--ps-spares {}: a spare restores a lost PS's shard from the newest checkpoint: "
                                     "give --checkpoint-dir on a path every node shares",
                                     o.ps_spares));
+        if (o.ps_spares > 0 && o.elastic)
+            throw error(fmt::format("--ps-spares {} with --elastic: a worker that joins later does not yet learn which "
+                                    "spare stands in for a lost PS: give one of them",
+                                    o.ps_spares));
         if (o.ps_spares > 0 && o.standalone)
             throw error(
                 fmt::format("--ps-spares {}: --standalone has no ps task to lose: leave one of them out", o.ps_spares));

@@ -293,12 +293,12 @@ private:
                           fmt::join(replaced, ", ps "), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
                           at, m->global_step, at - std::min(at, m->global_step));
             else
-                log::info("ps {} restored by a spare from {}/{} (global step {}): at least {} updates of its shard "
+                log::info("ps {} restored by a spare from {}/{} (global step {}): about {} updates of its shard "
                           "were lost (its step was {} in its last reply to the chief); the other shards keep theirs",
                           fmt::join(replaced, ", ps "), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
                           m->global_step, e.last_step() - std::min(e.last_step(), m->global_step), e.last_step());
-            lost_updates_ = e.last_step() - std::min(e.last_step(), m->global_step);
-            rolled_back_from_ = at;
+            lost_updates_ = o_.sync_replicas ? 0 : e.last_step() - std::min(e.last_step(), m->global_step);
+            rolled_back_from_ = o_.sync_replicas ? at : 0;
         }
         client_.wait(client_.async_pull());
         // Sync: the data goes back with the model, as a requeued job's
@@ -324,7 +324,7 @@ private:
                              {"ps", lost_},
                              {"global_step", client_.global_step()},
                              {"rolled_back_from", rolled_back_from_},
-                             {"lost_updates", o_.sync_replicas ? 0 : lost_updates_},
+                             {"lost_updates", lost_updates_},
                              {"seconds", seconds}});
     }
 

@@ -119,7 +119,7 @@ void watchdog::run()
         const auto a = read_ ? read_() : ps::activity{};
         watch_sample s;
         s.progress = meter_.ticks() + source_base_ + a.progress;
-        s.paused = meter_.busy_with() != nullptr || a.ending;
+        s.paused = meter_.busy_with() != nullptr || a.ending || a.idle;
         if (a.waiting) s.grace = cfg_.waiting_grace;
         if (detector.observe(s, watch_clock::now())) {
             fired_ = true;

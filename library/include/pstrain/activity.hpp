@@ -27,6 +27,9 @@ struct activity {
     // Server: training has ended and it only waits, at most
     // server_config::shutdown_wait, for the workers' last requests.
     bool ending = false;
+    // Server: a spare that waits for the chief's take_over.  Nobody waits
+    // for it, so its quiet, however long, is no stall.
+    bool idle = false;
 };
 
 }  // namespace pstrain::ps

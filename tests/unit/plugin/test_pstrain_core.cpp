@@ -663,3 +663,27 @@ BOOST_AUTO_TEST_CASE(ps_spares_count_in_the_task_count_and_bad_values_are_one_li
     BOOST_TEST(a.errors.at(0) == "pstrain: --ps-spares=1 was given without --ps and --workers: give them too, e.g. "
                                  "--ps=2 --workers=2 --ps-spares=1");
 }
+
+// ps_placement=spread: the serving ps tasks are spread first, and a spare
+// goes where the next one would, never crowding a serving one's node while
+// another node has none.
+BOOST_AUTO_TEST_CASE(spread_placement_puts_the_spare_after_the_serving_ps_tasks)
+{
+    // 5 tasks on 2 nodes, block: ranks 0 1 2 on n1, 3 4 on n2.
+    for (int rank = 0; rank < 5; ++rank) {
+        auto h = remote_task(rank, 5, "n[1-2]", "3,2");
+        spank_plugin p;
+        BOOST_REQUIRE_EQUAL(p.init({"ps_placement=spread"}, h), 0);
+        p.set_option(option::ps, "2");
+        p.set_option(option::workers, "2");
+        p.set_option(option::ps_spares, "1");
+        BOOST_REQUIRE_EQUAL(p.init_post_opt(h), 0);
+        BOOST_REQUIRE_EQUAL(p.task_init(h), 0);
+        // ps 0 on n1 (rank 0), ps 1 on n2 (rank 3), the spare ps 2 on n1 (rank 1).
+        BOOST_TEST(layouts::hosts_of(h) == (std::vector<std::string>{"n1", "n2", "n1", "n1", "n2"}),
+                   boost::test_tools::per_element());
+        const std::vector<std::string> expected{"ps 0", "ps 2", "worker 0", "ps 1", "worker 1"};
+        BOOST_TEST(h.env["PSTRAIN_ROLE"] + " " + h.env["PSTRAIN_TASK_INDEX"] ==
+                   expected[static_cast<std::size_t>(rank)]);
+    }
+}

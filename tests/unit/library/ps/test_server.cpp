@@ -1497,6 +1497,12 @@ BOOST_AUTO_TEST_CASE(a_spare_that_was_not_needed_ends_with_the_job)
     ps_job job(1, 2, sync_config(), {}, with_spares(1));
     start(job, 2);
     push_g0_and_g1(job.chief(), job.worker(1));
+    // Waiting, it is idle (a program's watchdog counts no stall); the PS that serves is not.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!job.server(1).activity().idle && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(job.server(1).activity().idle);
+    BOOST_TEST(!job.server(0).activity().idle);
     job.chief().shutdown();
     leave(job.worker(1));
     BOOST_TEST((job.finish(0).outcome == server_outcome::done));

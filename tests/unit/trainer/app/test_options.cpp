@@ -497,6 +497,9 @@ BOOST_AUTO_TEST_CASE(ps_spares_without_a_checkpoint_dir_or_with_standalone_is_on
 {
     expect_error({"--ps-spares", "1"}, "--ps-spares 1: a spare restores a lost PS's shard from the newest checkpoint: "
                                        "give --checkpoint-dir on a path every node shares");
+    expect_error({"--ps-spares", "1", "--elastic", "--checkpoint-dir", "/tmp"},
+                 "--ps-spares 1 with --elastic: a worker that joins later does not yet learn which spare stands in "
+                 "for a lost PS: give one of them");
     expect_error({"--ps-spares", "1", "--standalone", "--checkpoint-dir", "/tmp"},
                  "--ps-spares 1: --standalone has no ps task to lose: leave one of them out");
 }

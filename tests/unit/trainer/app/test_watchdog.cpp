@@ -236,6 +236,29 @@ BOOST_AUTO_TEST_CASE(steady_progress_and_busy_stretches_keep_the_watchdog_quiet_
     BOOST_TEST(r.line.find("worker 1 (n2) made no progress for 0.1 s, not waiting for a peer") == 0u, r.line);
 }
 
+// A spare PS waits for a lost PS, however long: while its server says it
+// is idle that is no stall; once it serves, quiet is one again.
+BOOST_AUTO_TEST_CASE(an_idle_spare_is_no_stall_and_a_serving_one_is_watched)
+{
+    progress_meter meter;
+    recorded r;
+    looks seen;
+    watchdog w(meter, config(100ms, r, seen));
+    std::atomic<bool> idle{true};
+    watchdog::source s(&w, [&] {
+        seen.seen();
+        pstrain::ps::activity a;
+        a.waiting = true;
+        a.idle = idle;
+        return a;
+    });
+    BOOST_REQUIRE(seen.span(5 * 100ms, 30s));
+    BOOST_TEST(!w.fired());
+    idle = false;
+    BOOST_REQUIRE(r.wait(30s));
+    BOOST_TEST(w.fired());
+}
+
 BOOST_AUTO_TEST_CASE(progress_of_the_library_counts_as_progress)
 {
     progress_meter meter;
