@@ -100,7 +100,7 @@ public:
             }
             return;
         }
-        sampler_.emplace(s_.data.train.rows, who.num_workers, who.index, o.seed, o.sample_with_replacement);
+        split_the_data();
         const data::augment_options aug{o.augment_shift, o.augment_flip};
         if (aug.enabled()) {
             // Each worker its own stream of shifts and flips.
@@ -287,6 +287,8 @@ private:
             const auto at = client_.global_step();
             const auto replaced = chief_calls().replace_lost_ps(m->global_step, o_.sync_replicas);
             schedule_.saved(static_cast<std::int64_t>(m->global_step));
+            lost_updates_ = o_.sync_replicas ? 0 : e.last_step() - std::min(e.last_step(), m->global_step);
+            rolled_back_from_ = o_.sync_replicas ? at : 0;
             if (o_.sync_replicas)
                 log::info("ps {} restored by a spare from {}/{}: every shard rolled back from global step {} to {}; "
                           "the {} steps since are trained again",
@@ -296,9 +298,7 @@ private:
                 log::info("ps {} restored by a spare from {}/{} (global step {}): about {} updates of its shard "
                           "were lost (its step was {} in its last reply to the chief); the other shards keep theirs",
                           fmt::join(replaced, ", ps "), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
-                          m->global_step, e.last_step() - std::min(e.last_step(), m->global_step), e.last_step());
-            lost_updates_ = o_.sync_replicas ? 0 : e.last_step() - std::min(e.last_step(), m->global_step);
-            rolled_back_from_ = o_.sync_replicas ? at : 0;
+                          m->global_step, lost_updates_, e.last_step());
         }
         client_.wait(client_.async_pull());
         // Sync: the data goes back with the model, as a requeued job's
@@ -306,8 +306,7 @@ private:
         // (A click-through model's reader goes on where it is.)
         if (o_.sync_replicas && sampler_)
             if (const auto step = client_.restored_step()) {
-                sampler_.emplace(s_.data.train.rows, who_.num_workers, who_.index, o_.seed, o_.sample_with_replacement);
-                live_ = {static_cast<std::uint32_t>(who_.num_workers), static_cast<std::uint32_t>(who_.index)};
+                split_the_data();
                 resume_data_position(*step);
             }
     }
@@ -326,6 +325,14 @@ private:
                              {"rolled_back_from", rolled_back_from_},
                              {"lost_updates", lost_updates_},
                              {"seconds", seconds}});
+    }
+
+    // The job's own split of the training set, every worker's shard from
+    // the first batch of the seed's order (as at the start).
+    void split_the_data()
+    {
+        sampler_.emplace(s_.data.train.rows, who_.num_workers, who_.index, o_.seed, o_.sample_with_replacement);
+        live_ = {static_cast<std::uint32_t>(who_.num_workers), static_cast<std::uint32_t>(who_.index)};
     }
 
     // The workers that ps 0 has not lost (its replies say how many, and
