@@ -596,6 +596,20 @@ BOOST_AUTO_TEST_CASE(gpu_bind_none_leaves_slurm_alone)
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// Runs the remote callbacks for one task of --ps=ps --workers=workers
+// --ps-spares=spares; returns task_init's status.
+int run_remote_with_spares(fake_host& h, const char* ps, const char* workers, const char* spares,
+                           std::vector<std::string> args = {})
+{
+    spank_plugin p;
+    BOOST_REQUIRE_EQUAL(p.init(args, h), 0);
+    p.set_option(option::ps, ps);
+    p.set_option(option::workers, workers);
+    p.set_option(option::ps_spares, spares);
+    BOOST_REQUIRE_EQUAL(p.init_post_opt(h), 0);
+    return p.task_init(h);
+}
+
 // --ps-spares=K: K more ps tasks after the N, counted in PSTRAIN_NUM_PS and
 // PSTRAIN_CLUSTER (pstrain's bootstrap connects them) and named by
 // PSTRAIN_PS_SPARES; TensorFlow's TF_CONFIG leaves them out, and a spare
@@ -607,13 +621,7 @@ BOOST_AUTO_TEST_CASE(ps_spares_are_the_last_ps_tasks_and_stay_out_of_tf_config)
         {"ps", 0}, {"ps", 1}, {"worker", 0}, {"worker", 1}, {"worker", 2}};
     for (int rank = 0; rank < 5; ++rank) {
         auto h = remote_task(rank, 5, "n[1-3]", "2(x2),1");
-        spank_plugin p;
-        BOOST_REQUIRE_EQUAL(p.init({}, h), 0);
-        p.set_option(option::ps, "1");
-        p.set_option(option::workers, "3");
-        p.set_option(option::ps_spares, "1");
-        BOOST_REQUIRE_EQUAL(p.init_post_opt(h), 0);
-        BOOST_REQUIRE_EQUAL(p.task_init(h), 0);
+        BOOST_REQUIRE_EQUAL(run_remote_with_spares(h, "1", "3", "1"), 0);
         BOOST_TEST(h.env["PSTRAIN_ROLE"] == expected[static_cast<std::size_t>(rank)].first);
         BOOST_TEST(h.env["PSTRAIN_TASK_INDEX"] == std::to_string(expected[static_cast<std::size_t>(rank)].second));
         BOOST_TEST(h.env["PSTRAIN_NUM_PS"] == "2");
@@ -672,13 +680,7 @@ BOOST_AUTO_TEST_CASE(spread_placement_puts_the_spare_after_the_serving_ps_tasks)
     // 5 tasks on 2 nodes, block: ranks 0 1 2 on n1, 3 4 on n2.
     for (int rank = 0; rank < 5; ++rank) {
         auto h = remote_task(rank, 5, "n[1-2]", "3,2");
-        spank_plugin p;
-        BOOST_REQUIRE_EQUAL(p.init({"ps_placement=spread"}, h), 0);
-        p.set_option(option::ps, "2");
-        p.set_option(option::workers, "2");
-        p.set_option(option::ps_spares, "1");
-        BOOST_REQUIRE_EQUAL(p.init_post_opt(h), 0);
-        BOOST_REQUIRE_EQUAL(p.task_init(h), 0);
+        BOOST_REQUIRE_EQUAL(run_remote_with_spares(h, "2", "2", "1", {"ps_placement=spread"}), 0);
         // ps 0 on n1 (rank 0), ps 1 on n2 (rank 3), the spare ps 2 on n1 (rank 1).
         BOOST_TEST(layouts::hosts_of(h) == (std::vector<std::string>{"n1", "n2", "n1", "n1", "n2"}),
                    boost::test_tools::per_element());
