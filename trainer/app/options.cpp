@@ -390,8 +390,6 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                    : device == "cuda" ? pstrain::compute::device_kind::cuda
                                       : pstrain::compute::device_kind::automatic;
         o.precision = precision == "bf16" ? pstrain::compute::precision::bf16 : pstrain::compute::precision::fp32;
-        if (o.precision == pstrain::compute::precision::bf16 && o.device == pstrain::compute::device_kind::cuda)
-            throw error("--precision bf16 on CUDA is not built yet: use --precision fp32 or --device cpu");
         o.job_comment = job_comment == "on";
         // With checkpoints and no --metrics-file, the metrics go beside the
         // checkpoints, where `pstrain status` finds them.

@@ -19,7 +19,11 @@ namespace pstrain::compute {
 bool cuda_device_available(std::string& why);
 
 // The backend on the first visible device (the one the SPANK plugin bound).
-std::unique_ptr<backend> make_cuda_backend();
+// At precision::bf16 the dense layers' products are cuBLAS's bf16 GEMMs and
+// the convolutions cuDNN's bf16 ones, on tensor cores, accumulating in
+// float32; throws pstrain::error, naming the GPU and the fix, on a GPU
+// without bf16 tensor cores (compute capability below 8.0).
+std::unique_ptr<backend> make_cuda_backend(precision p = precision::fp32);
 
 // What the module hands to pstrain: the functions above, and the pstrain
 // version it was built from.  The backend interface is C++, so a module of
@@ -27,7 +31,7 @@ std::unique_ptr<backend> make_cuda_backend();
 struct cuda_module {
     const char* version;
     bool (*device_available)(std::string& why);
-    std::unique_ptr<backend> (*make_backend)();
+    std::unique_ptr<backend> (*make_backend)(precision p);
 };
 
 }  // namespace pstrain::compute

@@ -41,11 +41,7 @@ std::unique_ptr<backend> make_backend(device_kind kind, precision p, int threads
     } else if (kind != device_kind::cpu) {
         const cuda_module* cuda = load_cuda_module(why);
         if (!cuda && kind == device_kind::cuda) throw error("--device cuda: " + why + ", or use --device cpu");
-        if (cuda && cuda->device_available(why)) {
-            if (p == precision::bf16)
-                throw error("--precision bf16 on CUDA is not built yet: use --precision fp32 or --device cpu");
-            return cuda->make_backend();
-        }
+        if (cuda && cuda->device_available(why)) return cuda->make_backend(p);
         if (kind == device_kind::cuda) throw error(why);  // names the device problem and the fix
         // No GPU here is the normal case on CPU nodes and for PS tasks: one
         // calm line from the chief, the reason only for those who ask.

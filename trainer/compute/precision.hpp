@@ -37,4 +37,17 @@ std::string bf16_refusal(const cpu_features& cpu, bool built_with_onednn);
 // empty).
 std::string_view bf16_unit(const cpu_features& cpu);
 
+// The one line that refuses --precision bf16 on the GPU named `gpu`, of
+// compute capability major.minor; empty where its tensor cores multiply
+// bf16 (8.0 and later).  Inline: the CUDA module (cuda_backend.hpp) decides
+// with it, and the tests check it on machines without a GPU.
+inline std::string cuda_bf16_refusal(const std::string& gpu, int major, int minor)
+{
+    if (major >= 8) return {};
+    return "--precision bf16 on " + gpu + " (compute capability " + std::to_string(major) + "." +
+           std::to_string(minor) +
+           "): cuBLAS and cuDNN multiply bf16 on the tensor cores of compute capability 8.0 and later (A100, H100): "
+           "use --precision fp32 on this GPU, or --device cpu on a CPU with AMX or AVX512-BF16";
+}
+
 }  // namespace pstrain::compute

@@ -1,6 +1,10 @@
 // The CUDA backend: cuBLAS for the dense layers (row-major handled once, in
 // gemm_row_major), the kernels of this folder for the rest, one stream,
-// device and pinned buffers owned by RAII types.
+// device and pinned buffers owned by RAII types.  At --precision bf16 the
+// dense layers' operands are rounded to bf16 (bf16_kernels.cu) in buffers
+// the backend keeps, and cublasGemmEx multiplies them on the tensor cores,
+// accumulating and writing float32, as oneDNN's matmul does on the CPU; the
+// bias, its gradient and everything else stay float32.
 #include "trainer/compute/cuda_backend.hpp"
 
 #include "config.h"
@@ -11,6 +15,7 @@
 #include "trainer/compute/cuda/cudnn_layers.cuh"
 #endif
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -32,6 +37,18 @@ void gemm_row_major(cublasHandle_t h, bool trans_a, bool trans_b, int m, int n, 
     check(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
                       ldb, a, lda, &beta, c, ldc),
           "cublasSgemm");
+}
+
+// The same product at bf16: op(A) and op(B) are bf16 bits (a16, b16), the
+// sums and C float32 (CUBLAS_COMPUTE_32F: no reduced-precision reductions).
+void gemm_row_major_bf16(cublasHandle_t h, bool trans_a, bool trans_b, int m, int n, int k, const std::uint16_t* a,
+                         int lda, const std::uint16_t* b, int ldb, float* c, int ldc)
+{
+    const float alpha = 1.0f, beta = 0.0f;
+    check(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+                       CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx(bf16)");
 }
 
 struct stream_owner {
@@ -58,12 +75,20 @@ struct cublas_owner {
 
 class cuda_backend final : public backend {
 public:
-    cuda_backend() : blas_(stream_.s)
+    explicit cuda_backend(precision p) : precision_(p), blas_(stream_.s)
     {
         cudaDeviceProp prop{};
         check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+        if (p == precision::bf16) {
+            if (const auto refusal = cuda_bf16_refusal(prop.name, prop.major, prop.minor); !refusal.empty())
+                throw error(refusal);
+        }
         const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-        name_ = std::string("cuda (") + prop.name + ", CUDA_VISIBLE_DEVICES=" + (visible ? visible : "unset") + ")";
+        name_ = std::string("cuda (") + prop.name + ", CUDA_VISIBLE_DEVICES=" + (visible ? visible : "unset");
+        if (p == precision::bf16)
+            name_ += "; bf16 matrix products on tensor cores, sm_" + std::to_string(prop.major) +
+                     std::to_string(prop.minor) + ": cuBLAS GEMM and cuDNN convolution";
+        name_ += ")";
     }
 
     std::string name() const override { return name_; }
@@ -105,15 +130,31 @@ public:
 
     void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out) override
     {
-        gemm_row_major(blas_.h, false, false, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
+        if (precision_ == precision::bf16) {
+            const std::uint16_t* x16 = rounded(x, std::size_t(rows) * in, x16_);
+            const std::uint16_t* w16 = rounded(w, std::size_t(in) * out, w16_);
+            gemm_row_major_bf16(blas_.h, false, false, rows, out, in, x16, in, w16, out, y, out);
+        } else {
+            gemm_row_major(blas_.h, false, false, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
+        }
         launch_add_bias(y, b, rows, out, stream_.s);
     }
 
     void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
                          int in, int out) override
     {
-        gemm_row_major(blas_.h, true, false, in, out, rows, 1.0f, x, in, dy, out, 0.0f, dw, out);
         launch_column_sum(dy, db, rows, out, stream_.s);
+        if (precision_ == precision::bf16) {
+            const std::uint16_t* x16 = rounded(x, std::size_t(rows) * in, x16_);
+            const std::uint16_t* dy16 = rounded(dy, std::size_t(rows) * out, dy16_);
+            gemm_row_major_bf16(blas_.h, true, false, in, out, rows, x16, in, dy16, out, dw, out);
+            if (dx) {
+                const std::uint16_t* w16 = rounded(w, std::size_t(in) * out, w16_);
+                gemm_row_major_bf16(blas_.h, false, true, rows, in, out, dy16, out, w16, out, dx, in);
+            }
+            return;
+        }
+        gemm_row_major(blas_.h, true, false, in, out, rows, 1.0f, x, in, dy, out, 0.0f, dw, out);
         if (dx) gemm_row_major(blas_.h, false, true, rows, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
     }
 
@@ -141,7 +182,7 @@ public:
     std::unique_ptr<layer_kernels> make_layer_kernels() override
     {
 #ifdef HAVE_CUDNN
-        return make_cudnn_layer_kernels(stream_.s);
+        return make_cudnn_layer_kernels(stream_.s, precision_);
 #else
         throw error(
             "layer models (--model with conv2d, pooling or batchnorm layers) on --device cuda need cuDNN, and this "
@@ -150,6 +191,15 @@ public:
     }
 
 private:
+    // `src` rounded to bf16 in `buffer`, which grows to the largest operand
+    // and is reused; ordered on the stream before the product that reads it.
+    const std::uint16_t* rounded(const float* src, std::size_t n, scratch<std::uint16_t>& buffer)
+    {
+        buffer.reserve(n);
+        launch_to_bf16(src, buffer.p, n, stream_.s);
+        return buffer.p;
+    }
+
     // Grows once to the largest batch seen; no allocation in steady state.
     void reserve_rows(int rows)
     {
@@ -176,8 +226,10 @@ private:
         return sums;
     }
 
+    precision precision_;
     stream_owner stream_;
     cublas_owner blas_;
+    scratch<std::uint16_t> x16_, w16_, dy16_;  // bf16 operands
     std::string name_;
     scratch<float> row_loss_;
     scratch<std::int32_t> row_hit_;
@@ -202,7 +254,7 @@ bool cuda_device_available(std::string& why)
     return false;
 }
 
-std::unique_ptr<backend> make_cuda_backend() { return std::make_unique<cuda::cuda_backend>(); }
+std::unique_ptr<backend> make_cuda_backend(precision p) { return std::make_unique<cuda::cuda_backend>(p); }
 
 }  // namespace pstrain::compute
 

@@ -1,6 +1,11 @@
 // cuDNN behind compute::layer_kernels.  FP32 throughout with FMA math (no
 // TF32), as the dense layers' cuBLAS, so a GPU step computes what the CPU
-// oracle computes to rounding.  Each conv or pooling layer keeps, per batch
+// oracle computes to rounding.  At --precision bf16 the convolutions take
+// bf16 input, kernel and output gradient (rounded here as the CPU rounds
+// them: bf16_kernels.cu) and multiply on the tensor cores, accumulating in
+// float32; cuDNN writes their results in bf16 too (its bf16 configuration
+// has one data type), which are widened to the model's float32 tensors.
+// Pooling, normalization and softmax stay float32.  Each conv or pooling layer keeps, per batch
 // size, its descriptors, algorithms and workspace, made at the size's first
 // use: steps of the same size allocate nothing.
 //
@@ -18,7 +23,9 @@
 #include "trainer/compute/cuda/check.cuh"
 #include "trainer/compute/cuda/kernels.cuh"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -76,9 +83,9 @@ using conv_desc =
     descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 using pool_desc = descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 
-void set_nchw(cudnnTensorDescriptor_t d, int n, int c, int h, int w)
+void set_nchw(cudnnTensorDescriptor_t d, int n, int c, int h, int w, cudnnDataType_t type = CUDNN_DATA_FLOAT)
 {
-    check(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w), "cudnnSetTensor4dDescriptor");
+    check(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, n, c, h, w), "cudnnSetTensor4dDescriptor");
 }
 
 std::string shape_text(int n, int c, int h, int w)
@@ -145,29 +152,33 @@ void check_output(const char* layer, int n, int c, int h, int w, const window2d&
 constexpr std::size_t max_workspace = std::size_t(512) << 20;
 
 // The first of cuDNN's heuristic choices (fastest expected first) that runs
-// here in FP32 FMA math (no TF32, as the CPU) within max_workspace,
-// preferring a deterministic one: the same batch gives the same gradient
-// bits on every worker and every run.
+// within max_workspace, preferring a deterministic one: the same batch gives
+// the same gradient bits on every worker and every run.  At fp32 only FMA
+// math (no TF32, as the CPU); at bf16 the tensor cores' too (no conversion
+// of the operands beyond the bf16 they already are).
 template <typename Perf>
-Perf pick(const std::vector<Perf>& perfs, int returned, const char* what)
+Perf pick(const std::vector<Perf>& perfs, int returned, const char* what, bool bf16)
 {
-    auto usable = [](const Perf& p) {
-        return p.status == CUDNN_STATUS_SUCCESS && p.mathType == CUDNN_FMA_MATH && p.memory <= max_workspace;
+    auto usable = [bf16](const Perf& p) {
+        const bool math = p.mathType == CUDNN_FMA_MATH ||
+                          (bf16 && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_DEFAULT_MATH));
+        return p.status == CUDNN_STATUS_SUCCESS && math && p.memory <= max_workspace;
     };
     for (int i = 0; i < returned; ++i)
         if (usable(perfs[i]) && perfs[i].determinism == CUDNN_DETERMINISTIC) return perfs[i];
     for (int i = 0; i < returned; ++i)
         if (usable(perfs[i])) return perfs[i];
-    throw error(std::string(what) + ": cuDNN offers no FP32 (FMA) algorithm within 512 MiB of workspace for this "
-                                    "convolution on this GPU: run the model with --device cpu");
+    throw error(std::string(what) + ": cuDNN offers no " + (bf16 ? "bf16" : "FP32 (FMA)") +
+                " algorithm within 512 MiB of workspace for this convolution on this GPU: run the model with " +
+                (bf16 ? "--precision fp32, or with " : "") + "--device cpu");
 }
 
 class cudnn_conv2d final : public conv2d {
 public:
-    cudnn_conv2d(cudnnHandle_t h, cudaStream_t s, const window2d& w, int filters)
-        : h_(h), stream_(s), w_(w), filters_(filters), pad_(w, true)
+    cudnn_conv2d(cudnnHandle_t h, cudaStream_t s, const window2d& w, int filters, precision p)
+        : h_(h), stream_(s), w_(w), filters_(filters), bf16_(p == precision::bf16), pad_(w, true)
     {
-        check(cudnnSetFilter4dDescriptor(filter_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, filters, w.channels, w.kh, w.kw),
+        check(cudnnSetFilter4dDescriptor(filter_, data_type(), CUDNN_TENSOR_NCHW, filters, w.channels, w.kh, w.kw),
               "cudnnSetFilter4dDescriptor");
         check(cudnnSetConvolution2dDescriptor(conv_, pad_.pad_h, pad_.pad_w, w.sh, w.sw, 1, 1, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT),
@@ -182,10 +193,18 @@ public:
         auto& p = plan(n);
         const float* in = padded_input(pad_, w_, x, n, padded_, 0.0f, stream_);
         math(p.fwd.mathType);
-        check(cudnnConvolutionForward(h_, &one, p.x, in, filter_, k, conv_, p.fwd.algo, workspace_.p, p.workspace,
-                                      &zero, p.y, y),
-              "cudnnConvolutionForward");
-        check(cudnnAddTensor(h_, &one, bias_, b, &one, p.y, y), "cudnnAddTensor");
+        if (bf16_) {
+            check(cudnnConvolutionForward(h_, &one, p.x, rounded(in, x_count(n), x16_), filter_,
+                                          rounded(k, kernel_count(), k16_), conv_, p.fwd.algo, workspace_.p,
+                                          p.workspace, &zero, p.y, out16_.p),
+                  "cudnnConvolutionForward(bf16)");
+            launch_from_bf16(out16_.p, y, y_count(n), stream_);
+        } else {
+            check(cudnnConvolutionForward(h_, &one, p.x, in, filter_, k, conv_, p.fwd.algo, workspace_.p, p.workspace,
+                                          &zero, p.y, y),
+                  "cudnnConvolutionForward");
+        }
+        check(cudnnAddTensor(h_, &one, bias_, b, &one, p.y32, y), "cudnnAddTensor");
     }
 
     void backward(const float* x, const float* k, const float* dy, float* dx, float* dk, float* db, int n) override
@@ -198,7 +217,8 @@ public:
         }
         auto& p = plan(n);
         const float* in = padded_input(pad_, w_, x, n, padded_, 0.0f, stream_);
-        check(cudnnConvolutionBackwardBias(h_, &one, p.y, dy, &zero, bias_, db), "cudnnConvolutionBackwardBias");
+        check(cudnnConvolutionBackwardBias(h_, &one, p.y32, dy, &zero, bias_, db), "cudnnConvolutionBackwardBias");
+        if (bf16_) return backward_bf16(p, in, k, dy, dx, dk, n);
         math(p.filter.mathType);
         check(cudnnConvolutionBackwardFilter(h_, &one, p.x, in, p.y, dy, conv_, p.filter.algo, workspace_.p,
                                              p.workspace, &zero, filter_, dk),
@@ -214,7 +234,8 @@ public:
 
 private:
     struct shape_plan {
-        tensor_desc x, y;
+        tensor_desc x, y;  // as the convolution reads and writes them: float32, or bf16
+        tensor_desc y32;   // y as the model keeps it, for the bias
         cudnnConvolutionFwdAlgoPerf_t fwd{};
         cudnnConvolutionBwdDataAlgoPerf_t data{};
         cudnnConvolutionBwdFilterAlgoPerf_t filter{};
@@ -222,19 +243,56 @@ private:
     };
 
     void math(cudnnMathType_t m) { check(cudnnSetConvolutionMathType(conv_, m), "cudnnSetConvolutionMathType"); }
+    cudnnDataType_t data_type() const { return bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+    cudnnMathType_t preferred_math() const { return bf16_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH; }
+
+    std::size_t x_count(int n) const { return std::size_t(n) * w_.channels * pad_.hp * pad_.wp; }
+    std::size_t y_count(int n) const { return std::size_t(n) * filters_ * w_.out_h * w_.out_w; }
+    std::size_t kernel_count() const { return std::size_t(filters_) * w_.channels * w_.kh * w_.kw; }
+
+    // `src` rounded to bf16 in `buffer` (grown to the largest batch, then
+    // reused), on the stream before the convolution that reads it.
+    const std::uint16_t* rounded(const float* src, std::size_t count, scratch<std::uint16_t>& buffer)
+    {
+        buffer.reserve(count);
+        launch_to_bf16(src, buffer.p, count, stream_);
+        return buffer.p;
+    }
+
+    // The kernel's and the input's gradients from bf16 operands; cuDNN
+    // writes them in bf16, widened into dk and dx.
+    void backward_bf16(shape_plan& p, const float* in, const float* k, const float* dy, float* dx, float* dk, int n)
+    {
+        const std::uint16_t* dy16 = rounded(dy, y_count(n), dy16_);
+        math(p.filter.mathType);
+        check(cudnnConvolutionBackwardFilter(h_, &one, p.x, rounded(in, x_count(n), x16_), p.y, dy16, conv_,
+                                             p.filter.algo, workspace_.p, p.workspace, &zero, filter_, out16_.p),
+              "cudnnConvolutionBackwardFilter(bf16)");
+        launch_from_bf16(out16_.p, dk, kernel_count(), stream_);
+        if (!dx) return;
+        float* out = padded_gradient(pad_, w_, dx, n, padded_grad_);
+        math(p.data.mathType);
+        check(cudnnConvolutionBackwardData(h_, &one, filter_, rounded(k, kernel_count(), k16_), p.y, dy16, conv_,
+                                           p.data.algo, workspace_.p, p.workspace, &zero, p.x, out16_.p),
+              "cudnnConvolutionBackwardData(bf16)");
+        launch_from_bf16(out16_.p, out, x_count(n), stream_);
+        crop_gradient(pad_, w_, out, dx, n, stream_);
+    }
 
     shape_plan& plan(int n)
     {
         auto& slot = plans_[n];
         if (slot) return *slot;
         auto p = std::make_unique<shape_plan>();
-        set_nchw(p->x, n, w_.channels, pad_.hp, pad_.wp);
+        set_nchw(p->x, n, w_.channels, pad_.hp, pad_.wp, data_type());
         int on = 0, oc = 0, oh = 0, ow = 0;
         check(cudnnGetConvolution2dForwardOutputDim(conv_, p->x, filter_, &on, &oc, &oh, &ow),
               "cudnnGetConvolution2dForwardOutputDim");
         check_output("conv2d", on, oc, oh, ow, w_, filters_);
-        set_nchw(p->y, n, filters_, w_.out_h, w_.out_w);
-        math(CUDNN_FMA_MATH);
+        set_nchw(p->y, n, filters_, w_.out_h, w_.out_w, data_type());
+        set_nchw(p->y32, n, filters_, w_.out_h, w_.out_w);
+        if (bf16_) out16_.reserve(std::max({x_count(n), y_count(n), kernel_count()}));
+        math(preferred_math());
         int count = 0, returned = 0;
         std::size_t bytes = 0;
 
@@ -242,33 +300,33 @@ private:
         std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(std::size_t(std::max(count, 1)));
         check(cudnnGetConvolutionForwardAlgorithm_v7(h_, p->x, filter_, conv_, p->y, count, &returned, fwd.data()),
               "cudnnGetConvolutionForwardAlgorithm_v7");
-        p->fwd = pick(fwd, returned, "conv2d forward");
+        p->fwd = pick(fwd, returned, "conv2d forward", bf16_);
         math(p->fwd.mathType);
         check(cudnnGetConvolutionForwardWorkspaceSize(h_, p->x, filter_, conv_, p->y, p->fwd.algo, &bytes),
               "cudnnGetConvolutionForwardWorkspaceSize");
         p->workspace = std::max(p->workspace, bytes);
 
-        math(CUDNN_FMA_MATH);
+        math(preferred_math());
         check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h_, &count),
               "cudnnGetConvolutionBackwardDataAlgorithmMaxCount");
         std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(std::size_t(std::max(count, 1)));
         check(
             cudnnGetConvolutionBackwardDataAlgorithm_v7(h_, filter_, p->y, conv_, p->x, count, &returned, data.data()),
             "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-        p->data = pick(data, returned, "conv2d backward data");
+        p->data = pick(data, returned, "conv2d backward data", bf16_);
         math(p->data.mathType);
         check(cudnnGetConvolutionBackwardDataWorkspaceSize(h_, filter_, p->y, conv_, p->x, p->data.algo, &bytes),
               "cudnnGetConvolutionBackwardDataWorkspaceSize");
         p->workspace = std::max(p->workspace, bytes);
 
-        math(CUDNN_FMA_MATH);
+        math(preferred_math());
         check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h_, &count),
               "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount");
         std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(std::size_t(std::max(count, 1)));
         check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h_, p->x, p->y, conv_, filter_, count, &returned,
                                                             filter.data()),
               "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-        p->filter = pick(filter, returned, "conv2d backward filter");
+        p->filter = pick(filter, returned, "conv2d backward filter", bf16_);
         math(p->filter.mathType);
         check(cudnnGetConvolutionBackwardFilterWorkspaceSize(h_, p->x, p->y, conv_, filter_, p->filter.algo, &bytes),
               "cudnnGetConvolutionBackwardFilterWorkspaceSize");
@@ -283,6 +341,7 @@ private:
     cudaStream_t stream_;
     window2d w_;
     int filters_;
+    bool bf16_;
     padding_plan pad_;
     filter_desc filter_;
     conv_desc conv_;
@@ -290,6 +349,7 @@ private:
     std::map<int, std::unique_ptr<shape_plan>> plans_;
     scratch<unsigned char> workspace_;
     scratch<float> padded_, padded_grad_;
+    scratch<std::uint16_t> x16_, k16_, dy16_, out16_;  // bf16 operands, and cuDNN's bf16 results
 };
 
 class cudnn_pool2d final : public pool2d {
@@ -374,11 +434,11 @@ private:
 
 class cudnn_layer_kernels final : public layer_kernels {
 public:
-    explicit cudnn_layer_kernels(cudaStream_t s) : stream_(s), cudnn_(s) {}
+    cudnn_layer_kernels(cudaStream_t s, precision p) : stream_(s), precision_(p), cudnn_(s) {}
 
     std::unique_ptr<conv2d> make_conv2d(const window2d& w, int filters, int) override
     {
-        return std::make_unique<cudnn_conv2d>(cudnn_.h, stream_, w, filters);
+        return std::make_unique<cudnn_conv2d>(cudnn_.h, stream_, w, filters, precision_);
     }
     std::unique_ptr<pool2d> make_maxpool(const window2d& w, int) override
     {
@@ -511,6 +571,7 @@ private:
     }
 
     cudaStream_t stream_;
+    precision precision_;
     cudnn_owner cudnn_;
     tensor_desc rows_, bn_x_, bn_param_;
     scratch<float> running_, unused_dx_;
@@ -522,9 +583,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<layer_kernels> make_cudnn_layer_kernels(cudaStream_t stream)
+std::unique_ptr<layer_kernels> make_cudnn_layer_kernels(cudaStream_t stream, precision p)
 {
-    return std::make_unique<cudnn_layer_kernels>(stream);
+    return std::make_unique<cudnn_layer_kernels>(stream, p);
 }
 
 }  // namespace pstrain::compute::cuda

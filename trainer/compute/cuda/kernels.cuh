@@ -20,6 +20,11 @@ void launch_softmax_xent(const float* logits, const std::int32_t* labels, float*
 void launch_squared_error(const float* pred, const float* target, float* dpred, float* row_loss, int rows,
                           cudaStream_t stream);
 
+// --precision bf16 (bf16_kernels.cu): out = in rounded as common/bf16.hpp
+// rounds, bit for bit; and widened back, exactly.
+void launch_to_bf16(const float* in, std::uint16_t* out, std::size_t n, cudaStream_t stream);
+void launch_from_bf16(const std::uint16_t* in, float* out, std::size_t n, cudaStream_t stream);
+
 // Layer models (layer_kernels.cu).
 void launch_activation_forward(activation kind, const float* x, float* y, std::size_t n, cudaStream_t stream);
 void launch_activation_backward(activation kind, const float* y, const float* dy, float* dx, std::size_t n,

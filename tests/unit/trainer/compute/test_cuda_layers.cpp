@@ -2,7 +2,8 @@
 // against the naive oracle: each layer's forward and backward at odd shapes
 // (1x1 kernels, strides, TensorFlow's asymmetric "same" padding, batch 1,
 // non-square images), dropout's masks element for element, and whole layer
-// models' gradients, evaluation and training curve.  Tolerance
+// models' gradients, evaluation and training curve; at --precision bf16,
+// each convolution against the CPU's FP32 one of the bf16-rounded operands.  Tolerance
 // atol + rtol * |ref|, atol growing with the reduction's length.  Exits 77
 // (automake's SKIP) when no CUDA device is visible.  Run on a GPU node with
 //   srun --gres=gpu:1 tests/unit/trainer/compute/test_cuda_layers
@@ -11,6 +12,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "trainer/compute/bf16.hpp"
 #include "trainer/compute/cpu_backend.hpp"
 #include "trainer/compute/cuda_backend.hpp"
 #include "trainer/compute/layers.hpp"
@@ -152,6 +154,68 @@ BOOST_DATA_TEST_CASE(conv2d_matches_the_cpu, bdata::make(window_cases), k)
     expect_close(dev.down(gdx, in), dx, "dx", std::size_t(k.filters) * k.kh * k.kw);
     expect_close(dev.down(gdk, dk.size()), dk, "dk", per_kernel);
     expect_close(dev.down(gdb, db.size()), db, "db", per_kernel);
+}
+
+std::vector<float> rounded_to_bf16(std::vector<float> v)
+{
+    for (auto& x : v) x = compute::from_bf16(compute::to_bf16(x));
+    return v;
+}
+
+// At bf16 cuDNN multiplies the rounded x, kernel and dy (products exact in
+// float32, sums in float32), and writes y, dx and dk in bf16: each is the
+// CPU's float32 convolution of the rounded operands within one more bf16
+// rounding, 2^-8 relative, beside expect_close's accumulation bound.  The
+// bias and its gradient stay float32: y - b is compared, and db is the
+// column sum of the unrounded dy.
+BOOST_DATA_TEST_CASE(bf16_conv2d_is_the_convolution_of_the_rounded_operands, bdata::make(window_cases), k)
+{
+    devices dev;
+    auto gpu = compute::make_cuda_backend(compute::precision::bf16);
+    auto kernels = gpu->make_layer_kernels();
+    const auto w = window_of(k);
+    const std::size_t in = std::size_t(k.n) * k.c * k.h * k.w, out = std::size_t(k.n) * k.filters * w.out_h * w.out_w;
+    const auto x = random_floats(in, 1), kernel = random_floats(std::size_t(k.filters) * k.c * k.kh * k.kw, 2),
+               bias = random_floats(std::size_t(k.filters), 3), dy = random_floats(out, 4);
+    const std::vector<float> no_bias(bias.size(), 0.0f);
+    std::vector<float> y(out), dx(in), dk(kernel.size()), db(bias.size()), y32(out), dk32(kernel.size()),
+        db32(bias.size());
+    auto cc = dev.cpu_kernels->make_conv2d(w, k.filters, k.n);
+    cc->forward(x.data(), kernel.data(), no_bias.data(), y32.data(), k.n);
+    cc->backward(x.data(), kernel.data(), dy.data(), nullptr, dk32.data(), db32.data(), k.n);
+    const auto xr = rounded_to_bf16(x), kr = rounded_to_bf16(kernel), dyr = rounded_to_bf16(dy);
+    cc->forward(xr.data(), kr.data(), no_bias.data(), y.data(), k.n);
+    cc->backward(xr.data(), kr.data(), dyr.data(), dx.data(), dk.data(), db.data(), k.n);
+
+    auto up = [&](const std::vector<float>& v) {
+        compute::device_array<float> d(*gpu, std::max<std::size_t>(v.size(), 1));
+        gpu->copy_to_device(d.get(), v.data(), v.size() * sizeof(float));
+        return d;
+    };
+    auto down = [&](const compute::device_array<float>& d, std::size_t n) {
+        std::vector<float> v(n);
+        gpu->copy_to_host(v.data(), d.get(), n * sizeof(float));
+        return v;
+    };
+    auto gx = up(x), gk = up(kernel), gb = up(bias), gdy = up(dy);
+    compute::device_array<float> gy(*gpu, out), gdx(*gpu, in), gdk(*gpu, kernel.size()), gdb(*gpu, bias.size());
+    auto gc = kernels->make_conv2d(w, k.filters, k.n);
+    gc->forward(gx.get(), gk.get(), gb.get(), gy.get(), k.n);
+    gc->backward(gx.get(), gk.get(), gdy.get(), gdx.get(), gdk.get(), gdb.get(), k.n);
+    auto got_y = down(gy, out);
+    const std::size_t plane = std::size_t(w.out_h) * w.out_w;
+    for (std::size_t i = 0; i < out; ++i) got_y[i] -= bias[(i / plane) % std::size_t(k.filters)];
+    const double bf16_rounding = std::ldexp(1.0, -8);
+    const std::size_t per_output = std::size_t(k.c) * k.kh * k.kw, per_kernel = out / k.filters;
+    expect_close(got_y, y, "y - b", per_output, bf16_rounding + 1e-4);
+    expect_close(down(gdx, in), dx, "dx", std::size_t(k.filters) * k.kh * k.kw, bf16_rounding + 1e-4);
+    expect_close(down(gdk, dk.size()), dk, "dk", per_kernel, bf16_rounding + 1e-4);
+    expect_close(down(gdb, db.size()), db32, "db (float32, from the unrounded dy)", per_kernel);
+    bool bf16_shows = false;
+    for (std::size_t i = 0; i < out; ++i)
+        if (std::fabs(double(got_y[i]) - y32[i]) > 1e-5 + 4.0 * FLT_EPSILON * per_output + 1e-4 * std::fabs(y32[i]))
+            bf16_shows = true;
+    BOOST_TEST(bf16_shows, "no output is further from the float32 convolution than float32 could be");
 }
 
 BOOST_DATA_TEST_CASE(pooling_matches_the_cpu, bdata::make(window_cases) * bdata::make({true, false}), k, max)

@@ -1,6 +1,7 @@
 // --precision bf16's checks of the CPU: the refusal line for a CPU without
 // AMX or AVX512-BF16 and for a build without oneDNN (from a feature set, so
-// it is tested on any machine), and the unit the device line names.
+// it is tested on any machine), the refusal for a GPU without bf16 tensor
+// cores, and the unit the device line names.
 #define BOOST_TEST_DYN_LINK
 #define BOOST_TEST_MODULE precision
 #include <boost/test/unit_test.hpp>
@@ -36,6 +37,17 @@ BOOST_AUTO_TEST_CASE(a_build_without_onednn_is_refused_whatever_the_cpu)
     BOOST_TEST(line ==
                "--precision bf16: this pstrain was built without oneDNN, which multiplies in bf16: install libdnnl-dev "
                "and configure again, or use --precision fp32");
+}
+
+BOOST_AUTO_TEST_CASE(a_gpu_without_bf16_tensor_cores_is_refused_naming_it_and_the_fix)
+{
+    BOOST_TEST(cuda_bf16_refusal("Tesla V100-SXM2-32GB", 7, 0) ==
+               "--precision bf16 on Tesla V100-SXM2-32GB (compute capability 7.0): cuBLAS and cuDNN multiply bf16 on "
+               "the tensor cores of compute capability 8.0 and later (A100, H100): use --precision fp32 on this GPU, "
+               "or --device cpu on a CPU with AMX or AVX512-BF16");
+    BOOST_TEST(cuda_bf16_refusal("Tesla T4", 7, 5).find("(compute capability 7.5)") != std::string::npos);
+    BOOST_TEST(cuda_bf16_refusal("NVIDIA A100-SXM4-80GB", 8, 0).empty());
+    BOOST_TEST(cuda_bf16_refusal("NVIDIA H100 80GB HBM3", 9, 0).empty());
 }
 
 BOOST_AUTO_TEST_CASE(the_option_words)
