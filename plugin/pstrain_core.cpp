@@ -218,8 +218,12 @@ std::vector<task_id> assign_roles(const job_shape& shape, const task_layout& lay
     // 0: not a ps task; 1: a serving one; 2: a spare.
     std::vector<int> kind(static_cast<std::size_t>(total), 0);
     if (placement == ps_placement::rank) {
-        for (int r = first; r < first + ps_tasks; ++r)
-            kind[static_cast<std::size_t>(r)] = r < first + shape.num_ps ? 1 : 2;
+        // The serving ps tasks right after the chief and the evaluator; the
+        // spares take the step's last ranks, so that with Slurm's block
+        // distribution they land on the last node, not beside the tasks they
+        // stand in for (a node lost with its PS would take its spare along).
+        for (int r = first; r < first + shape.num_ps; ++r) kind[static_cast<std::size_t>(r)] = 1;
+        for (int r = total - shape.ps_spares; r < total; ++r) kind[static_cast<std::size_t>(r)] = 2;
     } else {
         // Round-robin over nodes, taking each node's lowest unassigned rank:
         // the serving ps tasks first, then the spares, so that a spare goes

@@ -118,7 +118,8 @@ test_ps_spares_are_counted_and_pstrain_run_refuses_them() {
   run srun -N3 --ps=1 --workers=2 --ps-spares=1 --mpi=none -l sh -c 'echo "$PSTRAIN_ROLE $PSTRAIN_TASK_INDEX of $PSTRAIN_NUM_PS ps, $PSTRAIN_PS_SPARES spare"'
   expect_rc 0
   local rank
-  for rank in "0: ps 0" "1: ps 1" "2: worker 0" "3: worker 1"; do
+  # The spare (ps 1) has the last rank: on the last node, away from ps 0.
+  for rank in "0: ps 0" "1: worker 0" "2: worker 1" "3: ps 1"; do
     expect_contains "$rank of 2 ps, 1 spare"
   done
   run srun -N3 --ps=1 --workers=2 --ps-spares=1 --mpi=none "$PSTRAIN_BUILDDIR/launcher/pstrain-run" -- true
