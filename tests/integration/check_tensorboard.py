@@ -5,7 +5,9 @@ usage: check_tensorboard.py EVENTS_DIR METRICS_JSONL TAG...
 
 Every tag, step and value TensorBoard reads must be one the metrics file
 holds (compared as the float32 TensorBoard stores), each of the metrics
-file's scalars must be there, and each TAG named (a regular expression)
+file's scalars must be there (after a sync rollback, a "ps_replaced" event
+with "rolled_back_from", only the values logged since for the steps trained
+again: TensorBoard forgets the earlier ones at pstrain's SessionLog START), and each TAG named (a regular expression)
 must match at least one tag.  Prints one summary line; exits 1 with the
 differences otherwise.
 """
@@ -33,6 +35,11 @@ def expected_scalars(metrics_path):
     for line in open(metrics_path):
         e = json.loads(line)
         step, kind = e.get("global_step"), e.get("event")
+        if kind == "ps_replaced" and e.get("rolled_back_from"):
+            # Recorded at the first step after the rollback: every step from
+            # there on is trained, and logged, again.
+            for key in [k for k in out if k[1] >= step]:
+                del out[key]
         if kind == "progress":
             add("loss/train", step, e, "loss")
             add("accuracy/train", step, e, "train_accuracy")

@@ -522,6 +522,14 @@ test_a_spare_takes_a_killed_ps_place_in_sync_training() {
     "$(field "$healed" test_accuracy)" "$(field "$done" test_accuracy)" \
     || fail "healed accuracy $(field "$healed" test_accuracy) against $(field "$done" test_accuracy) uninterrupted"
   expect_nodes_idle
+  # TensorBoard shows each step once: the steps trained again replace what
+  # was logged for them before the rollback (a SessionLog START).
+  local venv
+  venv=$(python_env tensorboard)
+  run "$venv/bin/python" "$PSTRAIN_SRCDIR/tests/integration/check_tensorboard.py" healed/ckpt/events \
+    healed/ckpt/metrics.jsonl loss/train accuracy/test
+  expect_rc 0
+  expect_contains "tensorboard: "
 }
 
 test_a_spare_takes_a_killed_ps_place_in_async_training() {

@@ -3,6 +3,7 @@
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -145,6 +146,17 @@ void reporter::record(const nlohmann::json& event)
     auto line = stamped.dump() + "\n";
     if (std::fwrite(line.data(), 1, line.size(), metrics_.get()) != line.size() || std::fflush(metrics_.get()) != 0)
         log::warn("cannot write the metrics file: {}", std::strerror(errno));
+}
+
+void reporter::went_back(std::int64_t from, std::int64_t to, const std::string& checkpoint)
+{
+    if (first_step_ >= 0) {
+        first_step_ -= std::max<std::int64_t>(from - to, 0);
+        last_logged_ = to;
+    }
+    loss_sum_ = accuracy_sum_ = 0;
+    loss_count_ = 0;
+    if (events_) events_->session_start(to + 1, checkpoint);
 }
 
 bool reporter::step(std::int64_t global_step, double loss, double accuracy, std::int64_t samples)

@@ -85,6 +85,17 @@ std::string scalars_event(double wall_time, std::int64_t step, std::span<const s
     return serialized(e);
 }
 
+std::string session_start_event(double wall_time, std::int64_t step, const std::string& checkpoint)
+{
+    tfevent::Event e;
+    e.set_wall_time(wall_time);
+    e.set_step(step);
+    auto* log = e.mutable_session_log();
+    log->set_status(tfevent::SessionLog::START);
+    log->set_checkpoint_path(checkpoint);
+    return serialized(e);
+}
+
 event_writer::event_writer(const std::string& dir, const std::string& flag)
 {
     const std::string fix = fmt::format("give {} a directory this job can write", flag);
@@ -121,6 +132,14 @@ void event_writer::write(std::int64_t step, std::span<const scalar> values)
 {
     if (!file_ || values.empty()) return;
     if (append(scalars_event(now_seconds(), step, values))) return;
+    log::warn("cannot write the TensorBoard events file {}: {}: no more events go there", path_, std::strerror(errno));
+    file_.reset();
+}
+
+void event_writer::session_start(std::int64_t step, const std::string& checkpoint)
+{
+    if (!file_) return;
+    if (append(session_start_event(now_seconds(), step, checkpoint))) return;
     log::warn("cannot write the TensorBoard events file {}: {}: no more events go there", path_, std::strerror(errno));
     file_.reset();
 }

@@ -29,6 +29,7 @@ struct scalar {
 // The serialized Event messages (for the writer and its tests).
 std::string version_event(double wall_time);
 std::string scalars_event(double wall_time, std::int64_t step, std::span<const scalar> values);
+std::string session_start_event(double wall_time, std::int64_t step, const std::string& checkpoint);
 
 class event_writer {
 public:
@@ -43,6 +44,11 @@ public:
     // them while the job runs.  A failed write is one warning in the log,
     // and the writer stops.
     void write(std::int64_t step, std::span<const scalar> values);
+    // A SessionLog START at `step`: TensorBoard forgets the scalars of this
+    // run's steps from `step` on written before it, as after TensorFlow's
+    // restarts.  For a run that goes back to a checkpoint's step S and
+    // trains S+1... again: session_start(S + 1).
+    void session_start(std::int64_t step, const std::string& checkpoint);
     const std::string& path() const { return path_; }
 
 private:

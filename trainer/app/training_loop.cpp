@@ -268,6 +268,8 @@ private:
         log::warn("{}: a spare takes its place ({} spare{} left before)", e.what(), client_.spares_left(),
                   client_.spares_left() == 1 ? "" : "s");
         progress_meter::busy busy(meter_, "replacing a lost ps task with a spare");
+        const auto at_loss = client_.global_step();
+        std::string checkpoint_used;
         if (ctr_) ctr_->abandon();
         if (!chief()) {
             client_.replace_lost_ps();
@@ -285,6 +287,7 @@ private:
                                         "checkpoint sooner (--save-checkpoint-steps)",
                                         e.index(), client_.global_step(), o_.checkpoint_dir));
             const auto at = client_.global_step();
+            checkpoint_used = o_.checkpoint_dir + "/" + checkpoint::manifest_name(m->global_step);
             const auto replaced = chief_calls().replace_lost_ps(m->global_step, o_.sync_replicas);
             schedule_.saved(static_cast<std::int64_t>(m->global_step));
             lost_updates_ = o_.sync_replicas ? 0 : e.last_step() - std::min(e.last_step(), m->global_step);
@@ -309,6 +312,11 @@ private:
                 split_the_data();
                 resume_data_position(*step);
             }
+        // The reports go back with the global step (sync; async when ps 0,
+        // which counts the steps, was the one lost).
+        if (chief() && client_.global_step() < at_loss)
+            report_->went_back(static_cast<std::int64_t>(at_loss), static_cast<std::int64_t>(client_.global_step()),
+                               checkpoint_used);
     }
 
     // The first step after a lost PS's replacement: how long the job stood.
@@ -424,6 +432,8 @@ private:
                 samples_before_ = m->trained_samples;
                 client_.wait(chief_calls().async_restore(m->global_step));
                 schedule_.saved(static_cast<std::int64_t>(m->global_step));
+                const auto at = static_cast<std::int64_t>(m->global_step);
+                report_->went_back(at, at, o_.checkpoint_dir + "/" + checkpoint::manifest_name(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
                           s_.shape().describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
                           m->global_step, m->created, m->shards.size(), mode_, o_.train_steps);
@@ -456,6 +466,7 @@ private:
             return;
         }
         sampler_->skip_batches(position_, static_cast<std::size_t>(o_.batch_size));
+        if (augment_) augment_->resume_after(position_);
         log::debug("data position restored: {} batches drawn (epoch {})", position_, sampler_->epoch());
     }
 

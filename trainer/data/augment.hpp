@@ -26,6 +26,12 @@ public:
     // rows 0..n-1 (its labels, shape and background from `from`).
     void make_batch(const dataset& from, std::span<const std::uint32_t> rows, dataset& batch);
 
+    // The next batch is the (batches + 1)-th of this seed's, as for a run
+    // that goes on from a checkpoint after `batches` batches (a resumed
+    // job, a rollback): each batch's shifts and flips depend only on the
+    // seed and its number.
+    void resume_after(std::uint64_t batches) { batches_ = batches; }
+
 private:
     augment_options o_;
     std::uint64_t seed_;

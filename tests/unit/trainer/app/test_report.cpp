@@ -12,6 +12,8 @@
 #include "trainer/app/tensorboard.hpp"
 #include "trainer/app/tensorboard_event.pb.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -252,6 +254,45 @@ BOOST_AUTO_TEST_CASE(the_reporter_writes_the_same_figures_to_the_metrics_file_an
         for (const auto& v : e.summary().value()) written.insert({e.step(), {v.tag(), v.simple_value()}});
     }
     BOOST_TEST((written == expected));
+}
+
+// A sync rollback (a spare restored a lost PS from the checkpoint at step
+// 150, the job had reached 250): the next progress line is at 200 again, and
+// the events file says, with TensorFlow's SessionLog START at 151, that what
+// it held for steps 151 on is out of date (TensorBoard's reader drops it;
+// the integration test reads it with TensorBoard's own).
+BOOST_AUTO_TEST_CASE(a_rollback_logs_the_steps_again_after_a_session_start_tensorboard_purges_at)
+{
+    temp_dir d;
+    report_config c;
+    c.train_steps = 1000;
+    c.log_every = 100;
+    c.tensorboard_dir = (d.path / "events").string();
+    std::vector<std::int64_t> logged;
+    {
+        reporter r(c);
+        for (int step = 1; step <= 250; ++step)
+            if (r.step(step, 0.5, 0.5, 10)) logged.push_back(step);
+        r.went_back(250, 150, "/ckpt/ckpt-0000000150.json");
+        for (int step = 151; step <= 250; ++step)
+            if (r.step(step, 0.25, 0.5, 10)) logged.push_back(step);
+    }
+    BOOST_TEST((logged == std::vector<std::int64_t>{100, 200, 200}), "the steps trained again are logged again");
+    const auto files = std::vector<fs::directory_entry>(fs::directory_iterator(d.path / "events"), {});
+    BOOST_TEST_REQUIRE(files.size() == 1u);
+    std::vector<std::string> seen;  // "summary 200", "start 151 /ckpt/..."
+    for (const auto& rec : read_records(files[0].path())) {
+        const auto e = parse(rec);
+        if (e.has_session_log()) {
+            BOOST_TEST(e.session_log().status() == pstrain::tfevent::SessionLog::START);
+            seen.push_back(fmt::format("start {} {}", e.step(), e.session_log().checkpoint_path()));
+        } else if (e.has_summary()) {
+            seen.push_back(fmt::format("summary {} {}", e.step(), e.summary().value(0).simple_value()));
+        }
+    }
+    BOOST_TEST((seen == std::vector<std::string>{"summary 100 0.5", "summary 200 0.5",
+                                                 "start 151 /ckpt/ckpt-0000000150.json", "summary 200 0.25"}),
+               boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_failure_comment_names_the_lost_task_and_its_node_on_one_line)

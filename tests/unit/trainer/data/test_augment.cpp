@@ -73,6 +73,29 @@ BOOST_AUTO_TEST_CASE(shifts_and_flips_are_seeded_and_padded_with_the_background)
     BOOST_TEST(differs > 30, "another seed gives other batches");
 }
 
+BOOST_AUTO_TEST_CASE(a_run_resumed_after_n_batches_draws_what_the_whole_run_drew_next)
+{
+    auto d = images();
+    data::augmenter whole({1, true}, d, 5), resumed({1, true}, d, 5);
+    std::vector<std::uint32_t> rows{0, 1};
+    std::vector<std::vector<float>> drawn;
+    data::dataset x;
+    for (int i = 0; i < 8; ++i) {
+        whole.make_batch(d, rows, x);
+        drawn.push_back(x.features);
+    }
+    resumed.resume_after(5);
+    for (int i = 5; i < 8; ++i) {
+        resumed.make_batch(d, rows, x);
+        BOOST_TEST((x.features == drawn[std::size_t(i)]), "batch " << i + 1);
+    }
+    // And back: a rollback rewinds it.
+    resumed.resume_after(2);
+    resumed.make_batch(d, rows, x);
+    BOOST_TEST((x.features == drawn[2]));
+    BOOST_TEST((drawn[2] != drawn[5]), "batches differ, so the comparisons above can fail");
+}
+
 BOOST_AUTO_TEST_CASE(flip_alone_mirrors_or_keeps)
 {
     auto d = images();
