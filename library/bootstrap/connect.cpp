@@ -119,12 +119,13 @@ private:
 
 using ucx::connections;
 
-ucx::gate::config gate_config(const job& j, const ucx::auth_key& key)
+// A PS's gate for `workers` workers (the job's, or its slots: job::slots).
+ucx::gate::config gate_config(const job& j, const ucx::auth_key& key, int workers)
 {
     ucx::gate::config g;
     g.key = key;
     g.ps_index = static_cast<std::uint32_t>(j.me.index);
-    g.num_workers = static_cast<std::size_t>(j.num_workers);
+    g.num_workers = static_cast<std::size_t>(workers);
     g.worker_name = [&j](std::size_t i) { return j.peer_name(role::worker, static_cast<int>(i)); };
     return g;
 }
@@ -137,7 +138,7 @@ void authenticate_pmix(const job& j, ucx::engine& w, const ucx::auth_key& key, c
     const auto deadline = clock::now() + timeout;
     c.tokens.resize(c.peers.size());
     if (j.me.role == role::ps) {
-        ucx::gate gate(w, gate_config(j, key));
+        ucx::gate gate(w, gate_config(j, key, j.num_workers));
         for (std::size_t i = 0; i < c.peers.size(); ++i) gate.challenge(i, c.peers[i]->get());
         w.wait_until(
             [&] {
@@ -261,12 +262,12 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
     authenticate_pmix(j, w, key, c, timeout);
     if (door) {
         c.listen = std::move(door);
-        c.door = std::make_unique<ucx::gate>(w, gate_config(j, key));
+        c.door = std::make_unique<ucx::gate>(w, gate_config(j, key, j.slots()));
         c.door->admit_all();
     }
     if (rejoin && join && j.is_chief()) {
         join->ps.assign(static_cast<std::size_t>(j.num_ps), "");
-        join->num_workers = j.num_workers;
+        join->num_workers = j.slots();
         join->key = key;
         for (std::uint32_t r = 0; r < size; ++r) {
             const auto& t = ranks.tasks[r];
@@ -302,7 +303,8 @@ connections connect_static_ps(const job& j, ucx::engine& w, const ucx::auth_key&
     connections c;
     auto [host, port] = split_host_port(j.spec.ps[static_cast<std::size_t>(j.me.index)]);
     c.listen = std::make_unique<ucx::listener>(w, port);
-    c.door = std::make_unique<ucx::gate>(w, gate_config(j, key));
+    c.door = std::make_unique<ucx::gate>(w, gate_config(j, key, j.slots()));
+    c.door->admit_from(static_cast<std::size_t>(j.num_workers));  // the slots of workers that join later
     const auto deadline = clock::now() + timeout;
     bool all = w.wait_until(
         [&] {

@@ -86,6 +86,10 @@ std::vector<std::string> peer_names(const job& j)
     const role peer = j.me.role == role::ps ? role::worker : role::ps;
     std::vector<std::string> names;
     for (std::size_t i = 0; i < j.spec.tasks(peer).size(); ++i) names.push_back(j.peer_name(peer, static_cast<int>(i)));
+    // A PS's room for workers that join later: "worker 2 (new)".
+    if (peer == role::worker)
+        for (int i = static_cast<int>(names.size()); i < j.slots(); ++i)
+            names.push_back(fmt::format("{} {} (new)", role_name(peer), i));
     return names;
 }
 

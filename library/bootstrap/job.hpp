@@ -7,6 +7,7 @@
 #include "pstrain/error.hpp"
 #include "library/transport/ucx_transport.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -23,6 +24,11 @@ struct job {
     task_id me{role::worker, 0};
     int num_ps = 0;
     int num_workers = 0;
+    // A PS of an elastic job that may grow: the worker indices it keeps room
+    // for, num_workers or more (0: num_workers).  The workers beyond
+    // num_workers have no process at the start; one that joins later
+    // (through the door, as a lost one's replacement does) takes its slot.
+    int worker_slots = 0;
     cluster_spec spec;   // host:port of every task
     std::string source;  // "PMIx and the SPANK plugin", "TF_CONFIG", "--ps-hosts/--worker-hosts"
     // The auth key peers prove they hold (transport/handshake.hpp).  PMIx: made
@@ -32,6 +38,7 @@ struct job {
     std::optional<ucx::auth_key> key;
 
     bool is_chief() const { return me.role == role::worker && me.index == 0; }
+    int slots() const { return std::max(num_workers, worker_slots); }
     std::string name() const;                        // "worker 1"
     std::string peer_name(role r, int index) const;  // "ps 0 (n1)"
 };

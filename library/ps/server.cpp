@@ -41,6 +41,18 @@ public:
           sparse_(cfg_.tables, hooks_, links_, state_, profile_), startup_(net, links_, cfg_, hooks_)
     {
         if (links_.size() == 0) throw error("a parameter server needs at least one worker");
+        if (cfg_.started_workers > links_.size())
+            throw error(fmt::format("{} workers start with the job, and the transport has room for {}",
+                                    cfg_.started_workers, links_.size()));
+        if (cfg_.started_workers > 0 && cfg_.started_workers < links_.size()) {
+            if (!cfg_.elastic)
+                throw error("room for workers that join later is for elastic jobs: set server_config::elastic");
+            // The slots of workers that join later: lost until one does.
+            for (std::size_t i = cfg_.started_workers; i < links_.size(); ++i) {
+                links_[i].lost = true;
+                bound_.lost(i);
+            }
+        }
         if (cfg_.spare) cfg_.index = 0;  // until the chief's take_over says whose place it takes
         if (cfg_.num_ps < 1 || cfg_.index < 0 || cfg_.index >= cfg_.num_ps)
             throw error(fmt::format("PS index {} is outside 0..{}", cfg_.index, cfg_.num_ps - 1));
@@ -89,6 +101,9 @@ private:
         }
         bound_.set_bound(cfg_.sync ? unbounded_staleness : cfg_.max_staleness);
         replicas_ = replicas_wanted();
+        // Elastic: no more than the live workers (the room for workers that
+        // join later has none yet); the check below is against the room.
+        const int at_start = cfg_.elastic ? std::min(replicas_, links_.live()) : replicas_;
         if (cfg_.sync && replicas_ > static_cast<int>(links_.size())) {
             const auto what = fmt::format("sync training cannot aggregate {} gradients per step from {} workers",
                                           replicas_, links_.size());
@@ -96,6 +111,7 @@ private:
             throw peer_error(net_.peer_name(0), fmt::format("{} asks for {}: aggregate at most {}", net_.peer_name(0),
                                                             what, links_.size()));
         }
+        replicas_ = at_start;
         sparse_.set_tables(cfg_.tables);
     }
 
@@ -159,13 +175,17 @@ private:
         const bool restoring = startup_.await_init_or_restore(*shard_, sparse_.tables(), state_);
         log::info("shard [{}, {}) of {} parameters ({:.1f} KB), {} mode{}, {} global step {}", range.begin, range.end,
                   num_params_, wire::dense_bytes(range) / 1000.0, cfg_.sync ? "sync" : "async",
-                  cfg_.sync ? fmt::format(" aggregating {} of {} workers{}", replicas_, links_.size(),
-                                          cfg_.elastic ? " (elastic: fewer when workers are lost)" : "")
+                  cfg_.sync ? fmt::format(" aggregating {} of {} workers{}{}", replicas_, links_.live(),
+                                          cfg_.elastic ? " (elastic: fewer when workers are lost)" : "",
+                                          links_.live() < static_cast<int>(links_.size()) && cfg_.elastic
+                                              ? fmt::format(", room for {} workers", links_.size())
+                                              : "")
                             : bound_words(),
                   restoring ? "restored from the checkpoint at" : "starting at", state_.step);
         state_.done = hooks_.step_completed && hooks_.step_completed(state_.step);
         activity_.progressed();
-        for (std::size_t i = 1; i < links_.size(); ++i) links_.post(i);
+        for (std::size_t i = 1; i < links_.size(); ++i)
+            if (!links_[i].lost) links_.post(i);
         dense_->reply_values(0, range, false, values_status::ok);
         if (cfg_.spare) stand_in();
     }
@@ -399,7 +419,17 @@ private:
     {
         links_.renew(i);
         links_[i].rejoining = true;
-        log::info("{} is back: a new process took its place at global step {}", net_.peer_name(i), state_.step);
+        if (new_worker(i))
+            log::info("{} is connected: a new worker in room the job kept for one, at global step {}",
+                      net_.peer_name(i), state_.step);
+        else log::info("{} is back: a new process took its place at global step {}", net_.peer_name(i), state_.step);
+    }
+
+    // Worker i is the first process in a slot that had none at the start
+    // (server_config::started_workers).
+    bool new_worker(std::size_t i) const
+    {
+        return cfg_.started_workers > 0 && i >= cfg_.started_workers && net_.reconnections(i) == 1;
     }
 
     // Elastic training takes worker i back: sync steps aggregate its
@@ -408,11 +438,11 @@ private:
     void rejoined(std::size_t i)
     {
         bound_.back(i);
-        if (!cfg_.sync) return log::info("{} joined again at global step {}", net_.peer_name(i), state_.step);
+        const char* joined = new_worker(i) ? "joined" : "joined again";
+        if (!cfg_.sync) return log::info("{} {} at global step {}", net_.peer_name(i), joined, state_.step);
         const auto [was, from] = aggregate_the_live_workers();
-        log::info(
-            "{} joined again: elastic sync training aggregates {} gradients per step from global step {} (was {})",
-            net_.peer_name(i), replicas_, from, was);
+        log::info("{} {}: elastic sync training aggregates {} gradients per step from global step {} (was {})",
+                  net_.peer_name(i), joined, replicas_, from, was);
     }
 
     // Sync: the gradients per step the settings ask for (0: every worker).

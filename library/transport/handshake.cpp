@@ -316,10 +316,12 @@ void gate::handle(std::size_t length)
                again ? ", in place of the one this PS lost" : "");
 }
 
-void gate::admit_all()
+void gate::admit_from(std::size_t first)
 {
-    std::fill(done_.begin(), done_.end(), true);
-    for (auto& w : why_) w.clear();
+    for (std::size_t i = first; i < done_.size(); ++i) {
+        done_[i] = true;
+        why_[i].clear();
+    }
 }
 
 void gate::poll()

@@ -132,7 +132,11 @@ public:
     void let_rejoin(std::function<bool(std::size_t worker)> failed) { failed_ = std::move(failed); }
     // PMIx: every worker passed the handshake already (through PMIx's
     // addresses); the gate only takes back the ones that are lost.
-    void admit_all();
+    void admit_all() { admit_from(0); }
+    // Workers `first` and later need no handshake now: PMIx's (first 0), or
+    // the slots of an elastic job that may grow, which a worker that joins
+    // later takes through let_rejoin (their endpoints stay null).
+    void admit_from(std::size_t first);
     std::vector<rejoin> take_rejoined() { return std::exchange(rejoined_, {}); }
     std::size_t refused() const { return refused_; }
     void close(bool force);

@@ -69,6 +69,8 @@ ucx_transport::ucx_transport(std::unique_ptr<context> ctx, std::unique_ptr<engin
 {
     conns_.tokens.resize(names_.size());
     addresses_.resize(names_.size());
+    conns_.peers.resize(names_.size());  // an elastic job's room for workers that join later: no endpoint yet
+    conns_.fast.resize(names_.size());
     if (conns_.door) conns_.door->let_rejoin([this](std::size_t i) { return i < names_.size() && failed(i); });
     // The first heartbeats go out when this task first waits (guard).
 }
@@ -173,7 +175,8 @@ void ucx_transport::drop_foreign_messages()
             t.channel == bootstrap_channel
                 ? conns_.door != nullptr
                 : (t.channel <= static_cast<std::uint8_t>(ps::channel::payload) || t.channel == heartbeat_channel) &&
-                      t.sender < names_.size() && t.token == conns_.tokens[t.sender].recv_token;
+                      t.sender < names_.size() && conns_.peers[t.sender] &&
+                      t.token == conns_.tokens[t.sender].recv_token;
         if (ours) return;
         ucp_tag_message_h m = ucp_tag_probe_nb(engine_->get(), info.sender_tag, tag_full_mask, 1, &info);
         if (!m) return;
@@ -193,6 +196,7 @@ void ucx_transport::drop_foreign_messages()
 void ucx_transport::replace(gate::rejoin& r)
 {
     const auto i = r.worker;
+    const bool first = !conns_.peers[i] && reconnections_[i] == 0;  // room an elastic job kept for a new worker
     if (conns_.peers[i]) conns_.peers[i]->close(std::chrono::milliseconds(0), true);
     conns_.peers[i] = std::move(r.ep);
     if (i < conns_.fast.size() && conns_.fast[i]) {
@@ -206,7 +210,8 @@ void ucx_transport::replace(gate::rejoin& r)
     }
     silence_.replaced(i, ps::clock::now());
     ++reconnections_[i];
-    log::info("{} connected again, in place of the one that was lost", names_[i]);
+    if (first) log::info("{} connected, in room the job kept for a new worker", names_[i]);
+    else log::info("{} connected again, in place of the one that was lost", names_[i]);
 }
 
 bool ucx_transport::failed(std::size_t peer) const

@@ -164,6 +164,44 @@ test_a_worker_started_with_join_takes_a_lost_ones_place_in_a_pmix_step() {
   no_task_left
 }
 
+# --max-workers 3 on a job of 2 workers: the PS keeps room for a third, and
+# `pstrain --join` with --task-index 2 joins the running step as a new
+# worker; sync steps aggregate 3 gradients from then on, the data is split
+# in three, and pstrain status counts it.
+test_a_job_grows_when_a_new_worker_joins_the_room_it_keeps() {
+  export TEST_TAG=$RANDOM$RANDOM
+  local flags=(--device cpu --train-steps 4000 --log-every 500 --sync-replicas --elastic --max-workers 3
+               --checkpoint-dir "$PWD/ckpt")
+  mkdir -p ckpt
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 200 srun -N3 --ps=1 --workers=2 --mpi=pmix -o "$PWD/task-%t.out" \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" "${flags[@]}" &
+  local job=$! i new_rc
+  for i in $(seq 1 120); do
+    grep -q 'step [0-9]*/4000' task-*.out 2>/dev/null && [ -f ckpt/join ] && break
+    sleep 0.25
+  done
+  [ -f ckpt/join ] || { kill $job 2>/dev/null || true; fail "the job did not start training, or wrote no join file"; }
+  local on_n3=()
+  [ ! -f "$(dirname "$SLURM_CONF")/netns" ] || on_n3=(ip netns exec pstn3)
+  "${on_n3[@]}" env -u SLURM_CONF timeout 200 "$pstrain" "${flags[@]}" --join ckpt/join --task-index 2 >new.out 2>&1 &
+  local new=$!
+  wait $job && rc=0 || rc=$?
+  wait $new && new_rc=0 || new_rc=$?
+  out=$(cat task-*.out new.out)
+  printf '%s\n[srun: %s, the new worker: %s]\n' "$out" "$rc" "$new_rc" >>"$TEST_LOG"
+  expect_eq "$rc/$new_rc" 0/0 "exit status of the job and of the new worker"
+  expect_contains "aggregating 2 of 2 workers (elastic: fewer when workers are lost), room for 3 workers"
+  expect_contains "with --task-index 2 to 2 it joins as a new worker"
+  expect_contains "worker 2 (new) is connected: a new worker in room the job kept for one"
+  expect_contains "worker 2 (new) joined: elastic sync training aggregates 3 gradients per step from global step"
+  expect_contains "data: re-split among the 3 live workers of 3 at global step"
+  expect_eq "$(field "$(last_json <task-1.out)" global_step)" 4000 "global_step of the chief's final line"
+  run "$pstrain" status ckpt
+  expect_contains "workers: 3 alive from global step"
+  expect_contains "(2 started with the job, room for 3: pstrain --join adds one)"
+  no_task_left
+}
+
 # Without --elastic the restarted worker is refused in one line, and the
 # async job goes on to its end without it.
 test_a_restarted_worker_is_refused_by_a_job_that_is_not_elastic() {

@@ -20,7 +20,9 @@ namespace pstrain::trainer {
 
 namespace {
 
-constexpr const char* header = "# pstrain join file: pstrain --join FILE --task-index I takes lost worker I's place";
+constexpr const char* header =
+    "# pstrain join file: pstrain --join FILE --task-index I takes lost worker I's place, or joins as a new worker "
+    "I in room the job keeps (--max-workers)";
 
 }  // namespace
 
@@ -84,8 +86,9 @@ void apply_join_file(train_options& o)
     if (key_line.rfind("key ", 0) != 0 || !ucx::parse_key(key_line.substr(4))) throw bad("key");
     if (o.task_index < 1 || o.task_index >= workers)
         throw error(
-            fmt::format("--join {}: give --task-index I of the lost worker whose place to take, 1 to {} (worker "
-                        "0 is the chief: a lost chief ends the job)",
+            fmt::format("--join {}: give --task-index I of the lost worker whose place to take (or of a new "
+                        "one, in room the job keeps with --max-workers), 1 to {} (worker 0 is the chief: a lost chief "
+                        "ends the job)",
                         file, workers - 1));
     o.ps_hosts = hosts;
     o.job_name = "worker";

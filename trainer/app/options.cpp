@@ -124,6 +124,12 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                    "the join file its chief wrote (--checkpoint-dir/join)")
         ->type_name("FILE")
         ->group(dist);
+    app.add_option("--max-workers,--max_workers", o.max_workers,
+                   "--elastic: room for M workers, more than the job starts with: a worker started later with "
+                   "--join and a new --task-index (up to M-1) joins the running job, and sync steps aggregate its "
+                   "gradient too (default: the job's workers)")
+        ->check(CLI::Range(1, 65535))
+        ->group(dist);
     app.add_option("--ps-spares,--ps_spares", o.ps_spares,
                    "the job's last K ps tasks wait as spares: one takes a lost PS's place, restoring its shard from "
                    "the newest checkpoint (sync: every shard rolls back to it), and training goes on; needs "
@@ -438,6 +444,14 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         if (staleness_option->count() > 0 && o.sync_replicas)
             throw error("--max-staleness bounds async training and --sync-replicas trains in lock-step already: "
                         "give one of them");
+        if (o.max_workers > 0 && !o.elastic)
+            throw error(fmt::format("--max-workers {}: room for workers that join later is for --elastic jobs: give "
+                                    "--elastic to every task too",
+                                    o.max_workers));
+        if (o.max_workers > 0 && o.standalone)
+            throw error(fmt::format("--max-workers {}: --standalone has one worker and no room for others: leave "
+                                    "one of them out",
+                                    o.max_workers));
         if (o.ps_spares > 0 && o.checkpoint_dir.empty())
             throw error(fmt::format("--ps-spares {}: a spare restores a lost PS's shard from the newest checkpoint: "
                                     "give --checkpoint-dir on a path every node shares",

@@ -49,6 +49,9 @@ struct train_options {
     // sync: a lost worker lowers the gradients per step instead of ending the job
     bool elastic = false;
     std::string join;  // --join FILE: take a lost worker's place in a running --elastic PMIx job
+    // --elastic jobs that grow: room for this many workers (0: the job's);
+    // workers beyond the job's join later with --join
+    int max_workers = 0;
     // --ps-spares: the job's last K ps tasks wait to take a lost PS's place
     // (restoring its shard from the newest checkpoint); 0: a lost PS ends the job
     int ps_spares = 0;

@@ -79,11 +79,11 @@ nlohmann::json run_status(const std::string& dir, const std::string& metrics_fil
             s["accuracy"] = {{"test_accuracy", e["test_accuracy"]}, {"global_step", e["global_step"]}};
         if (e.value("event", "") == "workers" && e.contains("alive") && e["alive"].is_number_unsigned() &&
             e.contains("workers") && e["workers"].is_number_unsigned())
-            s["workers"] = {
-                {"alive", e["alive"]},
-                {"workers", e["workers"]},
-                {"global_step", e.value("global_step", std::uint64_t{0})},
-                {"elastic", e.contains("elastic") && e["elastic"].is_boolean() && e["elastic"].get<bool>()}};
+            s["workers"] = {{"alive", e["alive"]},
+                            {"workers", e["workers"]},
+                            {"global_step", e.value("global_step", std::uint64_t{0})},
+                            {"elastic", e.contains("elastic") && e["elastic"].is_boolean() && e["elastic"].get<bool>()},
+                            {"room", e.contains("room") && e["room"].is_number_unsigned() ? e["room"] : e["workers"]}};
         last.push_back(std::move(e));
         if (last.size() > tail) last.pop_front();
     }
@@ -124,8 +124,14 @@ std::string format_status(const nlohmann::json& s)
         const char* lost = w["elastic"].get<bool>()
                                ? " (--elastic: the others were lost; the data is split among the live ones)"
                                : " (the others were lost, and their data shards are not trained on)";
-        out += fmt::format("workers: {} of {} alive from global step {}{}\n", alive, all,
-                           w["global_step"].get<std::uint64_t>(), alive < all ? lost : "");
+        const auto room = w["room"].get<std::uint64_t>();
+        if (room > all)  // --max-workers: the job keeps room for workers that join later
+            out += fmt::format("workers: {} alive from global step {} ({} started with the job, room for {}: "
+                               "pstrain --join adds one)\n",
+                               alive, w["global_step"].get<std::uint64_t>(), all, room);
+        else
+            out += fmt::format("workers: {} of {} alive from global step {}{}\n", alive, all,
+                               w["global_step"].get<std::uint64_t>(), alive < all ? lost : "");
     }
     if (s["metrics_file"].is_null()) {
         out += "metrics: no metrics.jsonl in this directory (pass the job's --metrics-file with --metrics)\n";

@@ -142,6 +142,8 @@ int run_ps_task(const train_options& o, const bootstrap::job& j, ps::transport& 
     const int serving = j.num_ps - o.ps_spares;
     auto config = server_config_for(o, j.me.index, serving);
     config.spare = j.me.index >= serving;
+    // --max-workers: the slots after the job's workers wait for workers that join later.
+    if (j.slots() > j.num_workers) config.started_workers = static_cast<std::size_t>(j.num_workers);
     if (config.spare)
         log::info("a spare for the job's {} ps task{}: waits to take the place of one that is lost", serving,
                   serving == 1 ? "" : "s");
@@ -182,7 +184,8 @@ loop_role role_of(const train_options& o, const bootstrap::job& j)
     r.num_ps = j.num_ps - o.ps_spares;  // the transport's peers after them are the spares
     r.ps_spares = o.ps_spares;
     r.num_workers = j.num_workers;
-    for (int i = 0; i < j.num_workers; ++i) r.worker_names.push_back(j.peer_name(role::worker, i));
+    r.worker_slots = j.slots();
+    for (int i = 0; i < j.slots(); ++i) r.worker_names.push_back(j.peer_name(role::worker, i));
     r.name = j.peer_name(role::worker, j.me.index);
     return r;
 }
@@ -241,7 +244,8 @@ namespace {
 // An --elastic chief under PMIx: the join file a worker started later in a
 // lost one's place reads (join_file.hpp), in --checkpoint-dir; its path, or
 // "" when there is none.
-std::string offer_join(const train_options& o, const bootstrap::join_info& join, const std::string& startup_error)
+std::string offer_join(const train_options& o, const bootstrap::join_info& join, int started,
+                       const std::string& startup_error)
 {
     if (join.ps.empty() || !startup_error.empty()) return "";
     if (o.checkpoint_dir.empty()) {
@@ -252,8 +256,11 @@ std::string offer_join(const train_options& o, const bootstrap::join_info& join,
     try {
         const auto path = write_join_file(o.checkpoint_dir, join);
         log::info("--elastic: a worker started later takes lost worker I's place with `pstrain --join {} "
-                  "--task-index I` and this job's other flags",
-                  path);
+                  "--task-index I` and this job's other flags{}",
+                  path,
+                  join.num_workers > started ? fmt::format("; with --task-index {} to {} it joins as a new worker",
+                                                           started, join.num_workers - 1)
+                                             : "");
         return path;
     } catch (const error& e) {
         log::warn("--elastic: {}: a lost worker cannot join this job again", e.what());
@@ -281,9 +288,14 @@ int run_distributed(const train_options& o, bootstrap::job j)
     // that the job reports each once (bootstrap::start_vote).
     std::string startup_error;
     try {
-        if (o.replicas_to_aggregate > j.num_workers)
+        if (o.max_workers > 0 && o.max_workers < j.num_workers)
+            throw error(fmt::format("--max-workers {} is fewer than the job's {} workers: give {} or more, or leave "
+                                    "it out",
+                                    o.max_workers, j.num_workers, j.num_workers));
+        j.worker_slots = o.max_workers;
+        if (o.replicas_to_aggregate > j.slots())
             throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}",
-                                    o.replicas_to_aggregate, j.num_workers, j.num_workers));
+                                    o.replicas_to_aggregate, j.slots(), j.slots()));
         if (o.ps_spares >= j.num_ps)
             throw error(fmt::format("--ps-spares {} leaves no ps task to serve: this job has {} ps task{}, and the "
                                     "spares are the last ones: run {} more ps task{} (sbatch --ps-spares adds them)",
@@ -304,7 +316,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
     auto net =
         bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
                            std::chrono::seconds(o.bootstrap_timeout), beats, &vote, o.elastic, &join);
-    const offered_join join_file{offer_join(o, join, startup_error)};
+    const offered_join join_file{offer_join(o, join, j.num_workers, startup_error)};
     // The others may take a while to load their data.
     const auto vote_within = std::chrono::seconds(std::max(o.bootstrap_timeout, o.stall_timeout));
     if (!startup_error.empty() || j.me.role == role::ps) vote.cast(startup_error, vote_within);
@@ -366,6 +378,10 @@ int run_serving_ps(const train_options& o, bootstrap::job j)
         throw error(fmt::format("--ps-spares {}: spare ps tasks serve pstrain's own workers only in this version, "
                                 "not a program's through pstrain serve: submit the job without spares",
                                 o.ps_spares));
+    if (o.max_workers > 0)
+        throw error(fmt::format("--max-workers {}: workers join a running job through pstrain's own --join in this "
+                                "version, which a program's workers do not have: leave it out",
+                                o.max_workers));
     if (!o.checkpoint_dir.empty()) {
         checkpoint::prepare_directory(o.checkpoint_dir);
         catch_termination();

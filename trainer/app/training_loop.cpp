@@ -32,7 +32,7 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
 {
     ps::client_config c;
     c.index = who.index;
-    c.num_workers = who.num_workers;
+    c.num_workers = who.slots();
     c.num_params = s.shape().num_params();
     for (const auto& t : s.shape().tensors()) c.tensor_sizes.push_back(t.size);
     const auto& ts = s.shape().tensors();
@@ -82,7 +82,7 @@ public:
           n_(s_.shape().num_params()), owned_client_(make_client(net, client_config_for(o, who, s_))),
           client_(*owned_client_), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
-          replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.num_workers),
+          replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.slots()),
           live_{static_cast<std::uint32_t>(who.num_workers), static_cast<std::uint32_t>(who.index)}, schedule_(o),
           mode_(who.standalone    ? "standalone"
                 : o.sync_replicas ? "sync"
@@ -211,7 +211,8 @@ public:
             // Every segment of the run: a requeued job's earlier ones are in the checkpoint it resumed.
             return done_line(evaluate(step()), trained_before_ + seconds,
                              samples_before_ + static_cast<std::uint64_t>(report_->samples()),
-                             who_.standalone ? 0 : who_.num_ps, who_.num_workers, mode_);
+                             who_.standalone ? 0 : who_.num_ps,
+                             std::max<int>(who_.num_workers, static_cast<int>(live_.live)), mode_);
         }();
         chief_calls().shutdown();
         if (who_.after_shutdown) who_.after_shutdown();
@@ -360,7 +361,7 @@ private:
             if (ctr_) ctr_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
             log::info("data: re-split among the {} live workers of {} at global step {} (was {}): this worker "
                       "trains on shard {} of {}",
-                      live.live, who_.num_workers, client_.global_step(), was, live.rank, live.live);
+                      live.live, who_.slots(), client_.global_step(), was, live.rank, live.live);
         }
         if (chief()) record_the_live_workers();
     }
@@ -371,6 +372,7 @@ private:
                          {"global_step", client_.global_step()},
                          {"alive", live_.live},
                          {"workers", who_.num_workers},
+                         {"room", who_.slots()},
                          {"elastic", o_.elastic}});
     }
 
@@ -459,7 +461,7 @@ private:
     {
         progress_meter::busy busy(meter_, "reading the checkpoint's manifest");
         const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
-        position_ = resumed_position(m, o_, who_.num_workers, who_.index);
+        position_ = resumed_position(m, o_, who_.slots(), who_.index);
         if (ctr_) {
             ctr_->skip_batches(position_);
             log::debug("data position restored: {} batches read (epoch {})", position_, ctr_->epoch());

@@ -9,6 +9,7 @@
 #include "trainer/app/options.hpp"
 #include "trainer/app/watchdog.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -18,6 +19,11 @@ namespace pstrain::trainer {
 struct loop_role {
     int index = 0;  // worker index; 0 is the chief
     int num_ps = 1, num_workers = 1;
+    // The PS tasks' room for workers (--max-workers: num_workers or more):
+    // what the client's hello says, and how many worker slots the PS's
+    // counters and checkpoints have.  0: num_workers.
+    int worker_slots = 0;
+    int slots() const { return std::max(num_workers, worker_slots); }
     int ps_spares = 0;                      // spare ps tasks, the transport's peers after the num_ps
     std::vector<std::string> worker_names;  // how errors name the workers
     std::string name;                       // "worker 1 (n2)", for messages

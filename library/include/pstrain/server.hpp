@@ -55,6 +55,15 @@ struct server_config {
     // its gradient again.  Without it such a process's hello is refused.
     // The chief's loss still ends the job.
     bool elastic = false;
+    // Elastic jobs that grow: the workers that start with the job, fewer
+    // than the transport's worker peers.  The peers from started_workers on
+    // are slots with no process yet, counted as lost from the start: a
+    // worker that joins later takes one as a lost one's replacement does,
+    // and a sync step then aggregates its gradient too (up to
+    // replicas_to_aggregate when that is given; 0 there: every live worker).
+    // Each slot costs this PS one receive buffer of its shard.  0: every
+    // peer starts with the job.
+    std::size_t started_workers = 0;
     // Read and write the buffers of workers on this host in place when the
     // transport can map them (else every exchange is a message).
     bool share_memory = true;

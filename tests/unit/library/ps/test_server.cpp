@@ -1149,6 +1149,96 @@ BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_i
                log);
 }
 
+// A job that grows: 3 workers' room, 2 started.  Sync aggregates the 2 from
+// the start (no step waits for the third), and a worker that joins later
+// takes the free slot: it pulls the values of now, and the next step
+// aggregates its gradient too.
+BOOST_AUTO_TEST_CASE(elastic_sync_grows_when_a_worker_joins_the_room_kept_for_it)
+{
+    auto config = elastic_config();
+    config.started_workers = 2;
+    ps_job job(1, 3, config);
+    job.net().kill_worker(2);  // no process in the third slot yet
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    pstrain::testing::run_end end;
+    const auto log = pstrain::testing::stderr_of([&] {
+        start(job, 2);
+        push_g0_and_g1(w0, w1);
+        BOOST_TEST((w1.live_workers() == client::membership{2, 1}));
+        auto& w2 = job.restart_worker(2);
+        w2.wait(w2.async_pull());
+        BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
+        fill(w0.grads(), g0);
+        fill(w1.grads(), g1);
+        fill(w2.grads(), std::vector<float>{2, 1, 1, 0, 0.5f, 0});  // g0 and g1's mean: the step's mean stays it
+        const auto t0 = w0.async_push();
+        const auto t1 = w1.async_push();
+        BOOST_TEST(held_for_the_step(job, w0, 0, t0), "two gradients of three completed a step");
+        w2.wait(w2.async_push());
+        w0.wait(t0);
+        w1.wait(t1);
+        BOOST_TEST(to_vector(w2.params()) == after_two_steps, boost::test_tools::per_element());
+        BOOST_TEST((w0.live_workers() == client::membership{3, 0}));
+        BOOST_TEST((w2.live_workers() == client::membership{3, 2}));
+        w0.shutdown();
+        leave(w1);
+        leave(w2);
+        end = job.finish();
+    });
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST(log.find("aggregating 2 of 2 workers (elastic: fewer when workers are lost), room for 3 workers") !=
+                   std::string::npos,
+               log);
+    BOOST_TEST(log.find("worker 2 is connected: a new worker in room the job kept for one, at global step 1") !=
+                   std::string::npos,
+               log);
+    BOOST_TEST(log.find("worker 2 joined: elastic sync training aggregates 3 gradients per step from global step 1 "
+                        "(was 2)") != std::string::npos,
+               log);
+}
+
+// Async with a staleness bound: the free slot holds nobody back.
+BOOST_AUTO_TEST_CASE(an_empty_slot_is_no_slowest_worker_for_the_staleness_bound)
+{
+    auto config = async_config();
+    config.elastic = true;
+    config.started_workers = 2;
+    config.max_staleness = 0;
+    ps_job job(1, 3, config);
+    job.net().kill_worker(2);
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    for (int s = 0; s < 3; ++s) {
+        fill(w0.grads(), g0);
+        fill(w1.grads(), g1);
+        const auto t0 = w0.async_push();
+        const auto t1 = w1.async_push();
+        w0.wait(t0);
+        w1.wait(t1);
+    }
+    w0.wait(w0.async_pull());
+    BOOST_TEST(w0.global_step() == 6u, "six pushes applied, none held for the empty slot");
+    w0.shutdown();
+    leave(w1);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+}
+
+BOOST_AUTO_TEST_CASE(room_for_workers_that_join_later_is_for_elastic_jobs)
+{
+    auto config = async_config();
+    config.started_workers = 2;
+    loopback_network net(1, 3);
+    BOOST_CHECK_EXCEPTION(server(net.ps(0), config, {}), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) ==
+               "room for workers that join later is for elastic jobs: set server_config::elastic";
+    });
+}
+
 BOOST_AUTO_TEST_CASE(a_restarted_worker_is_refused_by_a_job_that_is_not_elastic)
 {
     ps_job job(1, 3, async_config());

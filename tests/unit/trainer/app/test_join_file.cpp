@@ -80,8 +80,9 @@ BOOST_AUTO_TEST_CASE(a_bad_join_or_task_index_is_one_line_naming_the_fix)
     o.join = path;
     o.task_index = 0;
     BOOST_TEST(error_of(o) == "--join " + path +
-                                  ": give --task-index I of the lost worker whose place to take, 1 to 2 (worker 0 is "
-                                  "the chief: a lost chief ends the job)");
+                                  ": give --task-index I of the lost worker whose place to take (or of a new one, in "
+                                  "room the job keeps with --max-workers), 1 to 2 (worker 0 is the chief: a lost "
+                                  "chief ends the job)");
     o.task_index = 1;
     o.ps_hosts = "n1:1";
     BOOST_TEST(error_of(o) ==

@@ -494,6 +494,21 @@ BOOST_AUTO_TEST_CASE(ps_spares_come_from_the_flag_or_the_plugins_environment)
     BOOST_TEST(flag_wins == 3);
 }
 
+BOOST_AUTO_TEST_CASE(max_workers_is_room_for_an_elastic_job_to_grow)
+{
+    BOOST_TEST(accepted({}).max_workers == 0, "no room beyond the job's workers unless asked");
+    BOOST_TEST(accepted({"--elastic", "--max-workers", "8"}).max_workers == 8);
+    expect_error({"--max-workers", "8"}, "--max-workers 8: room for workers that join later is for --elastic jobs: "
+                                         "give --elastic to every task too");
+    expect_error({"--max-workers", "8", "--elastic", "--standalone"},
+                 "--max-workers 8: --standalone has one worker and no room for others: leave one of them out");
+    std::optional<train_options> o;
+    int code = 0;
+    parse({"--elastic", "--max-workers", "0"}, o, code);
+    BOOST_TEST(!o.has_value());
+    BOOST_TEST(code == 2);
+}
+
 BOOST_AUTO_TEST_CASE(ps_spares_without_a_checkpoint_dir_or_with_standalone_is_one_line_naming_the_fix)
 {
     expect_error({"--ps-spares", "1"}, "--ps-spares 1: a spare restores a lost PS's shard from the newest checkpoint: "
