@@ -18,6 +18,10 @@
 #     as for pstrain's own workers; a worker that exits with an error (a bad
 #     input, a bug, which would come back) ends it.  --worker-failures
 #     tolerate goes on after both, fail after neither.
+#   - a program of an elastic job (pstrain.torch's elastic=True) started
+#     later, outside the step, with PSTRAIN_JOIN=$PSTRAIN_CHECKPOINT_DIR/join
+#     PSTRAIN_JOIN_INDEX=I takes lost worker I's place: ps 0 writes that
+#     file while the job runs (pstrain-python(3)).
 #
 # Options before the program (the rest is the program and its arguments):
 #   --checkpoint-dir DIR  where the ps tasks write their checkpoint shards

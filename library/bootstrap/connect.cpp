@@ -265,7 +265,7 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
         c.door = std::make_unique<ucx::gate>(w, gate_config(j, key, j.slots()));
         c.door->admit_all();
     }
-    if (rejoin && join && j.is_chief()) {
+    if (rejoin && join) {  // the caller decides who writes the join file
         join->ps.assign(static_cast<std::size_t>(j.num_ps), "");
         join->num_workers = j.slots();
         join->key = key;

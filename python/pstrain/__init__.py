@@ -149,6 +149,40 @@ def _tensors(tensors: Sequence[Tuple[str, Shape]]) -> List[Tuple[str, Tuple[int,
     return out
 
 
+def _join_file(path: str, index: int, how: str) -> Tuple[str, str, str]:
+    """The classic flags (ps_hosts, worker_hosts) and the step's key that join
+    file ``path`` gives worker ``index``: the file ``pstrain serve``'s ps 0
+    (or pstrain's chief) writes into the checkpoint directory of a running
+    elastic job under PMIx.  ``how`` names the setting in errors."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise Error(
+            f"{how}={path}: cannot read the join file: {e.strerror}: give the file the job's ps 0 wrote into its "
+            "checkpoint directory (DIR/join), while the job runs"
+        ) from None
+    if len(lines) < 4 or not lines[0].startswith("# pstrain join file"):
+        raise Error(f"{how}={path} is not a pstrain join file: give the job's DIR/join, written while it runs")
+    ps, workers, key = lines[1].split(), lines[2].split(), lines[3].split()
+    if len(ps) < 2 or ps[0] != "ps" or len(workers) != 2 or workers[0] != "workers" or len(key) != 2 or key[0] != "key":
+        raise Error(f"{how}={path} is not a pstrain join file: give the job's DIR/join, written while it runs")
+    try:
+        count = int(workers[1])
+    except ValueError:
+        raise Error(f"{how}={path} is not a pstrain join file: give the job's DIR/join, written while it runs") from None
+    if not 1 <= index < count:
+        raise Error(
+            f"{how}={path}: give the index of the lost worker whose place to take, 1 to {count - 1} (worker 0 is "
+            "the chief: a lost chief ends the job)"
+        )
+    import socket
+
+    here = socket.gethostname()
+    hosts = ",".join(f"{here if w == index else 'joined'}:1" for w in range(count))
+    return ",".join(ps[1:]), hosts, key[1]
+
+
 def init(
     timeout: float = 60.0,
     heartbeat_interval: float = 5.0,
@@ -156,17 +190,45 @@ def init(
     worker_hosts: Optional[str] = None,
     job_name: Optional[str] = None,
     task_index: Optional[int] = None,
+    join: Optional[str] = None,
 ) -> Context:
     """Finds this task's role and connects it to its peers.
 
     The role comes from, in order: ``srun --mpi=pmix`` with pstrain's Slurm
     plugin (``--ps=N --workers=M``), the classic arguments (``ps_hosts``,
-    ``worker_hosts``, ``job_name``, ``task_index``), or ``TF_CONFIG``.
-    ``timeout``: seconds for every peer to appear; ``heartbeat_interval``:
-    seconds between heartbeats (0: none).  Raises :class:`Error` when
-    nothing gives a role or a peer is missing.  Releases the GIL while it
-    connects.
+    ``worker_hosts``, ``job_name``, ``task_index``), or ``TF_CONFIG``; a
+    process started outside the job's step gives ``join`` (or
+    ``$PSTRAIN_JOIN``) instead.  ``join``: the join file a
+    running elastic job's ps 0 wrote into its checkpoint directory
+    (``torch-train.sh``'s ``$PSTRAIN_CHECKPOINT_DIR/join``); this process
+    takes the place of lost worker ``task_index`` (or
+    ``$PSTRAIN_JOIN_INDEX``), authenticated with the step's key, as
+    ``pstrain --join`` does for pstrain's own workers.  ``timeout``: seconds
+    for every peer to appear; ``heartbeat_interval``: seconds between
+    heartbeats (0: none).  Raises :class:`Error` when nothing gives a role,
+    a join file or index is wrong, or a peer is missing.  Releases the GIL
+    while it connects.
     """
+    import os
+
+    how = "join"
+    if join is None and os.environ.get("PSTRAIN_JOIN"):
+        join, how = os.environ["PSTRAIN_JOIN"], "PSTRAIN_JOIN"
+    if join is not None:
+        if task_index is None:
+            index = os.environ.get("PSTRAIN_JOIN_INDEX", "")
+            if not index.isdigit():
+                raise Error(
+                    f"{how}={join}: give the index of the lost worker whose place to take: task_index=I, or "
+                    "PSTRAIN_JOIN_INDEX=I"
+                )
+            task_index = int(index)
+        if ps_hosts is not None or worker_hosts is not None or job_name is not None:
+            raise Error(f"{how}={join} gives the job's hosts: leave out ps_hosts, worker_hosts and job_name")
+        ps_hosts, worker_hosts, key = _join_file(join, task_index, how)
+        job_name = "worker"
+        os.environ["PSTRAIN_AUTH_KEY"] = key
+        os.environ.pop("PSTRAIN_AUTH_KEY_FILE", None)
     return _core.connect_task(timeout, heartbeat_interval, ps_hosts, worker_hosts, job_name, task_index)
 
 

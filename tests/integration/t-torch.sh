@@ -190,6 +190,46 @@ test_a_worker_killed_in_elastic_sync_training_does_not_stop_it() {
   expect_nodes_idle
 }
 
+# --elastic, sync, under torch-train.sh (PMIx): ps 0 writes the join file
+# into the checkpoint directory; worker 1 killed, and the same program
+# started outside the step with PSTRAIN_JOIN and PSTRAIN_JOIN_INDEX=1 takes
+# its place (the step's key, the PS's listener): the PS aggregates 2
+# gradients a step again, the joined program ends with the job, and the
+# join file goes with it.
+test_a_program_started_with_pstrain_join_takes_a_lost_workers_place() {
+  local py pid joiner joined_rc i
+  py=$(torch_python)
+  use_package
+  local program=("$py" "$examples/cnn_fashion_mnist.py" --sync --elastic --steps 3000 "${cnn_args[@]}")
+  submit_torch job.out --ps=1 --workers=2 -- --checkpoint-dir "$PWD/ckpt" "${program[@]}"
+  wait_for_line job.out "cnn_fashion_mnist\[worker 0\]: step" 240
+  [ -f ckpt/join ] || fail "ps 0 wrote no join file into the checkpoint directory"
+  grep -q "PSTRAIN_JOIN=$PWD/ckpt/join PSTRAIN_JOIN_INDEX=I takes lost worker I's place" job.out ||
+    fail "ps 0 did not say how a program joins"
+  pid=$(task_pid "^[^ ]*python3 $examples/" worker 1) || fail "worker 1's program is not running"
+  kill -9 "$pid"
+  wait_for_line job.out "lost worker 1" 60
+  # On n3 (its namespace on a --netns cluster), outside the job's step.
+  local on_n3=()
+  [ ! -f "$(dirname "$SLURM_CONF")/netns" ] || on_n3=(ip netns exec pstn3)
+  "${on_n3[@]}" env -u SLURM_CONF PSTRAIN_JOIN="$PWD/ckpt/join" PSTRAIN_JOIN_INDEX=1 timeout 300 "${program[@]}" \
+    >joined.out 2>&1 &
+  joiner=$!
+  finish_torch job.out
+  wait $joiner && joined_rc=0 || joined_rc=$?
+  { echo "--- joined.out (exit status $joined_rc)"; cat joined.out; } >>"$TEST_LOG"
+  expect_eq "$job_state" COMPLETED "job state"
+  expect_eq "$joined_rc" 0 "exit status of the joined program"
+  grep -qE "pstrain\[ps 0\]: worker 1 \(n[0-9]+\) joined again: elastic sync training aggregates 2 gradients per step" job.out ||
+    fail "ps 0 did not take the joined program in"
+  grep -qE "cnn_fashion_mnist\[worker 1\]: stopped at global step 3000 after [1-9][0-9]* steps of its own" joined.out ||
+    fail "the joined program trained no step"
+  expect_at_least "$(json "$result" global_step)" 3000 "global step"
+  [ ! -e ckpt/join ] || fail "the join file outlived the job"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
 test_a_killed_ps_ends_the_job_within_30s_naming_it() {
   local py id pid t0
   py=$(torch_python)

@@ -190,8 +190,63 @@ class PeerErrorsTest(unittest.TestCase):
             self.assertEqual(caught.exception.peer, "ps 1")
 
 
-if __name__ == "__main__":
-    unittest.main()
+
+class JoinFileTest(unittest.TestCase):
+    """pstrain.init(join=...): the join file a running elastic job's ps 0
+    writes, read before anything connects (the integration test joins a
+    running job with it)."""
+
+    def setUp(self):
+        import tempfile
+
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "join")
+        with open(self.path, "w") as f:
+            f.write("# pstrain join file: pstrain --join FILE --task-index I takes lost worker I's place\n")
+            f.write("ps n1:40001 n2:40002\nworkers 3\nkey " + "ab" * 32 + "\n")
+        self.saved = {k: os.environ.get(k) for k in ("PSTRAIN_JOIN", "PSTRAIN_JOIN_INDEX", "PSTRAIN_AUTH_KEY")}
+
+    def tearDown(self):
+        import shutil
+
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(self.dir)
+
+    def test_the_file_gives_the_ps_hosts_every_worker_and_the_key(self):
+        ps, workers, key = pstrain._join_file(self.path, 2, "join")
+        self.assertEqual(ps, "n1:40001,n2:40002")
+        hosts = workers.split(",")
+        self.assertEqual(len(hosts), 3)
+        self.assertEqual(hosts[:2], ["joined:1", "joined:1"])
+        self.assertTrue(hosts[2].endswith(":1") and hosts[2] != "joined:1", hosts[2])
+        self.assertEqual(key, "ab" * 32)
+
+    def test_a_bad_index_file_or_setting_is_one_line_naming_the_fix(self):
+        with self.assertRaisesRegex(pstrain.Error, r"^join=.*/join: give the index of the lost worker whose place to take, 1 to 2 \(worker 0 is the chief"):
+            pstrain.init(join=self.path, task_index=0)
+        with self.assertRaisesRegex(pstrain.Error, r"^join=.*/join: give the index of the lost worker whose place to take, 1 to 2 "):
+            pstrain.init(join=self.path, task_index=3)
+        missing = os.path.join(self.dir, "none")
+        with self.assertRaisesRegex(pstrain.Error, r"^join=.*/none: cannot read the join file: No such file or directory: give"):
+            pstrain.init(join=missing, task_index=1)
+        other = os.path.join(self.dir, "other")
+        with open(other, "w") as f:
+            f.write("hello\n")
+        with self.assertRaisesRegex(pstrain.Error, r"^join=.*/other is not a pstrain join file: give the job's DIR/join"):
+            pstrain.init(join=other, task_index=1)
+        with self.assertRaisesRegex(pstrain.Error, r"gives the job's hosts: leave out ps_hosts, worker_hosts and job_name$"):
+            pstrain.init(join=self.path, task_index=1, ps_hosts="n1:1")
+        os.environ["PSTRAIN_JOIN"] = self.path
+        os.environ.pop("PSTRAIN_JOIN_INDEX", None)
+        with self.assertRaisesRegex(pstrain.Error, r"^PSTRAIN_JOIN=.*/join: give the index of the lost worker whose place to take: task_index=I, or PSTRAIN_JOIN_INDEX=I$"):
+            pstrain.init()
+        self.assertIsNone(os.environ.get("PSTRAIN_AUTH_KEY") if self.saved["PSTRAIN_AUTH_KEY"] is None else None,
+                          "a refused join sets no key")
+
 
 
 class WirePrecisionTest(unittest.TestCase):
@@ -229,3 +284,7 @@ class WirePrecisionTest(unittest.TestCase):
         with self.assertRaises(pstrain.Error) as e:
             pstrain.LocalCluster(settings=SGD, wire_precision="fp16")
         self.assertEqual(str(e.exception), "wire_precision 'fp16' is none pstrain knows: use 'fp32' or 'bf16'")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -245,7 +245,7 @@ namespace {
 // lost one's place reads (join_file.hpp), in --checkpoint-dir; its path, or
 // "" when there is none.
 std::string offer_join(const train_options& o, const bootstrap::join_info& join, int started,
-                       const std::string& startup_error)
+                       const std::string& startup_error, bool program = false)
 {
     if (join.ps.empty() || !startup_error.empty()) return "";
     if (o.checkpoint_dir.empty()) {
@@ -255,12 +255,18 @@ std::string offer_join(const train_options& o, const bootstrap::join_info& join,
     }
     try {
         const auto path = write_join_file(o.checkpoint_dir, join);
-        log::info("--elastic: a worker started later takes lost worker I's place with `pstrain --join {} "
-                  "--task-index I` and this job's other flags{}",
-                  path,
-                  join.num_workers > started ? fmt::format("; with --task-index {} to {} it joins as a new worker",
-                                                           started, join.num_workers - 1)
-                                             : "");
+        if (program)  // pstrain serve: the workers are a program's (pstrain.init reads the file)
+            log::info("a worker's program started later with PSTRAIN_JOIN={} PSTRAIN_JOIN_INDEX=I takes lost worker "
+                      "I's place when the chief trains elastic (pstrain.torch's elastic=True; pstrain.init() joins "
+                      "through the file)",
+                      path);
+        else
+            log::info("--elastic: a worker started later takes lost worker I's place with `pstrain --join {} "
+                      "--task-index I` and this job's other flags{}",
+                      path,
+                      join.num_workers > started ? fmt::format("; with --task-index {} to {} it joins as a new worker",
+                                                               started, join.num_workers - 1)
+                                                 : "");
         return path;
     } catch (const error& e) {
         log::warn("--elastic: {}: a lost worker cannot join this job again", e.what());
@@ -316,7 +322,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
     auto net =
         bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
                            std::chrono::seconds(o.bootstrap_timeout), beats, &vote, o.elastic, &join);
-    const offered_join join_file{offer_join(o, join, j.num_workers, startup_error)};
+    const offered_join join_file{j.is_chief() ? offer_join(o, join, j.num_workers, startup_error) : ""};
     // The others may take a while to load their data.
     const auto vote_within = std::chrono::seconds(std::max(o.bootstrap_timeout, o.stall_timeout));
     if (!startup_error.empty() || j.me.role == role::ps) vote.cast(startup_error, vote_within);
@@ -390,9 +396,16 @@ int run_serving_ps(const train_options& o, bootstrap::job j)
     ucx::heartbeat_config beats;
     beats.interval = std::chrono::milliseconds(static_cast<long long>(o.heartbeat_interval * 1000 + 0.5));
     // No start-up vote: the workers' program (pstrain.init) casts none.
+    // Under PMIx with a checkpoint directory (torch-train.sh gives one),
+    // every PS listens for workers that join later, and ps 0 writes the
+    // join file a program's pstrain.init() reads; the chief's settings say
+    // whether the job takes them (elastic).
+    const bool door = j.how == bootstrap::mode::pmix && !o.checkpoint_dir.empty();
+    bootstrap::join_info join;
     auto net =
         bootstrap::connect(j, o.progress == ucx_progress::spin ? ucx::progress_mode::spin : ucx::progress_mode::event,
-                           std::chrono::seconds(o.bootstrap_timeout), beats, nullptr);
+                           std::chrono::seconds(o.bootstrap_timeout), beats, nullptr, door, &join);
+    const offered_join join_file{door && j.me.index == 0 ? offer_join(o, join, j.num_workers, "", true) : ""};
     progress_meter meter;
     auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index), false);
     int code = 1;
