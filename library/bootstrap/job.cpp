@@ -55,6 +55,9 @@ std::string job::name() const { return fmt::format("{} {}", role_name(me.role), 
 std::string job::peer_name(role r, int index) const
 {
     const auto& list = spec.tasks(r);
+    // A worker beyond the spec: room an elastic job keeps for one that joins later.
+    if (r == role::worker && static_cast<std::size_t>(index) >= list.size() && index < slots())
+        return fmt::format("{} {} (new)", role_name(r), index);
     std::string host = static_cast<std::size_t>(index) < list.size() ? split_host_port(list[index]).first : "?";
     std::string chief = r == role::worker && index == 0 ? ", the chief" : "";
     return fmt::format("{} {} ({}{})", role_name(r), index, host, chief);
@@ -88,8 +91,7 @@ std::vector<std::string> peer_names(const job& j)
     for (std::size_t i = 0; i < j.spec.tasks(peer).size(); ++i) names.push_back(j.peer_name(peer, static_cast<int>(i)));
     // A PS's room for workers that join later: "worker 2 (new)".
     if (peer == role::worker)
-        for (int i = static_cast<int>(names.size()); i < j.slots(); ++i)
-            names.push_back(fmt::format("{} {} (new)", role_name(peer), i));
+        for (int i = static_cast<int>(names.size()); i < j.slots(); ++i) names.push_back(j.peer_name(peer, i));
     return names;
 }
 

@@ -16,7 +16,8 @@ import re
 import struct
 import sys
 
-from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.backend.event_processing import event_accumulator, plugin_event_accumulator
+from tensorboard.util import tensor_util
 
 
 def f32(x):
@@ -64,14 +65,29 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     events_dir, metrics_path, wanted = sys.argv[1], sys.argv[2], sys.argv[3:]
-    acc = event_accumulator.EventAccumulator(events_dir, size_guidance={event_accumulator.SCALARS: 0})
-    acc.Reload()
+    # The legacy reader, and the one `tensorboard --logdir` serves from
+    # (they differ in when a SessionLog START drops earlier steps: the
+    # server's takes a run's first START as its beginning): both must read
+    # what the metrics say.
+    legacy = event_accumulator.EventAccumulator(events_dir, size_guidance={event_accumulator.SCALARS: 0})
+    legacy.Reload()
     read = {}
-    for tag in acc.Tags()["scalars"]:
-        for s in acc.Scalars(tag):
+    for tag in legacy.Tags()["scalars"]:
+        for s in legacy.Scalars(tag):
             if (tag, s.step) in read:
                 sys.exit("tensorboard: %s has two values at step %d" % (tag, s.step))
             read[(tag, s.step)] = s.value
+    server = plugin_event_accumulator.EventAccumulator(events_dir, size_guidance={plugin_event_accumulator.TENSORS: 0})
+    server.Reload()
+    served = {}
+    for tag in server.Tags()["tensors"]:
+        for e in server.Tensors(tag):
+            if (tag, e.step) in served:
+                sys.exit("tensorboard (the server's reader): %s has two values at step %d" % (tag, e.step))
+            served[(tag, e.step)] = f32(tensor_util.make_ndarray(e.tensor_proto).item())
+    if served != read:
+        diff = sorted(set(served.items()) ^ set(read.items()))[:20]
+        sys.exit("tensorboard: the server's reader and the legacy one read different scalars: %s" % diff)
     expected = expected_scalars(metrics_path)
     problems = []
     for key in sorted(set(expected) - set(read)):

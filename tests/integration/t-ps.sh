@@ -198,7 +198,7 @@ test_a_job_grows_when_a_new_worker_joins_the_room_it_keeps() {
   expect_eq "$(field "$(last_json <task-1.out)" global_step)" 4000 "global_step of the chief's final line"
   run "$pstrain" status ckpt
   expect_contains "workers: 3 alive from global step"
-  expect_contains "(2 started with the job, room for 3: pstrain --join adds one)"
+  expect_contains "(2 started with the job, room for 3, all taken)"
   no_task_left
 }
 

@@ -92,6 +92,7 @@ void apply_join_file(train_options& o)
                         file, workers - 1));
     o.ps_hosts = hosts;
     o.job_name = "worker";
+    o.max_workers = 0;  // the file's worker count is the job's room: a joiner's own --max-workers would differ
     // The other workers' hosts name them only: this one's is this host (a
     // worker listens on no port).
     char here[256] = {};

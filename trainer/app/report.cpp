@@ -148,6 +148,11 @@ void reporter::record(const nlohmann::json& event)
         log::warn("cannot write the metrics file: {}", std::strerror(errno));
 }
 
+void reporter::starts_at(std::int64_t step, const std::string& checkpoint)
+{
+    if (events_) events_->session_start(step + 1, checkpoint);
+}
+
 void reporter::went_back(std::int64_t from, std::int64_t to, const std::string& checkpoint)
 {
     if (first_step_ >= 0) {

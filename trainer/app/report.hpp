@@ -58,13 +58,20 @@ public:
     // this batch's loss and accuracy.  True when it wrote a progress line
     // (every --log-every global steps): the time for cluster().
     bool step(std::int64_t global_step, double loss, double accuracy, std::int64_t samples);
-    // The model went back to the checkpoint `checkpoint` at global step
-    // `to` (a resumed job: from == to; a sync rollback after a lost PS, from
-    // the step it had reached): progress lines go on from the multiple of
-    // --log-every after `to`, the ETA counts the steps trained again, and
-    // TensorBoard forgets what was logged for the steps after `to` (a
-    // SessionLog START at to + 1, as TensorFlow writes at a restart).  The
-    // metrics file keeps every line, in the order written.
+    // Training starts at global step `step`: 0, or a resumed checkpoint's
+    // (`checkpoint`, its manifest).  The events file begins with a
+    // SessionLog START at step + 1, as TensorFlow's writes at every start:
+    // TensorBoard's server takes a run's first START as its beginning and
+    // each later one (a resumed job's, in its own file) as a restart,
+    // dropping what the run had logged for the steps from there on.
+    void starts_at(std::int64_t step, const std::string& checkpoint);
+    // The model went back, from global step `from`, to the checkpoint
+    // `checkpoint` at global step `to` (a sync rollback after a lost PS, or
+    // an async one of ps 0): progress lines go on from the multiple of
+    // --log-every after `to`, the ETA counts the steps trained again, and a
+    // START at to + 1 makes TensorBoard drop what was logged for the steps
+    // trained again.  The metrics file keeps every line, in the order
+    // written.
     void went_back(std::int64_t from, std::int64_t to, const std::string& checkpoint);
     // The PS tasks' counters: each worker's step rate and staleness, each
     // PS's bytes per second since the last call, as a "cluster" event.

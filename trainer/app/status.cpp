@@ -126,9 +126,9 @@ std::string format_status(const nlohmann::json& s)
                                : " (the others were lost, and their data shards are not trained on)";
         const auto room = w["room"].get<std::uint64_t>();
         if (room > all)  // --max-workers: the job keeps room for workers that join later
-            out += fmt::format("workers: {} alive from global step {} ({} started with the job, room for {}: "
-                               "pstrain --join adds one)\n",
-                               alive, w["global_step"].get<std::uint64_t>(), all, room);
+            out += fmt::format("workers: {} alive from global step {} ({} started with the job, room for {}{})\n",
+                               alive, w["global_step"].get<std::uint64_t>(), all, room,
+                               alive < room ? ": pstrain --join adds one" : ", all taken");
         else
             out += fmt::format("workers: {} of {} alive from global step {}{}\n", alive, all,
                                w["global_step"].get<std::uint64_t>(), alive < all ? lost : "");

@@ -44,10 +44,12 @@ public:
     // them while the job runs.  A failed write is one warning in the log,
     // and the writer stops.
     void write(std::int64_t step, std::span<const scalar> values);
-    // A SessionLog START at `step`: TensorBoard forgets the scalars of this
-    // run's steps from `step` on written before it, as after TensorFlow's
-    // restarts.  For a run that goes back to a checkpoint's step S and
-    // trains S+1... again: session_start(S + 1).
+    // A SessionLog START at `step`.  TensorBoard's server takes the first
+    // START of a run (its directory, all files) as its beginning; at each
+    // later one it forgets the scalars of the steps from `step` on written
+    // before it, as after TensorFlow's restarts.  A run that starts at step
+    // S (0, or a checkpoint's) or goes back to it and trains S+1... again:
+    // session_start(S + 1).
     void session_start(std::int64_t step, const std::string& checkpoint);
     const std::string& path() const { return path_; }
 

@@ -271,6 +271,7 @@ private:
         progress_meter::busy busy(meter_, "replacing a lost ps task with a spare");
         const auto at_loss = client_.global_step();
         std::string checkpoint_used;
+        std::uint64_t restored = 0;  // the checkpoint's step (the chief's)
         if (ctr_) ctr_->abandon();
         if (!chief()) {
             client_.replace_lost_ps();
@@ -289,6 +290,7 @@ private:
                                         e.index(), client_.global_step(), o_.checkpoint_dir));
             const auto at = client_.global_step();
             checkpoint_used = o_.checkpoint_dir + "/" + checkpoint::manifest_name(m->global_step);
+            restored = m->global_step;
             const auto replaced = chief_calls().replace_lost_ps(m->global_step, o_.sync_replicas);
             schedule_.saved(static_cast<std::int64_t>(m->global_step));
             lost_updates_ = o_.sync_replicas ? 0 : e.last_step() - std::min(e.last_step(), m->global_step);
@@ -314,9 +316,10 @@ private:
                 resume_data_position(*step);
             }
         // The reports go back with the global step (sync; async when ps 0,
-        // which counts the steps, was the one lost).
+        // which counts the steps, was the one lost: from the checkpoint's
+        // step, which the other workers' pushes may have passed since).
         if (chief() && client_.global_step() < at_loss)
-            report_->went_back(static_cast<std::int64_t>(at_loss), static_cast<std::int64_t>(client_.global_step()),
+            report_->went_back(static_cast<std::int64_t>(at_loss), static_cast<std::int64_t>(restored),
                                checkpoint_used);
     }
 
@@ -434,19 +437,23 @@ private:
                 samples_before_ = m->trained_samples;
                 client_.wait(chief_calls().async_restore(m->global_step));
                 schedule_.saved(static_cast<std::int64_t>(m->global_step));
-                const auto at = static_cast<std::int64_t>(m->global_step);
-                report_->went_back(at, at, o_.checkpoint_dir + "/" + checkpoint::manifest_name(m->global_step));
+                report_->starts_at(static_cast<std::int64_t>(m->global_step),
+                                   o_.checkpoint_dir + "/" + checkpoint::manifest_name(m->global_step));
                 log::info("restored {} from {}/{} (global step {}, saved {} by {} ps tasks); {} training to step {}",
                           s_.shape().describe(), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
                           m->global_step, m->created, m->shards.size(), mode_, o_.train_steps);
             } else {
+                report_->starts_at(0, "");
                 s_.shape().initialize(client_.params(), o_.seed);
-                log::info("initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.shape().describe(),
-                          n_, who_.num_ps,
-                          o_.sync_replicas
-                              ? fmt::format("sync ({} of {} workers per step)", replicas_, who_.num_workers)
-                              : std::string(mode_),
-                          o_.train_steps);
+                log::info(
+                    "initialised {} ({} parameters) on {} ps tasks; {} training, {} steps", s_.shape().describe(), n_,
+                    who_.num_ps,
+                    o_.sync_replicas
+                        ? fmt::format("sync ({} of {} workers per step{})", std::min(replicas_, who_.num_workers),
+                                      who_.num_workers,
+                                      who_.slots() > who_.num_workers ? fmt::format(", room for {}", who_.slots()) : "")
+                        : std::string(mode_),
+                    o_.train_steps);
                 client_.wait(chief_calls().async_init());
             }
         } else {
@@ -461,7 +468,7 @@ private:
     {
         progress_meter::busy busy(meter_, "reading the checkpoint's manifest");
         const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
-        position_ = resumed_position(m, o_, who_.slots(), who_.index);
+        position_ = resumed_position(m, o_, who_.num_workers, who_.index);
         if (ctr_) {
             ctr_->skip_batches(position_);
             log::debug("data position restored: {} batches read (epoch {})", position_, ctr_->epoch());

@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(bf16_rounding_keeps_nan_and_infinities_and_representable_va
 {
     auto gpu = compute::make_cuda_backend(compute::precision::bf16);
     on_device dev{*gpu};
-    // Four rows of one input, times a 1 x 1 weight of 1: each output is one
+    // Six rows of one input, times a 1 x 1 weight of 1: each output is one
     // rounded input.
     const std::vector<float> x{1.5f, -0.15625f, -INFINITY, NAN, 1.00390625f, 1.01171875f};
     float* y = dev.zeros(x.size());
