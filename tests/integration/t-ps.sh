@@ -503,7 +503,10 @@ test_a_refused_checkpoint_is_one_line_per_job() {
 # KILL ARGS...: srun --ps=1 --workers=2 --ps-spares=1 (the plugin adds the
 # spare, ps 1, and tells pstrain; $spare_srun: other srun options) trains
 # 3000 steps, checkpointing every 200; once step 500 is logged, the ps
-# tasks named in KILL ("0", "0 1") are killed at once ("": none).
+# tasks named in KILL ("0", "0 1") are killed at once ("": none).  With
+# $silent set they are stopped instead, silent (no RST, no error: what the
+# workers see of a node off the network), and killed only once both workers
+# went on without them, so that the step can end.
 spare_job() {
   local dir=$1 kill=$2; shift 2
   export TEST_TAG=$RANDOM$RANDOM
@@ -525,6 +528,13 @@ spare_job() {
     # shellcheck disable=SC2086
     kill -STOP $victims
     [ -z "${before_kill:-}" ] || "$before_kill" "$dir"
+    if [ -n "${silent:-}" ]; then
+      echo "ps $kill stopped (pids$victims): silent from now on" >>"$TEST_LOG"
+      for i in $(seq 1 240); do
+        [ "$(cat "$dir"/task-*.out | grep -c 'training went on at global step')" -ge 2 ] && break
+        sleep 0.25
+      done
+    fi
     echo "killing ps $kill (pids$victims)" >>"$TEST_LOG"
     # shellcheck disable=SC2086
     kill -9 $victims
@@ -598,6 +608,19 @@ PY
   python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 0.005)" \
     "$(field "$healed" test_accuracy)" "$(field "$done" test_accuracy)" \
     || fail "healed accuracy $(field "$healed" test_accuracy) against $(field "$done" test_accuracy) uninterrupted"
+}
+
+# A PS that goes silent (stopped: what its node off the network looks like
+# to the workers): the heartbeats find it (--heartbeat-interval 1: after 6
+# silent seconds), and a spare takes its place as after a kill.
+test_a_spare_takes_the_place_of_a_silent_ps() {
+  silent=1 spare_job "$PWD/silent" 0 --sync-replicas --heartbeat-interval 1
+  expect_contains "pstrain[worker 0]: warning: lost ps 0 (n1): silent for"
+  expect_contains "a spare takes its place (1 spare left before)"
+  expect_contains "pstrain[ps 1]: taking the place of lost ps 0"
+  expect_eq "$(grep -c 'training went on at global step' <<<"$out")" 2 "workers that went on"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 3000 "global_step of the chief's final line"
+  expect_nodes_idle
 }
 
 test_two_ps_lost_with_one_spare_end_the_job_naming_both() {
