@@ -59,7 +59,8 @@ function pstrain_cli.pre_submit(options, offset)
     if ntasks_given(options) then
         local have = whole(options["ntasks"])
         if have ~= nil and have ~= want then
-            slurm.log_error("pstrain: %s needs %d tasks, the job asks for %d: use -n %d (or leave -n out)",
+            slurm.log_error("pstrain: %s needs %d tasks, the job asks for %d: use -n %d (or leave -n out; a step " ..
+                "that is not the job's training step, such as pstrain --join, gives --ps=0 --workers=0)",
                 flags, want, have, want)
             return slurm.ERROR
         end

@@ -183,6 +183,18 @@ std::optional<job_shape> validate_options(const option_values& given, const conf
                             given.chief ? "--chief" : "--evaluator", given.chief ? "--chief" : "--evaluator"));
         return std::nullopt;
     }
+    // --ps=0 --workers=0: a step of a pstrain job that is not its training
+    // step (a worker joining it with pstrain --join, a shell) inside a batch
+    // script whose --ps and --workers every srun would otherwise inherit.
+    const auto zero = [](const std::optional<std::string>& v) {
+        return v && !v->empty() && v->find_first_not_of('0') == std::string::npos;
+    };
+    if (zero(given.ps) && zero(given.workers)) {
+        if (given.ps_spares || given.chief || given.evaluator)
+            throw error("--ps=0 --workers=0 makes a step without pstrain's roles: leave out --ps-spares, --chief and "
+                        "--evaluator");
+        return std::nullopt;
+    }
     if (!given.workers)
         throw error(fmt::format("--ps={} was given without --workers: give both, e.g. --ps=1 --workers=2", *given.ps));
     if (!given.ps)

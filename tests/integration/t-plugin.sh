@@ -37,6 +37,27 @@ JOB
   verdict=$(printf '%s\n' "$out" | check_env 1 2) || fail "$verdict"
 }
 
+# Inside a --ps/--workers batch job every srun inherits the options: a step
+# that is not the training step (pstrain --join, a shell) is refused with
+# the way out named, and --ps=0 --workers=0 makes it a step without roles.
+test_a_step_of_a_pstrain_job_that_is_not_its_training_step() {
+  cat >job.sh <<'JOB'
+#!/bin/bash
+srun --overlap -n1 -N1 true; echo "bare step: $?"
+srun --overlap -n1 -N1 --ps=0 --workers=0 bash -c 'echo "step role=${PSTRAIN_ROLE:-none} tf=${TF_CONFIG:-none}"'
+echo "step without roles: $?"
+JOB
+  run sbatch --parsable -N3 --ps=1 --workers=2 -o "$PWD/job.out" job.sh
+  expect_rc 0
+  wait_job "$out" 120
+  expect_eq "$job_state" COMPLETED "job state"
+  out=$(cat job.out); echo "$out" >>"$TEST_LOG"
+  expect_contains "a step that is not the job's training step, such as pstrain --join, gives --ps=0 --workers=0"
+  expect_contains "bare step: 1"
+  expect_contains "step role=none tf=none"
+  expect_contains "step without roles: 0"
+}
+
 test_without_options_the_environment_is_untouched() {
   run srun -N2 -n2 bash -c 'env | grep -E "^(PSTRAIN_(ROLE|TASK_INDEX|NUM_PS|NUM_WORKERS|CLUSTER)|TF_CONFIG)=" || echo "none set"; echo "cvd=${CUDA_VISIBLE_DEVICES-unset}"'
   expect_rc 0

@@ -112,6 +112,27 @@ BOOST_AUTO_TEST_CASE(zero_negative_text_empty)
     }
 }
 
+// --ps=0 --workers=0: a step of a --ps/--workers batch job that is not its
+// training step (pstrain --join, a shell), whose srun would otherwise
+// inherit the job's options: no roles, no task count to match.
+BOOST_AUTO_TEST_CASE(ps_0_workers_0_is_a_step_without_roles)
+{
+    for (auto where : {context::local, context::allocator}) BOOST_TEST(submit_error(where, "0", "0", {}, 1u) == "");
+    auto h = remote_task(0, 1, "n1", "1");
+    BOOST_TEST(run_remote(h, "0", "0") == 0);
+    BOOST_TEST(!h.env.count("PSTRAIN_ROLE"), "a step without roles gets none");
+    BOOST_TEST(!h.env.count("TF_CONFIG"));
+    fake_host a(context::allocator);
+    spank_plugin p;
+    BOOST_REQUIRE_EQUAL(p.init({}, a), 0);
+    p.set_option(option::ps, "0");
+    p.set_option(option::workers, "0");
+    p.set_option(option::ps_spares, "1");
+    BOOST_TEST(p.init_post_opt(a) == -1);
+    BOOST_TEST(a.errors.at(0) == "pstrain: --ps=0 --workers=0 makes a step without pstrain's roles: leave out "
+                                 "--ps-spares, --chief and --evaluator");
+}
+
 BOOST_AUTO_TEST_CASE(one_without_the_other)
 {
     BOOST_TEST(submit_error(context::local, "1", nullptr) ==
