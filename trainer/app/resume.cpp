@@ -94,17 +94,17 @@ std::string nothing_to_train(const checkpoint::manifest& m, const std::string& d
 
 std::uint64_t resumed_position(const checkpoint::manifest& m, const train_options& o, int num_workers, int index)
 {
-    // One position per worker slot: a job with room for more workers
-    // (--max-workers) keeps more than it started with, and a job resumed
-    // with more or less room reads the workers it has.
-    if (m.positions.size() < static_cast<std::size_t>(num_workers) || m.seed != o.seed ||
+    // One position per worker slot (--max-workers: the room, not the
+    // workers the job started with): another count of slots, like another
+    // number of workers, splits the data otherwise.
+    if (m.positions.size() != static_cast<std::size_t>(num_workers) || m.seed != o.seed ||
         m.batch_size != o.batch_size) {
         log::info("data order starts afresh: the checkpoint was taken with {} worker slots, --seed {}, --batch-size "
                   "{}",
                   m.positions.size(), m.seed, m.batch_size);
         return 0;
     }
-    return static_cast<std::size_t>(index) < m.positions.size() ? m.positions[static_cast<std::size_t>(index)] : 0;
+    return m.positions[static_cast<std::size_t>(index)];
 }
 
 }  // namespace pstrain::trainer

@@ -39,9 +39,11 @@ std::string resume_refusal(const checkpoint::manifest& m, const std::string& dir
 // (nothing to train), with the fix.
 std::string nothing_to_train(const checkpoint::manifest& m, const std::string& dir, std::int64_t train_steps);
 
-// The data position of worker `index` of `num_workers` (the batches it had
-// drawn) when checkpoint `m` was taken; 0, with a line saying the data order starts afresh, when this
-// job's workers, seed or batch size differ from the checkpoint's.
+// The data position of worker `index` of `num_workers` worker slots (the
+// job's workers, or its --max-workers room) when checkpoint `m` was taken:
+// the batches it had drawn; 0, with a line saying the data order starts
+// afresh, when this job's slots, seed or batch size differ from the
+// checkpoint's.
 std::uint64_t resumed_position(const checkpoint::manifest& m, const train_options& o, int num_workers, int index);
 
 }  // namespace pstrain::trainer

@@ -468,7 +468,7 @@ private:
     {
         progress_meter::busy busy(meter_, "reading the checkpoint's manifest");
         const auto m = checkpoint::read_manifest(o_.checkpoint_dir, checkpoint::manifest_name(step));
-        position_ = resumed_position(m, o_, who_.num_workers, who_.index);
+        position_ = resumed_position(m, o_, who_.slots(), who_.index);
         if (ctr_) {
             ctr_->skip_batches(position_);
             log::debug("data position restored: {} batches read (epoch {})", position_, ctr_->epoch());
