@@ -1106,6 +1106,32 @@ BOOST_AUTO_TEST_CASE(elastic_sync_still_ends_when_the_chief_is_lost)
     BOOST_TEST(end.what.find("the chief initialises, evaluates and ends the job") != std::string::npos, end.what);
 }
 
+// After a step of workers 0 and 1 alone: a new worker 2 (its hello
+// welcomed) pulls the values of now, the next step waits for its gradient
+// too (the mean of three), and the values replies count it; then the chief
+// ends the job.
+void a_new_worker_2_pulls_and_the_next_step_aggregates_three(ps_job& job, chief_client& w0, client& w1)
+{
+    auto& w2 = job.restart_worker(2);
+    w2.wait(w2.async_pull());
+    BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    fill(w2.grads(), std::vector<float>{2, 1, 1, 0, 0.5f, 0});  // g0 and g1's mean: the step's mean stays it
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0), "two gradients of three completed a step");
+    w2.wait(w2.async_push());
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w2.params()) == after_two_steps, boost::test_tools::per_element());
+    BOOST_TEST((w0.live_workers() == client::membership{3, 0}));
+    BOOST_TEST((w2.live_workers() == client::membership{3, 2}));
+    w0.shutdown();
+    leave(w1);
+    leave(w2);
+}
+
 BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_it_again)
 {
     ps_job job(1, 3, elastic_config());
@@ -1117,27 +1143,7 @@ BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_i
         job.net().kill_worker(2);
         push_g0_and_g1(w0, w1);
         BOOST_TEST((w1.live_workers() == client::membership{2, 1}));
-        // A new worker 2: its hello is welcomed and it pulls the values of now.
-        auto& w2 = job.restart_worker(2);
-        w2.wait(w2.async_pull());
-        BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
-        // The next step waits for its gradient too: the mean of three.
-        fill(w0.grads(), g0);
-        fill(w1.grads(), g1);
-        fill(w2.grads(), std::vector<float>{2, 1, 1, 0, 0.5f, 0});  // g0 and g1's mean: the step's mean stays it
-        const auto t0 = w0.async_push();
-        const auto t1 = w1.async_push();
-        BOOST_TEST(held_for_the_step(job, w0, 0, t0), "two gradients of three completed a step");
-        w2.wait(w2.async_push());
-        w0.wait(t0);
-        w1.wait(t1);
-        BOOST_TEST(to_vector(w2.params()) == after_two_steps, boost::test_tools::per_element());
-        // Alive again once welcomed: the values replies count it.
-        BOOST_TEST((w0.live_workers() == client::membership{3, 0}));
-        BOOST_TEST((w2.live_workers() == client::membership{3, 2}));
-        w0.shutdown();
-        leave(w1);
-        leave(w2);
+        a_new_worker_2_pulls_and_the_next_step_aggregates_three(job, w0, w1);
         end = job.finish();
     });
     BOOST_TEST_REQUIRE(end.returned);
@@ -1166,24 +1172,7 @@ BOOST_AUTO_TEST_CASE(elastic_sync_grows_when_a_worker_joins_the_room_kept_for_it
         start(job, 2);
         push_g0_and_g1(w0, w1);
         BOOST_TEST((w1.live_workers() == client::membership{2, 1}));
-        auto& w2 = job.restart_worker(2);
-        w2.wait(w2.async_pull());
-        BOOST_TEST(to_vector(w2.params()) == after_one_step, boost::test_tools::per_element());
-        fill(w0.grads(), g0);
-        fill(w1.grads(), g1);
-        fill(w2.grads(), std::vector<float>{2, 1, 1, 0, 0.5f, 0});  // g0 and g1's mean: the step's mean stays it
-        const auto t0 = w0.async_push();
-        const auto t1 = w1.async_push();
-        BOOST_TEST(held_for_the_step(job, w0, 0, t0), "two gradients of three completed a step");
-        w2.wait(w2.async_push());
-        w0.wait(t0);
-        w1.wait(t1);
-        BOOST_TEST(to_vector(w2.params()) == after_two_steps, boost::test_tools::per_element());
-        BOOST_TEST((w0.live_workers() == client::membership{3, 0}));
-        BOOST_TEST((w2.live_workers() == client::membership{3, 2}));
-        w0.shutdown();
-        leave(w1);
-        leave(w2);
+        a_new_worker_2_pulls_and_the_next_step_aggregates_three(job, w0, w1);
         end = job.finish();
     });
     BOOST_TEST_REQUIRE(end.returned);
