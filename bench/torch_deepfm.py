@@ -48,6 +48,9 @@ import warnings
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch-ps"))
+import ctr_data  # noqa: E402  (its auc)
+
 FIELDS, NUMERIC, DIM, HIDDEN = 26, 13, 16, (128, 64)
 
 
@@ -86,20 +89,6 @@ def load(data):
         os.replace(cache + ".tmp.npz", cache)
     z = np.load(cache)
     return {k: z[k] for k in z.files}
-
-
-def auc(labels, scores):
-    """Area under the ROC curve (ties share their average rank)."""
-    order = np.argsort(scores, kind="mergesort")
-    s = scores[order]
-    ranks = np.empty(len(s))
-    _, first, counts = np.unique(s, return_index=True, return_counts=True)
-    for f, c in zip(first, counts):
-        ranks[f:f + c] = f + (c + 1) / 2.0
-    pos = labels[order] > 0.5
-    n1 = pos.sum()
-    n0 = len(s) - n1
-    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
 
 
 class DeepFM(torch.nn.Module):
@@ -190,7 +179,7 @@ def main():
     logloss = float(-np.mean(np.where(y > 0.5, np.log(prob), np.log1p(-prob))))
     print(json.dumps({"samples_per_sec": (a.steps - a.warmup) * a.batch / (end - start),
                       "samples_per_sec_all": a.steps * a.batch / (end - t_all),
-                      "test_auc": round(auc(y, prob), 4), "test_logloss": round(logloss, 4), "steps": a.steps,
+                      "test_auc": round(ctr_data.auc(y, prob), 4), "test_logloss": round(logloss, 4), "steps": a.steps,
                       "warmup": a.warmup, "batch": a.batch, "train_lines": n, "test_lines": len(t), "rows": rows,
                       "torch": torch.__version__, "threads": torch.get_num_threads(), "autocast": a.autocast}))
 

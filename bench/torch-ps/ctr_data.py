@@ -50,6 +50,20 @@ def load(data):
     return {k: z[k] for k in z.files}
 
 
+def auc(labels, scores):
+    """Area under the ROC curve (ties share their average rank)."""
+    order = np.argsort(scores, kind="mergesort")
+    s = scores[order]
+    ranks = np.empty(len(s))
+    _, first, counts = np.unique(s, return_index=True, return_counts=True)
+    for f, c in zip(first, counts):
+        ranks[f:f + c] = f + (c + 1) / 2.0
+    pos = labels[order] > 0.5
+    n1 = pos.sum()
+    n0 = len(s) - n1
+    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
+
+
 if __name__ == "__main__":
     d = load(sys.argv[1])
     print("%d lines (%d training), %d distinct keys" % (len(d["label"]), d["train"], d["index"].max() + 1))

@@ -39,20 +39,6 @@ import ctr_data
 DIM, FIELDS = 16, 26
 
 
-def auc(labels, scores):
-    """Area under the ROC curve (ties share their average rank)."""
-    order = np.argsort(scores, kind="mergesort")
-    s = scores[order]
-    ranks = np.empty(len(s))
-    _, first, counts = np.unique(s, return_index=True, return_counts=True)
-    for f, c in zip(first, counts):
-        ranks[f:f + c] = f + (c + 1) / 2.0
-    pos = labels[order] > 0.5
-    n1 = pos.sum()
-    n0 = len(s) - n1
-    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
-
-
 class DLRM(torch.nn.Module):
     def __init__(self, table):
         super().__init__()
@@ -227,7 +213,7 @@ def main():
         model.eval()
         with torch.no_grad():
             scores = torch.cat([model(dense[t[i:i + 4096]], ids[t[i:i + 4096]]) for i in range(0, len(t), 4096)])
-    result = auc(label[t].numpy(), scores.numpy())
+    result = ctr_data.auc(label[t].numpy(), scores.numpy())
     if a.impl == "pstrain":
         opt.finish()
     framework = {"pstrain": "pstrain.torch", "local": "torch-local", "torchrec": "torchrec"}[a.impl]
