@@ -6,6 +6,7 @@
 // cross-entropy.  One JSON line of milliseconds per layer (median of
 // --repeat timed passes after 3 warm-up passes), for bench/vs-torch-cnn.
 //   bench/layer-times [--repeat R] [--batch B]
+#include "trainer/compute/backend.hpp"
 #include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/cpu_backend.hpp"
 #include "trainer/compute/cpu_layers.hpp"
@@ -50,6 +51,8 @@ double median_ms(int repeat, const std::function<void()>& pass)
 
 int main(int argc, char** argv)
 {
+    // The kernels pstrain itself runs (trainer/main.cpp).
+    pstrain::compute::run_again_with_the_cpus_openblas_kernels(argv);
     int repeat = 21, n = 100;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::atoi(argv[i + 1]);

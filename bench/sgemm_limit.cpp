@@ -18,12 +18,15 @@
 
 #include <cblas.h>
 
+#include "trainer/compute/backend.hpp"
 #include "bench/mlp_step.hpp"
 
 using namespace pstrain::bench;
 
 int main(int argc, char** argv)
 {
+    // The kernels pstrain itself runs (trainer/main.cpp).
+    pstrain::compute::run_again_with_the_cpus_openblas_kernels(argv);
     const auto o = parse_mlp_step_options(argc, argv, "sgemm-limit", "100");
     const int batch = o.batch, square = o.square;
     std::string hidden = o.hidden;

@@ -12,12 +12,16 @@
 #include "trainer/app/status.hpp"
 #include "trainer/app/tasks.hpp"
 
+#include "trainer/compute/backend.hpp"
+
 #include <cstring>
 #include <exception>
 
 int main(int argc, char** argv)
 {
     using namespace pstrain;
+    // Before anything else: no thread, file or peer exists yet.
+    compute::run_again_with_the_cpus_openblas_kernels(argv);
     try {
         log::format_from_environment();
     } catch (const error& e) {

@@ -77,6 +77,24 @@ test_bf16_and_fp32_of_one_seed_reach_the_same_accuracy() {
   grep -q 'bf16 matrix products on oneDNN' cnn-bf16.out || fail "the bf16 run's device line does not name the bf16 unit: $(grep -m1 device: cnn-bf16.out)"
 }
 
+# An OpenBLAS that does not know the CPU's model falls back to its Prescott
+# (SSE3) kernels (Debian 12's 0.3.21 on a family 6 model 207 Xeon: 3.3x
+# slower FP32 products); pstrain runs again naming the kernels the CPU has,
+# unless OPENBLAS_CORETYPE was set, which it leaves as it is.
+test_openblas_runs_kernels_the_cpu_has_unless_told_otherwise() {
+  run env -u OPENBLAS_CORETYPE "$pstrain" --standalone --device cpu --model linear --train-steps 10
+  expect_rc 0
+  case "$out" in *"device: cpu (CBLAS"*) skip "built with a CBLAS other than OpenBLAS" ;; esac
+  local line; line=$(printf '%s\n' "$out" | grep -o 'device: cpu (.*')
+  echo "unset: $line" >>"$TEST_LOG"
+  if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    case "$line" in *"OpenBLAS Prescott kernel"*) fail "OpenBLAS runs its SSE3 kernels on a CPU with AVX2: $line" ;; esac
+  fi
+  run env OPENBLAS_CORETYPE=Prescott "$pstrain" --standalone --device cpu --model linear --train-steps 10
+  expect_rc 0
+  expect_contains "device: cpu (OpenBLAS Prescott kernel, "
+}
+
 have_gpu() { nvidia-smi -L >/dev/null 2>&1; }
 built_with_cuda() { grep -q 'HAVE_CUDA 1' "$PSTRAIN_BUILDDIR/config.h"; }
 

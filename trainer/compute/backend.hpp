@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace pstrain::compute {
 
@@ -76,6 +77,26 @@ std::unique_ptr<backend> make_backend(device_kind kind, precision p, int threads
 
 // BLAS facts for logs and benchmarks: the OpenBLAS kernel and threads.
 std::string blas_description();
+
+// OpenBLAS picks its kernels by CPU model when it is loaded, and one that
+// does not know the model falls back to its Prescott (SSE3) kernels:
+// Debian 12's OpenBLAS 0.3.21 on a Xeon of family 6 model 207 multiplied
+// 3.3x slower so than with its Cooperlake kernels.  The kernels to name in
+// OPENBLAS_CORETYPE instead, from what the CPU has: "Cooperlake" (AVX-512
+// with BF16), "SkylakeX" (AVX-512), "Haswell" (AVX2 and FMA); empty when
+// OpenBLAS chose other kernels than Prescott or the CPU has none of those.
+std::string openblas_coretype_for(std::string_view chosen_kernels, const cpu_features& cpu);
+
+// openblas_coretype_for this process's OpenBLAS and CPU; empty without
+// OpenBLAS, and when OPENBLAS_CORETYPE is set (the user's choice).
+std::string openblas_coretype_to_set();
+
+// Where openblas_coretype_to_set names kernels: sets OPENBLAS_CORETYPE (and
+// PSTRAIN_OPENBLAS_CORETYPE, which blas_description reports) and executes
+// this program again with `argv`, as OpenBLAS reads it only when loaded;
+// returns when there is nothing to set or the exec failed.  For main(),
+// before it starts a thread or opens a file.
+void run_again_with_the_cpus_openblas_kernels(char** argv);
 
 // RAII device array.
 template <typename T>

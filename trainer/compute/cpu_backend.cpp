@@ -10,6 +10,8 @@
 #include <cstring>
 #include <new>
 
+#include <unistd.h>
+
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -24,9 +26,44 @@ namespace pstrain::compute {
 
 std::string blas_description()
 {
-    if (openblas_get_corename && openblas_get_num_threads)
-        return fmt::format("OpenBLAS {} kernel, {} threads", openblas_get_corename(), openblas_get_num_threads());
-    return "CBLAS";
+    if (!openblas_get_corename || !openblas_get_num_threads) return "CBLAS";
+    // main() names the kernels when OpenBLAS fell back to Prescott's.
+    const char* asked = std::getenv("PSTRAIN_OPENBLAS_CORETYPE");
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    const bool by_pstrain = asked && coretype && std::strcmp(asked, coretype) == 0;
+    return fmt::format("OpenBLAS {} kernel{}, {} threads", openblas_get_corename(),
+                       by_pstrain ? fmt::format(" (OPENBLAS_CORETYPE={} set by pstrain: this OpenBLAS does not know "
+                                                "this CPU and took it for a Prescott)",
+                                                coretype)
+                                  : "",
+                       openblas_get_num_threads());
+}
+
+std::string openblas_coretype_for(std::string_view chosen_kernels, const cpu_features& cpu)
+{
+    if (chosen_kernels != "Prescott") return {};
+    if (cpu.avx512 && cpu.avx512_bf16) return "Cooperlake";
+    if (cpu.avx512) return "SkylakeX";
+    if (cpu.avx2_fma) return "Haswell";
+    return {};
+}
+
+std::string openblas_coretype_to_set()
+{
+    if (!openblas_get_corename || std::getenv("OPENBLAS_CORETYPE")) return {};
+    const char* chosen = openblas_get_corename();
+    return chosen ? openblas_coretype_for(chosen, detect_cpu_features()) : std::string();
+}
+
+void run_again_with_the_cpus_openblas_kernels(char** argv)
+{
+    const auto coretype = openblas_coretype_to_set();
+    if (coretype.empty()) return;
+    ::setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
+    ::setenv("PSTRAIN_OPENBLAS_CORETYPE", coretype.c_str(), 1);
+    ::execv("/proc/self/exe", argv);
+    ::unsetenv("OPENBLAS_CORETYPE");  // not executed: go on with OpenBLAS's own choice
+    ::unsetenv("PSTRAIN_OPENBLAS_CORETYPE");
 }
 
 cpu_backend::cpu_backend(int threads)

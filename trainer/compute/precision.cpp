@@ -32,9 +32,17 @@ cpu_features detect_cpu_features()
     const unsigned max_subleaf = eax, leaf7_edx = edx;
     const auto state = enabled_state();
     // SSE, AVX, opmask, upper ZMM halves, ZMM16-31; AMX: XTILECFG and XTILEDATA.
+    const bool avx_state = (state & 0x6) == 0x6;
     const bool avx512_state = (state & 0xe6) == 0xe6;
     const bool amx_state = (state & (3ull << 17)) == (3ull << 17);
     const bool avx512f = ebx & (1u << 16);
+    // Leaf 7 EBX: AVX2 (5), AVX512F (16), AVX512DQ (17), AVX512BW (30), AVX512VL (31).
+    const unsigned avx512_bits = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
+    f.avx512 = avx512_state && (ebx & avx512_bits) == avx512_bits;
+    const bool avx2 = ebx & (1u << 5);
+    unsigned eax1 = 0, ebx1 = 0, ecx1 = 0, edx1 = 0;
+    const bool fma = __get_cpuid(1, &eax1, &ebx1, &ecx1, &edx1) && (ecx1 & (1u << 12));
+    f.avx2_fma = avx_state && avx2 && fma;
     if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx))
         f.avx512_bf16 = avx512f && avx512_state && (eax & (1u << 5));
     f.amx_bf16 = amx_state && (leaf7_edx & (1u << 24)) && (leaf7_edx & (1u << 22));  // AMX-TILE, AMX-BF16

@@ -18,11 +18,13 @@ enum class precision { fp32, bf16 };
 // The option's words: "fp32", "bf16".
 const char* precision_name(precision p);
 
-// What the CPU offers for bf16 products, as CPUID and the OS's enabled
+// What the CPU offers for matrix products, as CPUID and the OS's enabled
 // register state say (AMX counts only when the OS enables its tiles).
 struct cpu_features {
     bool avx512_bf16 = false;  // vdpbf16ps on 512-bit registers
     bool amx_bf16 = false;     // tdpbf16ps on AMX tiles
+    bool avx512 = false;       // AVX-512 F, BW, DQ and VL (SkylakeX and later)
+    bool avx2_fma = false;     // AVX2 and FMA3 (Haswell and later)
 };
 
 // This machine's, read once.

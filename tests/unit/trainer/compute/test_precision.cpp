@@ -11,6 +11,7 @@
 #include "trainer/compute/backend.hpp"
 #include "trainer/compute/precision.hpp"
 
+#include <cstdlib>
 #include <string>
 
 using namespace pstrain::compute;
@@ -78,4 +79,26 @@ BOOST_AUTO_TEST_CASE(this_machine_gets_the_line_its_features_call_for)
                               [&](const pstrain::error& e) { return e.what() == refusal; });
     }
     BOOST_TEST(make_backend(device_kind::cpu, precision::fp32, 1)->name().find("bf16") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(openblas_fallen_back_to_prescott_is_given_the_kernels_the_cpu_runs)
+{
+    const cpu_features sapphire{.avx512_bf16 = true, .amx_bf16 = true, .avx512 = true, .avx2_fma = true};
+    const cpu_features skylake{.avx512 = true, .avx2_fma = true}, haswell{.avx2_fma = true};
+    BOOST_TEST(openblas_coretype_for("Prescott", sapphire) == "Cooperlake");
+    BOOST_TEST(openblas_coretype_for("Prescott", skylake) == "SkylakeX");
+    BOOST_TEST(openblas_coretype_for("Prescott", haswell) == "Haswell");
+    BOOST_TEST(openblas_coretype_for("Prescott", cpu_features{}).empty(), "an SSE3 CPU keeps Prescott's kernels");
+    BOOST_TEST(openblas_coretype_for("SkylakeX", sapphire).empty(), "kernels OpenBLAS chose itself are kept");
+    BOOST_TEST(openblas_coretype_for("Zen", haswell).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_set_openblas_coretype_is_left_as_it_is)
+{
+    const char* before = std::getenv("OPENBLAS_CORETYPE");
+    const std::string saved = before ? before : "";
+    ::setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+    BOOST_TEST(openblas_coretype_to_set().empty());
+    if (before) ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+    else ::unsetenv("OPENBLAS_CORETYPE");
 }
