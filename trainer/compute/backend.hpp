@@ -81,7 +81,7 @@ std::string blas_description();
 // OpenBLAS picks its kernels by CPU model when it is loaded, and one that
 // does not know the model falls back to its Prescott (SSE3) kernels:
 // Debian 12's OpenBLAS 0.3.21 on a Xeon of family 6 model 207 multiplied
-// 3.3x slower so than with its Cooperlake kernels.  The kernels to name in
+// 3.3x slower than with its Cooperlake kernels.  The kernels to name in
 // OPENBLAS_CORETYPE instead, from what the CPU has: "Cooperlake" (AVX-512
 // with BF16), "SkylakeX" (AVX-512), "Haswell" (AVX2 and FMA); empty when
 // OpenBLAS chose other kernels than Prescott or the CPU has none of those.
