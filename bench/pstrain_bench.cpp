@@ -13,7 +13,6 @@
 // The client prints one JSON line: bytes, iterations, seconds, and goodput
 // in MiB/s counting both directions (2 * S per round trip), the unit
 // ucx_perftest reports.  bench/ps-goodput runs both beside ucx_perftest.
-#include "trainer/compute/backend.hpp"
 #include "common/log.hpp"
 #include "pstrain/client.hpp"
 #include "pstrain/error.hpp"
@@ -48,8 +47,6 @@ bootstrap::job make_job(role r, int port)
 
 int main(int argc, char** argv)
 {
-    // The kernels pstrain itself runs (trainer/main.cpp).
-    pstrain::compute::run_again_with_the_cpus_openblas_kernels(argv);
     CLI::App app{"pstrain-bench: push+pull goodput between a worker and a PS"};
     int port = 26000, iters = 2000, warmup = 100;
     std::size_t bytes = 318040;
