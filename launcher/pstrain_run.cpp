@@ -15,6 +15,13 @@
 // process of the step; SIGURG is ignored unless a program asks for it, so
 // the programs are stopped by their pstrain-run alone, and a user's own
 // --signal=USR1/USR2 means what the user meant.
+//
+// A SIGURG that reaches a task before its pstrain-run catches it (its node
+// started the step late: slurmstepd not up yet, or pstrain-run still being
+// exec'd) is lost, and that task (a ps: forever) would run on.  So
+// pstrain-run blocks the signals first thing, and the task that ends a
+// young step sends the end again every second until the step is
+// --late-start seconds old.
 #include "config.h"
 #include "launcher/run_core.hpp"
 
@@ -22,6 +29,7 @@
 #include "common/parse.hpp"
 #include "pstrain/error.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -34,6 +42,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,6 +73,10 @@ Options:
                            error ends the step) or fail
   --grace SECONDS          how long a stopped program gets after SIGTERM
                            before SIGKILL (default 10)
+  --late-start SECONDS     how long after the step's start a task may still
+                           be starting: the task that ends the step sooner
+                           sends the end again every second until then
+                           (default 10)
   --ps-may-finish          a ps task's program that exits 0 was told to end
                            (pstrain serve, after the chief's shutdown): the
                            step goes on until the chief ends (torch-train.sh)
@@ -82,6 +95,7 @@ struct arguments {
     bool classic_flags = false;
     run::worker_failures failures = run::worker_failures::automatic;
     int grace = 10;
+    int late_start = 10;
     run::ps_exit ps_end = run::ps_exit::ends_step;
     std::vector<std::string> program;
 };
@@ -125,6 +139,11 @@ std::optional<arguments> parse(int argc, char** argv, int& status)
             const auto n = parse_count(text, 0, 3600);
             if (!n) throw error(fmt::format("--grace {}: give whole seconds from 0 to 3600", text));
             a.grace = static_cast<int>(*n);
+        } else if (name == "--late-start") {
+            const auto text = value(name, arg);
+            const auto n = parse_count(text, 0, 3600);
+            if (!n) throw error(fmt::format("--late-start {}: give whole seconds from 0 to 3600", text));
+            a.late_start = static_cast<int>(*n);
         } else if (!arg.empty() && arg[0] == '-') {
             throw error(
                 fmt::format("unknown option '{}': see pstrain-run --help (the program's own flags go after --)", arg));
@@ -172,8 +191,9 @@ run::task this_task(cluster_spec& spec)
 }
 
 // Runs `argv` with no signal blocked and waits for it; its exit status,
-// or -1 when it cannot run or its end cannot be known.
-int run_and_wait(const std::vector<std::string>& argv)
+// or -1 when it cannot run or its end cannot be known.  `quiet`: its
+// standard error goes to /dev/null.
+int run_and_wait(const std::vector<std::string>& argv, bool quiet = false)
 {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -184,8 +204,12 @@ int run_and_wait(const std::vector<std::string>& argv)
     sigemptyset(&none);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    if (quiet) posix_spawn_file_actions_addopen(&files, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     pid_t pid;
-    const int rc = posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
+    const int rc = posix_spawnp(&pid, args[0], &files, &attr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) return -1;
     int status = 0;
@@ -195,8 +219,23 @@ int run_and_wait(const std::vector<std::string>& argv)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// Every pstrain-run of this step stops its program (SIGURG).
-void end_step()
+// The signals pstrain-run handles, blocked from its first instruction on
+// (sigtimedwait takes them): one sent before the program was started, a
+// SIGURG above all, stays pending rather than being lost.
+sigset_t handled_signals()
+{
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGURG}) sigaddset(&handled, s);
+    return handled;
+}
+
+// Every pstrain-run of this step stops its program (SIGURG).  A step that
+// began less than `late_start` ago may have a task that is still starting
+// and misses the signal: it is sent again every second until then
+// (quietly: scancel fails for the nodes whose tasks have ended), unless
+// the step is signalled meanwhile.
+void end_step(clock_type::time_point started, std::chrono::seconds late_start)
 {
     const char* job = std::getenv("SLURM_JOB_ID");
     const char* step = std::getenv("SLURM_STEP_ID");
@@ -211,11 +250,28 @@ void end_step()
             fmt::format("scancel not found: the step's other tasks cannot be ended: end them with scancel {}", id));
     else if (rc != 0)  // Slurm says "Invalid job id" when some of the step's processes are gone already
         say(fmt::format("note: scancel --signal=URG {} exited with status {} (as it does when some of the step's "
-                        "processes have ended already); if tasks of the step keep running, end it with scancel {}",
-                        id, rc, id));
+                        "tasks have ended already, or are still starting){}; if tasks of the step keep running, end "
+                        "it with scancel {}",
+                        id, rc,
+                        clock_type::now() < started + late_start
+                            ? fmt::format(": sent again every second until the step is {} s old", late_start.count())
+                            : "",
+                        id));
+    if (rc < 0) return;
+    const auto until = started + late_start;
+    auto handled = handled_signals();
+    sigdelset(&handled, SIGURG);  // its own end, come back: nothing to do
+    sigdelset(&handled, SIGCHLD);
+    for (auto now = clock_type::now(); now < until; now = clock_type::now()) {
+        const auto wait = std::min<clock_type::duration>(std::chrono::seconds(1), until - now);
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+        timespec tick{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+        if (sigtimedwait(&handled, nullptr, &tick) > 0) return;  // scancel, preemption: the step ends anyway
+        run_and_wait({"scancel", "--quiet", "--signal=URG", id}, true);
+    }
 }
 
-int supervise(const arguments& a)
+int supervise(const arguments& a, clock_type::time_point started)
 {
     cluster_spec spec;
     const auto me = this_task(spec);
@@ -229,11 +285,7 @@ int supervise(const arguments& a)
     if (a.classic_flags)
         for (auto& f : run::classic_flags(spec, me.id)) argv.push_back(std::move(f));
 
-    sigset_t handled;
-    sigemptyset(&handled);
-    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGURG}) sigaddset(&handled, s);
-    sigprocmask(SIG_BLOCK, &handled, nullptr);
-
+    sigset_t handled = handled_signals();
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t none;
@@ -251,7 +303,7 @@ int supervise(const arguments& a)
         fail_line(fmt::format("cannot run '{}': {}: give a program on PATH or its path", argv[0],
                               std::strerror(spawn_error)));
         const auto o = run::on_program_exit(me, {false, 127}, a.failures, a.ps_end);
-        if (o.end_step) end_step();
+        if (o.end_step) end_step(started, std::chrono::seconds(a.late_start));
         return 127;
     }
 
@@ -293,7 +345,7 @@ int supervise(const arguments& a)
                    : step_signal ? run::on_step_signalled(me, how, step_signal)
                                  : run::on_program_exit(me, how, a.failures, a.ps_end);
     if (!o.line.empty()) (o.is_error ? fail_line : say)(o.line);
-    if (o.end_step) end_step();
+    if (o.end_step) end_step(started, std::chrono::seconds(a.late_start));
     return o.exit_code;
 }
 
@@ -301,11 +353,14 @@ int supervise(const arguments& a)
 
 int main(int argc, char** argv)
 {
+    const auto started = clock_type::now();
+    const sigset_t handled = handled_signals();
+    sigprocmask(SIG_BLOCK, &handled, nullptr);
     int status = 0;
     try {
         auto a = parse(argc, argv, status);
         if (!a) return status;
-        return supervise(*a);
+        return supervise(*a, started);
     } catch (const pstrain::error& e) {
         fail_line(e.what());
         return 2;

@@ -11,7 +11,8 @@
 # between-graph TF1 programs).  When the chief (--chief, else worker 0)
 # exits, the ps and worker tasks that join() forever are ended, and the
 # job's status is the chief's.  A ps task that dies ends the job at once.
-# pstrain-run options (--classic-flags, --worker-failures, --grace) may
+# pstrain-run options (--classic-flags, --worker-failures, --grace,
+# --late-start) may
 # come before the program.  The Python is $PSTRAIN_PYTHON when set (e.g. a
 # virtual environment's bin/python3 as the program), else what is on PATH.
 #
@@ -54,8 +55,8 @@ run_opts=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --classic-flags) run_opts+=("$1"); shift ;;
-    --worker-failures|--grace) run_opts+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
-    --worker-failures=*|--grace=*) run_opts+=("$1"); shift ;;
+    --worker-failures|--grace|--late-start) run_opts+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --worker-failures=*|--grace=*|--late-start=*) run_opts+=("$1"); shift ;;
     --) shift; break ;;
     *) break ;;
   esac

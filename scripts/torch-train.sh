@@ -32,7 +32,7 @@
 #                         requeued job keeps and a new submission does not
 #   --stall-timeout SECONDS, --threads N
 #                         passed to pstrain serve (see pstrain(1))
-#   --worker-failures MODE, --grace SECONDS
+#   --worker-failures MODE, --grace SECONDS, --late-start SECONDS
 #                         passed to pstrain-run (see pstrain-run(1))
 # The server is $PSTRAIN_BIN when set (a build tree's trainer/pstrain), else
 # pstrain on PATH; pstrain-run is $PSTRAIN_RUN, else on PATH.  The program
@@ -63,14 +63,14 @@ fi
 serve_opts=() run_opts=(--worker-failures=tolerate-killed) checkpoint_dir=${PSTRAIN_CHECKPOINT_DIR:-}
 while [ $# -gt 0 ]; do
   case "$1" in
-    --checkpoint-dir | --stall-timeout | --threads | --worker-failures | --grace)
+    --checkpoint-dir | --stall-timeout | --threads | --worker-failures | --grace | --late-start)
       [ $# -ge 2 ] || { echo "torch-train.sh: $1 needs a value: $usage" >&2; exit 2; }
       set -- "$1=$2" "${@:3}" ;;
     --checkpoint-dir=*) checkpoint_dir=${1#*=}; shift ;;
     --stall-timeout=* | --threads=*) serve_opts+=("$1"); shift ;;
-    --worker-failures=* | --grace=*) run_opts+=("$1"); shift ;;
+    --worker-failures=* | --grace=* | --late-start=*) run_opts+=("$1"); shift ;;
     --) shift; break ;;
-    -*) echo "torch-train.sh: unknown option '$1': give --checkpoint-dir, --stall-timeout, --threads, --worker-failures or --grace before the program" >&2; exit 2 ;;
+    -*) echo "torch-train.sh: unknown option '$1': give --checkpoint-dir, --stall-timeout, --threads, --worker-failures, --grace or --late-start before the program" >&2; exit 2 ;;
     *) break ;;
   esac
 done

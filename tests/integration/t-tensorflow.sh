@@ -119,6 +119,9 @@ test_pstrain_run_outside_a_ps_step_says_what_to_do() {
   run "$PSTRAIN_RUN" --bogus -- true
   expect_rc 2
   expect_contains "unknown option '--bogus': see pstrain-run --help"
+  run "$PSTRAIN_RUN" --late-start soon -- true
+  expect_rc 2
+  expect_contains "pstrain-run: error: --late-start soon: give whole seconds from 0 to 3600"
   run srun -N1 --ps=1 --workers=1 "$PSTRAIN_RUN" -- /nonexistent/program
   expect_fail
   expect_contains "cannot run '/nonexistent/program': No such file or directory"
@@ -147,6 +150,20 @@ test_tf_train_gives_each_submission_its_own_private_checkpoint_directory() {
   finish_tf 120
   second=$(grep -m 1 '^dir=' job.out || true)
   [ -n "$second" ] && [ "$second" != "$first" ] || fail "a second submission got the first's directory: $second"
+}
+
+# A node that starts its task late (here the ps's pstrain-run starts 3 s
+# after the others) misses a step's end sent before it caught it: the
+# chief's pstrain-run sends it again until the step is --late-start old.
+test_a_ps_that_starts_after_the_chief_ended_is_still_stopped() {
+  local id late=$PWD/late-pstrain-run
+  printf '#!/bin/bash\n[ "$PSTRAIN_ROLE" = ps ] && sleep 3\nexec %q "$@"\n' "$PSTRAIN_RUN" >"$late"
+  chmod +x "$late"
+  PSTRAIN_RUN=$late submit_tf --ps=1 --workers=2 -- --late-start 8 bash -c '[ "$PSTRAIN_ROLE" = ps ] && exec sleep 600; echo done'
+  finish_tf 60
+  expect_eq "$job_state" COMPLETED "job state"
+  grep -q "pstrain-run\[ps 0\]: ps 0 (n[0-9]*): the step is ending: its program stopped" job.out ||
+    fail "the late ps was not stopped by the step's end"
 }
 
 # Preemption as in train.sh: SIGTERM to the steps, the chief's program ends on

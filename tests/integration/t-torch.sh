@@ -342,7 +342,7 @@ test_torch_train_sh_outside_a_ps_job_says_what_to_do() {
   expect_contains "torch-train.sh: no program: sbatch --ps=N --workers=M torch-train.sh"
   run env PSTRAIN_NUM_PS=1 PSTRAIN_NUM_WORKERS=1 "$torch_train" --bogus python3 x.py
   expect_rc 2
-  expect_contains "torch-train.sh: unknown option '--bogus': give --checkpoint-dir, --stall-timeout, --threads, --worker-failures or --grace before the program"
+  expect_contains "torch-train.sh: unknown option '--bogus': give --checkpoint-dir, --stall-timeout, --threads, --worker-failures, --grace or --late-start before the program"
   run env PSTRAIN_NUM_PS=1 PSTRAIN_NUM_WORKERS=1 "$torch_train" --threads
   expect_rc 2
   expect_contains "torch-train.sh: --threads needs a value"
