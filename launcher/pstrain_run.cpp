@@ -231,10 +231,10 @@ sigset_t handled_signals()
 }
 
 // Every pstrain-run of this step stops its program (SIGURG).  A step that
-// began less than `late_start` ago may have a task that is still starting
-// and misses the signal: it is sent again every second until then
-// (quietly: scancel fails for the nodes whose tasks have ended), unless
-// the step is signalled meanwhile.
+// began (this task's start stands for it) less than `late_start` ago may
+// have a task that is still starting and misses the signal: it is sent
+// again every second until then (quietly: scancel fails for the nodes
+// whose tasks have ended), unless the step is signalled meanwhile.
 void end_step(clock_type::time_point started, std::chrono::seconds late_start)
 {
     const char* job = std::getenv("SLURM_JOB_ID");
@@ -248,7 +248,7 @@ void end_step(clock_type::time_point started, std::chrono::seconds late_start)
     if (rc < 0)
         fail_line(
             fmt::format("scancel not found: the step's other tasks cannot be ended: end them with scancel {}", id));
-    else if (rc != 0)  // Slurm says "Invalid job id" when some of the step's processes are gone already
+    else if (rc != 0)  // "Invalid job id": a node's tasks have ended; "Job step not running": still starting
         say(fmt::format("note: scancel --signal=URG {} exited with status {} (as it does when some of the step's "
                         "tasks have ended already, or are still starting){}; if tasks of the step keep running, end "
                         "it with scancel {}",
@@ -262,6 +262,7 @@ void end_step(clock_type::time_point started, std::chrono::seconds late_start)
     auto handled = handled_signals();
     sigdelset(&handled, SIGURG);  // its own end, come back: nothing to do
     sigdelset(&handled, SIGCHLD);
+    sigdelset(&handled, SIGUSR1);  // the user's own
     for (auto now = clock_type::now(); now < until; now = clock_type::now()) {
         const auto wait = std::min<clock_type::duration>(std::chrono::seconds(1), until - now);
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
