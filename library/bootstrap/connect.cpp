@@ -348,9 +348,14 @@ connections connect_static_worker(const job& j, ucx::engine& w, const ucx::auth_
                 break;
             }
             last_error = ep->failed() ? ucs_status_string(ep->failure()) : "no answer";
-            ep->close(std::chrono::milliseconds(200));
+            // Forced: nothing of ours is owed to a peer that never answered,
+            // and a flush over a connection UCX never finished setting up
+            // (another program listening on the port) stays pending until
+            // ucp_worker_destroy, which aborts on it (UCX 1.13).
+            ep->close(std::chrono::milliseconds(200), true);
             if (clock::now() >= deadline)
-                throw error(fmt::format("bootstrap: {} at {}:{} did not answer within {}s ({}): is it running?",
+                throw error(fmt::format("bootstrap: {} at {}:{} did not answer within {}s ({}): is it running, and "
+                                        "is that its port?",
                                         j.peer_name(role::ps, i), host, port, timeout.count(), last_error));
             std::this_thread::sleep_for(std::chrono::milliseconds(250));
         }

@@ -388,6 +388,24 @@ test_static_worker_names_the_missing_ps() {
   expect_contains "pstrain[worker 0]: error: bootstrap: ps 0 (localhost) at localhost:$base did not answer within 3s"
 }
 
+# A ps address where another program listens (a wrong port in the spec):
+# the same one line, not UCX's abort of a connection it never finished.
+test_static_worker_names_a_ps_address_where_another_program_answers_nothing() {
+  local base=$((PSTRAIN_TEST_PORT + 340)) other
+  python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); held = []
+while True: held.append(s.accept()[0])' "$base" &
+  other=$!
+  for _ in $(seq 50); do ss -Htln | grep -q ":$base\b" && break; sleep 0.1; done
+  run env -u SLURM_CONF "$pstrain" --ps-hosts "localhost:$base" --worker-hosts "localhost:$((base + 1))" \
+    --job-name worker --task-index 0 --bootstrap-timeout 3 --device cpu
+  kill "$other"
+  expect_rc 1
+  expect_contains "pstrain[worker 0]: error: bootstrap: ps 0 (localhost) at localhost:$base did not answer within 3s (no answer): is it running, and is that its port?"
+  expect_not_contains "Bug:"
+}
+
 test_static_ps_names_the_missing_worker() {
   local base=$((PSTRAIN_TEST_PORT + 330))
   run env -u SLURM_CONF "$pstrain" --ps-hosts "localhost:$base" --worker-hosts "localhost:$((base + 1)),localhost:$((base + 2))" \
