@@ -29,7 +29,6 @@
 #include "common/parse.hpp"
 #include "pstrain/error.hpp"
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -244,30 +243,29 @@ void end_step(clock_type::time_point started, std::chrono::seconds late_start)
         return;
     }
     const auto id = fmt::format("{}.{}", job, step);
+    const auto until = started + late_start;
     const int rc = run_and_wait({"scancel", "--quiet", "--signal=URG", id});
-    if (rc < 0)
+    if (rc < 0) {
         fail_line(
             fmt::format("scancel not found: the step's other tasks cannot be ended: end them with scancel {}", id));
-    else if (rc != 0)  // "Invalid job id": a node's tasks have ended; "Job step not running": still starting
+        return;
+    }
+    if (rc != 0)  // "Invalid job id": a node's tasks have ended; "Job step not running": still starting
         say(fmt::format("note: scancel --signal=URG {} exited with status {} (as it does when some of the step's "
                         "tasks have ended already, or are still starting){}; if tasks of the step keep running, end "
                         "it with scancel {}",
                         id, rc,
-                        clock_type::now() < started + late_start
+                        clock_type::now() < until
                             ? fmt::format(": sent again every second until the step is {} s old", late_start.count())
                             : "",
                         id));
-    if (rc < 0) return;
-    const auto until = started + late_start;
     auto handled = handled_signals();
     sigdelset(&handled, SIGURG);  // its own end, come back: nothing to do
     sigdelset(&handled, SIGCHLD);
     sigdelset(&handled, SIGUSR1);  // the user's own
-    for (auto now = clock_type::now(); now < until; now = clock_type::now()) {
-        const auto wait = std::min<clock_type::duration>(std::chrono::seconds(1), until - now);
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-        timespec tick{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-        if (sigtimedwait(&handled, nullptr, &tick) > 0) return;  // scancel, preemption: the step ends anyway
+    const timespec second{1, 0};
+    while (clock_type::now() < until) {
+        if (sigtimedwait(&handled, nullptr, &second) > 0) return;  // scancel, preemption: the step ends anyway
         run_and_wait({"scancel", "--quiet", "--signal=URG", id}, true);
     }
 }

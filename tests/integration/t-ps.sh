@@ -392,7 +392,7 @@ test_static_worker_names_the_missing_ps() {
 # the same one line, not UCX's abort of a connection it never finished.
 test_static_worker_names_a_ps_address_where_another_program_answers_nothing() {
   local base=$((PSTRAIN_TEST_PORT + 340)) other
-  python3 -c 'import socket, sys, time
+  python3 -c 'import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); held = []
 while True: held.append(s.accept()[0])' "$base" &
