@@ -1,5 +1,6 @@
 // pstrain: the trainer.  One binary for the parameter server and the worker.
 #include "pstrain/error.hpp"
+#include "common/denormals.hpp"
 #include "common/log.hpp"
 #include "library/bootstrap/job.hpp"
 #include "trainer/app/join_file.hpp"
@@ -14,6 +15,7 @@
 
 #include "trainer/compute/backend.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -26,6 +28,14 @@ int main(int argc, char** argv)
         log::format_from_environment();
     } catch (const error& e) {
         log::error("{}", e.what());
+        return 2;
+    }
+    // early_init.cpp flushed denormals before the libraries started their
+    // threads, unless told to keep them; here a wrong value is reported.
+    if (const char* asked = std::getenv("PSTRAIN_DENORMALS"); asked && !parse_denormal_mode(asked)) {
+        log::error("PSTRAIN_DENORMALS={}: use flush (the default: floats below 1.2e-38 computed as 0, as in "
+                   "TensorFlow) or keep (IEEE 754 arithmetic, slower once values are that small)",
+                   asked);
         return 2;
     }
     if (argc >= 2 && std::strcmp(argv[1], "plot") == 0) return trainer::plot_command(argc, argv);

@@ -1,5 +1,6 @@
 #include "pstrain/server.hpp"
 
+#include "common/denormals.hpp"
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "library/ps/activity_recorder.hpp"
@@ -62,6 +63,8 @@ public:
 
     server_outcome run()
     {
+        std::optional<scoped_denormal_mode> denormals;
+        if (cfg_.flush_denormals) denormals.emplace(denormal_mode::flush);
         try {
             auto outcome = serve();
             links_.release();

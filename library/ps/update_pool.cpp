@@ -4,7 +4,8 @@ namespace pstrain::ps {
 
 update_pool::update_pool(int threads)
 {
-    for (int t = 1; t < threads; ++t) helpers_.emplace_back([this] { help(); });
+    const auto mode = current_denormal_mode();
+    for (int t = 1; t < threads; ++t) helpers_.emplace_back([this, mode] { help(mode); });
 }
 
 update_pool::~update_pool()
@@ -45,8 +46,9 @@ void update_pool::take_blocks()
         (*block_)(b);
 }
 
-void update_pool::help()
+void update_pool::help(denormal_mode mode)
 {
+    set_denormal_mode(mode);
     std::uint64_t seen = 0;
     for (;;) {
         {

@@ -1,8 +1,12 @@
 // Threads that share a large shard's update: the caller and threads - 1
 // helpers each take blocks of the shard until none is left.  The helpers
 // sleep between steps (a futex wake-up costs microseconds, so a server
-// uses them only where a step's update takes far longer).
+// uses them only where a step's update takes far longer).  Each helper
+// computes with the denormal mode (common/denormals.hpp) of the thread that
+// made the pool: the server's, which flushes unless told not to.
 #pragma once
+
+#include "common/denormals.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -29,7 +33,7 @@ public:
     void run(std::size_t blocks, const std::function<void(std::size_t)>& block);
 
 private:
-    void help();
+    void help(denormal_mode mode);
     void take_blocks();
 
     std::vector<std::thread> helpers_;

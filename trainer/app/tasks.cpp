@@ -1,5 +1,6 @@
 #include "trainer/app/tasks.hpp"
 
+#include "common/denormals.hpp"
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "pstrain/loopback.hpp"
@@ -37,6 +38,8 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     c.share_memory = o.shared_memory;
     c.precision = o.wire_precision;
     c.tables = embedding_tables_for(o);
+    // The PS computes as the rest of the process does (PSTRAIN_DENORMALS, early_init.cpp).
+    c.flush_denormals = current_denormal_mode() == denormal_mode::flush;
     // A PS's CPUs share its large updates (threads.hpp: --threads, else Slurm's share).
     c.update_threads = fit_threads(
                            o.threads, [](const char* name) { return std::getenv(name); }, affinity_cpus())

@@ -94,8 +94,9 @@ std::string openblas_coretype_to_set();
 // Where openblas_coretype_to_set names kernels: sets OPENBLAS_CORETYPE (and
 // PSTRAIN_OPENBLAS_CORETYPE, which blas_description reports) and executes
 // this program again with `argv`, as OpenBLAS reads it only when loaded;
-// returns when there is nothing to set or the exec failed.  For main(),
-// before it starts a thread or opens a file.
+// returns when there is nothing to set or the exec failed.  The new image
+// keeps the task's name (/proc/PID/comm) and argv.  For main(), before it
+// starts a thread or opens a file.
 void run_again_with_the_cpus_openblas_kernels(char** argv);
 
 // RAII device array.

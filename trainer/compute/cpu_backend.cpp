@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -55,15 +56,37 @@ std::string openblas_coretype_to_set()
     return chosen ? openblas_coretype_for(chosen, detect_cpu_features()) : std::string();
 }
 
+namespace {
+
+// The kernel names a process after the file it executed, and this one is
+// /proc/self/exe: the name the task had (what `pgrep -x`, `ps -C`, `top` and
+// `killall` find) goes to the new image in the environment, which takes it
+// back at once.  argv, argv[0] included, is passed on as it was.
+constexpr const char* name_variable = "PSTRAIN_PROCESS_NAME";
+
+void take_back_the_process_name()
+{
+    const char* name = std::getenv(name_variable);
+    if (!name) return;
+    ::prctl(PR_SET_NAME, name, 0, 0, 0);
+    ::unsetenv(name_variable);
+}
+
+}  // namespace
+
 void run_again_with_the_cpus_openblas_kernels(char** argv)
 {
+    take_back_the_process_name();
     const auto coretype = openblas_coretype_to_set();
     if (coretype.empty()) return;
+    char name[17] = {};  // the kernel's TASK_COMM_LEN (16) and a terminator
+    if (::prctl(PR_GET_NAME, name, 0, 0, 0) == 0) ::setenv(name_variable, name, 1);
     ::setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
     ::setenv("PSTRAIN_OPENBLAS_CORETYPE", coretype.c_str(), 1);
     ::execv("/proc/self/exe", argv);
     ::unsetenv("OPENBLAS_CORETYPE");  // not executed: go on with OpenBLAS's own choice
     ::unsetenv("PSTRAIN_OPENBLAS_CORETYPE");
+    ::unsetenv(name_variable);
 }
 
 cpu_backend::cpu_backend(int threads)

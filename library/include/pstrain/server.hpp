@@ -78,6 +78,13 @@ struct server_config {
     // parameters or more on this PS), the server's own included: the CPUs
     // the task may use.  1: the server's thread alone.
     int update_threads = 1;
+    // Denormal floats flushed to zero (FTZ and DAZ: values below about
+    // 1.2e-38 read and written as 0) on every thread the server runs on,
+    // the caller's for the length of run() and the update threads: an
+    // optimizer's state that decays towards zero is otherwise updated many
+    // times slower on x86 once it is denormal, as TensorFlow's threads do.
+    // False: IEEE 754 arithmetic, with the caller's thread as it is.
+    bool flush_denormals = true;
     // Sparse embedding tables: this PS holds the rows of the keys that
     // shard_of_key gives it, of each table (client_config::table_dims must
     // list the same tables with the same dims).

@@ -10,7 +10,9 @@
 
 #include "tests/unit/library/ps/loopback_job.hpp"
 #include "library/ps/update_pool.hpp"
+#include "common/denormals.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -131,6 +133,45 @@ BOOST_DATA_TEST_CASE(a_large_async_update_equals_the_plain_update, bdata::make({
         apply_update(cfg, expected, g, state, step);
         BOOST_TEST(bitwise_equal(w.params(), expected), "values after update " << step);
     }
+    w.shutdown();
+    BOOST_TEST_REQUIRE(job.finish().returned);
+}
+
+// Denormals (server_config::flush_denormals): the server flushes them on
+// the thread that runs it and on its update threads, whatever the mode of
+// the program's threads (kept here).  A gradient of 1e-38 gives Adam a
+// first moment of 1e-39, a denormal: flushed, it is 0 and a value of 0
+// stays 0; kept, the value moves by lr * 1e-38 / epsilon = 1e-32.  The
+// shard is large enough for the update threads, and every one of its
+// values must stay 0.
+BOOST_DATA_TEST_CASE(the_server_flushes_denormals_on_its_thread_and_its_update_threads,
+                     bdata::make({true, false}) * bdata::make({true, false}), sync, flush)
+{
+    if (!pstrain::can_flush_denormals()) return;
+    pstrain::scoped_denormal_mode program(pstrain::denormal_mode::keep);
+    job_options o;
+    o.num_params = large;
+    auto config = adam(sync, 3);
+    config.flush_denormals = flush;
+    std::atomic<int> steps{0}, flushed_steps{0};
+    server_hooks hooks;
+    hooks.step_completed = [&](std::uint64_t) {
+        ++steps;
+        if (pstrain::current_denormal_mode() == pstrain::denormal_mode::flush) ++flushed_steps;
+        return false;
+    };
+    ps_job job(1, 1, config, hooks, o);
+    auto& w = job.chief();
+    std::fill(w.params().begin(), w.params().end(), 0.0f);
+    w.wait(w.async_init());
+    for (int step = 0; step < 2; ++step) {
+        std::fill(w.grads().begin(), w.grads().end(), 1e-38f);
+        w.wait(w.async_push());
+    }
+    const auto moved = std::count_if(w.params().begin(), w.params().end(), [](float v) { return v != 0.0f; });
+    BOOST_TEST(moved == (flush ? 0 : static_cast<long>(large)));
+    BOOST_TEST(steps.load() >= 2);
+    BOOST_TEST(flushed_steps.load() == (flush ? steps.load() : 0));
     w.shutdown();
     BOOST_TEST_REQUIRE(job.finish().returned);
 }
