@@ -5,8 +5,12 @@
 #include "library/bootstrap/job.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -37,7 +41,10 @@ public:
         if (rc != PMIX_SUCCESS)
             throw error(fmt::format("PMIx_Init failed: {}: run the step with srun --mpi=pmix", PMIx_Error_string(rc)));
     }
-    ~pmix_handle() { PMIx_Finalize(nullptr, 0); }
+    ~pmix_handle()
+    {
+        if (!abandoned_) PMIx_Finalize(nullptr, 0);
+    }
     pmix_handle(const pmix_handle&) = delete;
     pmix_handle& operator=(const pmix_handle&) = delete;
 
@@ -65,21 +72,35 @@ public:
     }
 
     // Fence with data collection; PMIX_ERR_TIMEOUT when a peer is missing.
+    // PMIx_Fence's own PMIX_TIMEOUT is not honoured by every server (Slurm
+    // 22.05's mpi/pmix across nodes waited over 5 minutes for a rank that
+    // never joined), so the wait is bounded here: the non-blocking fence,
+    // and a deadline a few seconds past the timeout.  A fence given up on
+    // may still call back later (its state is the callback's too), and the
+    // handle is then abandoned(): no more PMIx calls, no PMIx_Finalize,
+    // which would wait for that fence.
     pmix_status_t fence(std::chrono::seconds timeout)
     {
         check_pmix(PMIx_Commit(), "PMIx_Commit");
+        auto wait = std::make_shared<fence_wait>(static_cast<int>(timeout.count()));
         pmix_proc_t all;
         PMIX_LOAD_PROCID(&all, me_.nspace, PMIX_RANK_WILDCARD);
-        pmix_info_t info[2];
-        bool yes = true;
-        int secs = static_cast<int>(timeout.count());
-        PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
-        PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &secs, PMIX_INT);
-        pmix_status_t rc = PMIx_Fence(&all, 1, info, 2);
-        PMIX_INFO_DESTRUCT(&info[0]);
-        PMIX_INFO_DESTRUCT(&info[1]);
-        return rc;
+        auto* callers_share = new std::shared_ptr<fence_wait>(wait);
+        const pmix_status_t rc = PMIx_Fence_nb(&all, 1, wait->info, 2, &fence_done, callers_share);
+        if (rc != PMIX_SUCCESS) {  // no callback comes: done at once (PMIX_OPERATION_SUCCEEDED), or refused
+            delete callers_share;
+            return rc == PMIX_OPERATION_SUCCEEDED ? PMIX_SUCCESS : rc;
+        }
+        std::unique_lock lock(wait->mutex);
+        if (!wait->ended.wait_for(lock, timeout + fence_grace, [&] { return wait->done; })) {
+            abandoned_ = true;
+            return PMIX_ERR_TIMEOUT;
+        }
+        return wait->status;
     }
+
+    // A fence was given up on (fence()): the PMIx server may not answer.
+    bool abandoned() const { return abandoned_; }
 
     // A peer's value; std::nullopt when it has none (within a second).
     std::optional<std::vector<std::uint8_t>> get_bytes(std::uint32_t rank, const char* key)
@@ -114,7 +135,43 @@ public:
     }
 
 private:
+    // How long past its own timeout a fence is waited for.
+    static constexpr std::chrono::seconds fence_grace{5};
+
+    // A non-blocking fence's wait, shared by fence() and the callback.
+    struct fence_wait {
+        explicit fence_wait(int timeout_seconds)
+        {
+            bool yes = true;
+            PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+            PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &timeout_seconds, PMIX_INT);
+        }
+        ~fence_wait()
+        {
+            PMIX_INFO_DESTRUCT(&info[0]);
+            PMIX_INFO_DESTRUCT(&info[1]);
+        }
+        pmix_info_t info[2];
+        std::mutex mutex;
+        std::condition_variable ended;
+        bool done = false;
+        pmix_status_t status = PMIX_SUCCESS;
+    };
+
+    static void fence_done(pmix_status_t status, void* data)
+    {
+        auto* share = static_cast<std::shared_ptr<fence_wait>*>(data);
+        {
+            std::lock_guard lock((*share)->mutex);
+            (*share)->status = status;
+            (*share)->done = true;
+        }
+        (*share)->ended.notify_all();
+        delete share;
+    }
+
     pmix_proc_t me_{};
+    bool abandoned_ = false;
 };
 
 using ucx::connections;
@@ -192,9 +249,19 @@ std::unique_ptr<ucx::listener> rejoin_listener(const job& j, ucx::engine& w)
     }
 }
 
+// Whether this process has joined its step through PMIx: a second
+// bootstrap's fence waits for peers that joined the first and never join
+// it, so it is refused instead.
+std::atomic<bool> joined_by_pmix{false};
+
 connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds timeout, start_vote::impl* vote,
                          bool rejoin, join_info* join)
 {
+    if (joined_by_pmix.exchange(true))
+        throw error(fmt::format("{} bootstrapped once already in this process (it joined its step, or failed to): a "
+                                "second bootstrap would wait for peers that never join it: keep the first "
+                                "connection (pstrain.init() returns the same context however often it is called)",
+                                j.name()));
     auto handle = std::make_unique<pmix_handle>();
     auto& pmix = *handle;
     const std::uint32_t size = pmix.job_size();
@@ -216,6 +283,13 @@ connections connect_pmix(const job& j, ucx::engine& w, std::chrono::seconds time
     }
 
     pmix_status_t rc = pmix.fence(timeout);
+    if (pmix.abandoned()) {
+        throw error(
+            fmt::format("bootstrap: the PMIx fence did not complete within {}s, and the PMIx server did not end "
+                        "it: a task of the step never joined it (one that exited, is stuck before it "
+                        "starts, or runs another program): see the other tasks' lines",
+                        timeout.count()));
+    }
     // Who is everyone?  A missing rank is named by what the plugin's spec
     // says of that rank's place.
     std::vector<pmix_rank> by_rank(size);

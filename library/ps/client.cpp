@@ -252,6 +252,27 @@ public:
         }
     }
 
+    // A worker's last word (client::leave): to every PS; one that is gone
+    // already is no loss.  Waits for the sends, at most 30 s.
+    void leave()
+    {
+        if (cfg_.index == 0)
+            throw error("the chief ends the job with shutdown(), and does not leave: call chief_client::shutdown()");
+        if (left_) return;
+        left_ = true;
+        std::vector<std::size_t> peers;
+        for (std::size_t p = 0; p < num_ps_; ++p) peers.push_back(exchange_.peer(p));
+        std::vector<wire::frame> frames(peers.size(), wire::encode(wire::leave{}));
+        std::vector<transfer> sends;
+        for (std::size_t k = 0; k < peers.size(); ++k)
+            if (!net_.failed(peers[k]))
+                sends.push_back(net_.send(peers[k], channel::control, &frames[k], sizeof frames[k]));
+        activity_recorder::scope waiting(activity_, "the send of this worker's leave message");
+        net_.wait_until(
+            [&] { return std::all_of(sends.begin(), sends.end(), [](transfer& t) { return t.complete(); }); },
+            clock::now() + std::chrono::seconds(30));
+    }
+
     std::size_t spares_left() const
     {
         std::size_t n = 0;
@@ -328,6 +349,7 @@ public:
     std::vector<std::uint64_t> base_step_;    // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;
     bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
+    bool left_ = false;               // leave() was called
     bool healing_ = false;            // a PS was lost and a spare can take its place (replace_lost_ps)
     std::vector<spare_peer> spares_;  // the peers after the PS tasks'
     bool started_ = false;            // the first request has been answered (the profile's start ends)
@@ -533,6 +555,7 @@ private:
     {
         if (broken_)
             throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
+        if (left_) throw error("this worker left the job (client::leave): its client cannot be used again");
         if (healing_)
             throw error("the parameter-server client lost a PS: replace_lost_ps() puts a spare in its place first");
         if (greeted_) return;
@@ -777,6 +800,7 @@ std::vector<std::size_t> client::replace_lost_ps() { return impl_->replace_lost_
 std::size_t client::spares_left() const { return impl_->spares_left(); }
 std::uint64_t client::global_step() const { return impl_->global_step_; }
 bool client::done() const { return impl_->done_; }
+void client::leave() { impl_->leave(); }
 bool client::stopped() const { return impl_->stopped_; }
 std::optional<std::uint64_t> client::restored_step() const { return impl_->restored_; }
 client::membership client::live_workers() const { return impl_->live_; }

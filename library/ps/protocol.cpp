@@ -32,6 +32,7 @@ const char* kind_name(std::uint16_t k)
     case kind::take_over: return "take_over";
     case kind::standing_in: return "standing_in";
     case kind::rollback: return "rollback";
+    case kind::leave: return "leave";
     }
     return "unknown";
 }
@@ -44,7 +45,7 @@ std::optional<refusal> check_envelope(const frame& f)
         r.frame_version = f.version;
         return r;
     }
-    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::rollback))
+    if (f.kind < static_cast<std::uint16_t>(kind::hello) || f.kind > static_cast<std::uint16_t>(kind::leave))
         return refusal_of(refusal_code::bad_kind, f.kind);
     return std::nullopt;
 }

@@ -49,6 +49,9 @@
 //                                 and go on from there (a lost PS's
 //                                 replacement restored that step); the
 //                                 reply is the shard's values
+//   worker -> ps   leave          this worker's program ended (not the
+//                                 chief's: it ends the job with shutdown);
+//                                 no reply
 //
 // A server answers each worker's messages one at a time and in order, so a
 // worker may have several requests in flight to one PS.  Every field is
@@ -78,7 +81,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 12;        // 12: spares (take_over, standing_in) and rollback
+inline constexpr std::uint16_t version = 13;        // 13: leave; 12: spares (take_over, standing_in) and rollback
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -101,6 +104,7 @@ enum class kind : std::uint16_t {
     take_over,
     standing_in,
     rollback,
+    leave,
 };
 const char* kind_name(std::uint16_t k);
 
@@ -297,6 +301,10 @@ struct standing_in {
 struct rollback {
     static constexpr wire::kind type = kind::rollback;
     std::uint64_t step = 0;
+};
+
+struct leave {
+    static constexpr wire::kind type = kind::leave;
 };
 
 // The most keys one sparse request may carry (a client splits larger ones):

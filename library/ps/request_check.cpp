@@ -92,6 +92,10 @@ maybe_refusal serving(const wire::frame& f, const request_context& ctx)
         if (auto r = from_chief(ctx)) return r;
         return payload_is(f, 0);
     case wire::kind::stats: return payload_is(f, 0);
+    case wire::kind::leave:
+        // The chief ends the job with shutdown instead.
+        if (ctx.worker == 0) return refusal_of(refusal_code::bad_kind, f.kind);
+        return payload_is(f, 0);
     case wire::kind::sparse_pull: {
         const auto m = wire::body<wire::sparse_pull>(f);
         if (auto r = sparse_request(m.table, m.count, ctx)) return r;

@@ -376,6 +376,7 @@ private:
         case wire::kind::sparse_push: return sparse_.on_push(i, wire::body<wire::sparse_push>(in));
         case wire::kind::shutdown: return on_shutdown(wire::body<wire::shutdown>(in).stop != 0);
         case wire::kind::rollback: return on_rollback(i, wire::body<wire::rollback>(in).step);
+        case wire::kind::leave: return on_leave(i);
         case wire::kind::init:
         case wire::kind::restore:
             // A repeated initialisation (the chief restarted its connection): the values stand.
@@ -575,6 +576,28 @@ private:
     }
 
     // ------------------------------------------------------------ failures
+
+    // Worker i's program ended and said so (client::leave; never the
+    // chief's): it goes as a lost worker of an elastic job does, whatever
+    // the settings, for it ended its part of the training: a sync step from
+    // now on aggregates the live workers' gradients when fewer are left
+    // than it asks for.  Its connection's end is not a loss.
+    void on_leave(std::size_t i)
+    {
+        links_[i].lost = true;
+        bound_.lost(i);
+        const auto who = net_.peer_name(i);
+        if (state_.done) return;
+        if (cfg_.sync && links_.live() < replicas_) {
+            const auto [was, from] = aggregate_the_live_workers();
+            log::info("{} left (its program ended): sync training aggregates {} gradients per step from global step "
+                      "{} (was {})",
+                      who, replicas_, from, was);
+        } else {
+            log::info("{} left (its program ended): going on with {} workers", who, links_.live());
+        }
+        if (dense_) dense_->release_held();
+    }
 
     void on_worker_lost(std::size_t i)
     {

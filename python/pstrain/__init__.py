@@ -208,8 +208,22 @@ def init(
     heartbeats (0: none).  Raises :class:`Error` when nothing gives a role,
     a join file or index is wrong, or a peer is missing.  Releases the GIL
     while it connects.
+
+    A process joins its step once: later calls return the same context
+    (a second bootstrap would wait for peers that never join it), and a
+    later call that gives other arguments raises :class:`Error`.
     """
     import os
+
+    global _the_context, _the_arguments
+    arguments = (ps_hosts, worker_hosts, job_name, task_index, join)
+    if _the_context is not None:
+        if any(a is not None for a in arguments) and arguments != _the_arguments:
+            raise Error(
+                "pstrain.init() joined this process to its step already, with other arguments: a process joins once; "
+                "call init() with the first call's arguments or none (it returns the same context)"
+            )
+        return _the_context
 
     how = "join"
     if join is None and os.environ.get("PSTRAIN_JOIN"):
@@ -229,7 +243,14 @@ def init(
         job_name = "worker"
         os.environ["PSTRAIN_AUTH_KEY"] = key
         os.environ.pop("PSTRAIN_AUTH_KEY_FILE", None)
-    return _core.connect_task(timeout, heartbeat_interval, ps_hosts, worker_hosts, job_name, task_index)
+    context = _core.connect_task(timeout, heartbeat_interval, ps_hosts, worker_hosts, job_name, task_index)
+    _the_context, _the_arguments = context, arguments
+    return context
+
+
+# init()'s context, once it has joined (and the arguments it was given).
+_the_context: Optional[Context] = None
+_the_arguments: Tuple[Any, ...] = ()
 
 
 def _connect(

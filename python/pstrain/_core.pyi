@@ -65,6 +65,11 @@ class Client:
     @property
     def global_step(self) -> int:
         """PS 0's global step, as of the last reply."""
+    def leave(self) -> None:
+        """This worker's program ends before the chief ended the job: every PS
+        lets it go instead of counting it lost, and a sync step from then on
+        aggregates the live workers' gradients (not the chief's: it calls
+        ``shutdown``).  The client cannot be used after it.  Releases the GIL."""
     @property
     def done(self) -> bool:
         """A reply said training is done."""

@@ -18,8 +18,10 @@ it when the workers alive change (``elastic=True``).
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
+import sys
 import time
 import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -36,6 +38,24 @@ __all__ = ["DistributedOptimizer", "ElasticSampler", "Embedding", "EmbeddingBag"
 # Every table module made in this process, in the order they were made.
 _tables: "weakref.WeakValueDictionary[int, _Table]" = weakref.WeakValueDictionary()
 _made = 0
+
+
+# Optimizers that finish() at the interpreter's exit, unless finished before.
+_unfinished: "weakref.WeakSet[DistributedOptimizer]" = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    """A program that ends without finish() ends as if it had called it; one
+    that ends with an uncaught exception (the interpreter printed it and set
+    sys.last_value) crashed: its PS tasks count it lost, as for a signal."""
+    if getattr(sys, "last_value", None) is not None:
+        return
+    for opt in list(_unfinished):
+        try:
+            opt.finish()
+        except Error as e:
+            print(f"pstrain: at exit: {e}", file=sys.stderr)
 
 
 def _keys(ids: torch.Tensor) -> np.ndarray:
@@ -191,6 +211,11 @@ class DistributedOptimizer:
     chief saves (with ``preemption_state()``'s dict, when given) and stops
     the job, and every worker's ``step`` then exits with status 143, which
     torch-train.sh turns into a requeue.
+
+    A program may end without :meth:`finish`: at the interpreter's exit an
+    unfinished optimizer finishes (the chief ends the job; another worker
+    leaves it, and its PS tasks let it go instead of counting it lost),
+    unless the program ends with an uncaught exception.
     """
 
     def __init__(
@@ -242,6 +267,7 @@ class DistributedOptimizer:
             t._attach(self.client, i)
         self._start()
         self._finished = False
+        _unfinished.add(self)
         if self.checkpoint_dir:
             self._catch_termination()
 
@@ -400,12 +426,19 @@ class DistributedOptimizer:
         return self.client.stats()
 
     def finish(self) -> None:
-        """The chief ends training on every PS; other workers: nothing."""
+        """The chief ends training on every PS; another worker that training
+        has not ended for leaves the job (every PS lets it go instead of
+        counting it lost, and sync steps go on with the others).  Called at
+        the interpreter's exit for an optimizer not finished by then, unless
+        the program ends with an uncaught exception: a worker that crashed is
+        lost and named, and a crashed chief ends the job."""
         if self._finished:
             return
         self._finished = True
         if self.context.is_chief:
             self.client.shutdown()
+        elif not self.client.done:
+            self.client.leave()
 
     def __enter__(self) -> "DistributedOptimizer":
         return self

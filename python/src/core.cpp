@@ -641,6 +641,14 @@ void bind_client(py::module_& m)
         .def_property_readonly(
             "global_step", [](py_client& c) { return c.c().global_step(); },
             "PS 0's global step, as of the last reply.")
+        .def(
+            "leave",
+            [](py_client& c) {
+                py::gil_scoped_release unlocked;
+                c.c().leave();
+            },
+            "This worker's program ends before the chief ended the job: every PS lets it go instead of counting it "
+            "lost (not the chief's: it calls shutdown).  The client cannot be used after it.  Releases the GIL.")
         .def_property_readonly(
             "done", [](py_client& c) { return c.c().done(); }, "A reply said training is done.")
         .def_property_readonly(

@@ -10,6 +10,7 @@
 torch_train=$PSTRAIN_SRCDIR/scripts/torch-train.sh
 examples=$PSTRAIN_SRCDIR/examples/torch
 bad_input=$PSTRAIN_SRCDIR/tests/integration/torch_bad_input.py
+as_users_write=$PSTRAIN_SRCDIR/tests/integration/torch_as_users_write.py
 export PSTRAIN_RUN=$PSTRAIN_BUILDDIR/launcher/pstrain-run
 export PSTRAIN_BIN=$PSTRAIN_BUILDDIR/trainer/pstrain
 
@@ -25,7 +26,7 @@ torch_python() {
 use_package() { export PYTHONPATH=$PSTRAIN_BUILDDIR/tests/python/pkg; }
 
 # Processes of this test's jobs still running anywhere: the programs and the servers.
-torch_left() { pgrep -f "$examples/|$bad_input|$PSTRAIN_BIN serve" || true; }
+torch_left() { pgrep -f "$examples/|$bad_input|$as_users_write|$PSTRAIN_BIN serve" || true; }
 expect_nothing_left() {
   local _
   for _ in $(seq 1 20); do [ -z "$(torch_left)" ] && return 0; sleep 0.5; done
@@ -247,6 +248,83 @@ test_a_killed_ps_ends_the_job_within_30s_naming_it() {
   expect_nothing_left
   expect_nodes_idle
 }
+
+# A program as users write it (torch_as_users_write.py): pstrain.init() for
+# its index, DistributedOptimizer without context= (the same context: one
+# bootstrap), and the end of the program without finish().  Worker 1 stops
+# after 20 steps and leaves as its program ends; the chief trains on alone
+# (sync: each step then aggregates its gradient) to step 40, and its exit
+# ends the job: COMPLETED, on one node and on three.
+program_without_finish() {  # NODES
+  local py
+  py=$(torch_python)
+  use_package
+  submit_torch job.out --ps=1 --workers=2 "-N$1" -- "$py" "$as_users_write" --steps 40 --worker-steps 20
+  finish_torch job.out 180
+  [ "$job_state" = COMPLETED ] || fail "the job ended $job_state, not COMPLETED"
+  expect_eq "$(json "$result" global_step)" 40 "the chief's global step"
+  grep -qE "pstrain\[ps 0\]: worker 1 \(n[0-9]+\) left \(its program ended\): sync training aggregates 1 gradients per step from global step 20 \(was 2\)" job.out ||
+    fail "ps 0 did not say that worker 1 left at global step 20"
+  grep -qE "lost worker [0-9]" job.out && fail "a worker that ended its program was counted lost"
+  expect_nothing_left
+  expect_nodes_idle
+}
+test_a_program_that_ends_without_finish_completes_on_one_node() { program_without_finish 1; }
+test_a_program_that_ends_without_finish_completes_on_three_nodes() { program_without_finish 3; }
+
+# Both workers train every step and end without finish(): whichever ends
+# first, the job COMPLETES and no worker is counted lost.
+test_workers_that_end_together_without_finish_complete_the_job() {
+  local py
+  py=$(torch_python)
+  use_package
+  submit_torch job.out --ps=1 --workers=2 -- "$py" "$as_users_write" --steps 40
+  finish_torch job.out 180
+  [ "$job_state" = COMPLETED ] || fail "the job ended $job_state, not COMPLETED"
+  expect_eq "$(json "$result" global_step)" 40 "the chief's global step"
+  grep -qE "lost worker [0-9]" job.out && fail "a worker that ended its program was counted lost"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
+# The same program whose worker 1 raises half-way: a crash, not a leave:
+# the job fails naming worker 1.
+test_a_worker_whose_program_crashes_is_lost_and_named() {
+  local py
+  py=$(torch_python)
+  use_package
+  submit_torch job.out --ps=1 --workers=2 -- "$py" "$as_users_write" --steps 400 --crash-worker 1
+  finish_torch job.out 180
+  [ "$job_state" != COMPLETED ] || fail "the job COMPLETED though worker 1 crashed"
+  # Its PS names it lost, or its pstrain-run ends the step naming it first.
+  grep -qE "pstrain\[ps 0\]: error: lost worker 1 \(n[0-9]+\)|pstrain-run\[worker 1\]: error: worker 1 \(n[0-9]+\) ended with" job.out ||
+    fail "neither ps 0 nor pstrain-run named the crashed worker 1"
+  grep -q "RuntimeError: worker 1 crashed at step" job.out || fail "the program's own error is not in the output"
+  grep -q "left (its program ended)" job.out && fail "a crashed worker was taken to have left"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
+# Worker 1 never joins the bootstrap (its program sleeps before
+# pstrain.init()): the others' init(timeout=10) ends within the timeout
+# and a few seconds, whatever PMIx's own timeout does (across nodes
+# Slurm's mpi/pmix waited over 5 minutes), and the job with it.
+bootstrap_that_a_task_never_joins() {  # NODES
+  local py t0
+  py=$(torch_python)
+  use_package
+  t0=$SECONDS
+  submit_torch job.out --ps=1 --workers=2 "-N$1" -- "$py" "$as_users_write" --absent-worker 1 --timeout 10
+  finish_torch job.out 240
+  [ $((SECONDS - t0)) -le 90 ] || fail "the job took $((SECONDS - t0)) s to end; the bootstrap's timeout was 10 s"
+  [ "$job_state" != COMPLETED ] || fail "the job COMPLETED without worker 1"
+  grep -q "pstrain.Error: bootstrap: the PMIx fence did not complete within 10s" job.out ||
+    fail "the chief did not say that the bootstrap timed out"
+  expect_nothing_left
+  expect_nodes_idle
+}
+test_a_bootstrap_that_a_task_never_joins_ends_on_one_node() { bootstrap_that_a_task_never_joins 1; }
+test_a_bootstrap_that_a_task_never_joins_ends_on_three_nodes() { bootstrap_that_a_task_never_joins 3; }
 
 # Bad input: the job fails, one line says what is wrong, nothing is left.
 bad_input_case() {  # CASE EXPECTED_TEXT

@@ -166,6 +166,22 @@ class InitTest(unittest.TestCase):
         finally:
             os.environ.update(hidden)
 
+    def test_init_joins_once_and_later_calls_return_the_same_context(self):
+        # A second bootstrap would wait for peers that never join it.
+        calls = []
+        real = pstrain._core.connect_task
+        pstrain._core.connect_task = lambda *a: calls.append(a) or object()
+        try:
+            first = pstrain.init()
+            self.assertIs(pstrain.init(), first)
+            self.assertIs(pstrain.init(timeout=5), first)
+            self.assertEqual(len(calls), 1)
+            with self.assertRaisesRegex(pstrain.Error, r"^pstrain.init\(\) joined this process to its step already, with other arguments"):
+                pstrain.init(task_index=3)
+        finally:
+            pstrain._core.connect_task = real
+            pstrain._the_context, pstrain._the_arguments = None, ()
+
 
 class PeerErrorsTest(unittest.TestCase):
     def test_a_worker_with_another_model_gets_the_ps_refusal_naming_it(self):

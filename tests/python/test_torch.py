@@ -3,6 +3,7 @@ the DistributedOptimizer against torch.optim on the averaged gradient, the
 embedding tables against torch.nn.EmbeddingBag, and bad input."""
 
 import copy
+import sys
 import threading
 import unittest
 
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 
 import pstrain
+import pstrain.torch
 from pstrain.torch import DistributedOptimizer, ElasticSampler, Embedding, EmbeddingBag
 
 torch.set_num_threads(1)
@@ -160,6 +162,49 @@ class DenseTest(unittest.TestCase):
             np.testing.assert_allclose(model[2].bias.detach().numpy(), expected.numpy(), atol=1e-7)
             self.assertEqual(model[2].bias.grad.data_ptr(), opt.client.grad("2.bias").ctypes.data)
             opt.finish()
+
+
+class LeaveTest(unittest.TestCase):
+    def test_a_worker_that_ends_leaves_and_sync_training_goes_on_with_the_chief(self):
+        # Not elastic: a lost worker would end the job; one that left does not.
+        models = [small_model(), small_model()]
+        x, y = batch(n=8)
+        self.step = None
+        with pstrain.LocalCluster(num_ps=1, num_workers=2) as cl:
+            def work(k):
+                m = models[k]
+                opt = DistributedOptimizer(m.named_parameters(), sync=True, context=cl.context(k), embeddings=[], optimizer="sgd", lr=0.1)
+                for _ in range(2 if k else 4):
+                    opt.zero_grad()
+                    torch.nn.functional.cross_entropy(m(x), y).backward()
+                    opt.step()
+                if k == 0:
+                    self.step = opt.stats()[0]["step"]
+                opt.finish()  # worker 1: leaves; the chief: ends the job
+
+            run_workers(2, work)
+        self.assertEqual(self.step, 4)
+
+    def test_at_exit_unfinished_optimizers_finish_unless_the_program_crashed(self):
+        class Unfinished:
+            finished = 0
+
+            def finish(self):
+                self.finished += 1
+
+        opt = Unfinished()
+        pstrain.torch._unfinished.add(opt)
+        try:
+            sys.last_value = ValueError("an uncaught exception")
+            pstrain.torch._finish_at_exit()
+            self.assertEqual(opt.finished, 0)
+            del sys.last_value
+            pstrain.torch._finish_at_exit()
+            self.assertEqual(opt.finished, 1)
+        finally:
+            pstrain.torch._unfinished.discard(opt)
+            if hasattr(sys, "last_value"):
+                del sys.last_value
 
 
 class Membership:

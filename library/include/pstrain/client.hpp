@@ -196,6 +196,15 @@ public:
     // Spares not yet standing in for a lost PS.
     std::size_t spares_left() const;
 
+    // A worker's goodbye, when its program ends before the chief ended the
+    // job (every worker but the chief; the chief calls
+    // chief_client::shutdown): every PS lets it go instead of counting it
+    // lost, and a sync step from then on aggregates the live workers'
+    // gradients when fewer are left than it asks for.  Waits for the
+    // messages to leave (at most 30 s); the client cannot be used after it.
+    // Throws pstrain::error on the chief's client.
+    void leave();
+
     // PS 0's global step, as of the last reply.
     std::uint64_t global_step() const;
     // A reply said training is done (or stopped).

@@ -613,8 +613,8 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
     f.version = wire::version + 1;
     BOOST_TEST(wire::check_envelope(f)->code == code(wire::refusal_code::bad_version));
     BOOST_TEST(wire::check_envelope(f)->frame_version == wire::version + 1u);
-    // Below the first kind, one past the last (rollback), and the largest.
-    const std::uint16_t past_the_last = static_cast<std::uint16_t>(wire::kind::rollback) + 1;
+    // Below the first kind, one past the last (leave), and the largest.
+    const std::uint16_t past_the_last = static_cast<std::uint16_t>(wire::kind::leave) + 1;
     for (std::uint16_t k : {std::uint16_t{0}, past_the_last, std::uint16_t{0xffff}}) {
         f = wire::encode(wire::pull{});
         f.kind = k;
@@ -625,6 +625,8 @@ BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)
                    fmt::format("a message of unknown kind {}: run the same pstrain version in every task", k));
     }
     // Every kind there is passes, the last one included.
+    f.kind = static_cast<std::uint16_t>(wire::kind::leave);
+    BOOST_TEST(!wire::check_envelope(f).has_value());
     f.kind = static_cast<std::uint16_t>(wire::kind::rollback);
     BOOST_TEST(!wire::check_envelope(f).has_value());
     f.kind = static_cast<std::uint16_t>(wire::kind::refusal);

@@ -146,6 +146,16 @@ BOOST_AUTO_TEST_CASE(only_the_chief_snapshots_ends_training_or_initialises_again
     BOOST_TEST((code_of(wire::encode(wire::snapshot{}, 4), c) == wire::refusal_code::bad_length));
 }
 
+// A worker's leave is served; the chief's is a bad kind (it ends the job with shutdown).
+BOOST_AUTO_TEST_CASE(a_worker_may_leave_and_the_chief_may_not)
+{
+    auto c = worker_1();
+    BOOST_TEST(!code_of(wire::encode(wire::leave{}), c).has_value());
+    BOOST_TEST((code_of(wire::encode(wire::leave{}, 4), c) == wire::refusal_code::bad_length));
+    c.worker = 0;
+    BOOST_TEST((code_of(wire::encode(wire::leave{}), c) == wire::refusal_code::bad_kind));
+}
+
 BOOST_AUTO_TEST_CASE(sparse_requests_name_a_table_the_ps_has_and_at_most_max_sparse_keys)
 {
     const auto c = worker_1();

@@ -73,7 +73,7 @@ void start(ps_job& job, int workers, const std::vector<float>& values = initial)
 
 // A worker asks until a reply says training is done (the chief's shutdown
 // may reach the PS after the worker's request).
-void leave(client& c)
+void pull_until_done(client& c)
 {
     for (int i = 0; i < 100 && !c.done(); ++i) c.wait(c.async_pull());
     BOOST_TEST(c.done(), "no reply said training is done");
@@ -240,7 +240,7 @@ BOOST_DATA_TEST_CASE(sync_step_applies_sgd_to_the_average_of_every_workers_gradi
     BOOST_TEST(!w0.done());
 
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     const auto end = job.finish();
     BOOST_TEST_REQUIRE(end.returned);
     BOOST_TEST(!end.threw, end.what);
@@ -273,8 +273,8 @@ BOOST_DATA_TEST_CASE(backup_workers_a_step_takes_the_first_replicas_to_aggregate
     BOOST_TEST(job.worker(1).global_step() == 1u);
 
     w0.shutdown();
-    leave(job.worker(1));
-    leave(w2);
+    pull_until_done(job.worker(1));
+    pull_until_done(w2);
     BOOST_TEST((job.finish().outcome == server_outcome::done));
 }
 
@@ -307,8 +307,8 @@ BOOST_DATA_TEST_CASE(a_stale_gradient_is_dropped_and_answered_with_the_current_v
     BOOST_TEST(w0.global_step() == 2u);
 
     w0.shutdown();
-    leave(w1);
-    leave(w2);
+    pull_until_done(w1);
+    pull_until_done(w2);
     const auto end = job.finish();
     BOOST_TEST_REQUIRE(end.returned);
     BOOST_TEST(job.server(0).stale_gradients() == 1u);
@@ -366,7 +366,7 @@ BOOST_DATA_TEST_CASE(async_applies_each_push_on_arrival, bdata::make({false, tru
     BOOST_TEST(w0.global_step() == 3u);
 
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     BOOST_TEST_REQUIRE(job.finish().returned);
     BOOST_TEST(job.server(0).global_step() == 3u);
 }
@@ -406,7 +406,7 @@ BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, b
     BOOST_TEST(w1.global_step() == 1u);  // PS 0's
 
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     BOOST_TEST_REQUIRE(job.finish(0).returned);
     BOOST_TEST_REQUIRE(job.finish(1).returned);
     BOOST_TEST(job.server(0).global_step() == 1u);
@@ -477,7 +477,7 @@ BOOST_DATA_TEST_CASE(sync_adds_the_average_delta_to_moving_average_tensors_witho
     BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0, 1.5f, 4, 4, 4.75f, 6}),
                boost::test_tools::per_element());
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     BOOST_TEST((job.finish(0).outcome == server_outcome::done));
     BOOST_TEST((job.finish(1).outcome == server_outcome::done));
 }
@@ -538,7 +538,7 @@ BOOST_DATA_TEST_CASE(async_stats_count_each_workers_gradients_and_their_stalenes
     BOOST_TEST(later[0].bytes_sent > s.bytes_sent);
 
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     BOOST_TEST((job.finish().outcome == server_outcome::done));
 }
 
@@ -567,8 +567,8 @@ BOOST_AUTO_TEST_CASE(sync_stats_count_aggregated_and_stale_gradients_on_every_ps
         BOOST_TEST(s.workers[0].staleness_max == 0u);
     }
     w0.shutdown();
-    leave(w1);
-    leave(w2);
+    pull_until_done(w1);
+    pull_until_done(w2);
     BOOST_TEST((job.finish().outcome == server_outcome::done));
 }
 
@@ -696,7 +696,7 @@ BOOST_AUTO_TEST_CASE(the_snapshot_hook_gets_the_shard_and_its_receipt_comes_back
     BOOST_TEST((failed[1].outcome == snapshot_result::status::failed));
 
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     BOOST_TEST((job.finish(0).outcome == server_outcome::done));
     BOOST_TEST((job.finish(1).outcome == server_outcome::done));
 }
@@ -762,7 +762,7 @@ BOOST_AUTO_TEST_CASE(the_restore_hooks_state_is_what_every_worker_pulls)
     BOOST_TEST(w1.global_step() == 5u);
 
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     BOOST_TEST(job.finish(0).returned);
     BOOST_TEST(job.finish(1).returned);
 }
@@ -796,7 +796,7 @@ BOOST_AUTO_TEST_CASE(a_stop_makes_every_other_worker_see_stopped)
     start(job, 3);
     job.chief().shutdown(true);
     for (int w = 1; w < 3; ++w) {
-        leave(job.worker(w));
+        pull_until_done(job.worker(w));
         BOOST_TEST(job.worker(w).stopped(), "worker " << w);
     }
     BOOST_TEST((job.finish().outcome == server_outcome::stopped));
@@ -834,7 +834,7 @@ BOOST_AUTO_TEST_CASE(a_worker_more_than_max_staleness_pushes_ahead_waits_until_t
         BOOST_TEST(c.held_time >= 20ms);
     }
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     for (int p = 0; p < 2; ++p) BOOST_TEST(!job.finish(p).threw, job.finish(p).what);
 }
 
@@ -860,7 +860,7 @@ BOOST_AUTO_TEST_CASE(max_staleness_0_is_lock_step)
     BOOST_TEST(c.largest_lead == 1u);
     BOOST_TEST(c.replies_held == 2u);
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     BOOST_TEST(!job.finish().threw);
 }
 
@@ -875,7 +875,7 @@ BOOST_AUTO_TEST_CASE(without_a_bound_no_reply_is_held_and_the_lead_is_counted)
     BOOST_TEST(c.largest_lead == 3u);
     BOOST_TEST(c.replies_held == 0u);
     w0.shutdown();
-    leave(job.worker(1));
+    pull_until_done(job.worker(1));
     BOOST_TEST(!job.finish().threw);
 }
 
@@ -899,7 +899,7 @@ BOOST_AUTO_TEST_CASE(a_lost_slow_worker_releases_the_held_reply)
     BOOST_TEST(job.server(0).staleness().held_now == 0u);
     BOOST_TEST(job.server(0).staleness().replies_held == 2u);
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     const auto end = job.finish();
     BOOST_TEST(!end.threw, end.what);
     BOOST_TEST((end.outcome == server_outcome::done));
@@ -942,7 +942,7 @@ BOOST_AUTO_TEST_CASE(a_ps_without_settings_of_its_own_takes_the_chiefs_staleness
     job.worker(1).wait(job.worker(1).async_push());
     w0.wait(t0);
     w0.shutdown();
-    leave(job.worker(1));
+    pull_until_done(job.worker(1));
     BOOST_TEST(!job.finish().threw);
 }
 
@@ -972,7 +972,7 @@ BOOST_AUTO_TEST_CASE(async_goes_on_without_a_lost_worker)
     w1.wait(w1.async_push());
     BOOST_TEST(to_vector(w1.params()) == (std::vector<float>{-1, 1, 2, 4, 4.5f, 6}), boost::test_tools::per_element());
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     const auto end = job.finish();
     BOOST_TEST_REQUIRE(end.returned);
     BOOST_TEST(!end.threw, end.what);
@@ -988,7 +988,7 @@ BOOST_AUTO_TEST_CASE(a_worker_lost_after_the_end_before_its_last_reply_is_named)
     pstrain::testing::run_end end;
     const auto log = pstrain::testing::stderr_of([&] {
         job.chief().shutdown();
-        leave(job.worker(1));
+        pull_until_done(job.worker(1));
         job.net().kill_worker(2);
         end = job.finish();
     });
@@ -1010,10 +1010,41 @@ BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_a_lost_worker)
     push_g0_and_g1(w0, w1);
     BOOST_TEST(to_vector(w1.params()) == after_one_step, boost::test_tools::per_element());
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     const auto end = job.finish();
     BOOST_TEST(!end.threw, end.what);
     BOOST_TEST((end.outcome == server_outcome::done));
+}
+
+// A worker whose program ends says so (client::leave): a sync job that is
+// not elastic goes on with the chief's gradients alone, the end of the
+// worker's connection is no loss, and the job ends as the chief says.
+BOOST_AUTO_TEST_CASE(sync_goes_on_without_a_worker_that_left)
+{
+    ps_job job(1, 2, sync_config());
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    pstrain::testing::run_end end;
+    const auto log = pstrain::testing::stderr_of([&] {
+        push_g0_and_g1(w0, w1);
+        w1.leave();
+        job.net().kill_worker(1);  // its process ends
+        fill(w0.grads(), g0);
+        w0.step();
+        BOOST_TEST(job.server(0).global_step() == 2u);
+        w0.shutdown();
+        end = job.finish();
+    });
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(!end.threw, end.what);
+    BOOST_TEST((end.outcome == server_outcome::done));
+    BOOST_TEST(log.find("worker 1 left (its program ended): sync training aggregates 1 gradients per step from "
+                        "global step 1 (was 2)") != std::string::npos,
+               log);
+    BOOST_TEST(log.find("lost") == std::string::npos, log);
+    BOOST_CHECK_THROW(w1.async_pull(), pstrain::error);
+    BOOST_CHECK_THROW(w0.leave(), pstrain::error);  // the chief ends the job instead
 }
 
 server_config elastic_config()
@@ -1038,7 +1069,7 @@ BOOST_AUTO_TEST_CASE(elastic_sync_aggregates_the_workers_left_after_a_loss)
             BOOST_TEST(to_vector(w1.params()) == expected, boost::test_tools::per_element());
         }
         w0.shutdown();
-        leave(w1);
+        pull_until_done(w1);
         end = job.finish();
     });
     BOOST_TEST_REQUIRE(end.returned);
@@ -1064,7 +1095,7 @@ BOOST_AUTO_TEST_CASE(values_say_the_live_workers_and_the_readers_rank_among_them
         job.net().kill_worker(1);
         push_g0_and_g1(w0, w2);
         w0.shutdown();
-        leave(w2);
+        pull_until_done(w2);
         end = job.finish();
     });
     BOOST_TEST(!end.threw, end.what);
@@ -1090,7 +1121,7 @@ BOOST_AUTO_TEST_CASE(elastic_sync_completes_the_step_that_waited_for_the_lost_wo
     BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
     BOOST_TEST(to_vector(w1.params()) == after_one_step, boost::test_tools::per_element());
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     const auto end = job.finish();
     BOOST_TEST(!end.threw, end.what);
 }
@@ -1128,8 +1159,8 @@ void a_new_worker_2_pulls_and_the_next_step_aggregates_three(ps_job& job, chief_
     BOOST_TEST((w0.live_workers() == client::membership{3, 0}));
     BOOST_TEST((w2.live_workers() == client::membership{3, 2}));
     w0.shutdown();
-    leave(w1);
-    leave(w2);
+    pull_until_done(w1);
+    pull_until_done(w2);
 }
 
 BOOST_AUTO_TEST_CASE(elastic_sync_takes_a_restarted_worker_back_and_aggregates_it_again)
@@ -1211,7 +1242,7 @@ BOOST_AUTO_TEST_CASE(an_empty_slot_is_no_slowest_worker_for_the_staleness_bound)
     w0.wait(w0.async_pull());
     BOOST_TEST(w0.global_step() == 6u, "six pushes applied, none held for the empty slot");
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     const auto end = job.finish();
     BOOST_TEST_REQUIRE(end.returned);
     BOOST_TEST(!end.threw, end.what);
@@ -1247,7 +1278,7 @@ BOOST_AUTO_TEST_CASE(a_restarted_worker_is_refused_by_a_job_that_is_not_elastic)
     fill(w0.grads(), g0);
     w0.wait(w0.async_push());  // the job goes on without it
     w0.shutdown();
-    leave(job.worker(1));
+    pull_until_done(job.worker(1));
     const auto end = job.finish();
     BOOST_TEST_REQUIRE(end.returned);
     BOOST_TEST(!end.threw, end.what);
@@ -1446,7 +1477,7 @@ BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_
     BOOST_TEST(w0.global_step() == 3u);
 
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     for (int p : {0, 2}) {
         const auto end = job.finish(p);
         BOOST_TEST_REQUIRE(end.returned, "server " << p);
@@ -1567,7 +1598,7 @@ BOOST_AUTO_TEST_CASE(the_second_spare_takes_the_place_of_the_first_when_it_is_lo
     }
     BOOST_TEST(w0.spares_left() == 0u);
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     BOOST_TEST((job.finish(2).outcome == server_outcome::done));
 }
 
@@ -1583,7 +1614,7 @@ BOOST_AUTO_TEST_CASE(a_spare_that_was_not_needed_ends_with_the_job)
     BOOST_TEST(job.server(1).activity().idle);
     BOOST_TEST(!job.server(0).activity().idle);
     job.chief().shutdown();
-    leave(job.worker(1));
+    pull_until_done(job.worker(1));
     BOOST_TEST((job.finish(0).outcome == server_outcome::done));
     const auto spare = job.finish(1);
     BOOST_TEST_REQUIRE(spare.returned);
@@ -1647,7 +1678,7 @@ BOOST_AUTO_TEST_CASE(a_ps_without_settings_of_its_own_trains_as_the_chief_says)
     w1.wait(t1);
     BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
     w0.shutdown();
-    leave(w1);
+    pull_until_done(w1);
     for (int p = 0; p < 2; ++p) {
         const auto end = job.finish(p);
         BOOST_TEST_REQUIRE(end.returned);
