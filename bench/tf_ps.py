@@ -8,9 +8,15 @@ in a `srun --ps=1 --workers=2 [--chief]` step.
                 synchronous parameter-server path), gRPC, --classic-flags.
 
 The chief evaluates on the test set every --eval-every steps (the time spent
-evaluating is not counted) and prints one JSON line: samples/s over the
-whole run and the training seconds until the test accuracy first reached
---target.
+evaluating is not counted) and prints one JSON line: samples_per_sec over
+the whole run, steady_samples_per_sec over the last half of the global
+steps (from the first step boundary at or after N/2 to the last step, sync:
+before the session's close, which samples_per_sec's time holds; evaluation
+not counted: the figure bench/vs-tensorflow compares, the same window as
+bench/steady_state.py --exclude-eval reads from pstrain's metrics), with
+steady_from_step and steady_to_step, and the training seconds until the
+test accuracy first reached --target.  TensorFlow flushes denormals to
+zero in its own threads: there is no --flush-denormal here.
 """
 import argparse
 import gzip
@@ -55,11 +61,26 @@ class clock:
 
     def stop(self):
         self.train += time.time() - self.last
+        self.last = time.time()
+
+    def now(self):
+        return self.train + time.time() - self.last
+
+    def mark(self, step, half):
+        """The training seconds at the first step boundary at or after `half`."""
+        if getattr(self, "half_at", None) is None and step >= half:
+            self.half_at = (int(step), self.now())
 
 
 def report(mode, steps, batch, c, acc):
+    step0, t0 = getattr(c, "half_at", None) or (steps, c.train)
+    # The end: the last step's (sync: before the session's close, which the whole run's figure holds).
+    t1 = getattr(c, "end_at", c.train)
+    steady = (steps - step0) * batch / (t1 - t0) if steps > step0 and t1 > t0 else float("nan")
     print(json.dumps({"event": "done", "mode": mode, "global_step": steps, "test_accuracy": round(acc, 4),
                       "train_seconds": round(c.train, 3), "samples_per_sec": round(steps * batch / c.train, 1),
+                      "steady_samples_per_sec": round(steady, 1), "steady_from_step": step0, "steady_to_step": steps,
+                      "steady": steps >= 3000,
                       "seconds_to_target": None if c.to_target is None else round(c.to_target, 3)}), flush=True)
 
 
@@ -106,6 +127,7 @@ def run_async(a):
     done = 0
     acc = 0.0
     while done < a.steps:
+        c.mark(done, a.steps // 2)
         for _ in range(a.eval_every // a.steps_per_call):
             coordinator.schedule(steps, args=(iterators,))
         coordinator.join()
@@ -150,12 +172,14 @@ def run_sync(a):
                                            stop_grace_period_secs=2) as sess:
         c.last = time.time()
         while not sess.should_stop():
+            c.mark(step, a.steps // 2)
             rows = rng.integers(0, len(train_y), a.batch_size)
             _, step = sess.run([train_op, global_step], feed_dict={x: train_x[rows], y: train_y[rows]})
             if chief and step > 0 and step % a.eval_every == 0 and not sess.should_stop():
                 t = time.time()
                 acc = accuracy(sess.run([w1, b1, w2, b2]), test_x, test_y)
                 c.evaluated(acc, t)
+        c.end_at = c.now()
     if chief:
         c.stop()
         report("sync", a.steps, a.batch_size * workers, c, acc)

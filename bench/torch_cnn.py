@@ -1,14 +1,19 @@
 #!/usr/bin/python3
 """The cnn preset in PyTorch, one thread, for bench/vs-torch-cnn.  Benchmark only.
 
-  torch_cnn.py step [--steps N] [--batch 100] [--lr 0.001] [--data DIR] [--autocast]
+  torch_cnn.py step [--steps N] [--batch 100] [--lr 0.001] [--data DIR] [--autocast] [--flush-denormal]
       trains conv2d:32:5x5:relu,maxpool:2,conv2d:64:5x5:relu,maxpool:2,flatten,
       dense:1024:relu,dropout:0.4,dense:10 with Adam on Fashion-MNIST as
       `pstrain --standalone --model cnn` does (standardised pixels, shuffled
-      epochs); one JSON line: samples_per_sec over the timed steps (after 10
-      warm-up steps).  --autocast: the forward pass under
+      epochs), N steps in all (N after 10 warm-up steps before); one JSON
+      line: samples_per_sec over the steps after the first 10 (N/2 when N < 20),
+      steady_samples_per_sec over the last half (steps N/2 to N:
+      bench/steady_timer.py), the figure bench/vs-torch-cnn and
+      bench/bf16-vs-autocast compare.  --autocast: the forward pass under
       torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed
-      precision, beside pstrain --precision bf16.
+      precision, beside pstrain --precision bf16.  --flush-denormal:
+      torch.set_flush_denormal(True) first (one thread: it covers the
+      whole step).
   torch_cnn.py layers [--repeat R] [--batch 100]
       forward + backward milliseconds of each layer (median of R passes after
       3 warm-up passes), the layers bench/layer-times times, as one JSON line.
@@ -20,6 +25,7 @@ import time
 
 import torch
 
+from steady_timer import Steady, flush_denormal
 from torch_ps import load
 
 
@@ -39,8 +45,10 @@ def step(a):
     loss_fn = torch.nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1)
     order, pos = torch.randperm(len(x), generator=gen), 0
-    warmup, start = 10, None
-    for i in range(a.steps + warmup):
+    warmup, start = min(10, a.steps // 2), None
+    steady = Steady(a.steps)
+    for i in range(a.steps):
+        steady.mark(i)
         if i == warmup:
             start = time.perf_counter()
         if pos + a.batch > len(order):
@@ -53,7 +61,9 @@ def step(a):
         loss.backward()
         opt.step()
     seconds = time.perf_counter() - start
-    print(json.dumps({"samples_per_sec": a.steps * a.batch / seconds, "steps": a.steps, "autocast": a.autocast}))
+    last_half = steady.fields(a.steps, a.batch)
+    print(json.dumps({"samples_per_sec": (a.steps - warmup) * a.batch / seconds, **last_half, "steps": a.steps,
+                      "autocast": a.autocast, "flush_denormal": a.flush_denormal}))
 
 
 def median_ms(repeat, fn):
@@ -108,14 +118,18 @@ def layers(a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("what", choices=["step", "layers"])
-    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--lr", type=float, default=0.001)
     p.add_argument("--repeat", type=int, default=21)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--autocast", action="store_true")
+    p.add_argument("--flush-denormal", action="store_true")
     a = p.parse_args()
+    if a.what == "step" and a.steps < 2:
+        raise SystemExit("torch_cnn.py: give --steps of 2 or more")
     torch.set_num_threads(1)
+    flush_denormal(a.flush_denormal)
     step(a) if a.what == "step" else layers(a)
 
 

@@ -24,17 +24,22 @@ training lines, as pstrain's reader does; --steps updates in all.  At
 test time a key no training batch held reads as zeros, as pstrain's
 lookup does.
 
-  torch_deepfm.py --data DIR [--steps 300] [--warmup 50] [--batch 512] [--lr 0.002] [--autocast]
+  torch_deepfm.py --data DIR [--steps 3000] [--warmup 50] [--batch 512] [--lr 0.002] [--autocast]
+                  [--flush-denormal]
 
 DIR: `pstrain datagen ctr` output (train-*.tsv, test.tsv; single-valued
 fields); the parsed arrays are cached there as torch-deepfm.npz.
 --autocast: the forward pass (training and test) under
 torch.autocast("cpu", dtype=torch.bfloat16): the Linear layers multiply in
 bf16; the rows, bags, the FM term and the loss stay FP32.
+--flush-denormal: torch.set_flush_denormal(True) first (one thread: it
+covers the forward, backward and both optimizers).
 
 Prints one JSON line: samples_per_sec over the steps after --warmup,
 samples_per_sec_all over every step (pstrain's final-line figure),
-test_auc and test_logloss after the --steps updates.
+steady_samples_per_sec over the last half (steps N/2 to N:
+bench/steady_timer.py; the figure bench/bf16-vs-autocast compares),
+test_auc and test_logloss after the --steps updates, flush_denormal.
 """
 import argparse
 import glob
@@ -50,6 +55,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch-ps"))
 import ctr_data  # noqa: E402  (its auc)
+from steady_timer import Steady, flush_denormal  # noqa: E402
 
 FIELDS, NUMERIC, DIM, HIDDEN = 26, 13, 16, (128, 64)
 
@@ -129,18 +135,22 @@ class DeepFM(torch.nn.Module):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data", required=True)
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--warmup", type=int, help="default 50, or N/2 when --steps N is below 100")
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--lr", type=float, default=0.002)
     p.add_argument("--autocast", action="store_true")
+    p.add_argument("--flush-denormal", action="store_true")
     a = p.parse_args()
+    if a.warmup is None:
+        a.warmup = min(50, a.steps // 2)
     if not 0 <= a.warmup < a.steps:
         sys.exit("torch_deepfm: give --warmup below --steps")
     # torch's sparse Adagrad warns that it skips the sparse invariant checks.
     warnings.filterwarnings("ignore", message="Sparse invariant checks")
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
+    flush_denormal(a.flush_denormal)
     d = load(a.data)
     n, rows = int(d["train"]), int(d["rows"])
     dense, ids, label = torch.from_numpy(d["dense"]), torch.from_numpy(d["ids"]), torch.from_numpy(d["label"])
@@ -152,7 +162,9 @@ def main():
     trained = torch.zeros(rows, dtype=torch.bool)
     pos = 0
     start = t_all = None
+    steady = Steady(a.steps)
     for step in range(a.steps):
+        steady.mark(step)
         if step == 0:
             t_all = time.perf_counter()
         if step == a.warmup:
@@ -169,6 +181,7 @@ def main():
         dense_opt.step()
         table_opt.step()
     end = time.perf_counter()
+    last_half = steady.fields(a.steps, a.batch)
     t = torch.arange(n, len(label))
     known = trained.float()
     model.eval()
@@ -178,10 +191,11 @@ def main():
     y = label[t].numpy()
     logloss = float(-np.mean(np.where(y > 0.5, np.log(prob), np.log1p(-prob))))
     print(json.dumps({"samples_per_sec": (a.steps - a.warmup) * a.batch / (end - start),
-                      "samples_per_sec_all": a.steps * a.batch / (end - t_all),
+                      "samples_per_sec_all": a.steps * a.batch / (end - t_all), **last_half,
                       "test_auc": round(ctr_data.auc(y, prob), 4), "test_logloss": round(logloss, 4), "steps": a.steps,
                       "warmup": a.warmup, "batch": a.batch, "train_lines": n, "test_lines": len(t), "rows": rows,
-                      "torch": torch.__version__, "threads": torch.get_num_threads(), "autocast": a.autocast}))
+                      "torch": torch.__version__, "threads": torch.get_num_threads(), "autocast": a.autocast,
+                      "flush_denormal": a.flush_denormal}))
 
 
 if __name__ == "__main__":

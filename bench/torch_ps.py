@@ -8,9 +8,16 @@ the new parameters back.  Sync: the PS averages one gradient of every worker
 per step.  Async: it applies each gradient on arrival.  Benchmark only.
 
   torch_ps.py --rank R --world W --port P [--sync] [--steps N] [--hidden 100]
-              [--batch 100] [--lr 0.001] [--data DIR]
+              [--batch 100] [--lr 0.001] [--data DIR] [--flush-denormal]
 
-Worker 1 prints one JSON line like pstrain's chief.
+Worker 1 prints one JSON line like pstrain's chief: samples_per_sec over
+the whole run (worker 1's first step to the last, as before), and
+steady_samples_per_sec over the last half of the global steps (from the
+first reply at or after step N/2 to the end: bench/steady_timer.py), the
+figure the benchmarks compare, with steady_from_step, steady_to_step.
+--flush-denormal: torch.set_flush_denormal(True) first in every rank (the
+PS's Adam runs in its main thread; gloo's threads, started after it,
+inherit it); the line's flush_denormal says which.
 """
 import argparse
 import gzip
@@ -22,6 +29,8 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from steady_timer import Steady, flush_denormal
 
 
 def read_idx(path):
@@ -58,15 +67,17 @@ def main():
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--sync", action="store_true")
-    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--hidden", default="100")
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--lr", type=float, default=0.001)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--master", default="127.0.0.1", help="rank 0's address (another node's on a --netns cluster)")
+    p.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True) in every rank")
     a = p.parse_args()
     torch.set_num_threads(1)
+    flush = flush_denormal(a.flush_denormal)
     torch.manual_seed(a.seed)
     os.environ.update(MASTER_ADDR=a.master, MASTER_PORT=str(a.port))
     dist.init_process_group("gloo", rank=a.rank, world_size=a.world)
@@ -74,8 +85,8 @@ def main():
     flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
     n = flat.numel()
     workers = a.world - 1
-    # The last element of every reply says whether training is done.
-    reply = torch.zeros(n + 1)
+    # The element after the parameters says whether training is done, the last one the global step.
+    reply = torch.zeros(n + 2)
 
     if a.rank == 0:
         param = torch.nn.Parameter(flat.clone())
@@ -94,6 +105,7 @@ def main():
                 step += 1
                 reply[:n] = param.data
                 reply[n] = 1.0 if step >= a.steps else 0.0
+                reply[n + 1] = step
                 for w in range(1, a.world):
                     dist.send(reply, dst=w)
         else:
@@ -106,6 +118,7 @@ def main():
                     step += 1
                 reply[:n] = param.data
                 reply[n] = 1.0 if step >= a.steps else 0.0
+                reply[n + 1] = step
                 if step >= a.steps:
                     finished += 1
                 dist.send(reply, dst=src)
@@ -120,7 +133,9 @@ def main():
     loss_fn = torch.nn.CrossEntropyLoss()
     t0 = time.time()
     local = 0
+    steady = Steady(a.steps)
     while reply[n] == 0.0:
+        steady.mark(int(reply[n + 1]))
         torch.nn.utils.vector_to_parameters(reply[:n], model.parameters())
         if pos + a.batch > len(order):
             order, pos = shard[torch.randperm(len(shard), generator=gen)], 0
@@ -134,14 +149,17 @@ def main():
         dist.recv(reply, src=0)
         local += 1
     seconds = time.time() - t0
+    samples_per_step = a.batch * (workers if a.sync else 1)
+    last_half = steady.fields(int(reply[n + 1]), samples_per_step)
     if a.rank == 1:
         torch.nn.utils.vector_to_parameters(reply[:n], model.parameters())
         with torch.no_grad():
             acc = (model(tx).argmax(1) == ty).float().mean().item()
-        samples = a.steps * a.batch * (workers if a.sync else 1)
+        samples = a.steps * samples_per_step
         print(json.dumps({"event": "done", "global_step": a.steps, "test_accuracy": acc, "train_seconds": seconds,
-                          "samples_per_sec": samples / seconds, "ps": 1, "workers": workers,
-                          "mode": "sync" if a.sync else "async", "framework": "pytorch-gloo"}), flush=True)
+                          "samples_per_sec": samples / seconds, **last_half, "flush_denormal": flush, "ps": 1,
+                          "workers": workers, "mode": "sync" if a.sync else "async", "framework": "pytorch-gloo"}),
+              flush=True)
     dist.barrier()
 
 

@@ -5,7 +5,9 @@ conv 5x5 (1 -> 16, same padding), ReLU, 2x2 max pool, conv 5x5 (16 -> 32,
 same), ReLU, 2x2 max pool, a dense layer 1568 -> 10 (28 938 parameters).
 pstrain's built-in model with the same layers and parameter count is
 CNN_SPEC.  Every program trains with Adam (0.001) on batches of 64, one
-compute thread a process, and prints one JSON line.
+compute thread a process, and prints one JSON line.  Steady and
+flush_denormal are bench/steady_timer.py's: the last half's samples/s
+(steady_samples_per_sec) and the --flush-denormal flag every program has.
 """
 import gzip
 import json
@@ -16,6 +18,9 @@ import time
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from steady_timer import Steady, flush_denormal  # noqa: E402,F401  (bench/steady_timer.py)
 
 BATCH = 64
 LR = 0.001

@@ -6,7 +6,13 @@ vectors (351) beside the bottom MLP's output into a top MLP 367-64-1;
 sigmoid cross-entropy.  Dense parameters: Adam 0.001; embedding rows:
 row-wise Adagrad 0.05 (rows start uniform in +-0.05).  One training pass
 over the training lines, each worker every W-th line; batch --batch a
-worker.  The chief evaluates the test lines' AUC and prints one JSON line.
+worker.  The chief evaluates the test lines' AUC and prints one JSON line:
+samples_per_sec after --warmup steps, steady_samples_per_sec over the last
+half of the pass's updates (from the first step at or after update N/2 to
+the end: the figure bench/torch-ps/run compares), test_auc.
+--flush-denormal: torch.set_flush_denormal(True) first in each process
+(the one thread torch computes on, and the threads started after it:
+gloo's, pstrain.torch's client's; pstrain's PS is a process of its own).
 
   --impl pstrain (a worker task, TF_CONFIG; ps tasks: pstrain serve): the
      fields' ids in one pstrain.torch.EmbeddingBag table (the keys of
@@ -24,8 +30,8 @@ worker.  The chief evaluates the test lines' AUC and prints one JSON line.
      TorchRec trains; rank 0 prints the line.  The test lines are scored
      by every rank (the sharded table needs them all) and gathered.
 
-  dlrm.py --impl pstrain|local --data DIR [--sync] [--batch B] [--warmup W]
-  dlrm.py --impl torchrec --rank R --world W --port P --data DIR [--batch B] [--warmup W]
+  dlrm.py --impl pstrain|local --data DIR [--sync] [--batch B] [--warmup W] [--flush-denormal]
+  dlrm.py --impl torchrec --rank R --world W --port P --data DIR [--batch B] [--warmup W] [--flush-denormal]
 """
 import argparse
 import time
@@ -130,8 +136,10 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--adagrad-initial", type=float, default=0.1,
                    help="the rows' Adagrad accumulators' start (pstrain and local; TorchRec's fused Adagrad starts at 0)")
+    p.add_argument("--flush-denormal", action="store_true")
     a = p.parse_args()
     common.one_thread()
+    flush = common.flush_denormal(a.flush_denormal)
     d = ctr_data.load(a.data)
     n = int(d["train"])
     if a.impl == "pstrain":
@@ -170,12 +178,14 @@ def main():
         steps = len(mine) // a.batch if (a.impl == "local" or a.sync) else n // a.batch
     loss_fn = torch.nn.BCEWithLogitsLoss()
     local, t0, g0, pos = 0, None, 0, 0
+    steady = common.Steady(steps)
     while True:
         if a.impl == "pstrain":
             if opt.done or (chief and opt.global_step >= steps):
                 break
         elif local >= steps:
             break
+        steady.mark(global_step())
         if local == a.warmup:
             t0, g0 = time.perf_counter(), global_step()
         if pos + a.batch > len(mine):
@@ -200,6 +210,8 @@ def main():
             done[0] += 1
         local += 1
     seconds = time.perf_counter() - t0
+    per_update = a.batch * (workers if ((a.sync and a.impl == "pstrain") or a.impl == "torchrec") else 1)
+    last_half = steady.fields(global_step(), per_update)
     t = torch.arange(n, len(label))
     if a.impl == "torchrec":
         model.eval()
@@ -208,7 +220,7 @@ def main():
     if not chief:
         return
     g1 = global_step()
-    samples = (g1 - g0) * a.batch * (workers if ((a.sync and a.impl == "pstrain") or a.impl == "torchrec") else 1)
+    samples = (g1 - g0) * per_update
     if a.impl != "torchrec":
         model.eval()
         with torch.no_grad():
@@ -219,7 +231,8 @@ def main():
     framework = {"pstrain": "pstrain.torch", "local": "torch-local", "torchrec": "torchrec"}[a.impl]
     mode = {"pstrain": "sync" if a.sync else "async", "local": "one process", "torchrec": "sync"}[a.impl]
     common.report(framework=framework, model="dlrm", mode=mode,
-                  workers=workers, batch=a.batch, global_step=g1, samples_per_sec=samples / seconds,
+                  workers=workers, batch=a.batch, global_step=g1, samples_per_sec=samples / seconds, **last_half,
+                  flush_denormal=flush, steps=steps,
                   test_auc=result, train_lines=n, test_lines=len(label) - n, torch=torch.__version__)
 
 

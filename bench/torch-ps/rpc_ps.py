@@ -5,11 +5,16 @@ send them with rpc_sync, which returns the new parameters.  Sync: the PS
 averages one gradient of every worker and steps once (the reply waits, an
 async_execution future, until every worker's gradient arrived).  Async:
 each gradient is applied on arrival.  Training ends at --steps updates.
-Worker 0 prints one JSON line: samples/s after its warm-up steps (updates
-applied x batch, x W in sync), the test accuracy and the ms per step of
-the rpc (gradients out, parameters back).
+Worker 0 prints one JSON line: samples_per_sec after its warm-up steps
+(updates applied x batch, x W in sync), steady_samples_per_sec over the
+last half (from the first reply at or after update N/2 to the end: the
+figure bench/torch-ps/run compares), the test accuracy and the ms per step
+of the rpc (gradients out, parameters back).  --flush-denormal:
+torch.set_flush_denormal(True) in every rank's main thread before rpc
+starts (its threads inherit it) and, on the PS, again in the rpc thread
+that runs each push (where Adam steps), should that thread predate it.
 
-  rpc_ps.py --rank R --world 3 --port P [--sync] [--steps N] [--warmup W]
+  rpc_ps.py --rank R --world 3 --port P [--sync] [--steps N] [--warmup W] [--flush-denormal]
 """
 import argparse
 import threading
@@ -21,6 +26,7 @@ import torch.distributed.rpc as rpc
 import common
 
 SERVER = None
+FLUSH = False
 
 
 class Server:
@@ -45,6 +51,8 @@ class Server:
     @rpc.functions.async_execution
     def push(grads):
         s = SERVER
+        if FLUSH:  # this rpc thread's own MXCSR, should the thread predate the main thread's flag
+            torch.set_flush_denormal(True)
         with s.lock:
             if s.step >= s.steps:  # training is over: the values, nothing applied
                 done = torch.futures.Future()
@@ -74,16 +82,18 @@ class Server:
 
 
 def main():
-    global SERVER
+    global SERVER, FLUSH
     p = argparse.ArgumentParser()
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, default=3)
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--sync", action="store_true")
-    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--flush-denormal", action="store_true")
     a = p.parse_args()
     common.one_thread()
+    FLUSH = common.flush_denormal(a.flush_denormal)
     workers = a.world - 1
     opts = rpc.TensorPipeRpcBackendOptions(init_method="tcp://127.0.0.1:%d" % a.port)
     if a.rank == 0:
@@ -108,7 +118,9 @@ def main():
         return step
 
     step, local, t0, g0 = set_values(rpc.rpc_sync("ps", Server.get)), 0, None, 0
+    steady = common.Steady(a.steps)
     while step < a.steps:
+        steady.mark(step)
         if local == a.warmup:
             t0, g0 = time.perf_counter(), step
         bx, by = batches.next()
@@ -117,10 +129,13 @@ def main():
         step = set_values(exchange.time(rpc.rpc_sync, "ps", Server.push, ([q.grad for q in params],)))
         local += 1
     seconds = time.perf_counter() - t0
+    per_update = common.BATCH * (workers if a.sync else 1)
+    last_half = steady.fields(step, per_update)
     if index == 0:
-        samples = (step - g0) * common.BATCH * (workers if a.sync else 1)
+        samples = (step - g0) * per_update
         common.report(framework="torch-rpc-ps", mode="sync" if a.sync else "async", workers=workers,
-                      steps=a.steps, warmup=a.warmup, samples_per_sec=samples / seconds,
+                      steps=a.steps, warmup=a.warmup, samples_per_sec=samples / seconds, **last_half,
+                      flush_denormal=FLUSH,
                       test_accuracy=common.accuracy(model, tx, ty), exchange_ms=exchange.ms(),
                       data=source, torch=torch.__version__)
     rpc.shutdown()
