@@ -27,7 +27,11 @@
 # minutes before it starts again (its requeue delay; `scontrol update
 # JobId=<id> StartTime=now` starts it at once); meanwhile the job's comment
 # (squeue -o %k) says at which step it stopped.  Set PSTRAIN_REQUEUE=0 to
-# exit instead.
+# exit instead.  A task lost on the way that the job healed or went on
+# without (a PS a spare replaced) leaves srun's status non-zero (137 for a
+# kill -9): once the chief has written its "done" event into the metrics
+# file (training complete, the final checkpoint safe), this script says so
+# and exits 0, so that the job ends COMPLETED.
 #
 #SBATCH --job-name=pstrain
 #SBATCH --output=pstrain-%j.out
@@ -51,16 +55,18 @@ fi
 # The data and checkpoint directories: the user's flags when given (the
 # banner names what pstrain will use), else the defaults.
 data_dir=${PSTRAIN_DATA_DIR:-/usr/share/datasets/fashion-mnist} data_args=()
-checkpoint_dir=${PSTRAIN_CHECKPOINT_DIR:-} checkpoint_args=() given_data=0 given_checkpoint=0
+checkpoint_dir=${PSTRAIN_CHECKPOINT_DIR:-} checkpoint_args=() given_data=0 given_checkpoint=0 metrics_file=
 previous=
 for arg in "$@"; do
   case $previous in
     --data-dir | --data_dir) data_dir=$arg given_data=1 ;;
     --checkpoint-dir | --checkpoint_dir) checkpoint_dir=$arg given_checkpoint=1 ;;
+    --metrics-file | --metrics_file) metrics_file=$arg ;;
   esac
   case $arg in
     --data-dir=* | --data_dir=*) data_dir=${arg#*=} given_data=1 ;;
     --checkpoint-dir=* | --checkpoint_dir=*) checkpoint_dir=${arg#*=} given_checkpoint=1 ;;
+    --metrics-file=* | --metrics_file=*) metrics_file=${arg#*=} ;;
   esac
   previous=$arg
 done
@@ -76,6 +82,12 @@ if [ "$given_checkpoint" = 0 ]; then
   fi
 fi
 
+# The chief's metrics file (pstrain's default with a checkpoint directory):
+# its "done" event, written once training completed and its final
+# checkpoint is safe, says the job succeeded when srun's status says that a
+# task ended badly on the way (a PS killed and replaced by a spare: 137).
+metrics_file=${metrics_file:-$checkpoint_dir/metrics.jsonl}
+metrics_before=$(stat -c %s "$metrics_file" 2>/dev/null || echo 0)
 echo "train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, data $data_dir, checkpoints $checkpoint_dir"
 # A SIGTERM to this shell (preemption, scontrol requeue) must not end it
 # before srun: pstrain is checkpointing meanwhile.
@@ -90,6 +102,11 @@ while :; do
   kill -0 "$srun_pid" 2>/dev/null || break
 done
 set -e
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 143 ] && [ -f "$metrics_file" ] &&
+  tail -c +"$((metrics_before + 1))" "$metrics_file" | grep -q '"event":"done"'; then
+  echo "train.sh: srun exited $rc (a task of the step ended badly: see its lines above), and the chief completed training and its final checkpoint ($metrics_file says done): the job succeeds"
+  rc=0
+fi
 # Slurm signals this shell too when it ends the job itself (preemption,
 # scontrol requeue, scancel): then it decides whether the job comes back.
 # A signal to the steps only (--signal=TERM@T, scancel --signal=TERM) is

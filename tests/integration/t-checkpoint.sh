@@ -221,6 +221,34 @@ restart_cluster() {
 # (appended to by every job of that id).
 last_start_of() { awk '/^train\.sh: job /{text = ""} {text = text $0 "\n"} END {printf "%s", text}' "pstrain-$1.out"; }
 
+# A job that healed (ps 0 killed with -9, a spare took its place) and
+# completed ends COMPLETED under train.sh, though srun's status is the
+# killed task's 137: a pipeline waiting with --dependency=afterok goes on.
+test_a_job_that_healed_under_train_sh_ends_completed() {
+  export PSTRAIN=$pstrain TEST_TAG=$RANDOM$RANDOM
+  export PSTRAIN_TEST_TAG=$TEST_TAG
+  run sbatch --parsable -N3 --ps=1 --workers=2 --ps-spares=1 -o "$PWD/job.out" "$train_sh" --device cpu \
+    --sync-replicas --train-steps 2000 --log-every 250 --seed 11 --save-checkpoint-steps 200 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  local id=$out i pid
+  for i in $(seq 1 480); do
+    grep -q 'step [0-9]*/2000' job.out 2>/dev/null && break
+    sleep 0.25
+  done
+  pid=$(job_tasks | awk '$2 == "ps" && $3 == 0 {print $1}')
+  [ -n "$pid" ] || fail "ps 0 is not running: $(tail -n 5 job.out 2>/dev/null | tr '\n' ' ')"
+  kill -9 "$pid"
+  wait_job "$id" 300
+  { echo "--- job.out"; cat job.out; } >>"$TEST_LOG"
+  [ "$job_state" = COMPLETED ] || fail "the healed job ended $job_state, not COMPLETED"
+  grep -q "pstrain\[ps 1\]: taking the place of lost ps 0" job.out || fail "the spare did not take ps 0's place"
+  grep -q "train.sh: srun exited 137 (a task of the step ended badly: see its lines above), and the chief completed training" job.out ||
+    fail "train.sh did not say why the job succeeded although srun exited non-zero"
+  expect_eq "$(field "$(last_json job.out)" global_step)" 2000 "global_step of the chief's final line"
+  grep -q '"event":"done"' ckpt/metrics.jsonl || fail "no done event in the metrics file"
+  expect_nodes_idle
+}
+
 test_a_job_id_seen_before_trains_anew_in_its_own_directory() {
   export PSTRAIN=$pstrain
   local args=(--device cpu --sync-replicas --train-steps 200 --log-every 100)

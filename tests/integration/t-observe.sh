@@ -77,6 +77,7 @@ test_status_tells_where_a_run_stands() {
   expect_contains "run: sync mode, 2 PS tasks, model 784-100-10 mlp (79510 parameters), optimizer sgd"
   expect_contains "accuracy: $(printf '%.4f' "$acc") on the test set at global step 400"
   expect_contains "metrics (ckpt/metrics.jsonl), last 5:"
+  expect_contains "step      400  training done, test accuracy $(printf '%.4f' "$acc")"
   run "$pstrain" status ckpt --json --tail 3
   expect_rc 0
   python3 - "$out" "$acc" <<'PY' || fail "pstrain status --json: $out"
@@ -85,7 +86,8 @@ s = json.loads(sys.argv[1])
 assert s["checkpoint"]["global_step"] == 400 and s["checkpoint"]["ps"] == 2, s
 assert s["checkpoint"]["mode"] == "sync" and s["checkpoint"]["num_params"] == 79510, s
 assert s["accuracy"] == {"test_accuracy": float(sys.argv[2]), "global_step": 400}, s
-assert len(s["metrics_tail"]) == 3 and s["metrics_tail"][-1]["event"] == "eval", s
+assert len(s["metrics_tail"]) == 3 and s["metrics_tail"][-2]["event"] == "eval", s
+assert s["metrics_tail"][-1]["event"] == "done" and s["metrics_tail"][-1]["global_step"] == 400, s
 PY
   run "$pstrain" status "$PWD/none"
   expect_rc 1

@@ -140,6 +140,11 @@ void reporter::record(const nlohmann::json& event)
         accuracy_ = event["test_accuracy"].get<double>();
     if (events_ && event.contains("global_step") && event["global_step"].is_number_integer())
         events_->write(event["global_step"].get<std::int64_t>(), tensorboard_scalars(event));
+    write_metrics(event);
+}
+
+void reporter::write_metrics(const nlohmann::json& event)
+{
     if (!metrics_) return;
     auto stamped = event;
     if (!stamped.contains("elapsed_seconds")) stamped["elapsed_seconds"] = seconds();
@@ -260,6 +265,7 @@ void reporter::cluster(std::int64_t global_step, const std::vector<ps::ps_stats>
 
 void reporter::finish(const nlohmann::json& done)
 {
+    write_metrics(done);
     if (!status_) return;
     auto status = fmt::format("done: step {}", done.value("global_step", std::int64_t{0}));
     if (done.contains("test_accuracy") && done["test_accuracy"].is_number())

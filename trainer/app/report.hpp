@@ -78,12 +78,15 @@ public:
     void cluster(std::int64_t global_step, const std::vector<ps::ps_stats>& stats);
     // To the metrics file and the events file (and an eval's accuracy to the status).
     void record(const nlohmann::json& event);
-    // The run's end, with the final line's fields.
+    // The run's end, with the final line's fields: the line also goes to
+    // the metrics file (a "done" event: what train.sh reads to know that
+    // training completed, whatever srun's status), and the status says so.
     void finish(const nlohmann::json& done);
     double seconds() const;
     std::int64_t samples() const { return samples_; }
 
 private:
+    void write_metrics(const nlohmann::json& event);
     struct file_closer {
         void operator()(std::FILE* f) const { std::fclose(f); }
     };

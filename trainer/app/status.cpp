@@ -155,6 +155,11 @@ std::string format_status(const nlohmann::json& s)
                  e["workers"].is_number_unsigned())
             out += fmt::format("  step {:>8}  {} of {} workers alive\n", step, e["alive"].get<std::uint64_t>(),
                                e["workers"].get<std::uint64_t>());
+        else if (kind == "done")
+            out += fmt::format("  step {:>8}  training done{}\n", step,
+                               e.contains("test_accuracy") && e["test_accuracy"].is_number()
+                                   ? fmt::format(", test accuracy {:.4f}", e["test_accuracy"].get<double>())
+                                   : "");
         else if (kind == "checkpoint")
             out += fmt::format("  step {:>8}  checkpoint {}\n", step, e.value("manifest", ""));
         else out += fmt::format("  step {:>8}  {}\n", step, e.dump());

@@ -256,6 +256,29 @@ BOOST_AUTO_TEST_CASE(the_reporter_writes_the_same_figures_to_the_metrics_file_an
     BOOST_TEST((written == expected));
 }
 
+// The run's end goes to the metrics file as a "done" event, the final
+// line's fields in it: what train.sh reads to know training completed.
+BOOST_AUTO_TEST_CASE(the_runs_end_is_the_last_line_of_the_metrics_file)
+{
+    temp_dir d;
+    report_config c;
+    c.train_steps = 40;
+    c.metrics_file = (d.path / "metrics.jsonl").string();
+    {
+        reporter r(c);
+        r.record({{"event", "eval"}, {"global_step", 40}, {"test_accuracy", 0.875}});
+        r.finish({{"event", "done"}, {"global_step", 40}, {"test_accuracy", 0.875}, {"workers", 2}});
+    }
+    std::ifstream metrics(c.metrics_file);
+    std::vector<nlohmann::json> lines;
+    for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
+    BOOST_TEST_REQUIRE(lines.size() == 2u);
+    BOOST_TEST(lines[1]["event"] == "done");
+    BOOST_TEST(lines[1]["global_step"] == 40);
+    BOOST_TEST(lines[1]["test_accuracy"] == 0.875);
+    BOOST_TEST(lines[1].contains("elapsed_seconds"));
+}
+
 // A sync rollback (a spare restored a lost PS from the checkpoint at step
 // 150, the job had reached 250): the next progress line is at 200 again, and
 // the events file, which began with a SessionLog START at step 1 (the run's
