@@ -462,7 +462,7 @@ void encode_sparse_push(std::span<const std::uint64_t> keys, std::span<const flo
 // aligned), into `out` (resized).
 void decode_sparse_keys(const void* payload, std::uint64_t count, std::vector<std::uint64_t>& out);
 // The gradients of a push's payload of `count` keys, where they lie (as
-// floats: a bf16 payload is widened in place first, widen_sparse_push).
+// floats: a bf16 payload is widened in place first, by widen below).
 inline const float* sparse_push_grads(const void* payload, std::uint64_t count)
 {
     return reinterpret_cast<const float*>(static_cast<const std::byte*>(payload) + sparse_pull_bytes(count));

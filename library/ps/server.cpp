@@ -461,7 +461,7 @@ private:
     // global step from which the new one counts (before that step's update).
     std::pair<int, std::uint64_t> aggregate_the_live_workers()
     {
-        const auto from = state_.step;
+        const std::uint64_t from = state_.step;
         const int was = std::exchange(replicas_, std::min(replicas_wanted(), links_.live()));
         if (dense_) dense_->set_replicas(replicas_);
         return {was, from};
@@ -531,7 +531,7 @@ private:
                                  fmt::format("refused {}'s rollback: only sync training rolls every shard back (async "
                                              "restores only the lost PS's shard)",
                                              net_.peer_name(i)));
-        const auto was = state_.step;
+        const std::uint64_t was = state_.step;
         dense_->answer_waiting();
         for (std::size_t k = 0; k < links_.size(); ++k) sparse_.drop_held(k);  // their steps are trained again
         links_.drain_sends();

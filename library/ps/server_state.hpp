@@ -7,6 +7,7 @@
 #include "library/ps/phase_clock.hpp"
 #include "library/ps/protocol.hpp"
 
+#include <atomic>
 #include <cstdint>
 
 namespace pstrain::ps {
@@ -28,8 +29,10 @@ inline server_clock::names server_phase_names()
 }
 
 struct training_state {
-    std::uint64_t step = 0;      // the global step
-    std::uint64_t stale = 0;     // sync: gradients dropped as stale
+    // The server's thread writes these two, and any thread may read them
+    // (server::global_step, stale_gradients): atomics, relaxed.
+    std::atomic<std::uint64_t> step{0};   // the global step
+    std::atomic<std::uint64_t> stale{0};  // sync: gradients dropped as stale
     std::uint64_t restored = 0;  // 1 + the restored snapshot's step, 0 when none
     bool done = false;           // every reply from now on says done (or stopped)
     bool stopped = false;        // ... stopped: the chief stopped the job for preemption

@@ -483,7 +483,7 @@ private:
     // it can see them all on the shared path and writes the manifest.
     // Returns false (the error said why; the previous checkpoint is intact)
     // when it could not.  With embedding tables, the table files go into
-    // the manifest too (save_table_entries).
+    // the manifest too (checkpoint::enter_snapshot_files).
     bool save_checkpoint()
     {
         using status = ps::snapshot_result::status;
