@@ -1,5 +1,6 @@
 #include "plugin/pstrain_core.hpp"
 
+#include "config.h"
 #include "pstrain/error.hpp"
 #include "common/hostlist.hpp"
 #include "common/layout.hpp"
@@ -376,6 +377,24 @@ void spank_plugin::export_sizes(spank_host& host) const
     if (shape_->evaluator) host.setenv("PSTRAIN_EVALUATOR", "1");
 }
 
+std::string version_line(const job_shape& shape, std::uint32_t job_id)
+{
+    return fmt::format("pstrain: spank_pstrain.so of pstrain {} (built against Slurm {}), job {}: {}", PACKAGE_VERSION,
+                       PSTRAIN_BUILT_WITH_SLURM, job_id, shape.flags());
+}
+
+bool logs_version(std::uint32_t step_id, int rank, bool in_batch_job)
+{
+    if (step_id == batch_step_id) return true;
+    return step_id == 0 && rank == 0 && !in_batch_job;
+}
+
+void spank_plugin::announce_version(spank_host& host, std::uint32_t job_id, std::uint32_t step_id, int rank) const
+{
+    host.setenv("PSTRAIN_PLUGIN_VERSION", PACKAGE_VERSION);
+    if (logs_version(step_id, rank, host.getenv("ENVIRONMENT") == "BATCH")) host.info(version_line(*shape_, job_id));
+}
+
 std::string submission_id(std::int64_t when, std::uint32_t random)
 {
     const auto t = static_cast<std::time_t>(when);
@@ -474,6 +493,7 @@ int spank_plugin::task_init(spank_host& host)
     if (!step_id || *step_id == extern_step_id) return 0;
     if (*step_id == batch_step_id || *step_id == interactive_step_id) {
         export_sizes(host);
+        announce_version(host, host.get(item::job_id).value_or(0), *step_id, 0);
         return 0;
     }
     try {
@@ -505,6 +525,7 @@ int spank_plugin::task_init(spank_host& host)
         for (const auto& [name, value] : env) {
             if (!host.setenv(name, value)) throw error(fmt::format("cannot set {} in the task's environment", name));
         }
+        announce_version(host, step.job_id, step.step_id, step.rank);
         host.verbose(fmt::format("pstrain: rank {} is {} {}", step.rank, env[0].second, env[1].second));
     } catch (const error& e) {
         report(host, e.what());

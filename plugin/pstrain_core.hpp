@@ -28,6 +28,9 @@ public:
     virtual std::optional<std::uint32_t> get(item what) const = 0;
     virtual void error(const std::string& line) = 0;
     virtual void verbose(const std::string& line) = 0;
+    // A line for the log at Slurm's default level (slurm_info: slurmd's log
+    // on a compute node).
+    virtual void info(const std::string& line) { verbose(line); }
     // The kernel's ephemeral ports, as /proc/sys/net/ipv4/ip_local_port_range
     // reads ("32768\t60999"); none where it cannot be read.
     virtual std::optional<std::string> ephemeral_ports() const { return std::nullopt; }
@@ -123,6 +126,15 @@ std::uint32_t random_bits();
 environment task_environment(const job_shape& shape, const config& cfg, const step_info& step,
                              std::vector<std::string>& warnings);
 
+// The line the plugin logs once per job: its release (the pstrain release
+// it belongs to, PSTRAIN_PLUGIN_VERSION in every task), the Slurm it was
+// built against, the job and its shape.
+std::string version_line(const job_shape& shape, std::uint32_t job_id);
+// Whether this task logs it: the batch step of a batch job, else the first
+// task of step 0 (srun or salloc made the job; `in_batch_job`: ENVIRONMENT
+// is BATCH, as sbatch sets it for the script and every srun in it).
+bool logs_version(std::uint32_t step_id, int rank, bool in_batch_job);
+
 // State across the callbacks of one process (srun, sbatch or slurmstepd).
 class spank_plugin {
 public:
@@ -138,6 +150,8 @@ private:
     static void report(spank_host& host, const std::string& line);  // one "pstrain: " error line
     void export_sizes(spank_host& host) const;        // PSTRAIN_NUM_PS, _NUM_WORKERS, _CHIEF, _EVALUATOR, _PS_SPARES
     static void export_submission(spank_host& host);  // PSTRAIN_SUBMISSION, unless already set
+    // PSTRAIN_PLUGIN_VERSION, and the version line when logs_version says so.
+    void announce_version(spank_host& host, std::uint32_t job_id, std::uint32_t step_id, int rank) const;
 
     config cfg_;
     option_values given_;

@@ -86,6 +86,7 @@ public:
 
     void error(const std::string& line) override { slurm_error("%s", line.c_str()); }
     void verbose(const std::string& line) override { slurm_verbose("%s", line.c_str()); }
+    void info(const std::string& line) override { slurm_info("%s", line.c_str()); }
 
     std::optional<std::string> ephemeral_ports() const override
     {

@@ -3,6 +3,7 @@
 #include "common/denormals.hpp"
 #include "common/log.hpp"
 #include "library/bootstrap/job.hpp"
+#include "trainer/app/build_info.hpp"
 #include "trainer/app/join_file.hpp"
 #include "trainer/app/checkpoint_command.hpp"
 #include "trainer/app/datagen.hpp"
@@ -38,6 +39,7 @@ int main(int argc, char** argv)
                    asked);
         return 2;
     }
+    trainer::warn_if_the_plugin_differs();
     if (argc >= 2 && std::strcmp(argv[1], "plot") == 0) return trainer::plot_command(argc, argv);
     if (argc >= 2 && std::strcmp(argv[1], "status") == 0) return trainer::status_command(argc, argv);
     if (argc >= 2 && std::strcmp(argv[1], "checkpoint") == 0) return trainer::checkpoint_command(argc, argv);

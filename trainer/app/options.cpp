@@ -1,5 +1,6 @@
 #include "trainer/app/options.hpp"
 
+#include "trainer/app/build_info.hpp"
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "config.h"
@@ -471,7 +472,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         exit_code = 0;
         return std::nullopt;
     } catch (const CLI::CallForVersion&) {
-        fmt::print("pstrain {}\n", PACKAGE_VERSION);
+        fmt::print("{}", version_text());
         exit_code = 0;
         return std::nullopt;
     } catch (const CLI::ExtrasError&) {

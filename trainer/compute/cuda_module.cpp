@@ -57,7 +57,8 @@ loaded load_once()
                     " does not exist: point PSTRAIN_CUDA_MODULE at pstrain-cuda.so, or unset it";
         else
             r.why = "the CUDA module pstrain-cuda.so is not installed (looked in " + looked +
-                    "): install pstrain's CUDA build on this node (make install), or set PSTRAIN_CUDA_MODULE=PATH";
+                    "): install pstrain-cuda on this node (or a CUDA build's make install), or set "
+                    "PSTRAIN_CUDA_MODULE=PATH";
         return r;
     }
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE pstrain_core
 #include <boost/test/unit_test.hpp>
 
+#include "config.h"
 #include "pstrain/error.hpp"
 #include "plugin/pstrain_core.hpp"
 #include "tests/unit/allocation_probe.hpp"
@@ -43,6 +44,7 @@ public:
     }
     void error(const std::string& line) override { errors.push_back(line); }
     void verbose(const std::string&) override {}
+    void info(const std::string& line) override { infos.push_back(line); }
     std::optional<std::string> ephemeral_ports() const override { return ephemeral; }
 
     context ctx;
@@ -50,6 +52,7 @@ public:
     std::map<std::string, std::string> env;
     std::map<item, std::uint32_t> items;
     std::vector<std::string> errors;
+    std::vector<std::string> infos;
     int sets = 0;
 };
 
@@ -308,6 +311,51 @@ BOOST_AUTO_TEST_CASE(batch_step_gets_only_the_sizes)
     BOOST_TEST(h.env["PSTRAIN_NUM_WORKERS"] == "2");
     BOOST_TEST(h.env.count("PSTRAIN_ROLE") == 0u);
     BOOST_TEST(h.env.count("TF_CONFIG") == 0u);
+}
+
+// What slurmd's log says once per job, and what every task learns.
+const std::string job_42_version_line =
+    "pstrain: spank_pstrain.so of pstrain " PACKAGE_VERSION " (built against Slurm " PSTRAIN_BUILT_WITH_SLURM
+    "), job 42: --ps=1 --workers=2";
+
+BOOST_AUTO_TEST_CASE(the_batch_step_logs_the_plugins_version_once_and_tells_the_script)
+{
+    auto h = remote_task(0, 1, "n1", "1", "", 42, batch_step_id);
+    BOOST_TEST(run_remote(h, "1", "2") == 0);
+    BOOST_TEST(h.infos == std::vector<std::string>{job_42_version_line}, boost::test_tools::per_element());
+    BOOST_TEST(h.env["PSTRAIN_PLUGIN_VERSION"] == PACKAGE_VERSION);
+}
+
+BOOST_AUTO_TEST_CASE(the_steps_of_a_batch_job_tell_every_task_the_version_and_log_nothing_more)
+{
+    for (int rank = 0; rank < 3; ++rank) {
+        auto h = remote_task(rank, 3, "n[1-3]", "1(x3)");
+        h.env["ENVIRONMENT"] = "BATCH";
+        BOOST_TEST(run_remote(h, "1", "2") == 0);
+        BOOST_TEST(h.infos.empty());
+        BOOST_TEST(h.env["PSTRAIN_PLUGIN_VERSION"] == PACKAGE_VERSION);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_job_srun_made_logs_the_version_from_the_first_task_of_its_first_step)
+{
+    std::vector<std::string> logged;
+    for (std::uint32_t step : {0u, 1u}) {
+        for (int rank = 0; rank < 3; ++rank) {
+            auto h = remote_task(rank, 3, "n[1-3]", "1(x3)", "", 42, step);
+            BOOST_TEST(run_remote(h, "1", "2") == 0);
+            logged.insert(logged.end(), h.infos.begin(), h.infos.end());
+        }
+    }
+    BOOST_TEST(logged == std::vector<std::string>{job_42_version_line}, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_job_without_the_options_hears_nothing_of_the_version)
+{
+    auto h = remote_task(0, 1, "n1", "1", "", 42, batch_step_id);
+    BOOST_TEST(run_remote(h, nullptr, nullptr) == 0);
+    BOOST_TEST(h.infos.empty());
+    BOOST_TEST(h.env.count("PSTRAIN_PLUGIN_VERSION") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(tf_config_can_be_turned_off)
