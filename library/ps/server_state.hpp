@@ -30,13 +30,13 @@ inline server_clock::names server_phase_names()
 
 struct training_state {
     // The server's thread writes these two, and any thread may read them
-    // (server::global_step, stale_gradients): atomics, relaxed.
+    // (server::global_step, stale_gradients): atomics.
     std::atomic<std::uint64_t> step{0};   // the global step
     std::atomic<std::uint64_t> stale{0};  // sync: gradients dropped as stale
-    std::uint64_t restored = 0;  // 1 + the restored snapshot's step, 0 when none
-    bool done = false;           // every reply from now on says done (or stopped)
-    bool stopped = false;        // ... stopped: the chief stopped the job for preemption
-    bool shutdown = false;       // the chief ended the job: the server exits soon
+    std::uint64_t restored = 0;           // 1 + the restored snapshot's step, 0 when none
+    bool done = false;                    // every reply from now on says done (or stopped)
+    bool stopped = false;                 // ... stopped: the chief stopped the job for preemption
+    bool shutdown = false;                // the chief ended the job: the server exits soon
 
     // What a reply says: `s`, or done (stopped) once training has ended.
     wire::values_status status(wire::values_status s) const
