@@ -5,18 +5,9 @@
 #include "trainer/compute/cuda_module.hpp"
 
 #include <cstdlib>
-#include <filesystem>
 #include <string_view>
-#include <system_error>
 
 #include <fmt/format.h>
-
-#ifndef PSTRAIN_PKGLIBDIR  // Makefile.am gives both
-#define PSTRAIN_PKGLIBDIR "/usr/local/lib/pstrain"
-#endif
-#ifndef PSTRAIN_BINDIR
-#define PSTRAIN_BINDIR "/usr/local/bin"
-#endif
 
 namespace pstrain::trainer {
 namespace {
@@ -55,17 +46,8 @@ std::string version_text(const std::string& cuda_module, const std::string& look
 
 std::string version_text()
 {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const auto program = fs::read_symlink("/proc/self/exe", ec);
-    const auto candidates = compute::cuda_module_candidates(
-        std::getenv("PSTRAIN_CUDA_MODULE"), ec ? std::string() : program.string(), PSTRAIN_BINDIR, PSTRAIN_PKGLIBDIR);
-    std::string found, looked_in;
-    for (const auto& c : candidates) {
-        looked_in += (looked_in.empty() ? "" : ", ") + c;
-        if (found.empty() && fs::exists(c, ec)) found = c;
-    }
-    return version_text(found, looked_in);
+    const auto search = compute::find_cuda_module();
+    return version_text(search.found, search.looked_in);
 }
 
 std::optional<std::string> plugin_version_mismatch(const char* plugin, const char* node, std::string_view mine)

@@ -37,21 +37,10 @@ struct loaded {
 
 loaded load_once()
 {
-    namespace fs = std::filesystem;
     const char* env = std::getenv("PSTRAIN_CUDA_MODULE");
-    const auto candidates = cuda_module_candidates(env, program_path(), PSTRAIN_BINDIR, PSTRAIN_PKGLIBDIR);
-    std::string path;
-    for (const auto& c : candidates) {
-        std::error_code ec;
-        if (fs::exists(c, ec)) {
-            path = c;
-            break;
-        }
-    }
+    const auto [path, looked] = find_cuda_module();
     loaded r;
     if (path.empty()) {
-        std::string looked;
-        for (const auto& c : candidates) looked += (looked.empty() ? "" : ", ") + c;
         if (env && *env)
             r.why = "the CUDA module PSTRAIN_CUDA_MODULE=" + std::string(env) +
                     " does not exist: point PSTRAIN_CUDA_MODULE at pstrain-cuda.so, or unset it";
@@ -87,6 +76,18 @@ loaded load_once()
 }
 
 }  // namespace
+
+cuda_module_search find_cuda_module()
+{
+    cuda_module_search r;
+    for (const auto& c : cuda_module_candidates(std::getenv("PSTRAIN_CUDA_MODULE"), program_path(), PSTRAIN_BINDIR,
+                                                PSTRAIN_PKGLIBDIR)) {
+        r.looked_in += (r.looked_in.empty() ? "" : ", ") + c;
+        std::error_code ec;
+        if (r.found.empty() && std::filesystem::exists(c, ec)) r.found = c;
+    }
+    return r;
+}
 
 std::vector<std::string> cuda_module_candidates(const char* env_override, const std::string& program,
                                                 const std::string& bindir, const std::string& pkglibdir)

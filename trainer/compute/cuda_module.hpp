@@ -17,6 +17,15 @@ namespace pstrain::compute {
 std::vector<std::string> cuda_module_candidates(const char* env_override, const std::string& program_path,
                                                 const std::string& bindir, const std::string& pkglibdir);
 
+// Where this process finds the module: the first of its
+// cuda_module_candidates (PSTRAIN_CUDA_MODULE, this program's place, the
+// configured directories) that exists, empty when none does, and every
+// place looked, comma-separated.
+struct cuda_module_search {
+    std::string found, looked_in;
+};
+cuda_module_search find_cuda_module();
+
 // Whether a GPU may be visible to this process, judged without loading any
 // CUDA library (the module maps cudart, cuBLAS and cuDNN: about 230 MB and
 // 0.1 s of CPU a task, paid by every task of a CPU job on nodes where the
