@@ -287,6 +287,21 @@ test_workers_that_end_together_without_finish_complete_the_job() {
   expect_nodes_idle
 }
 
+# A second bootstrap in one process, asked of the library itself (not
+# through pstrain.init(), which returns the first context): refused at once
+# in one line naming the fix, and the job trains on.
+test_a_second_bootstrap_in_one_process_is_refused_in_one_line() {
+  local py
+  py=$(torch_python)
+  use_package
+  submit_torch job.out --ps=1 --workers=2 -- "$py" "$as_users_write" --steps 20 --second-bootstrap
+  finish_torch job.out 180
+  [ "$job_state" = COMPLETED ] || fail "the job ended $job_state, not COMPLETED"
+  expect_eq "$(grep -c "^refused: worker [01] bootstrapped once already in this process (it joined its step, or failed to): a second bootstrap would wait for peers that never join it: keep the first connection" job.out)" 2 "workers whose second bootstrap was refused"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
 # The same program whose worker 1 raises half-way: a crash, not a leave:
 # the job fails naming worker 1.
 test_a_worker_whose_program_crashes_is_lost_and_named() {

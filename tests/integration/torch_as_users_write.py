@@ -9,6 +9,8 @@ opt.finish().
                      exception: its PS tasks count it lost and name it)
   --absent-worker K  worker K never calls pstrain.init() (it sleeps): the
                      others' bootstrap ends within --timeout
+  --second-bootstrap every worker also asks the library itself for a second
+                     bootstrap, which must be refused in one line (printed)
 """
 import argparse
 import json
@@ -27,6 +29,7 @@ p.add_argument("--worker-steps", type=int)
 p.add_argument("--crash-worker", type=int)
 p.add_argument("--absent-worker", type=int)
 p.add_argument("--timeout", type=float, default=60.0)
+p.add_argument("--second-bootstrap", action="store_true")
 args = p.parse_args()
 
 me = int(os.environ.get("PSTRAIN_TASK_INDEX", "0"))
@@ -34,6 +37,12 @@ if args.absent_worker == me:
     time.sleep(600)
 
 ctx = pstrain.init(timeout=args.timeout)
+if args.second_bootstrap:
+    try:
+        pstrain._core.connect_task(args.timeout, 5.0, None, None, None, None)
+        raise SystemExit("a second bootstrap in one process was not refused")
+    except pstrain.Error as e:
+        print(f"refused: {e}", flush=True)
 torch.manual_seed(ctx.task_index)
 x, y = torch.randn(64, 4), torch.randn(64, 2)
 model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
