@@ -95,6 +95,7 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
                     if (op.is_abort()) return true;
                     if (!op.pending()) {
                         activity_.pending(peer(op), false);
+                        if (!op.whole()) return true;  // it failed: the wait throws
                         continue;
                     }
                     if (net_.failed(peer(op))) return true;
@@ -121,6 +122,11 @@ void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_p
                          fmt::format("{} ended the job: it lost {}", who,
                                      a.lost_is_ps ? fmt::format("ps {}", a.lost_index) : lost_worker(a.lost_index)));
     }
+    // A wait ends as soon as one PS is lost, while the others' replies may
+    // still be on their way: blame the operation that failed, and the first
+    // one still waiting only when none did (a timeout).
+    const auto failed = std::find_if(ops.begin(), ops.end(), [&](auto& op) { return !op.whole() && has_failed(op); });
+    if (failed != ops.end()) throw_incomplete(*failed, net_.peer_name(peer(*failed)), in_time);
     for (auto& op : ops) {
         const auto who = net_.peer_name(peer(op));
         if (!op.whole()) throw_incomplete(op, who, in_time);
@@ -151,16 +157,26 @@ void exchange::widen_reply(operation& op) const
         wire::decode_numbers(op.numbers_in.data(), op.part.size(), precision_, values_ + op.part.begin);
 }
 
+// True when one of `op`'s transfers ended in an error, or its PS is lost.
+bool exchange::has_failed(operation& op) const
+{
+    const auto bad = [](transfer& t) { return t.complete() && !t.ok(); };
+    return net_.failed(peer(op)) || bad(op.recv) || bad(op.payload_recv) || bad(op.send) || bad(op.payload_send);
+}
+
 void exchange::throw_incomplete(operation& op, const std::string& who, bool in_time) const
 {
     if (net_.failed(peer(op))) throw peer_error(who, fmt::format("lost {}: {}", who, net_.failure(peer(op))));
-    if (!in_time && !op.recv.complete())
-        throw peer_error(who, fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
-    if (!op.recv.ok()) throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.recv.failure()));
-    if (!op.payload_recv.ok())
+    const auto bad = [](transfer& t) { return t.complete() && !t.ok(); };
+    if (bad(op.recv)) throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.recv.failure()));
+    if (bad(op.payload_recv))
         throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.payload_recv.failure()));
-    throw peer_error(who, fmt::format("lost {}: send failed: {}", who,
-                                      op.send.ok() ? op.payload_send.failure() : op.send.failure()));
+    if (bad(op.send)) throw peer_error(who, fmt::format("lost {}: send failed: {}", who, op.send.failure()));
+    if (bad(op.payload_send))
+        throw peer_error(who, fmt::format("lost {}: send failed: {}", who, op.payload_send.failure()));
+    // Nothing failed: its answer has not come (yet).
+    throw peer_error(who, in_time ? fmt::format("no answer from {}: its request was still in flight", who)
+                                  : fmt::format("no answer from {} in {}s (--peer-timeout)", who, timeout_.count()));
 }
 
 void exchange::check_reply(operation& op, const std::string& who) const

@@ -92,6 +92,8 @@ public:
 private:
     void check_reply(operation& op, const std::string& who) const;
     void widen_reply(operation& op) const;
+    // True when one of `op`'s transfers ended in an error, or its PS is lost.
+    bool has_failed(operation& op) const;
     [[noreturn]] void throw_incomplete(operation& op, const std::string& who, bool in_time) const;
     std::string lost_worker(std::uint32_t index) const;
 

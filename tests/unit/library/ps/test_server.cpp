@@ -1368,6 +1368,33 @@ BOOST_AUTO_TEST_CASE(of_two_ps_the_dead_one_is_named)
     }
 }
 
+BOOST_AUTO_TEST_CASE(of_two_ps_waited_on_the_lost_one_is_named_with_its_reason)
+{
+    // Both PS tasks hold the chief's push for worker 1's gradient; PS 1
+    // dies.  The wait ends while PS 0's reply is still to come: the error
+    // names PS 1 and why, not PS 0 (seen as "lost ps 0 (n1): send failed: "
+    // under srun when ps 1 was killed).
+    ps_job job(2, 2, sync_config());
+    auto& w0 = job.chief();
+    start(job, 2);
+    const auto t0 = w0.async_push();
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0));
+    job.net().kill_ps(1);
+    try {
+        w0.wait(t0);
+        BOOST_ERROR("a push to a dead PS completed");
+    } catch (const pstrain::peer_error& e) {
+        const std::string what = e.what();
+        BOOST_TEST(e.peer() == "ps 1");
+        BOOST_TEST(what.find("lost ps 1: ") == 0, what);
+        BOOST_TEST(what.size() > std::string("lost ps 1: ").size(), what);
+        BOOST_TEST(what.back() != ' ', what);
+    }
+    job.net().kill_worker(1);
+    const auto end = job.finish(0);
+    BOOST_TEST_REQUIRE(end.returned);
+}
+
 BOOST_AUTO_TEST_CASE(a_request_that_failed_on_one_ps_leaves_no_receive_behind_for_the_others_reply)
 {
     // The push waits on both PS tasks; PS 0 dies, so the wait throws while
