@@ -9,6 +9,7 @@
 #include "trainer/app/datagen.hpp"
 #include "trainer/app/options.hpp"
 #include "trainer/app/plot.hpp"
+#include "trainer/app/selftest.hpp"
 #include "trainer/app/serve.hpp"
 #include "trainer/app/session.hpp"
 #include "trainer/app/status.hpp"
@@ -45,6 +46,7 @@ int main(int argc, char** argv)
     if (argc >= 2 && std::strcmp(argv[1], "checkpoint") == 0) return trainer::checkpoint_command(argc, argv);
     if (argc >= 2 && std::strcmp(argv[1], "datagen") == 0) return trainer::datagen_command(argc, argv);
     if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) return trainer::serve_command(argc, argv);
+    if (argc >= 2 && std::strcmp(argv[1], "selftest") == 0) return trainer::selftest_command(argc, argv);
     int exit_code = 0;
     auto options = trainer::parse_command_line(argc, argv, exit_code);
     if (!options) return exit_code;

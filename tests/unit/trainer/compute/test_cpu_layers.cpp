@@ -1,4 +1,4 @@
-// The CPU layer kernels against the direct oracle (tests/unit/trainer/oracle.hpp):
+// The CPU layer kernels against the direct oracle (trainer/compute/oracle.hpp):
 // forward and backward of convolution, pooling, activations, softmax, mean
 // squared error and dropout, on odd shapes: 1x1 kernels, strides > 1, same
 // and valid padding, even kernels (the odd padding row at the bottom),
@@ -12,7 +12,7 @@
 #include "trainer/compute/conv2d.hpp"
 #include "trainer/compute/cpu_layers.hpp"
 #include "tests/unit/trainer/compute/bf16_here.hpp"
-#include "tests/unit/trainer/oracle.hpp"
+#include "trainer/compute/oracle.hpp"
 
 #include <cfloat>
 #include <cmath>
@@ -21,6 +21,7 @@
 #include <vector>
 
 using namespace pstrain;
+namespace oracle = pstrain::compute::oracle;
 namespace cpu = pstrain::compute::cpu;
 namespace bdata = boost::unit_test::data;
 

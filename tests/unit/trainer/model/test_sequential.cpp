@@ -14,7 +14,7 @@
 #include "trainer/model/model.hpp"
 #include "tests/unit/trainer/compute/bf16_here.hpp"
 #include "tests/unit/trainer/helpers.hpp"
-#include "tests/unit/trainer/oracle.hpp"
+#include "trainer/compute/oracle.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -22,6 +22,7 @@
 #include <random>
 
 using namespace pstrain;
+namespace oracle = pstrain::compute::oracle;
 namespace bdata = boost::unit_test::data;
 
 namespace {

@@ -1,7 +1,9 @@
-// The CPU oracle of the layer kernels: each layer written the direct way,
-// in double, straight from its definition (no im2col, no BLAS, no shared
-// code with trainer/compute), so the tests compare two independent
-// implementations.  Tensors are NCHW, kernels OIHW.
+// The CPU oracle of the kernels: each layer written the direct way, in
+// double, straight from its definition (no im2col, no BLAS, no code shared
+// with the rest of trainer/compute), so that a kernel is compared with an
+// independent implementation: by the unit tests, and by `pstrain selftest`
+// on the node it runs on.  Tensors are NCHW, kernels OIHW, matrices
+// row-major.
 #pragma once
 
 #include <algorithm>
@@ -10,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-namespace pstrain::oracle {
+namespace pstrain::compute::oracle {
 
 struct geometry {
     int n = 1, c = 1, h = 1, w = 1;  // input
@@ -152,6 +154,24 @@ inline vec dense_forward(int rows, int in, int out, const vec& x, const vec& w, 
     return y;
 }
 
+// dw = x^T dy (in x out), db = the column sums of dy, dx = dy w^T.
+inline void dense_backward(int rows, int in, int out, const vec& x, const vec& w, const vec& dy, vec& dx, vec& dw,
+                           vec& db)
+{
+    dx.assign(std::size_t(rows) * in, 0.0);
+    dw.assign(std::size_t(in) * out, 0.0);
+    db.assign(std::size_t(out), 0.0);
+    for (int r = 0; r < rows; ++r)
+        for (int o = 0; o < out; ++o) {
+            const double g = dy[std::size_t(r) * out + o];
+            db[o] += g;
+            for (int i = 0; i < in; ++i) {
+                dw[std::size_t(i) * out + o] += x[std::size_t(r) * in + i] * g;
+                dx[std::size_t(r) * in + i] += g * w[std::size_t(i) * out + o];
+            }
+        }
+}
+
 inline double activation(int kind, double x)  // 0 relu, 1 tanh, 2 sigmoid
 {
     return kind == 0 ? std::max(x, 0.0) : kind == 1 ? std::tanh(x) : 1.0 / (1.0 + std::exp(-x));
@@ -194,4 +214,71 @@ inline vec softmax_backward(const vec& y, const vec& dy, int rows, int classes)
     return dx;
 }
 
-}  // namespace pstrain::oracle
+// Mean squared error against one-hot labels, the mean over a row's classes
+// summed over the rows; dpred = d(mean over rows) / d pred.
+inline double mse_onehot(const vec& pred, const std::vector<std::int32_t>& labels, int rows, int classes, vec& dpred)
+{
+    double loss = 0;
+    dpred.assign(pred.size(), 0.0);
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < classes; ++c) {
+            const std::size_t i = std::size_t(r) * classes + c;
+            const double d = pred[i] - (c == labels[r] ? 1.0 : 0.0);
+            loss += d * d / classes;
+            dpred[i] = 2.0 * d / (double(rows) * classes);
+        }
+    return loss;
+}
+
+// Batch normalization of x[n, channels, inner] with the batch's statistics
+// (biased variance): y = gamma (x - mean) / sqrt(var + eps) + beta.
+inline vec batchnorm_forward(const vec& x, const vec& gamma, const vec& beta, int n, int channels, int inner,
+                             double eps, vec& mean, vec& var)
+{
+    const double m = double(n) * inner;
+    mean.assign(channels, 0.0);
+    var.assign(channels, 0.0);
+    const auto at = [&](int i, int c, int j) { return (std::size_t(i) * channels + c) * inner + j; };
+    for (int c = 0; c < channels; ++c) {
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < inner; ++j) mean[c] += x[at(i, c, j)] / m;
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < inner; ++j) var[c] += (x[at(i, c, j)] - mean[c]) * (x[at(i, c, j)] - mean[c]) / m;
+    }
+    vec y(x.size());
+    for (int i = 0; i < n; ++i)
+        for (int c = 0; c < channels; ++c)
+            for (int j = 0; j < inner; ++j)
+                y[at(i, c, j)] = gamma[c] * (x[at(i, c, j)] - mean[c]) / std::sqrt(var[c] + eps) + beta[c];
+    return y;
+}
+
+// Its gradients: dgamma = sum dy xhat, dbeta = sum dy, and dx through the
+// batch's statistics, dx = gamma / sqrt(var + eps) (dy - mean(dy) - xhat
+// mean(dy xhat)).
+inline void batchnorm_backward(const vec& x, const vec& gamma, const vec& dy, int n, int channels, int inner,
+                               double eps, vec& dx, vec& dgamma, vec& dbeta)
+{
+    vec mean, var;
+    batchnorm_forward(x, gamma, vec(channels, 0.0), n, channels, inner, eps, mean, var);
+    const double m = double(n) * inner;
+    const auto at = [&](int i, int c, int j) { return (std::size_t(i) * channels + c) * inner + j; };
+    dx.assign(x.size(), 0.0);
+    dgamma.assign(channels, 0.0);
+    dbeta.assign(channels, 0.0);
+    for (int c = 0; c < channels; ++c) {
+        const double inv_std = 1.0 / std::sqrt(var[c] + eps);
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < inner; ++j) {
+                dbeta[c] += dy[at(i, c, j)];
+                dgamma[c] += dy[at(i, c, j)] * (x[at(i, c, j)] - mean[c]) * inv_std;
+            }
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < inner; ++j) {
+                const double xhat = (x[at(i, c, j)] - mean[c]) * inv_std;
+                dx[at(i, c, j)] = gamma[c] * inv_std * (dy[at(i, c, j)] - dbeta[c] / m - xhat * dgamma[c] / m);
+            }
+    }
+}
+
+}  // namespace pstrain::compute::oracle
