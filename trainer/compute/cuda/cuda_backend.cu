@@ -13,6 +13,8 @@
 #include "trainer/compute/cuda/kernels.cuh"
 #ifdef HAVE_CUDNN
 #include "trainer/compute/cuda/cudnn_layers.cuh"
+
+#include <cudnn.h>
 #endif
 
 #include <cstdint>
@@ -66,12 +68,39 @@ struct cublas_owner {
     {
         check(cublasCreate(&h), "cublasCreate");
         check(cublasSetStream(h, s), "cublasSetStream");
+        // FP32 products in FP32, said explicitly rather than left to the
+        // default: no TF32 tensor cores, no reduced-precision reductions,
+        // as the CPU computes them.  (bf16 products ask for the tensor cores
+        // per call, cublasGemmEx with CUBLAS_COMPUTE_32F.)
+        check(cublasSetMathMode(
+                  h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+              "cublasSetMathMode");
     }
     ~cublas_owner()
     {
         if (h) cublasDestroy(h);
     }
 };
+
+// "driver 13.0, runtime 13.0, cuBLAS 13.1.0, cuDNN 9.14.0": the libraries
+// this process runs with (which may differ from those it was built with).
+std::string library_versions(cublasHandle_t h)
+{
+    const auto dotted = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    int driver = 0, runtime = 0, blas = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    cublasGetVersion(h, &blas);
+    std::string out = "driver " + dotted(driver) + ", runtime " + dotted(runtime) + ", cuBLAS " +
+                      std::to_string(blas / 10000) + "." + std::to_string(blas / 100 % 100) + "." +
+                      std::to_string(blas % 100);
+#ifdef HAVE_CUDNN
+    const auto dnn = cudnnGetVersion();  // 9.14.0 is 91400
+    out += ", cuDNN " + std::to_string(dnn / 10000) + "." + std::to_string(dnn / 100 % 100) + "." +
+           std::to_string(dnn % 100);
+#endif
+    return out;
+}
 
 class cuda_backend final : public backend {
 public:
@@ -84,7 +113,8 @@ public:
                 throw error(refusal);
         }
         const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-        name_ = std::string("cuda (") + prop.name + ", CUDA_VISIBLE_DEVICES=" + (visible ? visible : "unset");
+        name_ = std::string("cuda (") + prop.name + ", CUDA_VISIBLE_DEVICES=" + (visible ? visible : "unset") + "; " +
+                library_versions(blas_.h);
         if (p == precision::bf16)
             name_ += "; bf16 matrix products on tensor cores, sm_" + std::to_string(prop.major) +
                      std::to_string(prop.minor) + ": cuBLAS GEMM and cuDNN convolution";
