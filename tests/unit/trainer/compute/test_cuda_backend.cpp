@@ -17,6 +17,7 @@
 #include "tests/unit/trainer/helpers.hpp"
 
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <tuple>
 
@@ -164,7 +165,17 @@ BOOST_AUTO_TEST_CASE(a_bf16_training_curve_follows_the_fp32_one)
     for (std::size_t i = 0; i < ref.size(); ++i)
         BOOST_TEST_REQUIRE(std::fabs(got[i] - ref[i]) <= 0.05 * std::fabs(ref[i]),
                            "step " << i << ": bf16 loss " << got[i] << " fp32 " << ref[i]);
-    BOOST_TEST(got.back() < 0.8 * got.front(), "the bf16 run learns");
+    // It learns as much as the FP32 run: at least half of FP32's fall from
+    // the mean loss of the first 20 steps to that of the last 20.  (Random
+    // labels: on the CPU the FP32 run goes from 1.698 to 1.510, 0.89 of it;
+    // one batch's loss against another's, last/first, is 0.94 there, so the
+    // bound of 0.8 this test had failed for FP32 too, on the H100.)
+    const auto mean = [](const std::vector<double>& c, std::size_t from) {
+        return std::accumulate(c.begin() + long(from), c.begin() + long(from + 20), 0.0) / 20;
+    };
+    const double fp32_fall = mean(ref, 0) - mean(ref, ref.size() - 20);
+    BOOST_TEST_REQUIRE(fp32_fall > 0.1, "the FP32 run learns: " << fp32_fall);
+    BOOST_TEST(mean(got, 0) - mean(got, got.size() - 20) >= 0.5 * fp32_fall, "the bf16 run learns");
 }
 
 BOOST_AUTO_TEST_CASE(gradients_match_the_cpu_oracle)
