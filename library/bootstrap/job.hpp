@@ -77,7 +77,7 @@ struct pmix_rank {
 struct step_ranks {
     std::vector<task_id> tasks;                            // by rank
     std::vector<std::string> names;                        // by rank: "worker 0 (n1, the chief)"
-    std::vector<std::span<const std::uint8_t>> addresses;  // by rank, into the pmix_ranks given
+    std::vector<std::span<const std::uint8_t>> addresses;  // by rank: its UCX address, in its pmix_rank's published
     std::size_t chief = 0;                                 // the chief's rank
 };
 step_ranks place_ranks(const job& j, const std::vector<pmix_rank>& ranks);

@@ -36,7 +36,7 @@ struct row_meta {
     std::uint64_t last_seen = 0;
     std::uint64_t count = 0;
     std::uint32_t updates = 0;
-    std::uint8_t live = 0;
+    std::uint8_t in_use = 0;
     std::uint8_t changed = 0;
 };
 static_assert(sizeof(row_meta) == 32);
@@ -191,7 +191,7 @@ public:
         std::size_t dropped = 0;
         for (std::uint32_t r = 0; r < capacity_; ++r) {
             auto& m = meta(r);
-            if (!m.live || m.last_seen >= oldest) continue;
+            if (!m.in_use || m.last_seen >= oldest) continue;
             index_.erase(m.key);
             removed_.insert(m.key);
             m = row_meta{};
@@ -207,7 +207,7 @@ public:
     {
         for (std::uint32_t r = 0; r < capacity_; ++r) {
             const auto& m = meta(r);
-            if (!m.live || (changed_only && !m.changed)) continue;
+            if (!m.in_use || (changed_only && !m.changed)) continue;
             const float* w = row(r);
             embedding_row e;
             e.key = m.key;
@@ -279,7 +279,7 @@ public:
     // Row r: its row_meta, then dim floats of embedding and slots_ * dim of
     // optimizer state, at bytes_ + r * stride_ (16-byte aligned).
     std::vector<std::byte> bytes_;
-    std::uint32_t capacity_ = 0;  // rows made so far, live or free
+    std::uint32_t capacity_ = 0;  // rows made so far, in use or free
     std::vector<std::uint32_t> free_;
     // Keys evict() dropped since clear_changed() that have no row again.
     absl::flat_hash_set<std::uint64_t> removed_;
@@ -339,7 +339,7 @@ private:
         auto& m = meta(r);
         m = row_meta{};
         m.key = key;
-        m.live = 1;
+        m.in_use = 1;
         return r;
     }
 

@@ -18,16 +18,16 @@ served_shard::served_shard(shard_range range, optimizer_config cfg, int update_t
 void served_shard::apply(std::span<const float> grads, shard_range part,
                          const std::function<bool(const float*)>& read_by_a_reply)
 {
-    if (read_by_a_reply(shard_.values().data())) shard_.apply_into(free_spare(read_by_a_reply), grads, part);
+    if (read_by_a_reply(shard_.values().data())) shard_.apply_into(free_back_buffer(read_by_a_reply), grads, part);
     else if (pool_ && part.size() >= threaded_update_elements) apply_in_blocks(grads, part.begin - range().begin);
     else shard_.apply(grads, part);
 }
 
-float_buffer& served_shard::free_spare(const std::function<bool(const float*)>& read_by_a_reply)
+float_buffer& served_shard::free_back_buffer(const std::function<bool(const float*)>& read_by_a_reply)
 {
-    for (auto& b : spares_)
+    for (auto& b : back_buffers_)
         if (b.empty() || !read_by_a_reply(b.data())) return b;
-    return spares_.emplace_back();
+    return back_buffers_.emplace_back();
 }
 
 // One gradient onto elements [at, at + grads.size()) of the shard, in place, on the update threads.

@@ -2,7 +2,7 @@
 // optimizer state) and what its updates need besides, and the one place
 // that decides how an update is applied.  A push's gradient is applied in
 // place; in blocks over the update threads when the shard is large; or,
-// while a reply in flight still reads the values, into a spare buffer
+// while a reply in flight still reads the values, into a back buffer
 // that then becomes the values (the old ones stay where the reply reads
 // them, without a copy).  A sync step's mean of whole-shard gradients is
 // summed, applied and copied into the workers' mapped buffers block by
@@ -56,15 +56,15 @@ public:
     void apply_mean(std::span<const float* const> grads, float scale, std::span<float* const> copies);
 
 private:
-    // A values buffer that no reply in flight reads.  At most one more
+    // A back buffer that no reply in flight reads.  At most one more
     // buffer than workers.
-    float_buffer& free_spare(const std::function<bool(const float*)>& read_by_a_reply);
+    float_buffer& free_back_buffer(const std::function<bool(const float*)>& read_by_a_reply);
     void apply_in_blocks(std::span<const float> grads, std::size_t at);
 
     parameter_shard shard_;
     std::vector<float> sum_;  // sync: a step's sum
     std::optional<update_pool> pool_;
-    std::vector<float_buffer> spares_;  // async: buffers for the next values
+    std::vector<float_buffer> back_buffers_;  // async: buffers for the next values
 };
 
 }  // namespace pstrain::ps

@@ -99,17 +99,17 @@ void parameter_shard::apply_block(std::span<const float> grads, std::size_t at, 
     update_part(values, values, grads, at, update);
 }
 
-void parameter_shard::apply_into(float_buffer& spare, std::span<const float> grads, shard_range part)
+void parameter_shard::apply_into(float_buffer& back, std::span<const float> grads, shard_range part)
 {
-    if (spare.size() != values_.size() || spare.page_offset() != values_.page_offset())
-        spare = float_buffer(values_.size(), values_.page_offset());
+    if (back.size() != values_.size() || back.page_offset() != values_.page_offset())
+        back = float_buffer(values_.size(), values_.page_offset());
     const std::size_t at = part.begin - range_.begin;
     // Outside `part` the new values are the old ones.
-    if (part.size() != values_.size()) std::copy(values_.begin(), values_.end(), spare.begin());
+    if (part.size() != values_.size()) std::copy(values_.begin(), values_.end(), back.begin());
     ++updates_;
-    update_part(std::span(values_).subspan(at, part.size()), std::span(spare).subspan(at, part.size()), grads, at,
+    update_part(std::span(values_).subspan(at, part.size()), std::span(back).subspan(at, part.size()), grads, at,
                 updates_);
-    values_.swap(spare);
+    values_.swap(back);
 }
 
 }  // namespace pstrain::ps

@@ -38,11 +38,12 @@ public:
     // this shard; `grads` holds part.size() values).
     void apply(std::span<const float> grads, shard_range part);
     void apply(std::span<const float> grads) { apply(grads, range_); }
-    // The same, writing the new values into `spare` and swapping it with
-    // the shard's values: afterwards `spare` holds the old values, untouched
-    // (a reply may still be sending them).
-    void apply_into(float_buffer& spare, std::span<const float> grads, shard_range part);
-    void apply_into(float_buffer& spare, std::span<const float> grads) { apply_into(spare, grads, range_); }
+    // The same, writing the new values into `back` (a back buffer, sized
+    // to the shard's here) and swapping it with the shard's values:
+    // afterwards `back` holds the old values, untouched (a reply may still
+    // be sending them).
+    void apply_into(float_buffer& back, std::span<const float> grads, shard_range part);
+    void apply_into(float_buffer& back, std::span<const float> grads) { apply_into(back, grads, range_); }
     // One update in blocks (a server fuses each block's aggregation, update
     // and copies, and may spread the blocks over threads): begin_update()
     // once, then apply_block() on disjoint blocks, from any threads.

@@ -11,13 +11,13 @@ namespace pstrain::ps {
 ticket ticket_book::open()
 {
     const ticket id = next_++;
-    if (spare_.empty()) {
+    if (recycled_.empty()) {
         auto [it, inserted] = tickets_.try_emplace(id);
         it->second.ops.reserve(ops_hint_);  // never reallocated while in flight
         return id;
     }
-    auto node = std::move(spare_.back());
-    spare_.pop_back();
+    auto node = std::move(recycled_.back());
+    recycled_.pop_back();
     node.key() = id;
     node.mapped().ops.clear();
     tickets_.insert(std::move(node));
@@ -33,7 +33,7 @@ ticket_book::book::iterator ticket_book::find(ticket t)
 
 pending_ticket& ticket_book::at(ticket t) { return find(t)->second; }
 
-void ticket_book::close(ticket t) { spare_.push_back(tickets_.extract(find(t))); }
+void ticket_book::close(ticket t) { recycled_.push_back(tickets_.extract(find(t))); }
 
 void ticket_book::retire(ticket t) { retired_.push_back(tickets_.extract(find(t))); }
 

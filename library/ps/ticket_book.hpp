@@ -1,9 +1,9 @@
 // A client's outstanding tickets: each names the operations of one call
 // (one request per PS it reaches), in flight until wait() completes it.
-// A completed ticket's storage is kept for the next one, so a training
-// step allocates nothing; a ticket whose wait failed is retired and kept
-// until the book goes, because receives of it may still be posted into
-// its frames.
+// A completed ticket's storage (its node of the book) is recycled for the
+// next one, so a training step allocates nothing; a ticket whose wait
+// failed is retired and kept until the book goes, because receives of it
+// may still be posted into its frames.
 //
 // A ticket_book is used by the client's thread only.
 #pragma once
@@ -60,7 +60,8 @@ private:
 
     const std::size_t ops_hint_;
     book tickets_;
-    std::vector<book::node_type> spare_, retired_;
+    // The nodes of closed tickets (recycled for the next ones) and of retired ones.
+    std::vector<book::node_type> recycled_, retired_;
     ticket next_ = 1;
 };
 

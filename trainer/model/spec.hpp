@@ -62,7 +62,7 @@ struct tensor_shape {
 };
 
 // "lenet5", "cnn" (the presets written as specs), or a layer spec.  `mlp`
-// and `linear` are not layer specs (their own models); is_preset tells.
+// and `linear` are not layer specs (their own models); is_builtin_model tells.
 bool is_builtin_model(std::string_view name);  // mlp or linear
 model_spec parse_model_spec(std::string_view text);
 // A --model-file's JSON text; `file` names it in errors.

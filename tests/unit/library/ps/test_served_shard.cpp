@@ -39,7 +39,7 @@ BOOST_AUTO_TEST_CASE(a_push_nobody_reads_applies_in_place)
     BOOST_TEST(s.shard().updates() == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(while_a_reply_reads_the_values_a_push_goes_into_a_spare_and_the_old_values_stay)
+BOOST_AUTO_TEST_CASE(while_a_reply_reads_the_values_a_push_goes_into_a_back_buffer_and_the_old_values_stay)
 {
     served_shard s({0, 4}, sgd(1.0f), 1);
     s.shard().assign(std::vector<float>{1, 2, 3, 4});

@@ -98,23 +98,23 @@ BOOST_AUTO_TEST_CASE(shard_applies_and_counts_updates)
     BOOST_TEST(s.values()[0] < 1.0f);
 }
 
-BOOST_AUTO_TEST_CASE(apply_into_matches_apply_and_leaves_the_old_values_in_the_spare)
+BOOST_AUTO_TEST_CASE(apply_into_matches_apply_and_leaves_the_old_values_in_the_back_buffer)
 {
     for (auto kind : {optimizer_kind::sgd, optimizer_kind::momentum, optimizer_kind::adagrad, optimizer_kind::adam}) {
         optimizer_config c;
         c.kind = kind;
         parameter_shard a({0, 5}, c), b({0, 5}, c);
         std::vector<float> init{1, -2, 3, -4, 5}, g1{0.5f, 0.1f, -0.3f, 2, -1}, g2{-1, 0.2f, 0.4f, -2, 3};
-        float_buffer spare;
+        float_buffer back;
         a.assign(init);
         b.assign(init);
         a.apply(g1);
         a.apply(g2);
-        b.apply_into(spare, g1, b.range());
-        BOOST_TEST(spare == init, boost::test_tools::per_element());  // a reply sending the old values still sees them
+        b.apply_into(back, g1, b.range());
+        BOOST_TEST(back == init, boost::test_tools::per_element());  // a reply sending the old values still sees them
         const std::vector<float> after_first(b.values().begin(), b.values().end());
-        b.apply_into(spare, g2, b.range());
-        BOOST_TEST(spare == after_first, boost::test_tools::per_element());
+        b.apply_into(back, g2, b.range());
+        BOOST_TEST(back == after_first, boost::test_tools::per_element());
         BOOST_TEST(std::vector<float>(a.values().begin(), a.values().end()) ==
                        std::vector<float>(b.values().begin(), b.values().end()),
                    boost::test_tools::per_element());
@@ -142,9 +142,9 @@ BOOST_AUTO_TEST_CASE(a_part_of_the_shard_is_updated_alone_with_its_own_state)
     }
     BOOST_TEST(part.values()[4] == 0.0f);  // 1 - 0.5 * (0.5 * 0 + 2)
     BOOST_TEST(part.values()[0] == 1.0f);
-    float_buffer spare;
-    part.apply_into(spare, std::span<const float>(grads).subspan(3, 4), {103, 107});
-    BOOST_TEST(spare[4] == 0.0f);           // the old values stay in the spare
+    float_buffer back;
+    part.apply_into(back, std::span<const float>(grads).subspan(3, 4), {103, 107});
+    BOOST_TEST(back[4] == 0.0f);            // the old values stay in the back buffer
     BOOST_TEST(part.values()[4] == -1.5f);  // a = 0.5 * 2 + 2 = 3; 0 - 0.5 * 3
     BOOST_TEST(part.values()[9] == 1.0f);
 }
@@ -154,19 +154,19 @@ BOOST_AUTO_TEST_CASE(shard_buffers_sit_where_the_workers_slice_sits_in_its_page)
     // A CMA copy between buffers at different offsets within a cache line
     // runs at a quarter of its speed.  A worker's buffers start on a page, so
     // its slice of a shard [begin, end) starts begin * 4 bytes past a page
-    // boundary (mod 4096): the shard's values, and a spare after the swap,
+    // boundary (mod 4096): the shard's values, and a back buffer after the swap,
     // start at that offset too.
     for (std::uint64_t begin : {0ull, 4ull, 1000ull, 39755ull, (1ull << 33) + 7}) {
         optimizer_config c;
         parameter_shard s({begin, begin + 70000}, c);
         const auto offset = begin * sizeof(float) % 4096;
         BOOST_TEST(reinterpret_cast<std::uintptr_t>(s.values().data()) % 4096 == offset);
-        float_buffer spare;
+        float_buffer back;
         std::vector<float> g(70000, 0.5f);
-        s.apply_into(spare, g);
+        s.apply_into(back, g);
         BOOST_TEST(reinterpret_cast<std::uintptr_t>(s.values().data()) % 4096 == offset);
-        BOOST_TEST(reinterpret_cast<std::uintptr_t>(spare.data()) % 4096 == offset);
-        BOOST_TEST(spare[0] == 0.0f);
+        BOOST_TEST(reinterpret_cast<std::uintptr_t>(back.data()) % 4096 == offset);
+        BOOST_TEST(back[0] == 0.0f);
         BOOST_TEST(s.values()[0] == -0.005f);
     }
 }
@@ -214,7 +214,7 @@ BOOST_AUTO_TEST_CASE(moving_average_elements_add_the_pushed_delta_and_skip_the_o
             for (std::size_t i = 0; i < init.size(); ++i) init[i] = 0.25f * static_cast<float>(i);
             with.assign(init);
             plain.assign(init);
-            float_buffer spare;
+            float_buffer back;
             for (int step = 1; step <= 3; ++step) {
                 std::vector<float> g(range.size());
                 for (std::size_t i = 0; i < g.size(); ++i)
@@ -223,7 +223,7 @@ BOOST_AUTO_TEST_CASE(moving_average_elements_add_the_pushed_delta_and_skip_the_o
                 if (mode == 0) {
                     with.apply(g);
                 } else if (mode == 1) {
-                    with.apply_into(spare, g);
+                    with.apply_into(back, g);
                 } else {
                     const auto u = with.begin_update();
                     for (std::size_t at = 0; at < g.size(); at += 7)
