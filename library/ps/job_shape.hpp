@@ -8,7 +8,10 @@
 // Callers: the trainer, once its command line is parsed (the counts not
 // yet known: the rules of the settings and flags alone) and before it
 // connects (with the job's counts); the server, with its
-// training_settings and the job's ps and worker counts.
+// training_settings and the job's counts: num_ps, num_workers the workers
+// it starts with (server_config::started_workers, else its transport's),
+// max_workers its transport's room when that is more (else 0).  Its error
+// is the refusal's `settings` text, the remedy its own.
 //
 // Threads: pure functions, any thread.
 #pragma once
