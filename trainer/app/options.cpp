@@ -1,6 +1,7 @@
 #include "trainer/app/options.hpp"
 
 #include "trainer/app/build_info.hpp"
+#include "library/ps/job_shape.hpp"
 #include "pstrain/error.hpp"
 #include "common/log.hpp"
 #include "config.h"
@@ -59,34 +60,26 @@ void report_command_line_error(const std::string& line)
     else log::info("stopped: the command line is wrong, and worker 0 (the chief) says how");
 }
 
-}  // namespace
+// The words a user types for the choices (their defaults as --help shows
+// them), converted into train_options' types after the parse.
+struct choice_words {
+    std::string progress = "event", shared_memory = "auto", normalize = "global", optimizer = "sgd", device = "auto",
+                precision = "fp32", wire_precision = "fp32", job_comment = "on", resume = "any";
+};
 
-std::string closest_option(const CLI::App& app, std::string_view typed)
-{
-    // "--batch-szie=64": the name only.
-    std::string_view name = typed.substr(0, typed.find('='));
-    while (!name.empty() && name.front() == '-') name.remove_prefix(1);
-    if (name.empty()) return {};
-    std::string best;
-    std::size_t best_distance = std::max<std::size_t>(2, name.size() / 3) + 1;  // farther is no likely typo
-    for (const auto* opt : app.get_options()) {
-        for (const auto& candidate : opt->get_lnames()) {
-            const auto d = edit_distance(name, candidate);
-            // Among equals the first registered name wins: the dashed spelling before the underscore one.
-            if (d < best_distance) {
-                best_distance = d;
-                best = "--" + candidate;
-            }
-        }
-    }
-    return best;
-}
+// The flags whose conversion or check asks whether they were given at all.
+struct given_flags {
+    CLI::Option* staleness = nullptr;
+    CLI::Option* model = nullptr;
+    CLI::Option* hidden_units = nullptr;
+};
 
-std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code)
+// ------------------------------------------------------------ the flag table
+// In --help's order: the groups as they come, each flag in its group.
+
+// The program's line, its version, its policies and the footer of its --help.
+void describe_the_program(CLI::App& app)
 {
-    train_options o;
-    o.data_dir = PSTRAIN_DEFAULT_DATA_DIR;
-    CLI::App app{"pstrain: parameter-server training on Slurm (see pstrain(1))", "pstrain"};
     // A flag given twice takes its last value: a job script's default
     // (train.sh's --data-dir) is overridden by the user's, which comes after.
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -100,7 +93,11 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         "  pstrain datagen ctr OUT           make synthetic click-through .tsv data with a known best AUC\n"
         "  pstrain serve                     a ps task for workers whose program says how to train (pstrain.torch)\n"
         "See pstrain(1).");
+}
 
+// --standalone, and the job's shape in distributed training.
+void add_job_flags(CLI::App& app, train_options& o, given_flags& given)
+{
     app.add_flag("--standalone", o.standalone, "train in this one process with an in-process parameter server");
 
     auto* dist = "Distributed training";
@@ -111,7 +108,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                    "gradients per sync step (default: all workers; fewer means backup workers)")
         ->check(CLI::Range(1, 65535))
         ->group(dist);
-    auto* staleness_option =
+    given.staleness =
         app.add_option("--max-staleness,--max_staleness", o.max_staleness,
                        "async: a worker more than N steps ahead of the slowest live worker waits for it (stale "
                        "synchronous parallel; 0: lock-step; default: no bound)")
@@ -138,6 +135,12 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->envname("PSTRAIN_PS_SPARES")
         ->check(CLI::Range(0, 65535))
         ->group(dist);
+}
+
+// Distributed training's tasks: where they are, how they connect and what they send.
+void add_task_flags(CLI::App& app, train_options& o, choice_words& w)
+{
+    auto* dist = "Distributed training";
     app.add_option("--ps-hosts,--ps_hosts", o.ps_hosts, "without PMIx: comma list of the PS tasks' host:port")
         ->group(dist);
     app.add_option("--worker-hosts,--worker_hosts", o.worker_hosts,
@@ -170,27 +173,26 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::Range(0, 7 * 86400))
         ->group(dist)
         ->capture_default_str();
-    // Choices are words on the command line (their defaults as --help
-    // shows them), their types after the parse.
-    std::string progress = "event", shared_memory = "auto", normalize = "global", optimizer = "sgd", device = "auto",
-                precision = "fp32", wire_precision = "fp32", job_comment = "on";
-    app.add_option("--progress", progress, "event (block on UCX's event fd) or spin (busy-poll)")
+    app.add_option("--progress", w.progress, "event (block on UCX's event fd) or spin (busy-poll)")
         ->check(CLI::IsMember({"event", "spin"}))
         ->group(dist)
         ->capture_default_str();
-    app.add_option("--shared-memory", shared_memory,
+    app.add_option("--shared-memory", w.shared_memory,
                    "auto (a PS reads gradients from and writes values into the memory of workers on its host) or off "
                    "(UCX messages only)")
         ->check(CLI::IsMember({"auto", "off"}))
         ->group(dist)
         ->capture_default_str();
-    app.add_option("--wire-precision", wire_precision,
+    app.add_option("--wire-precision", w.wire_precision,
                    "fp32, or bf16: gradients pushed and values pulled (and embedding rows) travel as bf16, half the "
                    "bytes; the PS keeps fp32 weights and sums (the same in every task of the job)")
         ->check(CLI::IsMember({"fp32", "bf16"}))
         ->group(dist)
         ->capture_default_str();
+}
 
+void add_data_flags(CLI::App& app, train_options& o, choice_words& w)
+{
     auto* data = "Data";
     app.add_option(
            "--data-dir", o.data_dir,
@@ -205,7 +207,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_flag("--sample-with-replacement", o.sample_with_replacement,
                  "draw batches with replacement instead of a shuffled pass per epoch")
         ->group(data);
-    app.add_option("--normalize", normalize,
+    app.add_option("--normalize", w.normalize,
                    "standardise the features by the training set's mean and stddev: global (one each) or per-channel")
         ->check(CLI::IsMember({"global", "per-channel"}))
         ->group(data)
@@ -218,9 +220,13 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_flag("--augment-flip", o.augment_flip,
                  "mirror each training image left to right with probability 1/2 (seeded)")
         ->group(data);
+}
 
+// The model, and its embedding tables.
+void add_model_flags(CLI::App& app, train_options& o, given_flags& given)
+{
     auto* model = "Model";
-    auto* model_option =
+    given.model =
         app.add_option(
                "--model", o.model,
                "a preset: mlp (--hidden-units), linear (y = 2x + 10, the known-answer check), lenet5, cnn (the classic "
@@ -230,8 +236,8 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
             ->capture_default_str();
     app.add_option("--model-file", o.model_file, "a JSON model description (pstrain(1), MODEL FILES)")
         ->group(model)
-        ->excludes(model_option);
-    auto* hidden_option =
+        ->excludes(given.model);
+    given.hidden_units =
         app.add_option(
                "--hidden-units", o.hidden_units,
                "hidden layer widths of --model mlp (default 100) or wide-deep (default 128,64), comma separated")
@@ -269,7 +275,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->capture_default_str();
     app.add_flag("--summary", o.summary, "print the model's layers, output shapes and parameter counts, and exit")
         ->group(model);
+}
 
+void add_training_flags(CLI::App& app, train_options& o, choice_words& w)
+{
     auto* train = "Training";
     app.add_option("--train-steps", o.train_steps, "stop when global_step reaches this")
         ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40))
@@ -279,7 +288,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::Range(1, 1 << 20))
         ->group(train)
         ->capture_default_str();
-    app.add_option("--optimizer", optimizer, "sgd, momentum, adagrad or adam")
+    app.add_option("--optimizer", w.optimizer, "sgd, momentum, adagrad or adam")
         ->check(CLI::IsMember({"sgd", "momentum", "adagrad", "adam"}))
         ->group(train)
         ->capture_default_str();
@@ -292,7 +301,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::NonNegativeNumber)
         ->group(train)
         ->capture_default_str();
+}
 
+void add_checkpoint_flags(CLI::App& app, train_options& o, choice_words& w)
+{
     auto* ckpt = "Checkpoints";
     app.add_option("--checkpoint-dir,--checkpoint_dir", o.checkpoint_dir,
                    "save checkpoints here (a shared path every node sees) and resume from the newest complete one")
@@ -316,23 +328,24 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
         ->check(CLI::Range(1, 1000000))
         ->group(ckpt)
         ->capture_default_str();
-    // A word on the command line, resume_policy after the parse.
-    std::string resume = "any";
     app.add_option(
-           "--resume", resume,
+           "--resume", w.resume,
            "any: resume the newest checkpoint in --checkpoint-dir whatever job wrote it; own: only one this Slurm "
            "job wrote (the same job id and submission, as after a requeue), refusing another job's")
         ->check(CLI::IsMember({"any", "own"}))
         ->group(ckpt)
         ->capture_default_str();
+}
 
+void add_compute_flags(CLI::App& app, train_options& o, choice_words& w)
+{
     auto* compute = "Compute";
-    app.add_option("--device", device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
+    app.add_option("--device", w.device, "auto (CUDA when built with it and a GPU is visible), cpu or cuda")
         ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
         ->group(compute)
         ->capture_default_str();
     app.add_option(
-           "--precision", precision,
+           "--precision", w.precision,
            "fp32, or bf16: the matrix products of dense layers and convolutions multiply bf16 and accumulate in "
            "fp32 (oneDNN on CPUs with AMX or AVX512-BF16); weights, gradients and the rest stay fp32")
         ->check(CLI::IsMember({"fp32", "bf16"}))
@@ -344,7 +357,10 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
                    "SLURM_CPUS_ON_NODE, else the affinity mask)")
         ->check(CLI::Range(1, 1024))
         ->group(compute);
+}
 
+void add_output_flags(CLI::App& app, train_options& o, choice_words& w)
+{
     auto* output = "Output";
     app.add_option("--log-every", o.log_every, "one progress line every N steps (0: none)")
         ->check(CLI::NonNegativeNumber)
@@ -359,7 +375,7 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
            "the chief writes TensorBoard event files here (default with --checkpoint-dir: DIR/events; none: no files)")
         ->group(output);
     app.add_option(
-           "--job-comment", job_comment,
+           "--job-comment", w.job_comment,
            "on: under Slurm the chief keeps its progress in the job's comment (squeue -o %k), at most every 30 s")
         ->check(CLI::IsMember({"on", "off"}))
         ->group(output)
@@ -375,98 +391,168 @@ std::optional<train_options> parse_command_line(int argc, char** argv, int& exit
     app.add_option("--log-format", o.log_format, "text, or json: one JSON object a line (also PSTRAIN_LOG_FORMAT)")
         ->check(CLI::IsMember({"text", "json"}))
         ->group(output);
+}
 
-    // The format applies to the errors of this very parse too.
+// Every flag of `pstrain`, into `o` and `w`.
+given_flags add_flags(CLI::App& app, train_options& o, choice_words& w)
+{
+    given_flags given;
+    add_job_flags(app, o, given);
+    add_task_flags(app, o, w);
+    add_data_flags(app, o, w);
+    add_model_flags(app, o, given);
+    add_training_flags(app, o, w);
+    add_checkpoint_flags(app, o, w);
+    add_compute_flags(app, o, w);
+    add_output_flags(app, o, w);
+    return given;
+}
+
+// ------------------------------------------------------------ the conversions
+
+// --log-format applies to the errors of this very parse too: set before it.
+void log_format_of_the_parse(int argc, char** argv)
+{
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
         if (a == "--log-format" && i + 1 < argc && std::string_view(argv[i + 1]) == "json")
             log::set_format(log::format::json);
         if (a == "--log-format=json") log::set_format(log::format::json);
     }
+}
+
+// The choices' words into their types, and the defaults that follow from other flags.
+void convert_choices(const choice_words& w, train_options& o)
+{
+    if (!o.log_format.empty()) log::set_format(log::parse_format(o.log_format));
+    o.resume = w.resume == "own" ? resume_policy::own : resume_policy::any;
+    o.progress = w.progress == "spin" ? ucx_progress::spin : ucx_progress::event;
+    o.shared_memory = w.shared_memory == "auto";
+    o.wire_precision = *ps::wire_precision_named(w.wire_precision);
+    o.normalize =
+        w.normalize == "per-channel" ? pstrain::data::normalization::per_channel : pstrain::data::normalization::global;
+    o.optimizer = ps::parse_optimizer(w.optimizer);
+    o.device = w.device == "cpu"    ? pstrain::compute::device_kind::cpu
+               : w.device == "cuda" ? pstrain::compute::device_kind::cuda
+                                    : pstrain::compute::device_kind::automatic;
+    o.precision = w.precision == "bf16" ? pstrain::compute::precision::bf16 : pstrain::compute::precision::fp32;
+    o.job_comment = w.job_comment == "on";
+    // With checkpoints and no --metrics-file, the metrics go beside the
+    // checkpoints, where `pstrain status` finds them.
+    if (o.metrics_file.empty() && !o.checkpoint_dir.empty()) o.metrics_file = o.checkpoint_dir + "/metrics.jsonl";
+    // And the TensorBoard events, for `tensorboard --logdir DIR/events`.
+    if (o.tensorboard_dir.empty() && !o.checkpoint_dir.empty()) o.tensorboard_dir = o.checkpoint_dir + "/events";
+    if (o.tensorboard_dir == "none") o.tensorboard_dir.clear();
+}
+
+// Which model the flags name (model_family), and what this build can run it on.
+void convert_model(const given_flags& given, train_options& o)
+{
+    if (!o.model_file.empty()) {
+        o.spec = model::read_model_file(o.model_file);
+        o.layers = true;
+        o.family = model_family::layers;
+        o.model = o.spec.text();
+    } else if (o.model == "wide-deep" || o.model == "deepfm" ||
+               (o.model == "mlp" && given.model->count() == 0 && holds_tsv(o.data_dir))) {
+        if (o.model == "mlp") o.model = "deepfm";
+        o.family = o.model == "deepfm" ? model_family::deepfm : model_family::wide_deep;
+        o.ctr = true;
+        o.hidden = model::parse_hidden_units(given.hidden_units->count() > 0 ? o.hidden_units : "128,64");
+        if (o.device == pstrain::compute::device_kind::cuda)
+            throw error(
+                fmt::format("--device cuda: --model {} runs on the CPU in this version: use --device cpu", o.model));
+    } else if (o.model == "mlp") {
+        o.hidden = model::parse_hidden_units(o.hidden_units);
+    } else if (o.model == "linear") {
+        o.family = model_family::linear;
+    } else {
+        o.spec = model::parse_model_spec(o.model);
+        o.layers = true;
+        o.family = model_family::layers;
+    }
+#if defined(HAVE_CUDA) && !defined(HAVE_CUDNN)
+    // Layer models need cuDNN on a GPU: refused before any data is
+    // read, and --device auto keeps them on the CPU.
+    if (o.layers && o.device == pstrain::compute::device_kind::cuda && !o.summary)
+        throw error(fmt::format("--device cuda: --model {} needs cuDNN, and this pstrain was built without it: install "
+                                "cuDNN beside the CUDA toolkit and rebuild, or use --device cpu",
+                                o.model));
+    if (o.layers && o.device == pstrain::compute::device_kind::automatic) o.device = pstrain::compute::device_kind::cpu;
+#endif
+}
+
+// ------------------------------------------------------------ the checks
+
+// The rules across flags (a job's shape: ps::check_job), once converted.
+void check_flags(const given_flags& given, const train_options& o)
+{
+    if (given.staleness->count() > 0 && o.max_staleness < 0)
+        throw error(fmt::format("--max-staleness {}: give 0 (lock-step) or more steps, or leave it out for no "
+                                "bound",
+                                o.max_staleness));
+    if (auto why = job_shape_refusal(o)) throw error(*why);
+    if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
+        throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",
+                                o.heartbeat_interval));
+}
+
+}  // namespace
+
+std::string closest_option(const CLI::App& app, std::string_view typed)
+{
+    // "--batch-szie=64": the name only.
+    std::string_view name = typed.substr(0, typed.find('='));
+    while (!name.empty() && name.front() == '-') name.remove_prefix(1);
+    if (name.empty()) return {};
+    std::string best;
+    std::size_t best_distance = std::max<std::size_t>(2, name.size() / 3) + 1;  // farther is no likely typo
+    for (const auto* opt : app.get_options()) {
+        for (const auto& candidate : opt->get_lnames()) {
+            const auto d = edit_distance(name, candidate);
+            // Among equals the first registered name wins: the dashed spelling before the underscore one.
+            if (d < best_distance) {
+                best_distance = d;
+                best = "--" + candidate;
+            }
+        }
+    }
+    return best;
+}
+
+std::optional<std::string> job_shape_refusal(const train_options& o, int num_ps, int num_workers, bool serving)
+{
+    ps::training_settings s;
+    s.sync = o.sync_replicas;
+    s.replicas_to_aggregate = o.replicas_to_aggregate;
+    s.max_staleness = o.max_staleness;
+    s.elastic = o.elastic;
+    ps::job_shape j;
+    j.num_ps = num_ps;
+    j.num_workers = num_workers;
+    j.max_workers = o.max_workers;
+    j.ps_spares = o.ps_spares;
+    j.checkpoints = !o.checkpoint_dir.empty();
+    j.standalone = o.standalone;
+    j.serving = serving;
+    if (auto why = ps::check_job(s, j)) return why->flags;
+    return std::nullopt;
+}
+
+std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code)
+{
+    train_options o;
+    o.data_dir = PSTRAIN_DEFAULT_DATA_DIR;
+    choice_words words;
+    CLI::App app{"pstrain: parameter-server training on Slurm (see pstrain(1))", "pstrain"};
+    describe_the_program(app);
+    const auto given = add_flags(app, o, words);
+    log_format_of_the_parse(argc, argv);
     try {
         app.parse(argc, argv);
-        if (!o.log_format.empty()) log::set_format(log::parse_format(o.log_format));
-        o.resume = resume == "own" ? resume_policy::own : resume_policy::any;
-        o.progress = progress == "spin" ? ucx_progress::spin : ucx_progress::event;
-        o.shared_memory = shared_memory == "auto";
-        o.wire_precision = *ps::wire_precision_named(wire_precision);
-        o.normalize = normalize == "per-channel" ? pstrain::data::normalization::per_channel
-                                                 : pstrain::data::normalization::global;
-        o.optimizer = ps::parse_optimizer(optimizer);
-        o.device = device == "cpu"    ? pstrain::compute::device_kind::cpu
-                   : device == "cuda" ? pstrain::compute::device_kind::cuda
-                                      : pstrain::compute::device_kind::automatic;
-        o.precision = precision == "bf16" ? pstrain::compute::precision::bf16 : pstrain::compute::precision::fp32;
-        o.job_comment = job_comment == "on";
-        // With checkpoints and no --metrics-file, the metrics go beside the
-        // checkpoints, where `pstrain status` finds them.
-        if (o.metrics_file.empty() && !o.checkpoint_dir.empty()) o.metrics_file = o.checkpoint_dir + "/metrics.jsonl";
-        // And the TensorBoard events, for `tensorboard --logdir DIR/events`.
-        if (o.tensorboard_dir.empty() && !o.checkpoint_dir.empty()) o.tensorboard_dir = o.checkpoint_dir + "/events";
-        if (o.tensorboard_dir == "none") o.tensorboard_dir.clear();
-        if (!o.model_file.empty()) {
-            o.spec = model::read_model_file(o.model_file);
-            o.layers = true;
-            o.family = model_family::layers;
-            o.model = o.spec.text();
-        } else if (o.model == "wide-deep" || o.model == "deepfm" ||
-                   (o.model == "mlp" && model_option->count() == 0 && holds_tsv(o.data_dir))) {
-            if (o.model == "mlp") o.model = "deepfm";
-            o.family = o.model == "deepfm" ? model_family::deepfm : model_family::wide_deep;
-            o.ctr = true;
-            o.hidden = model::parse_hidden_units(hidden_option->count() > 0 ? o.hidden_units : "128,64");
-            if (o.device == pstrain::compute::device_kind::cuda)
-                throw error(fmt::format("--device cuda: --model {} runs on the CPU in this version: use --device cpu",
-                                        o.model));
-        } else if (o.model == "mlp") {
-            o.hidden = model::parse_hidden_units(o.hidden_units);
-        } else if (o.model == "linear") {
-            o.family = model_family::linear;
-        } else {
-            o.spec = model::parse_model_spec(o.model);
-            o.layers = true;
-            o.family = model_family::layers;
-        }
-#if defined(HAVE_CUDA) && !defined(HAVE_CUDNN)
-        // Layer models need cuDNN on a GPU: refused before any data is
-        // read, and --device auto keeps them on the CPU.
-        if (o.layers && o.device == pstrain::compute::device_kind::cuda && !o.summary)
-            throw error(
-                fmt::format("--device cuda: --model {} needs cuDNN, and this pstrain was built without it: install "
-                            "cuDNN beside the CUDA toolkit and rebuild, or use --device cpu",
-                            o.model));
-        if (o.layers && o.device == pstrain::compute::device_kind::automatic)
-            o.device = pstrain::compute::device_kind::cpu;
-#endif
-        if (staleness_option->count() > 0 && o.max_staleness < 0)
-            throw error(fmt::format("--max-staleness {}: give 0 (lock-step) or more steps, or leave it out for no "
-                                    "bound",
-                                    o.max_staleness));
-        if (staleness_option->count() > 0 && o.sync_replicas)
-            throw error("--max-staleness bounds async training and --sync-replicas trains in lock-step already: "
-                        "give one of them");
-        if (o.max_workers > 0 && !o.elastic)
-            throw error(fmt::format("--max-workers {}: room for workers that join later is for --elastic jobs: give "
-                                    "--elastic to every task too",
-                                    o.max_workers));
-        if (o.max_workers > 0 && o.standalone)
-            throw error(fmt::format("--max-workers {}: --standalone has one worker and no room for others: leave "
-                                    "one of them out",
-                                    o.max_workers));
-        if (o.ps_spares > 0 && o.checkpoint_dir.empty())
-            throw error(fmt::format("--ps-spares {}: a spare restores a lost PS's shard from the newest checkpoint: "
-                                    "give --checkpoint-dir on a path every node shares",
-                                    o.ps_spares));
-        if (o.ps_spares > 0 && o.elastic)
-            throw error(fmt::format("--ps-spares {} with --elastic: a worker that joins later does not yet learn which "
-                                    "spare stands in for a lost PS: give one of them",
-                                    o.ps_spares));
-        if (o.ps_spares > 0 && o.standalone)
-            throw error(
-                fmt::format("--ps-spares {}: --standalone has no ps task to lose: leave one of them out", o.ps_spares));
-        if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
-            throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",
-                                    o.heartbeat_interval));
+        convert_choices(words, o);
+        convert_model(given, o);
+        check_flags(given, o);
     } catch (const CLI::CallForHelp&) {
         fmt::print("{}", app.help());
         exit_code = 0;

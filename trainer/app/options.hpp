@@ -126,6 +126,14 @@ struct train_options {
 // as one line).
 std::optional<train_options> parse_command_line(int argc, char** argv, int& exit_code);
 
+// The job's shape as the command line says it (ps::check_job), with the
+// job's ps tasks and workers once they are known (0: not yet) and whether
+// its ps tasks serve a program's workers (pstrain serve): the refusal in
+// the flags' words, or nothing.  parse_command_line asks it of the flags
+// alone; a task asks it again before it connects.
+std::optional<std::string> job_shape_refusal(const train_options& o, int num_ps = 0, int num_workers = 0,
+                                             bool serving = false);
+
 // The registered option of `app` nearest to what was typed ("--batch-szie"
 // or "--batch-szie=64"), "--batch-size"; "" when none is within a likely
 // typo's distance (edit distance at most max(2, length/3)).

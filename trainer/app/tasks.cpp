@@ -297,19 +297,8 @@ int run_distributed(const train_options& o, bootstrap::job j)
     // that the job reports each once (bootstrap::start_vote).
     std::string startup_error;
     try {
-        if (o.max_workers > 0 && o.max_workers < j.num_workers)
-            throw error(fmt::format("--max-workers {} is fewer than the job's {} workers: give {} or more, or leave "
-                                    "it out",
-                                    o.max_workers, j.num_workers, j.num_workers));
+        if (auto why = job_shape_refusal(o, j.num_ps, j.num_workers)) throw error(*why);
         j.worker_slots = o.max_workers;
-        if (o.replicas_to_aggregate > j.slots())
-            throw error(fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}",
-                                    o.replicas_to_aggregate, j.slots(), j.slots()));
-        if (o.ps_spares >= j.num_ps)
-            throw error(fmt::format("--ps-spares {} leaves no ps task to serve: this job has {} ps task{}, and the "
-                                    "spares are the last ones: run {} more ps task{} (sbatch --ps-spares adds them)",
-                                    o.ps_spares, j.num_ps, j.num_ps == 1 ? "" : "s", o.ps_spares - j.num_ps + 1,
-                                    o.ps_spares - j.num_ps + 1 == 1 ? "" : "s"));
         if (!o.checkpoint_dir.empty()) {
             checkpoint::prepare_directory(o.checkpoint_dir);  // every task: it fails here, before any training
             catch_termination();
@@ -383,14 +372,7 @@ int run_serving_ps(const train_options& o, bootstrap::job j)
         throw error(fmt::format("pstrain serve runs a job's ps tasks and this task is {}: run the workers' program "
                                 "there (torch-train.sh does)",
                                 j.name()));
-    if (o.ps_spares > 0)
-        throw error(fmt::format("--ps-spares {}: spare ps tasks serve pstrain's own workers only in this version, "
-                                "not a program's through pstrain serve: submit the job without spares",
-                                o.ps_spares));
-    if (o.max_workers > 0)
-        throw error(fmt::format("--max-workers {}: workers join a running job through pstrain's own --join in this "
-                                "version, which a program's workers do not have: leave it out",
-                                o.max_workers));
+    if (auto why = job_shape_refusal(o, j.num_ps, j.num_workers, true)) throw error(*why);
     if (!o.checkpoint_dir.empty()) {
         checkpoint::prepare_directory(o.checkpoint_dir);
         catch_termination();

@@ -8,13 +8,14 @@
 #include "trainer/app/job_comment.hpp"
 #include "trainer/app/report.hpp"
 #include "trainer/app/checkpoint_schedule.hpp"
+#include "trainer/app/data_split.hpp"
 #include "trainer/app/evaluation.hpp"
 #include "trainer/app/loss_guard.hpp"
+#include "trainer/app/ps_recovery.hpp"
 #include "trainer/app/resume.hpp"
 #include "trainer/app/session.hpp"
 #include "trainer/app/signals.hpp"
 #include "trainer/checkpoint/checkpoint.hpp"
-#include "trainer/data/sampler.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -83,10 +84,11 @@ public:
           client_(*owned_client_), watched_(who.dog, [this] { return client_.activity(); }),
           pin_(*s_.backend, client_.buffers().data(), client_.buffers().size_bytes()),
           replicas_(o.replicas_to_aggregate > 0 ? o.replicas_to_aggregate : who.slots()),
-          live_{static_cast<std::uint32_t>(who.num_workers), static_cast<std::uint32_t>(who.index)}, schedule_(o),
+          split_(o, s_.data.train.rows, who.num_workers, who.index, who.slots()), schedule_(o),
           mode_(who.standalone    ? "standalone"
                 : o.sync_replicas ? "sync"
-                                  : "async")
+                                  : "async"),
+          recovery_(o, client_, chief() ? &chief_calls() : nullptr, meter_, recovery_parts())
     {
         if (s_.ctr) {
             ctr_.emplace(o, *s_.ctr, client_, who.index, who.num_workers);
@@ -100,7 +102,7 @@ public:
             }
             return;
         }
-        split_the_data();
+        split_.from_the_start();
         const data::augment_options aug{o.augment_shift, o.augment_flip};
         if (aug.enabled()) {
             // Each worker its own stream of shifts and flips.
@@ -134,63 +136,102 @@ public:
             resumed = find_checkpoint();
             if (resumed && static_cast<std::int64_t>(resumed->global_step) >= o_.train_steps)
                 return nothing_left(*resumed);
-            report_config rc;
-            rc.train_steps = o_.train_steps;
-            rc.log_every = o_.log_every;
-            rc.metrics_file = o_.metrics_file;
-            rc.tensorboard_dir = o_.tensorboard_dir;
-            // The flag's value as typed (0.01, not the float's 0.0099999998).
-            rc.learning_rate = std::strtod(fmt::format("{}", o_.learning_rate).c_str(), nullptr);
-            rc.classifier = s_.shape().is_classifier();
-            report_.emplace(rc);
-            if (comment_)
-                report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
+            open_the_reports();
         }
         start(resumed);
         if (!who_.standalone && chief()) record_the_live_workers();
-        const auto step = [&] { return static_cast<std::int64_t>(client_.global_step()); };
-        std::int64_t next_eval = o_.eval_every > 0 ? (step() / o_.eval_every + 1) * o_.eval_every : 0;
-        std::int64_t last_step = step(), local_steps = 0;
+        next_eval_ = next_evaluation();
+        last_step_ = step();
         const auto t0 = clock::now();
         train_start_ = t0;
         schedule_.attempted();
         std::vector<std::uint32_t> rows;
         while (!client_.done()) try {
-                ++position_;
-                const auto batch = compute(rows);
-                check_loss(batch.loss, step());
-                client_.step(position_);
-                if (ctr_) ctr_->finish();
-                if (lost_at_) went_on();
-                if (!who_.standalone && !client_.done()) follow_the_live_workers();
-                meter_.tick();
-                ++local_steps;
-                if (chief()) {
-                    // Elastic sync: a step aggregates at most the live workers' gradients.
-                    const std::int64_t per_step = !o_.sync_replicas ? 1
-                                                  : o_.elastic      ? std::min<std::int64_t>(replicas_, live_.live)
-                                                                    : replicas_;
-                    const bool logged = report_->step(step(), batch.loss, batch.accuracy,
-                                                      (step() - last_step) * per_step * o_.batch_size);
-                    last_step = step();
-                    if (logged && !client_.done()) report_->cluster(step(), client_.stats());
-                    if (next_eval > 0 && step() >= next_eval && !client_.done()) {
-                        progress_meter::busy busy(meter_, "evaluating");
-                        evaluate(step());
-                        next_eval = (step() / o_.eval_every + 1) * o_.eval_every;
-                    }
-                    if (!o_.checkpoint_dir.empty() && !client_.done()) {
-                        if (termination_requested()) return stop_for_preemption();
-                        if (schedule_.due(step())) save_checkpoint();
-                    }
-                }
+                if (auto stopped = one_step(rows)) return *stopped;
             } catch (const ps::lost_ps& e) {
-                replace_the_lost_ps(e);
-                last_step = step();
-                if (o_.eval_every > 0) next_eval = (step() / o_.eval_every + 1) * o_.eval_every;
+                recovery_.replace(e, schedule_, report_ ? &*report_ : nullptr);
+                last_step_ = step();
+                if (o_.eval_every > 0) next_eval_ = next_evaluation();
             }
-        const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
-        log::debug("{} local steps, stopped at global step {}", local_steps, step());
+        return finish(std::chrono::duration<double>(clock::now() - t0).count());
+    }
+
+private:
+    bool chief() const { return who_.index == 0; }
+    // The chief's calls (make_client gave worker 0 a chief_client).
+    ps::chief_client& chief_calls() { return dynamic_cast<ps::chief_client&>(client_); }
+    std::int64_t step() const { return static_cast<std::int64_t>(client_.global_step()); }
+    // The next multiple of --eval-every after this step (0: none).
+    std::int64_t next_evaluation() const
+    {
+        return o_.eval_every > 0 ? (step() / o_.eval_every + 1) * o_.eval_every : 0;
+    }
+
+    // The chief's progress lines, metrics file, TensorBoard events and
+    // the job's comment.
+    void open_the_reports()
+    {
+        report_config rc;
+        rc.train_steps = o_.train_steps;
+        rc.log_every = o_.log_every;
+        rc.metrics_file = o_.metrics_file;
+        rc.tensorboard_dir = o_.tensorboard_dir;
+        // The flag's value as typed (0.01, not the float's 0.0099999998).
+        rc.learning_rate = std::strtod(fmt::format("{}", o_.learning_rate).c_str(), nullptr);
+        rc.classifier = s_.shape().is_classifier();
+        report_.emplace(rc);
+        if (comment_)
+            report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
+    }
+
+    // One step: a batch's gradient pushed and the new values in; the
+    // chief's exit status when it stops the job (SIGTERM).
+    std::optional<int> one_step(std::vector<std::uint32_t>& rows)
+    {
+        ++position_;
+        const auto batch = compute(rows);
+        check_loss(batch.loss, step());
+        client_.step(position_);
+        if (ctr_) ctr_->finish();
+        recovery_.went_on(report_ ? &*report_ : nullptr);
+        if (!who_.standalone && !client_.done() &&
+            split_.follow(client_.live_workers(), client_.global_step(), ctr_ ? &*ctr_ : nullptr))
+            if (chief()) record_the_live_workers();  // for `pstrain status`
+        meter_.tick();
+        ++local_steps_;
+        if (chief()) return chief_after_step(batch);
+        return std::nullopt;
+    }
+
+    // The chief's part of a step: its progress line, evaluation and
+    // checkpoint (or, after SIGTERM, the job's stop: its exit status).
+    std::optional<int> chief_after_step(const model::batch_result& batch)
+    {
+        // Elastic sync: a step aggregates at most the live workers' gradients.
+        const std::int64_t per_step = !o_.sync_replicas ? 1
+                                      : o_.elastic      ? std::min<std::int64_t>(replicas_, split_.live().live)
+                                                        : replicas_;
+        const bool logged =
+            report_->step(step(), batch.loss, batch.accuracy, (step() - last_step_) * per_step * o_.batch_size);
+        last_step_ = step();
+        if (logged && !client_.done()) report_->cluster(step(), client_.stats());
+        if (next_eval_ > 0 && step() >= next_eval_ && !client_.done()) {
+            progress_meter::busy busy(meter_, "evaluating");
+            evaluate(step());
+            next_eval_ = next_evaluation();
+        }
+        if (!o_.checkpoint_dir.empty() && !client_.done()) {
+            if (termination_requested()) return stop_for_preemption();
+            if (schedule_.due(step())) save_checkpoint();
+        }
+        return std::nullopt;
+    }
+
+    // After the last step: the profile and, on the chief, the final
+    // checkpoint, evaluation and line; the exit status.
+    int finish(double seconds)
+    {
+        log::debug("{} local steps, stopped at global step {}", local_steps_, step());
         if (ctr_ && ctr_->bad_lines() > 0)
             log::warn("{} malformed lines skipped in {} pass{} over this worker's share of {} (--skip-bad-lines)",
                       ctr_->bad_lines(), ctr_->epoch(), ctr_->epoch() == 1 ? "" : "es", o_.data_dir);
@@ -212,7 +253,7 @@ public:
             return done_line(evaluate(step()), trained_before_ + seconds,
                              samples_before_ + static_cast<std::uint64_t>(report_->samples()),
                              who_.standalone ? 0 : who_.num_ps,
-                             std::max<int>(who_.num_workers, static_cast<int>(live_.live)), mode_);
+                             std::max<int>(who_.num_workers, static_cast<int>(split_.live().live)), mode_);
         }();
         chief_calls().shutdown();
         if (who_.after_shutdown) who_.after_shutdown();
@@ -230,17 +271,28 @@ public:
         return 0;
     }
 
-private:
-    bool chief() const { return who_.index == 0; }
-    // The chief's calls (make_client gave worker 0 a chief_client).
-    ps::chief_client& chief_calls() { return dynamic_cast<ps::chief_client&>(client_); }
+    // What a lost PS's recovery asks of the loop: the click-through rows in
+    // flight abandoned; a dense model's data back at the restored step.
+    ps_recovery::loop_parts recovery_parts()
+    {
+        ps_recovery::loop_parts p;
+        p.abandon = [this] {
+            if (ctr_) ctr_->abandon();
+        };
+        p.data_back_to = [this](std::uint64_t step) {
+            if (!split_.dense()) return;  // a click-through model's reader goes on where it is
+            split_.from_the_start();
+            resume_data_position(step);
+        };
+        return p;
+    }
 
     // One batch's gradient in the client's grads() (and, for a
     // click-through model, its rows' update sent).
     model::batch_result compute(std::vector<std::uint32_t>& rows)
     {
         if (ctr_) return ctr_->compute();
-        sampler_->next_batch(static_cast<std::size_t>(o_.batch_size), rows);
+        split_.sampler().next_batch(static_cast<std::size_t>(o_.batch_size), rows);
         const data::dataset* examples = &s_.data.train;
         std::span<const std::uint32_t> batch_rows = rows;
         if (augment_) {
@@ -255,125 +307,12 @@ private:
         return r;
     }
 
-    // --ps-spares: a PS was lost (every call that met it threw lost_ps),
-    // and a spare takes its place.  The chief chooses the newest checkpoint
-    // and asks the spare to restore the lost shard from it (sync: every
-    // other shard goes back to it too, so the model is one step's; async:
-    // only the lost shard's updates since are lost); every other worker
-    // waits for the spare's word.  Then everyone pulls and goes on; the
-    // time from the loss to the next step is logged (went_on).
-    void replace_the_lost_ps(const ps::lost_ps& e)
-    {
-        lost_at_ = clock::now();
-        lost_ = e.index();
-        log::warn("{}: a spare takes its place ({} spare{} left before)", e.what(), client_.spares_left(),
-                  client_.spares_left() == 1 ? "" : "s");
-        progress_meter::busy busy(meter_, "replacing a lost ps task with a spare");
-        const auto at_loss = client_.global_step();
-        std::string checkpoint_used;
-        std::uint64_t restored = 0;  // the checkpoint's step (the chief's)
-        if (ctr_) ctr_->abandon();
-        if (!chief()) {
-            client_.replace_lost_ps();
-        } else {
-            std::optional<checkpoint::manifest> m;
-            try {
-                m = checkpoint::find_latest(o_.checkpoint_dir);
-            } catch (const error& bad) {
-                throw error(fmt::format("lost ps {} at global step {}, and no checkpoint can restore its shard: {}",
-                                        e.index(), client_.global_step(), bad.what()));
-            }
-            if (!m)
-                throw error(fmt::format("lost ps {} at global step {}, before the first checkpoint: a spare restores "
-                                        "a lost shard from the newest checkpoint in {}, and there is none yet; "
-                                        "checkpoint sooner (--save-checkpoint-steps)",
-                                        e.index(), client_.global_step(), o_.checkpoint_dir));
-            const auto at = client_.global_step();
-            checkpoint_used = o_.checkpoint_dir + "/" + checkpoint::manifest_name(m->global_step);
-            restored = m->global_step;
-            const auto replaced = chief_calls().replace_lost_ps(m->global_step, o_.sync_replicas);
-            schedule_.saved(static_cast<std::int64_t>(m->global_step));
-            lost_updates_ = o_.sync_replicas ? 0 : e.last_step() - std::min(e.last_step(), m->global_step);
-            rolled_back_from_ = o_.sync_replicas ? at : 0;
-            if (o_.sync_replicas)
-                log::info("ps {} restored by a spare from {}/{}: every shard rolled back from global step {} to {}; "
-                          "the {} steps since are trained again",
-                          fmt::join(replaced, ", ps "), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
-                          at, m->global_step, at - std::min(at, m->global_step));
-            else
-                log::info("ps {} restored by a spare from {}/{} (global step {}): about {} updates of its shard "
-                          "were lost (its step was {} in its last reply to the chief); the other shards keep theirs",
-                          fmt::join(replaced, ", ps "), o_.checkpoint_dir, checkpoint::manifest_name(m->global_step),
-                          m->global_step, lost_updates_, e.last_step());
-        }
-        client_.wait(client_.async_pull());
-        // Sync: the data goes back with the model, as a requeued job's
-        // would, so the steps trained again see the batches they saw.
-        // (A click-through model's reader goes on where it is.)
-        if (o_.sync_replicas && sampler_)
-            if (const auto step = client_.restored_step()) {
-                split_the_data();
-                resume_data_position(*step);
-            }
-        // The reports go back with the global step (sync; async when ps 0,
-        // which counts the steps, was the one lost: from the checkpoint's
-        // step, which the other workers' pushes may have passed since).
-        if (chief() && client_.global_step() < at_loss)
-            report_->went_back(static_cast<std::int64_t>(at_loss), static_cast<std::int64_t>(restored),
-                               checkpoint_used);
-    }
-
-    // The first step after a lost PS's replacement: how long the job stood.
-    void went_on()
-    {
-        const double seconds = std::chrono::duration<double>(clock::now() - *lost_at_).count();
-        lost_at_.reset();
-        log::info("training went on at global step {}, {:.2f}s after this worker saw ps {} lost", client_.global_step(),
-                  seconds, lost_);
-        if (chief())
-            report_->record({{"event", "ps_replaced"},
-                             {"ps", lost_},
-                             {"global_step", client_.global_step()},
-                             {"rolled_back_from", rolled_back_from_},
-                             {"lost_updates", lost_updates_},
-                             {"seconds", seconds}});
-    }
-
-    // The job's own split of the training set, every worker's shard from
-    // the first batch of the seed's order (as at the start).
-    void split_the_data()
-    {
-        sampler_.emplace(s_.data.train.rows, who_.num_workers, who_.index, o_.seed, o_.sample_with_replacement);
-        live_ = {static_cast<std::uint32_t>(who_.num_workers), static_cast<std::uint32_t>(who_.index)};
-    }
-
-    // The workers that ps 0 has not lost (its replies say how many, and
-    // this worker's rank among them).  With --elastic they share the
-    // training set: when their number changes, each takes its shard of the
-    // new split from its next batch on (every live worker reads the same
-    // figures), so a lost one's examples are trained on again, and a worker
-    // taken back gets a shard of its own.  The chief records every change
-    // (and the count at its start) for `pstrain status`.
-    void follow_the_live_workers()
-    {
-        const auto live = client_.live_workers();
-        if (live.live == 0 || live == live_) return;
-        const auto was = std::exchange(live_, live).live;
-        if (o_.elastic) {
-            if (sampler_) sampler_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
-            if (ctr_) ctr_->reshard(static_cast<int>(live.live), static_cast<int>(live.rank));
-            log::info("data: re-split among the {} live workers of {} at global step {} (was {}): this worker "
-                      "trains on shard {} of {}",
-                      live.live, who_.slots(), client_.global_step(), was, live.rank, live.live);
-        }
-        if (chief()) record_the_live_workers();
-    }
-
+    // The live workers, for `pstrain status`: every change, and the count at the start.
     void record_the_live_workers()
     {
         report_->record({{"event", "workers"},
                          {"global_step", client_.global_step()},
-                         {"alive", live_.live},
+                         {"alive", split_.live().live},
                          {"workers", who_.num_workers},
                          {"room", who_.slots()},
                          {"elastic", o_.elastic}});
@@ -474,9 +413,9 @@ private:
             log::debug("data position restored: {} batches read (epoch {})", position_, ctr_->epoch());
             return;
         }
-        sampler_->skip_batches(position_, static_cast<std::size_t>(o_.batch_size));
+        split_.sampler().skip_batches(position_, static_cast<std::size_t>(o_.batch_size));
         if (augment_) augment_->resume_after(position_);
-        log::debug("data position restored: {} batches drawn (epoch {})", position_, sampler_->epoch());
+        log::debug("data position restored: {} batches drawn (epoch {})", position_, split_.sampler().epoch());
     }
 
     // Every PS writes its shard (its snapshot hook), then the chief checks
@@ -587,14 +526,13 @@ private:
     // The model reads the parameters and writes the gradients in the
     // client's exchange buffers; page-locked on a GPU.
     compute::host_pin pin_;
-    std::optional<data::sampler> sampler_;    // dense models' batches
-    std::optional<ctr_work> ctr_;             // or a click-through model's
+    std::optional<ctr_work> ctr_;             // a click-through model's batches (dense models': split_'s sampler)
     std::optional<ctr_test_set> ctr_test_;    // the chief's held-out click-through examples
     std::optional<data::augmenter> augment_;  // --augment-shift / --augment-flip
     data::dataset augmented_;                 // the augmented batch
     std::vector<std::uint32_t> identity_;     // 0..batch-1
     int replicas_;
-    ps::client::membership live_;                  // ps 0's live workers, as last seen (--elastic: the data's split)
+    data_split split_;                             // the data among the live workers (ps 0's, as last seen)
     std::uint64_t position_ = 0;                   // batches drawn, across restarts
     std::chrono::nanoseconds compute_time_{0};     // in the model's compute_gradients, for --profile
     checkpoint_schedule schedule_;                 // the chief's: when to checkpoint, the newest one's step
@@ -604,10 +542,11 @@ private:
     std::optional<checkpoint::job_identity> job_;  // the chief's Slurm job, recorded in its manifests
     double trained_before_ = 0;                    // training seconds and examples of the segments before this one (the
     std::uint64_t samples_before_ = 0;             // checkpoint resumed), counted in the final line and the manifests
-    std::optional<clock::time_point> train_start_;           // when this segment's training began
-    std::optional<clock::time_point> lost_at_;               // --ps-spares: when the PS being replaced was lost
-    std::size_t lost_ = 0;                                   // and which
-    std::uint64_t rolled_back_from_ = 0, lost_updates_ = 0;  // the chief's: the step then, async's lost updates
+    std::optional<clock::time_point> train_start_;  // when this segment's training began
+    std::int64_t next_eval_ = 0;                    // the chief's next evaluation's step (0: at the end only)
+    std::int64_t last_step_ = 0;                    // the global step at the chief's last progress
+    std::int64_t local_steps_ = 0;                  // this worker's steps in this segment
+    ps_recovery recovery_;                          // --ps-spares: a lost PS's replacement
 };
 
 }  // namespace
