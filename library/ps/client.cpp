@@ -8,6 +8,7 @@
 #include "library/ps/tensor_layout.hpp"
 #include "library/ps/protocol.hpp"
 #include "library/ps/row_requests.hpp"
+#include "library/ps/spare_pool.hpp"
 #include "library/ps/ticket_book.hpp"
 
 #include <algorithm>
@@ -75,16 +76,10 @@ std::size_t ps_count(const transport& net, const client_config& c)
 
 }  // namespace
 
-// A spare PS, as a worker knows it: idle until the chief puts it in a lost
-// PS's place; a worker other than the chief hears of that from the spare
-// (standing_in), in the receive posted for it from the start.
-struct spare_peer {
-    std::size_t peer = 0;
-    wire::frame in;
-    transfer recv;
-    std::optional<std::size_t> standing_in;  // the PS whose place it says it took (workers other than the chief)
-    bool used = false;                       // the client routes a PS to it
-};
+// The client's state: it serves calls (ready), lost a PS that a spare can
+// replace (healing: replace_lost_ps() first), or failed (broken: never
+// again; break_down() is the one way there).
+enum class client_state { ready, healing, broken };
 
 class client::impl {
 public:
@@ -95,15 +90,9 @@ public:
           grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors),
           moving_(layout_.moving), mapped_(num_ps_, 0), base_step_(num_ps_, 0), activity_(peer_names(net)),
           exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_, cfg_.precision),
-          book_(partition_.size() + 1)
+          book_(partition_.size() + 1), spares_(net, exchange_, num_ps_, cfg_.index != 0)
     {
         if (num_ps_ == 0) throw error("a parameter-server client needs at least one PS");
-        spares_.reserve(net.num_peers() - num_ps_);  // a receive is posted into each: never moved
-        for (std::size_t k = num_ps_; k < net.num_peers(); ++k) {
-            auto& s = spares_.emplace_back();
-            s.peer = k;
-            if (cfg_.index != 0) s.recv = net_.recv(k, channel::control, &s.in, sizeof s.in);
-        }
     }
 
     ~impl()
@@ -114,17 +103,17 @@ public:
             op.recv.cancel();
             op.payload_recv.cancel();
         });
-        for (auto& s : spares_) s.recv.cancel();
+        spares_.cancel();
         try {
-            net_.wait_until(
+            exchange_.wait_for(
+                {}, nullptr,
                 [&] {
                     bool all = true;
                     book_.for_each_op(
                         [&](operation& op) { all = all && op.recv.complete() && op.payload_recv.complete(); });
-                    for (auto& s : spares_) all = all && s.recv.complete();
-                    return all;
+                    return all && spares_.settled();
                 },
-                clock::now() + std::chrono::seconds(1));
+                std::chrono::seconds(1));
         } catch (...) {}
     }
 
@@ -221,8 +210,7 @@ public:
     {
         std::vector<std::size_t> peers;
         for (std::size_t p = 0; p < num_ps_; ++p) peers.push_back(exchange_.peer(p));
-        for (const auto& s : spares_)
-            if (!s.used && !net_.failed(s.peer)) peers.push_back(s.peer);
+        for (const auto s : spares_.waiting()) peers.push_back(s);
         std::vector<wire::frame> frames(peers.size());
         std::vector<transfer> sends;
         for (std::size_t k = 0; k < peers.size(); ++k) {
@@ -231,17 +219,14 @@ public:
             frames[k] = wire::encode(m);
             sends.push_back(net_.send(peers[k], channel::control, &frames[k], sizeof frames[k]));
         }
-        {
-            activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
-            for (const auto p : peers) activity_.pending(p, true);
-            net_.wait_until(
-                [&] {
-                    for (std::size_t k = 0; k < sends.size(); ++k)
-                        if (!sends[k].complete() && !net_.failed(peers[k])) return false;
-                    return true;
-                },
-                clock::now() + std::chrono::seconds(30));
-        }
+        exchange_.wait_for(
+            peers, "the send of the chief's shutdown message",
+            [&] {
+                for (std::size_t k = 0; k < sends.size(); ++k)
+                    if (!sends[k].complete() && !net_.failed(peers[k])) return false;
+                return true;
+            },
+            std::chrono::seconds(30));
         for (std::size_t k = 0; k < sends.size(); ++k) {
             const auto p = peers[k];
             if (k >= num_ps_) continue;
@@ -267,17 +252,10 @@ public:
         for (std::size_t k = 0; k < peers.size(); ++k)
             if (!net_.failed(peers[k]))
                 sends.push_back(net_.send(peers[k], channel::control, &frames[k], sizeof frames[k]));
-        activity_recorder::scope waiting(activity_, "the send of this worker's leave message");
-        net_.wait_until(
+        exchange_.wait_for(
+            {}, "the send of this worker's leave message",
             [&] { return std::all_of(sends.begin(), sends.end(), [](transfer& t) { return t.complete(); }); },
-            clock::now() + std::chrono::seconds(30));
-    }
-
-    std::size_t spares_left() const
-    {
-        std::size_t n = 0;
-        for (const auto& s : spares_) n += !s.used && !net_.failed(s.peer);
-        return n;
+            std::chrono::seconds(30));
     }
 
     // A worker's side of a lost PS's replacement (see client::replace_lost_ps).
@@ -285,11 +263,10 @@ public:
     {
         const auto lost = abandon_calls_in_flight();
         for (const auto p : lost) {
-            const auto peer = stand_in_for(p);
-            exchange_.reroute(p, peer);
+            healing_step([&] { spares_.stand_in(p); });
             greet({p});
         }
-        healing_ = false;
+        state_ = client_state::ready;
         return lost;
     }
 
@@ -304,36 +281,16 @@ public:
             wait(issue_to(wire::kind::rollback, others, step));
         }
         for (const auto p : lost) {
-            const auto idle = std::find_if(spares_.begin(), spares_.end(),
-                                           [&](const spare_peer& s) { return !s.used && !net_.failed(s.peer); });
-            if (idle == spares_.end()) {
-                broken_ = true;
-                too_few_spares(lost);
-            }
-            auto& s = *idle;
-            wire::take_over m;
-            m.index = static_cast<std::uint32_t>(p);
-            m.num_ps = static_cast<std::uint32_t>(num_ps_);
-            s.in = wire::encode(m);  // the chief posts no receive for a spare: its frame is free
-            auto sent = net_.send(s.peer, channel::control, &s.in, sizeof s.in);
-            net_.wait_until([&] { return sent.complete() || net_.failed(s.peer); }, clock::now() + cfg_.timeout);
-            if (!sent.complete() || !sent.ok()) {
-                broken_ = true;
-                throw peer_error(net_.peer_name(s.peer),
-                                 fmt::format("asking {} to take the place of lost {} failed: {}",
-                                             net_.peer_name(s.peer), ps_name(p),
-                                             sent.complete() ? sent.failure() : "no answer"));
-            }
-            s.used = true;
-            exchange_.reroute(p, s.peer);
+            healing_step([&] { spares_.take_over(p, lost); });
             greet({p});
             wait(issue_to(wire::kind::restore, {p}, step));
         }
-        healing_ = false;
+        state_ = client_state::ready;
         return lost;
     }
 
     shard_range everything() const { return {0, cfg_.num_params}; }
+    std::size_t spares_left() const { return spares_.left(); }
 
     transport& net_;
     const client_config cfg_;
@@ -348,11 +305,9 @@ public:
     std::vector<char> mapped_;                // per PS: it reads and writes the buffers in place
     std::vector<std::uint64_t> base_step_;    // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;
-    bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
-    bool left_ = false;               // leave() was called
-    bool healing_ = false;            // a PS was lost and a spare can take its place (replace_lost_ps)
-    std::vector<spare_peer> spares_;  // the peers after the PS tasks'
-    bool started_ = false;            // the first request has been answered (the profile's start ends)
+    bool greeted_ = false, done_ = false, stopped_ = false;
+    bool left_ = false;     // leave() was called
+    bool started_ = false;  // the first request has been answered (the profile's start ends)
     std::optional<std::uint64_t> restored_;
     client::membership live_;  // ps 0's, from its last values reply
     activity_recorder activity_;
@@ -363,42 +318,60 @@ public:
                             {"check", "checking the replies"}}}};
 
 private:
+    exchange exchange_;
+    ticket_book book_;
+    spare_pool spares_;  // the peers after the PS tasks'
+    client_state state_ = client_state::ready;
+    std::string broken_by_;  // what broke the client (broken)
+
+    // The one way to break, in a catch block: the error caught is kept as
+    // the reason and thrown on; every call from here on is refused.
+    [[noreturn]] void break_down()
+    {
+        state_ = client_state::broken;
+        try {
+            throw;
+        } catch (const std::exception& e) {
+            broken_by_ = e.what();
+            throw;
+        } catch (...) {
+            broken_by_ = "an error that is no std::exception";
+            throw;
+        }
+    }
+
+    // A step of a lost PS's replacement: its error breaks the client.
+    template <typename F>
+    auto healing_step(F&& f) -> decltype(f())
+    {
+        try {
+            return f();
+        } catch (...) {
+            break_down();
+        }
+    }
+
     // In a catch block: ticket t's wait failed.  The ticket's receives from
     // other PS tasks may still be posted, into its frames and params(): the
     // book keeps it until the destructor takes them back (or a lost PS's
-    // replacement has seen them complete).  When PS tasks were lost and as
-    // many spares are left, the error becomes lost_ps; else the client is
-    // broken.  Rethrows.
+    // replacement has seen them complete).  When the loss itself is the
+    // error and a spare is left for each lost PS, the error becomes lost_ps;
+    // else the client breaks (naming every lost PS when too few spares are
+    // left).  Rethrows.
     [[noreturn]] void fail(ticket t)
     {
         book_.retire(t);
-        const auto lost = lost_shards();
-        if (!lost.empty() && lost.size() <= spares_left()) {
-            try {
-                throw;
-            } catch (const peer_error& e) {
-                // Only the loss itself: another PS's abort, refusal or silence breaks the client as before.
-                for (const auto p : lost)
-                    if (e.peer() == net_.peer_name(exchange_.peer(p))) {
-                        healing_ = true;
-                        throw lost_ps(e.peer(), e.what(), p, base_step_[p]);
-                    }
-            } catch (...) {}
-        }
-        broken_ = true;
-        if (!spares_.empty() && lost.size() > spares_left()) too_few_spares(lost);
-        throw;
-    }
-
-    // More PS tasks lost than spares are left: the error names them all.
-    [[noreturn]] void too_few_spares(const std::vector<std::size_t>& lost) const
-    {
-        std::vector<std::string> names;
-        for (const auto p : lost) names.push_back(net_.peer_name(exchange_.peer(p)));
-        const auto left = spares_left();
-        throw peer_error(names.front(), fmt::format("lost {}, and {} spare{} left to take their places: training "
-                                                    "cannot go on",
-                                                    fmt::join(names, " and "), left, left == 1 ? " is" : "s are"));
+        const auto lost = spares_.lost();
+        try {
+            throw;
+        } catch (const peer_error& e) {
+            if (const auto p = spares_.replaceable(lost, e.peer())) {
+                state_ = client_state::healing;
+                throw lost_ps(e.peer(), e.what(), *p, base_step_[*p]);
+            }
+        } catch (...) {}
+        healing_step([&] { spares_.enough_for(lost); });
+        break_down();
     }
 
     // Waits for the operations of ticket t; retires it when that fails.
@@ -411,119 +384,12 @@ private:
         }
     }
 
-    // The PS tasks whose peers are gone.
-    std::vector<std::size_t> lost_shards() const
-    {
-        std::vector<std::size_t> lost;
-        for (std::size_t p = 0; p < num_ps_; ++p)
-            if (net_.failed(exchange_.peer(p))) lost.push_back(p);
-        return lost;
-    }
-
-    std::string ps_name(std::size_t p) const { return fmt::format("ps {}", p); }
-
-    // The first step of a lost PS's replacement: every call in flight is
-    // abandoned, and the replies the other PS tasks owe are waited for (a
-    // sync step they hold completes once every worker has pushed to them),
-    // so that no old reply lands in a new receive.  Returns the lost PS
-    // tasks; throws when more are lost than spares are left.
+    // The first step of a lost PS's replacement (spare_pool::settle).
     std::vector<std::size_t> abandon_calls_in_flight()
     {
-        if (!healing_) throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
-        book_.retire_all();
-        const auto deadline = clock::now() + cfg_.timeout;
-        const auto settled = [&] {
-            bool all = true;
-            book_.for_each_op([&](operation& op) {
-                const bool gone = net_.failed(exchange_.peer(op));
-                if (gone || !op.pending()) {
-                    // Nothing more comes: a payload receive the reply did not use goes back too.
-                    if (gone) op.recv.cancel();
-                    op.payload_recv.cancel();
-                    // A transfer with a lost PS may never end: UCX over TCP
-                    // leaves a large message's rendezvous, either way,
-                    // pending on a failed endpoint (a receive that had begun
-                    // cannot be cancelled).  Not waited for: its ticket, with
-                    // the frames and buffers it names, stays (drop_retired)
-                    // until the client goes.
-                    if (!gone)
-                        all = all && op.recv.complete() && op.payload_recv.complete() && op.send.complete() &&
-                              op.payload_send.complete();
-                } else {
-                    all = false;
-                }
-            });
-            return all;
-        };
-        activity_recorder::scope waiting(activity_, "the replies the other PS tasks owe (a lost PS is replaced)");
-        const bool in_time = net_.wait_until(settled, deadline);
-        const auto lost = lost_shards();
-        if (!in_time || lost.size() > spares_left()) {
-            std::vector<std::string> names;
-            for (const auto p : lost) names.push_back(net_.peer_name(exchange_.peer(p)));
-            broken_ = true;
-            healing_ = false;
-            if (!in_time)
-                throw peer_error(names.empty() ? std::string("ps") : names.front(),
-                                 fmt::format("lost {}, and the other PS tasks did not answer what they owed within "
-                                             "{}s (--peer-timeout): training cannot go on",
-                                             fmt::join(names, " and "), cfg_.timeout.count()));
-            too_few_spares(lost);
-        }
-        book_.drop_retired();
-        return lost;
-    }
-
-    // A worker other than the chief: the spare that says it took lost PS
-    // p's place (within the timeout).
-    std::size_t stand_in_for(std::size_t p)
-    {
-        const auto heard = [&]() -> spare_peer* {
-            for (auto& s : spares_) {
-                if (!s.standing_in && s.recv.complete() && s.recv.ok()) {
-                    if (wire::check_envelope(s.in) ||
-                        s.in.kind != static_cast<std::uint16_t>(wire::kind::standing_in) ||
-                        wire::body<wire::standing_in>(s.in).index >= num_ps_) {
-                        broken_ = true;
-                        throw peer_error(net_.peer_name(s.peer),
-                                         fmt::format("{}, a spare, sent a {} message where standing_in was expected: "
-                                                     "are all tasks running the same pstrain?",
-                                                     net_.peer_name(s.peer), wire::kind_name(s.in.kind)));
-                    }
-                    s.standing_in = wire::body<wire::standing_in>(s.in).index;
-                }
-                if (s.standing_in == p && !s.used && !net_.failed(s.peer)) return &s;
-            }
-            return nullptr;
-        };
-        activity_recorder::scope waiting(activity_, "the spare that takes a lost PS's place");
-        // Every spare that could still stand in gone (the chief ended them
-        // when it could not go on): no reason to wait out the timeout.
-        const auto none_left = [&] {
-            return std::all_of(spares_.begin(), spares_.end(),
-                               [&](const spare_peer& x) { return x.used || net_.failed(x.peer); });
-        };
-        spare_peer* s = nullptr;
-        net_.wait_until([&] { return (s = heard()) != nullptr || none_left(); }, clock::now() + cfg_.timeout);
-        if (!s && none_left()) {
-            broken_ = true;
-            std::vector<std::string> gone;
-            for (const auto& x : spares_)
-                if (!x.used) gone.push_back(net_.peer_name(x.peer));
-            throw peer_error(
-                gone.empty() ? ps_name(p) : gone.front(),
-                fmt::format("lost {}, and no spare is left to take its place ({} ended first: see "
-                            "its log and the chief's)",
-                            ps_name(p),
-                            gone.empty() ? std::string("none waited") : fmt::format("{}", fmt::join(gone, " and "))));
-        }
-        if (!s) {
-            broken_ = true;
-            throw peer_error(ps_name(p), fmt::format("lost {}, and no spare took its place within {}s (--peer-timeout)",
-                                                     ps_name(p), cfg_.timeout.count()));
-        }
-        s->used = true;
-        return s->peer;
+        if (state_ != client_state::healing)
+            throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
+        return healing_step([&] { return spares_.settle(book_); });
     }
 
     // `kind` (restore, rollback) to each PS of `which`, for its whole shard.
@@ -553,10 +419,10 @@ private:
     // Before any request: the client can be used, and has said hello.
     void ready_to_issue()
     {
-        if (broken_)
+        if (state_ == client_state::broken)
             throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
         if (left_) throw error("this worker left the job (client::leave): its client cannot be used again");
-        if (healing_)
+        if (state_ == client_state::healing)
             throw error("the parameter-server client lost a PS: replace_lost_ps() puts a spare in its place first");
         if (greeted_) return;
         client_clock::scope timed(profile_, client_phase::starting);
@@ -765,9 +631,6 @@ private:
         if (s == wire::values_status::done || s == wire::values_status::stopped) done_ = true;
         if (s == wire::values_status::stopped) stopped_ = true;
     }
-
-    exchange exchange_;
-    ticket_book book_;
 };
 
 client::client(transport& net, client_config config) : impl_(std::make_unique<impl>(net, std::move(config))) {}

@@ -76,6 +76,16 @@ bool exchange::test(std::vector<operation>& ops)
     return ready;
 }
 
+bool exchange::wait_for(std::span<const std::size_t> peers, const char* what, const std::function<bool()>& pred,
+                        std::chrono::seconds within)
+{
+    const auto deadline = clock::now() + within;
+    if (!what) return net_.wait_until(pred, deadline);
+    activity_recorder::scope waiting(activity_, what);
+    for (const auto p : peers) activity_.pending(p, true);
+    return net_.wait_until(pred, deadline);
+}
+
 void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_phase phase)
 {
     const auto deadline = clock::now() + timeout_;

@@ -16,6 +16,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,17 @@ public:
     // True when no operation waits any longer (polls once; a lost PS or an
     // abort counts as an answer: wait() then throws).
     bool test(std::vector<operation>& ops);
+    // Any other wait (for a send, a spare's word, owed replies): until
+    // pred() holds, the timeout (--peer-timeout) or `within` at most;
+    // meanwhile activity() says `what` (a string literal; null: the wait is
+    // not recorded) with `peers` pending.  False when the time ran out.
+    bool wait_for(std::span<const std::size_t> peers, const char* what, const std::function<bool()>& pred)
+    {
+        return wait_for(peers, what, pred, timeout_);
+    }
+    bool wait_for(std::span<const std::size_t> peers, const char* what, const std::function<bool()>& pred,
+                  std::chrono::seconds within);
+    std::chrono::seconds timeout() const { return timeout_; }
 
     // The transport peer that holds PS p's shard: p, until a spare stands
     // in for it (reroute).  An operation's `ps` is the PS; its messages go
