@@ -63,14 +63,22 @@ struct operation {
 // The client's profile: its phases, in this order.
 enum client_phase : std::size_t { outside, starting, issuing, waiting, checking };
 using client_clock = phase_clock<5>;
+inline const client_clock::names client_phase_names{
+    {{"outside", "outside the client's calls (the program's own work: computing gradients)"},
+     {"start", "the first words with every PS (waiting for the chief's initialisation)"},
+     {"issue", "encoding requests and posting their sends and receives"},
+     {"wait", "waiting for the replies"},
+     {"check", "checking the replies"}}};
 
 class exchange {
 public:
     // `values` is element 0 of the client's values buffer: a values reply's
     // payload lands at its range there.
-    // Values and rows travel as `precision`.
-    exchange(transport& net, float* values, std::chrono::seconds timeout, std::vector<std::string> worker_names,
-             activity_recorder& activity, wire_precision precision = wire_precision::fp32);
+    // Values and rows travel as `precision`.  The PS tasks are net's first
+    // num_ps peers.
+    exchange(transport& net, std::size_t num_ps, float* values, std::chrono::seconds timeout,
+             std::vector<std::string> worker_names, activity_recorder& activity,
+             wire_precision precision = wire_precision::fp32);
 
     // Posts the operation's receives first, so that replies land in place,
     // then sends its frame (`out`, already encoded: its kind says what the
@@ -101,6 +109,8 @@ public:
     std::size_t peer(std::size_t p) const { return route_[p]; }
     std::size_t peer(const operation& op) const { return route_[op.ps]; }
     void reroute(std::size_t p, std::size_t peer) { route_[p] = peer; }
+    // Every PS's peer, in PS order.
+    std::vector<std::size_t> ps_peers() const { return route_; }
 
 private:
     void check_reply(operation& op, const std::string& who) const;

@@ -48,6 +48,14 @@ std::vector<std::size_t> spare_pool::lost() const
     return lost;
 }
 
+std::vector<std::size_t> spare_pool::serving(const std::vector<std::size_t>& lost) const
+{
+    std::vector<std::size_t> others;
+    for (std::size_t p = 0; p < num_ps_; ++p)
+        if (std::find(lost.begin(), lost.end(), p) == lost.end()) others.push_back(p);
+    return others;
+}
+
 std::optional<std::size_t> spare_pool::replaceable(const std::vector<std::size_t>& lost,
                                                    const std::string& failed_peer) const
 {

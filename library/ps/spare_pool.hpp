@@ -41,8 +41,9 @@ public:
     std::size_t left() const;
     // Their peers (the chief's shutdown ends them too).
     std::vector<std::size_t> waiting() const;
-    // The PS tasks whose peers are gone.
+    // The PS tasks whose peers are gone, and the others of the job's.
     std::vector<std::size_t> lost() const;
+    std::vector<std::size_t> serving(const std::vector<std::size_t>& lost) const;
 
     // A call failed naming `failed_peer`: the PS it lost, when that is one
     // of `lost` and a spare is left for each of them.
