@@ -194,11 +194,13 @@ public:
     std::vector<std::size_t> replace_lost_ps(std::uint64_t step, bool rollback)
     {
         const auto lost = abandon_calls_in_flight();
-        if (rollback) wait(send(wire::kind::rollback, everything(), step, 0, spares_.serving(lost)));
+        const auto serving = spares_.serving(lost);
+        if (rollback) wait(send(wire::kind::rollback, everything(), step, 0, &serving));
         for (const auto p : lost) {
             healing_step([&] { spares_.take_over(p, lost); });
             greet({p});
-            wait(send(wire::kind::restore, everything(), step, 0, {p}));
+            const std::vector<std::size_t> only{p};
+            wait(send(wire::kind::restore, everything(), step, 0, &only));
         }
         state_ = client_state::ready;
         return lost;
@@ -332,14 +334,14 @@ private:
         return send(kind, range, step, position);
     }
 
-    // `kind` to every PS (of `only`, when given) whose shard meets `range`.
+    // `kind` to every PS (of `*only`, when given: maybe none) whose shard meets `range`.
     ticket send(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position,
-                const std::vector<std::size_t>& only = {})
+                const std::vector<std::size_t>* only = nullptr)
     {
         const ticket id = book_.open();
         auto& t = book_.at(id);
         for (std::size_t p = 0; p < partition_.size(); ++p) {
-            if (!only.empty() && std::find(only.begin(), only.end(), p) == only.end()) continue;
+            if (only && std::find(only->begin(), only->end(), p) == only->end()) continue;
             shard_range part{std::max(range.begin, partition_[p].begin), std::min(range.end, partition_[p].end)};
             if (asks_whole_model(kind)) part = partition_[p];
             else if (part.begin >= part.end) continue;
@@ -390,7 +392,7 @@ private:
             key.clear();
         }
         hello_ = hello_of(cfg_, params_, grads_, key, moving_);
-        const auto id = send(wire::kind::hello, everything(), 0, 0, only);
+        const auto id = send(wire::kind::hello, everything(), 0, 0, only.empty() ? nullptr : &only);
         wait_ops(id);
         for (auto& op : book_.at(id).ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
         book_.close(id);

@@ -523,3 +523,36 @@ BOOST_AUTO_TEST_CASE(a_spare_that_was_not_needed_ends_with_the_job)
     BOOST_TEST_REQUIRE(spare.returned);
     BOOST_TEST((spare.outcome == server_outcome::done), spare.what);
 }
+
+// With one PS there is nothing else to roll back: the chief asks no one
+// for a rollback, and the spare restores the whole model.
+BOOST_AUTO_TEST_CASE(sync_with_one_ps_the_spare_restores_the_whole_model_and_no_one_rolls_back)
+{
+    recorder rec;
+    ps_job job(1, 2, sync_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    push_g0_and_g1(w0, w1);
+    const auto at_1 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(1).size() == 1u);
+    push_g0_and_g1(w0, w1);
+
+    job.net().kill_ps(0);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
+    expect_lost_ps(w0, t0, 0);
+    expect_lost_ps(w1, t1, 0);
+    BOOST_TEST(w0.replace_lost_ps(1, true) == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+    BOOST_TEST(w1.replace_lost_ps() == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+    for (client* w : {static_cast<client*>(&w0), &w1}) {
+        w->wait(w->async_pull());
+        BOOST_TEST(to_vector(w->params()) == at_1, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 1u);
+    }
+    w0.shutdown();
+    pull_until_done(w1);
+    BOOST_TEST((job.finish(1).outcome == server_outcome::done));
+}
