@@ -3,7 +3,8 @@
 // operation's receives and sends, waits for a set of them and checks each
 // reply against what was asked (its kind, range, lengths), throwing a
 // pstrain::peer_error that names the PS when a reply is missing, refused
-// or wrong.  It knows no verbs: the client decides what to ask.
+// or wrong; the client's other waits (a send, a spare's word) go through
+// wait_for.  It knows no verbs: the client decides what to ask.
 //
 // An exchange is used by the client's thread only.
 #pragma once

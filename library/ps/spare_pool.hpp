@@ -5,13 +5,16 @@
 // the start.
 //
 // The rule: a loss is healed only while as many spares are left as PS
-// tasks are lost.  Then a call that meets the loss throws lost_ps (the
-// client asks replaceable()), and replace_lost_ps() settles the calls in
-// flight (settle), puts a spare in each lost PS's place (the chief:
-// take_over) or waits for the spare that says it stands in (the others:
-// stand_in), and routes the lost PS's messages to that spare (exchange::
-// reroute).  Otherwise the error names every lost PS (enough_for).  Each
-// throws pstrain::peer_error; the client breaks on it.
+// tasks are lost, and only the loss itself (another PS's abort, refusal or
+// silence is no loss to heal).  Its callers, all in client.cpp: a failed
+// call asks replaceable() whether its error becomes lost_ps, and else
+// enough_for() for the error that names every lost PS; replace_lost_ps()
+// then settles the calls in flight (settle), puts a spare in each lost
+// PS's place (the chief: take_over) or waits for the spare that says it
+// stands in (the others: stand_in), each routing the lost PS's messages to
+// that spare (exchange::reroute); the chief's shutdown ends the spares
+// still waiting.  What throws, throws pstrain::peer_error naming the peer;
+// the client breaks on it.
 //
 // Used by the client's thread only.
 #pragma once
