@@ -4,10 +4,12 @@
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "library/ps/activity_recorder.hpp"
+#include "library/ps/client_requests.hpp"
 #include "library/ps/exchange.hpp"
 #include "library/ps/tensor_layout.hpp"
 #include "library/ps/protocol.hpp"
 #include "library/ps/row_requests.hpp"
+#include "library/ps/spare_pool.hpp"
 #include "library/ps/ticket_book.hpp"
 
 #include <algorithm>
@@ -17,74 +19,16 @@
 
 namespace pstrain::ps {
 
-namespace {
-
-bool asks_whole_model(wire::kind kind)
-{
-    return kind == wire::kind::init || kind == wire::kind::restore || kind == wire::kind::snapshot ||
-           kind == wire::kind::stats || kind == wire::kind::rollback;
-}
-
-wire::kind reply_kind(wire::kind kind)
-{
-    return kind == wire::kind::snapshot ? wire::kind::snapshot_done
-           : kind == wire::kind::stats  ? wire::kind::stats_reply
-                                        : wire::kind::values;
-}
-
-client_config chiefs_config(client_config c)
-{
-    if (c.index != 0)
-        throw error(fmt::format("worker {} made a chief_client: only worker 0, the chief, starts, saves and ends "
-                                "the job (make a client)",
-                                c.index));
-    return c;
-}
-
-}  // namespace
-
 // The client's state and its verbs.  The request/reply exchange
 // (exchange.hpp) moves and checks the messages, the ticket book
-// (ticket_book.hpp) keeps the calls in flight; what is asked, and what a
-// reply means to the client, is decided here.
-namespace {
+// (ticket_book.hpp) keeps the calls in flight, the spare pool
+// (spare_pool.hpp) replaces a lost PS; what is asked, and what a reply
+// means to the client, is decided here (its frames: client_requests.hpp).
 
-// The tables' dims from the settings when only they name them; the two
-// must agree when both do.
-client_config with_table_dims(client_config c)
-{
-    if (!c.settings) return c;
-    std::vector<std::uint32_t> dims;
-    for (const auto& t : c.settings->tables) dims.push_back(t.dim);
-    if (c.table_dims.empty()) c.table_dims = std::move(dims);
-    else if (c.table_dims != dims)
-        throw error(fmt::format("the client was given {} table dims and settings of {} tables with other dims: give "
-                                "the dims once, in the settings",
-                                c.table_dims.size(), dims.size()));
-    return c;
-}
-
-// The job's PS tasks among the transport's peers (the rest are spares).
-std::size_t ps_count(const transport& net, const client_config& c)
-{
-    if (c.num_ps < 0 || static_cast<std::size_t>(c.num_ps) > net.num_peers())
-        throw error(fmt::format("the client was told of {} PS tasks and its transport has {} peers", c.num_ps,
-                                net.num_peers()));
-    return c.num_ps == 0 ? net.num_peers() : static_cast<std::size_t>(c.num_ps);
-}
-
-}  // namespace
-
-// A spare PS, as a worker knows it: idle until the chief puts it in a lost
-// PS's place; a worker other than the chief hears of that from the spare
-// (standing_in), in the receive posted for it from the start.
-struct spare_peer {
-    std::size_t peer = 0;
-    wire::frame in;
-    transfer recv;
-    std::optional<std::size_t> standing_in;  // the PS whose place it says it took (workers other than the chief)
-    bool used = false;                       // the client routes a PS to it
-};
+// The client's state: it serves calls (ready), lost a PS that a spare can
+// replace (healing: replace_lost_ps() first), or failed (broken: never
+// again; break_down() is the one way there).
+enum class client_state { ready, healing, broken };
 
 class client::impl {
 public:
@@ -94,16 +38,10 @@ public:
           memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
           grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors),
           moving_(layout_.moving), mapped_(num_ps_, 0), base_step_(num_ps_, 0), activity_(peer_names(net)),
-          exchange_(net, params_, cfg_.timeout, cfg_.worker_names, activity_, cfg_.precision),
-          book_(partition_.size() + 1)
+          exchange_(net, num_ps_, params_, cfg_.timeout, cfg_.worker_names, activity_, cfg_.precision),
+          book_(partition_.size() + 1), spares_(net, exchange_, num_ps_, cfg_.index != 0)
     {
         if (num_ps_ == 0) throw error("a parameter-server client needs at least one PS");
-        spares_.reserve(net.num_peers() - num_ps_);  // a receive is posted into each: never moved
-        for (std::size_t k = num_ps_; k < net.num_peers(); ++k) {
-            auto& s = spares_.emplace_back();
-            s.peer = k;
-            if (cfg_.index != 0) s.recv = net_.recv(k, channel::control, &s.in, sizeof s.in);
-        }
     }
 
     ~impl()
@@ -114,17 +52,14 @@ public:
             op.recv.cancel();
             op.payload_recv.cancel();
         });
-        for (auto& s : spares_) s.recv.cancel();
+        spares_.cancel();
+        const auto all_back = [&] {
+            bool all = spares_.settled();
+            book_.for_each_op([&](operation& op) { all = all && op.recv.complete() && op.payload_recv.complete(); });
+            return all;
+        };
         try {
-            net_.wait_until(
-                [&] {
-                    bool all = true;
-                    book_.for_each_op(
-                        [&](operation& op) { all = all && op.recv.complete() && op.payload_recv.complete(); });
-                    for (auto& s : spares_) all = all && s.recv.complete();
-                    return all;
-                },
-                clock::now() + std::chrono::seconds(1));
+            exchange_.wait_for({}, nullptr, all_back, std::chrono::seconds(1));
         } catch (...) {}
     }
 
@@ -147,20 +82,20 @@ public:
     // wire::max_sparse_keys a message.
     ticket pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
     {
-        check_rows("async_pull_rows", table, keys, out.size(), "output");
-        return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), {});
+        const auto dim = check_rows(cfg_, "async_pull_rows", table, keys, out.size(), "output");
+        return issue_sparse(dim, wire::kind::sparse_pull, table, keys, out.data(), {});
     }
 
     ticket lookup_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
     {
-        check_rows("async_lookup_rows", table, keys, out.size(), "output");
-        return issue_sparse(wire::kind::sparse_pull, table, keys, out.data(), {}, wire::sparse_lookup);
+        const auto dim = check_rows(cfg_, "async_lookup_rows", table, keys, out.size(), "output");
+        return issue_sparse(dim, wire::kind::sparse_pull, table, keys, out.data(), {}, wire::sparse_lookup);
     }
 
     ticket push_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<const float> grads)
     {
-        check_rows("async_push_rows", table, keys, grads.size(), "gradient");
-        return issue_sparse(wire::kind::sparse_push, table, keys, nullptr, grads);
+        const auto dim = check_rows(cfg_, "async_push_rows", table, keys, grads.size(), "gradient");
+        return issue_sparse(dim, wire::kind::sparse_push, table, keys, nullptr, grads);
     }
     ticket push(shard_range r, std::uint64_t position) { return issue(wire::kind::push, r, 0, position); }
 
@@ -181,19 +116,7 @@ public:
     {
         const auto t = ask_every_ps(wire::kind::snapshot, step);
         std::vector<snapshot_result> out;
-        for (auto& op : book_.at(t).ops) {
-            const auto d = wire::body<wire::snapshot_done>(op.in);
-            snapshot_result r;
-            r.outcome = d.status == static_cast<std::uint32_t>(wire::snapshot_status::taken)
-                            ? snapshot_result::status::taken
-                        : d.status == static_cast<std::uint32_t>(wire::snapshot_status::moved_on)
-                            ? snapshot_result::status::moved_on
-                            : snapshot_result::status::failed;
-            r.step = d.step;
-            r.bytes = d.bytes;
-            r.checksum = d.checksum;
-            out.push_back(r);
-        }
+        for (auto& op : book_.at(t).ops) out.push_back(snapshot_result_of(wire::body<wire::snapshot_done>(op.in)));
         book_.close(t);
         return out;
     }
@@ -202,15 +125,7 @@ public:
     {
         const auto t = ask_every_ps(wire::kind::stats, 0);
         std::vector<ps_stats> out;
-        for (auto& op : book_.at(t).ops) {
-            const auto r = wire::body<wire::stats_reply>(op.in);
-            auto& s = out.emplace_back();
-            s.step = r.step;
-            s.bytes_received = r.bytes_received;
-            s.bytes_sent = r.bytes_sent;
-            for (const auto& c : op.counters)
-                s.workers.push_back({c.gradients, c.stale, c.staleness_sum, c.staleness_max});
-        }
+        for (auto& op : book_.at(t).ops) out.push_back(stats_of(wire::body<wire::stats_reply>(op.in), op.counters));
         book_.close(t);
         return out;
     }
@@ -219,29 +134,20 @@ public:
     // by then is no loss).
     void shutdown(bool stop)
     {
-        std::vector<std::size_t> peers;
-        for (std::size_t p = 0; p < num_ps_; ++p) peers.push_back(exchange_.peer(p));
-        for (const auto& s : spares_)
-            if (!s.used && !net_.failed(s.peer)) peers.push_back(s.peer);
-        std::vector<wire::frame> frames(peers.size());
+        auto peers = exchange_.ps_peers();
+        for (const auto s : spares_.waiting()) peers.push_back(s);
+        std::vector<wire::frame> frames(peers.size(), wire::encode(wire::shutdown{stop ? 1u : 0u}));
         std::vector<transfer> sends;
-        for (std::size_t k = 0; k < peers.size(); ++k) {
-            wire::shutdown m;
-            m.stop = stop ? 1 : 0;
-            frames[k] = wire::encode(m);
+        for (std::size_t k = 0; k < peers.size(); ++k)
             sends.push_back(net_.send(peers[k], channel::control, &frames[k], sizeof frames[k]));
-        }
-        {
-            activity_recorder::scope waiting(activity_, "the send of the chief's shutdown message");
-            for (const auto p : peers) activity_.pending(p, true);
-            net_.wait_until(
-                [&] {
-                    for (std::size_t k = 0; k < sends.size(); ++k)
-                        if (!sends[k].complete() && !net_.failed(peers[k])) return false;
-                    return true;
-                },
-                clock::now() + std::chrono::seconds(30));
-        }
+        exchange_.wait_for(
+            peers, "the send of the chief's shutdown message",
+            [&] {
+                for (std::size_t k = 0; k < sends.size(); ++k)
+                    if (!sends[k].complete() && !net_.failed(peers[k])) return false;
+                return true;
+            },
+            std::chrono::seconds(30));
         for (std::size_t k = 0; k < sends.size(); ++k) {
             const auto p = peers[k];
             if (k >= num_ps_) continue;
@@ -260,24 +166,16 @@ public:
             throw error("the chief ends the job with shutdown(), and does not leave: call chief_client::shutdown()");
         if (left_) return;
         left_ = true;
-        std::vector<std::size_t> peers;
-        for (std::size_t p = 0; p < num_ps_; ++p) peers.push_back(exchange_.peer(p));
+        const auto peers = exchange_.ps_peers();
         std::vector<wire::frame> frames(peers.size(), wire::encode(wire::leave{}));
         std::vector<transfer> sends;
         for (std::size_t k = 0; k < peers.size(); ++k)
             if (!net_.failed(peers[k]))
                 sends.push_back(net_.send(peers[k], channel::control, &frames[k], sizeof frames[k]));
-        activity_recorder::scope waiting(activity_, "the send of this worker's leave message");
-        net_.wait_until(
+        exchange_.wait_for(
+            {}, "the send of this worker's leave message",
             [&] { return std::all_of(sends.begin(), sends.end(), [](transfer& t) { return t.complete(); }); },
-            clock::now() + std::chrono::seconds(30));
-    }
-
-    std::size_t spares_left() const
-    {
-        std::size_t n = 0;
-        for (const auto& s : spares_) n += !s.used && !net_.failed(s.peer);
-        return n;
+            std::chrono::seconds(30));
     }
 
     // A worker's side of a lost PS's replacement (see client::replace_lost_ps).
@@ -285,11 +183,10 @@ public:
     {
         const auto lost = abandon_calls_in_flight();
         for (const auto p : lost) {
-            const auto peer = stand_in_for(p);
-            exchange_.reroute(p, peer);
+            healing_step([&] { spares_.stand_in(p); });
             greet({p});
         }
-        healing_ = false;
+        state_ = client_state::ready;
         return lost;
     }
 
@@ -297,43 +194,20 @@ public:
     std::vector<std::size_t> replace_lost_ps(std::uint64_t step, bool rollback)
     {
         const auto lost = abandon_calls_in_flight();
-        if (rollback) {
-            std::vector<std::size_t> others;
-            for (std::size_t p = 0; p < num_ps_; ++p)
-                if (std::find(lost.begin(), lost.end(), p) == lost.end()) others.push_back(p);
-            wait(issue_to(wire::kind::rollback, others, step));
-        }
+        const auto serving = spares_.serving(lost);
+        if (rollback) wait(send(wire::kind::rollback, everything(), step, 0, &serving));
         for (const auto p : lost) {
-            const auto idle = std::find_if(spares_.begin(), spares_.end(),
-                                           [&](const spare_peer& s) { return !s.used && !net_.failed(s.peer); });
-            if (idle == spares_.end()) {
-                broken_ = true;
-                too_few_spares(lost);
-            }
-            auto& s = *idle;
-            wire::take_over m;
-            m.index = static_cast<std::uint32_t>(p);
-            m.num_ps = static_cast<std::uint32_t>(num_ps_);
-            s.in = wire::encode(m);  // the chief posts no receive for a spare: its frame is free
-            auto sent = net_.send(s.peer, channel::control, &s.in, sizeof s.in);
-            net_.wait_until([&] { return sent.complete() || net_.failed(s.peer); }, clock::now() + cfg_.timeout);
-            if (!sent.complete() || !sent.ok()) {
-                broken_ = true;
-                throw peer_error(net_.peer_name(s.peer),
-                                 fmt::format("asking {} to take the place of lost {} failed: {}",
-                                             net_.peer_name(s.peer), ps_name(p),
-                                             sent.complete() ? sent.failure() : "no answer"));
-            }
-            s.used = true;
-            exchange_.reroute(p, s.peer);
+            healing_step([&] { spares_.take_over(p, lost); });
             greet({p});
-            wait(issue_to(wire::kind::restore, {p}, step));
+            const std::vector<std::size_t> only{p};
+            wait(send(wire::kind::restore, everything(), step, 0, &only));
         }
-        healing_ = false;
+        state_ = client_state::ready;
         return lost;
     }
 
     shard_range everything() const { return {0, cfg_.num_params}; }
+    std::size_t spares_left() const { return spares_.left(); }
 
     transport& net_;
     const client_config cfg_;
@@ -348,57 +222,67 @@ public:
     std::vector<char> mapped_;                // per PS: it reads and writes the buffers in place
     std::vector<std::uint64_t> base_step_;    // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;
-    bool greeted_ = false, done_ = false, stopped_ = false, broken_ = false;
-    bool left_ = false;               // leave() was called
-    bool healing_ = false;            // a PS was lost and a spare can take its place (replace_lost_ps)
-    std::vector<spare_peer> spares_;  // the peers after the PS tasks'
-    bool started_ = false;            // the first request has been answered (the profile's start ends)
+    bool greeted_ = false, done_ = false, stopped_ = false;
+    bool left_ = false;     // leave() was called
+    bool started_ = false;  // the first request has been answered (the profile's start ends)
     std::optional<std::uint64_t> restored_;
     client::membership live_;  // ps 0's, from its last values reply
     activity_recorder activity_;
-    client_clock profile_{{{{"outside", "outside the client's calls (the program's own work: computing gradients)"},
-                            {"start", "the first words with every PS (waiting for the chief's initialisation)"},
-                            {"issue", "encoding requests and posting their sends and receives"},
-                            {"wait", "waiting for the replies"},
-                            {"check", "checking the replies"}}}};
+    client_clock profile_{client_phase_names};
 
 private:
+    exchange exchange_;
+    ticket_book book_;
+    spare_pool spares_;  // the peers after the PS tasks'
+    client_state state_ = client_state::ready;
+    std::string broken_by_;  // what broke the client (broken)
+    hello_message hello_;    // the last greet()'s
+
+    // The one way to break, in a catch block: the error caught is kept as
+    // the reason and thrown on; every call from here on is refused.
+    [[noreturn]] void break_down()
+    {
+        state_ = client_state::broken;
+        try {
+            throw;
+        } catch (const std::exception& e) {
+            broken_by_ = e.what();
+            throw;
+        }
+    }
+
+    // A step of a lost PS's replacement: its error breaks the client.
+    template <typename F>
+    auto healing_step(F&& f) -> decltype(f())
+    {
+        try {
+            return f();
+        } catch (...) {
+            break_down();
+        }
+    }
+
     // In a catch block: ticket t's wait failed.  The ticket's receives from
     // other PS tasks may still be posted, into its frames and params(): the
     // book keeps it until the destructor takes them back (or a lost PS's
-    // replacement has seen them complete).  When PS tasks were lost and as
-    // many spares are left, the error becomes lost_ps; else the client is
-    // broken.  Rethrows.
+    // replacement has seen them complete).  When the loss itself is the
+    // error and a spare is left for each lost PS, the error becomes lost_ps;
+    // else the client breaks (naming every lost PS when too few spares are
+    // left).  Rethrows.
     [[noreturn]] void fail(ticket t)
     {
         book_.retire(t);
-        const auto lost = lost_shards();
-        if (!lost.empty() && lost.size() <= spares_left()) {
-            try {
-                throw;
-            } catch (const peer_error& e) {
-                // Only the loss itself: another PS's abort, refusal or silence breaks the client as before.
-                for (const auto p : lost)
-                    if (e.peer() == net_.peer_name(exchange_.peer(p))) {
-                        healing_ = true;
-                        throw lost_ps(e.peer(), e.what(), p, base_step_[p]);
-                    }
-            } catch (...) {}
-        }
-        broken_ = true;
-        if (!spares_.empty() && lost.size() > spares_left()) too_few_spares(lost);
-        throw;
-    }
-
-    // More PS tasks lost than spares are left: the error names them all.
-    [[noreturn]] void too_few_spares(const std::vector<std::size_t>& lost) const
-    {
-        std::vector<std::string> names;
-        for (const auto p : lost) names.push_back(net_.peer_name(exchange_.peer(p)));
-        const auto left = spares_left();
-        throw peer_error(names.front(), fmt::format("lost {}, and {} spare{} left to take their places: training "
-                                                    "cannot go on",
-                                                    fmt::join(names, " and "), left, left == 1 ? " is" : "s are"));
+        const auto lost = spares_.lost();
+        try {
+            throw;
+        } catch (const peer_error& e) {
+            if (const auto p = spares_.replaceable(lost, e.peer())) {
+                state_ = client_state::healing;
+                throw lost_ps(e.peer(), e.what(), *p, base_step_[*p]);
+            }
+        } catch (...) {}
+        healing_step([&] { spares_.enough_for(lost); });
+        break_down();
     }
 
     // Waits for the operations of ticket t; retires it when that fails.
@@ -411,134 +295,12 @@ private:
         }
     }
 
-    // The PS tasks whose peers are gone.
-    std::vector<std::size_t> lost_shards() const
-    {
-        std::vector<std::size_t> lost;
-        for (std::size_t p = 0; p < num_ps_; ++p)
-            if (net_.failed(exchange_.peer(p))) lost.push_back(p);
-        return lost;
-    }
-
-    std::string ps_name(std::size_t p) const { return fmt::format("ps {}", p); }
-
-    // The first step of a lost PS's replacement: every call in flight is
-    // abandoned, and the replies the other PS tasks owe are waited for (a
-    // sync step they hold completes once every worker has pushed to them),
-    // so that no old reply lands in a new receive.  Returns the lost PS
-    // tasks; throws when more are lost than spares are left.
+    // The first step of a lost PS's replacement (spare_pool::settle).
     std::vector<std::size_t> abandon_calls_in_flight()
     {
-        if (!healing_) throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
-        book_.retire_all();
-        const auto deadline = clock::now() + cfg_.timeout;
-        const auto settled = [&] {
-            bool all = true;
-            book_.for_each_op([&](operation& op) {
-                const bool gone = net_.failed(exchange_.peer(op));
-                if (gone || !op.pending()) {
-                    // Nothing more comes: a payload receive the reply did not use goes back too.
-                    if (gone) op.recv.cancel();
-                    op.payload_recv.cancel();
-                    // A transfer with a lost PS may never end: UCX over TCP
-                    // leaves a large message's rendezvous, either way,
-                    // pending on a failed endpoint (a receive that had begun
-                    // cannot be cancelled).  Not waited for: its ticket, with
-                    // the frames and buffers it names, stays (drop_retired)
-                    // until the client goes.
-                    if (!gone)
-                        all = all && op.recv.complete() && op.payload_recv.complete() && op.send.complete() &&
-                              op.payload_send.complete();
-                } else {
-                    all = false;
-                }
-            });
-            return all;
-        };
-        activity_recorder::scope waiting(activity_, "the replies the other PS tasks owe (a lost PS is replaced)");
-        const bool in_time = net_.wait_until(settled, deadline);
-        const auto lost = lost_shards();
-        if (!in_time || lost.size() > spares_left()) {
-            std::vector<std::string> names;
-            for (const auto p : lost) names.push_back(net_.peer_name(exchange_.peer(p)));
-            broken_ = true;
-            healing_ = false;
-            if (!in_time)
-                throw peer_error(names.empty() ? std::string("ps") : names.front(),
-                                 fmt::format("lost {}, and the other PS tasks did not answer what they owed within "
-                                             "{}s (--peer-timeout): training cannot go on",
-                                             fmt::join(names, " and "), cfg_.timeout.count()));
-            too_few_spares(lost);
-        }
-        book_.drop_retired();
-        return lost;
-    }
-
-    // A worker other than the chief: the spare that says it took lost PS
-    // p's place (within the timeout).
-    std::size_t stand_in_for(std::size_t p)
-    {
-        const auto heard = [&]() -> spare_peer* {
-            for (auto& s : spares_) {
-                if (!s.standing_in && s.recv.complete() && s.recv.ok()) {
-                    if (wire::check_envelope(s.in) ||
-                        s.in.kind != static_cast<std::uint16_t>(wire::kind::standing_in) ||
-                        wire::body<wire::standing_in>(s.in).index >= num_ps_) {
-                        broken_ = true;
-                        throw peer_error(net_.peer_name(s.peer),
-                                         fmt::format("{}, a spare, sent a {} message where standing_in was expected: "
-                                                     "are all tasks running the same pstrain?",
-                                                     net_.peer_name(s.peer), wire::kind_name(s.in.kind)));
-                    }
-                    s.standing_in = wire::body<wire::standing_in>(s.in).index;
-                }
-                if (s.standing_in == p && !s.used && !net_.failed(s.peer)) return &s;
-            }
-            return nullptr;
-        };
-        activity_recorder::scope waiting(activity_, "the spare that takes a lost PS's place");
-        // Every spare that could still stand in gone (the chief ended them
-        // when it could not go on): no reason to wait out the timeout.
-        const auto none_left = [&] {
-            return std::all_of(spares_.begin(), spares_.end(),
-                               [&](const spare_peer& x) { return x.used || net_.failed(x.peer); });
-        };
-        spare_peer* s = nullptr;
-        net_.wait_until([&] { return (s = heard()) != nullptr || none_left(); }, clock::now() + cfg_.timeout);
-        if (!s && none_left()) {
-            broken_ = true;
-            std::vector<std::string> gone;
-            for (const auto& x : spares_)
-                if (!x.used) gone.push_back(net_.peer_name(x.peer));
-            throw peer_error(
-                gone.empty() ? ps_name(p) : gone.front(),
-                fmt::format("lost {}, and no spare is left to take its place ({} ended first: see "
-                            "its log and the chief's)",
-                            ps_name(p),
-                            gone.empty() ? std::string("none waited") : fmt::format("{}", fmt::join(gone, " and "))));
-        }
-        if (!s) {
-            broken_ = true;
-            throw peer_error(ps_name(p), fmt::format("lost {}, and no spare took its place within {}s (--peer-timeout)",
-                                                     ps_name(p), cfg_.timeout.count()));
-        }
-        s->used = true;
-        return s->peer;
-    }
-
-    // `kind` (restore, rollback) to each PS of `which`, for its whole shard.
-    ticket issue_to(wire::kind kind, const std::vector<std::size_t>& which, std::uint64_t step)
-    {
-        const ticket id = book_.open();
-        auto& t = book_.at(id);
-        for (const auto p : which) {
-            auto& op = t.ops.emplace_back();
-            op.ps = p;
-            op.part = partition_[p];
-            op.expected = reply_kind(kind);
-            exchange_.post_and_send(op, encode_request(kind, op, step, 0));
-        }
-        return id;
+        if (state_ != client_state::healing)
+            throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
+        return healing_step([&] { return spares_.settle(book_); });
     }
 
     // Sends `kind` to every PS and waits for every answer; the caller reads
@@ -553,10 +315,10 @@ private:
     // Before any request: the client can be used, and has said hello.
     void ready_to_issue()
     {
-        if (broken_)
+        if (state_ == client_state::broken)
             throw error("the parameter-server client failed earlier (see that error): it cannot be used again");
         if (left_) throw error("this worker left the job (client::leave): its client cannot be used again");
-        if (healing_)
+        if (state_ == client_state::healing)
             throw error("the parameter-server client lost a PS: replace_lost_ps() puts a spare in its place first");
         if (greeted_) return;
         client_clock::scope timed(profile_, client_phase::starting);
@@ -567,13 +329,19 @@ private:
     ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position)
     {
         client_clock::scope timed(profile_, client_phase::issuing);
-        if (range.begin > range.end || range.end > cfg_.num_params)
-            throw error(fmt::format("range [{}, {}) is outside the model's {} parameters", range.begin, range.end,
-                                    cfg_.num_params));
+        check_range(range, cfg_.num_params);
         ready_to_issue();
+        return send(kind, range, step, position);
+    }
+
+    // `kind` to every PS (of `*only`, when given: maybe none) whose shard meets `range`.
+    ticket send(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position,
+                const std::vector<std::size_t>* only = nullptr)
+    {
         const ticket id = book_.open();
         auto& t = book_.at(id);
         for (std::size_t p = 0; p < partition_.size(); ++p) {
+            if (only && std::find(only->begin(), only->end(), p) == only->end()) continue;
             shard_range part{std::max(range.begin, partition_[p].begin), std::min(range.end, partition_[p].end)};
             if (asks_whole_model(kind)) part = partition_[p];
             else if (part.begin >= part.end) continue;
@@ -583,60 +351,17 @@ private:
             op.expected = reply_kind(kind);
             op.shared = mapped_[p] && (kind == wire::kind::pull || kind == wire::kind::push);
             if (kind == wire::kind::stats) op.counters.assign(static_cast<std::size_t>(cfg_.num_workers), {});
-            exchange_.post_and_send(op, encode_request(kind, op, step, position));
+            const request_source from{params_, grads_, base_step_, cfg_.precision, &hello_};
+            exchange_.post_and_send(op, encode_request(kind, op, from, step, position));
         }
         return id;
     }
 
-    // The frame of op's request (into op.out); returns its payload, if any.
-    const void* encode_request(wire::kind kind, operation& op, std::uint64_t step, std::uint64_t position)
-    {
-        const auto& part = op.part;
-        const std::uint32_t shared = op.shared ? 1 : 0;
-        switch (kind) {
-        case wire::kind::init:
-            op.out = wire::encode(wire::init{part.begin, part.end}, wire::dense_bytes(part));
-            return params_ + part.begin;
-        case wire::kind::restore: op.out = wire::encode(wire::restore{step}); return nullptr;
-        case wire::kind::rollback: op.out = wire::encode(wire::rollback{step}); return nullptr;
-        case wire::kind::pull: op.out = wire::encode(wire::pull{part.begin, part.end, shared}); return nullptr;
-        case wire::kind::push:
-            op.out = wire::encode(wire::push{base_step_[op.ps], part.begin, part.end, position, shared},
-                                  op.shared ? 0 : wire::dense_bytes(part, cfg_.precision));
-            if (op.shared) return nullptr;
-            if (cfg_.precision == wire_precision::fp32) return grads_ + part.begin;
-            wire::encode_numbers(grads_ + part.begin, part.size(), cfg_.precision, op.bytes);
-            return op.bytes.data();
-        case wire::kind::snapshot: op.out = wire::encode(wire::snapshot{step}); return nullptr;
-        case wire::kind::stats: op.out = wire::encode(wire::stats{}); return nullptr;
-        default: throw error("internal error: the client cannot issue this request");
-        }
-    }
-
-    std::uint32_t table_dim(std::size_t table) const
-    {
-        if (table >= cfg_.table_dims.size())
-            throw error(fmt::format("embedding table {} does not exist: the client was given {}", table,
-                                    cfg_.table_dims.size()));
-        return cfg_.table_dims[table];
-    }
-
-    // `floats` (the caller's output or gradient) holds one row per key.
-    void check_rows(const char* verb, std::size_t table, std::span<const std::uint64_t> keys, std::size_t floats,
-                    const char* of) const
-    {
-        const auto dim = table_dim(table);
-        if (floats != keys.size() * dim)
-            throw error(fmt::format("{}: {} keys of table {} (dim {}) need {} floats of {}, not {}", verb, keys.size(),
-                                    table, dim, keys.size() * dim, of, floats));
-    }
-
-    ticket issue_sparse(wire::kind kind, std::size_t table, std::span<const std::uint64_t> keys, float* out,
-                        std::span<const float> grads, std::uint32_t flags = 0)
+    ticket issue_sparse(std::uint32_t dim, wire::kind kind, std::size_t table, std::span<const std::uint64_t> keys,
+                        float* out, std::span<const float> grads, std::uint32_t flags = 0)
     {
         client_clock::scope timed(profile_, client_phase::issuing);
         ready_to_issue();
-        const std::uint32_t dim = cfg_.table_dims[table];
         const auto by_ps = places_by_ps(keys, partition_.size());
         const ticket id = book_.open();
         auto& t = book_.at(id);
@@ -661,33 +386,15 @@ private:
     void greet(const std::vector<std::size_t>& only = {})
     {
         greeted_ = true;
-        std::vector<std::uint8_t> key;
-        if (cfg_.share_memory) {
-            key = memory_->packed_rkey();
-            if (key.size() > wire::max_rkey_bytes) {
-                log::debug("the transport's rkey is {} bytes: exchanges go through messages", key.size());
-                key.clear();
-            }
+        auto key = cfg_.share_memory ? memory_->packed_rkey() : std::vector<std::uint8_t>();
+        if (key.size() > wire::max_rkey_bytes) {
+            log::debug("the transport's rkey is {} bytes: exchanges go through messages", key.size());
+            key.clear();
         }
-        // The chief tells every PS which ranges hold moving averages, after the rkey.
-        const auto moving = cfg_.index == 0 ? std::span<const shard_range>(moving_) : std::span<const shard_range>();
-        // And the training settings, when it says them.
-        const auto settings =
-            cfg_.index == 0 && cfg_.settings ? wire::encode_settings(*cfg_.settings) : std::vector<std::uint8_t>();
-        const auto payload = wire::hello_payload(key, moving, settings);
-        const ticket id = book_.open();
-        auto& t = book_.at(id);
-        for (std::size_t p = 0; p < partition_.size(); ++p) {
-            if (!only.empty() && std::find(only.begin(), only.end(), p) == only.end()) continue;
-            auto& op = t.ops.emplace_back();
-            op.ps = p;
-            op.part = partition_[p];
-            op.expected = wire::kind::welcome;
-            op.out = wire::encode(hello_of(!key.empty(), moving.size(), settings.size()), payload.size());
-            exchange_.post_and_send(op, payload.empty() ? nullptr : payload.data());
-        }
+        hello_ = hello_of(cfg_, params_, grads_, key, moving_);
+        const auto id = send(wire::kind::hello, everything(), 0, 0, only.empty() ? nullptr : &only);
         wait_ops(id);
-        for (auto& op : t.ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
+        for (auto& op : book_.at(id).ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
         book_.close(id);
         if (!only.empty()) return;
         log_exchange_paths();
@@ -697,40 +404,13 @@ private:
                       name_of(cfg_.precision));
     }
 
-    wire::hello hello_of(bool offer_buffers, std::size_t num_moving, std::size_t settings_bytes) const
-    {
-        wire::hello h;
-        h.num_params = cfg_.num_params;
-        h.worker_index = static_cast<std::uint32_t>(cfg_.index);
-        h.num_workers = static_cast<std::uint32_t>(cfg_.num_workers);
-        h.num_tables = static_cast<std::uint32_t>(cfg_.table_dims.size());
-        if (offer_buffers) {
-            h.params_address = reinterpret_cast<std::uintptr_t>(params_);
-            h.grads_address = reinterpret_cast<std::uintptr_t>(grads_);
-        }
-        h.num_moving = static_cast<std::uint32_t>(num_moving);
-        h.settings_bytes = static_cast<std::uint32_t>(settings_bytes);
-        h.precision = static_cast<std::uint32_t>(cfg_.precision);
-        return h;
-    }
-
     // Which PS tasks map the buffers, in the log.
     void log_exchange_paths() const
     {
-        if (!cfg_.share_memory) {
-            log::info("gradients and parameters go through UCX messages with every PS (--shared-memory off)");
-            return;
-        }
         std::vector<std::string> shared, messages;
         for (std::size_t p = 0; p < partition_.size(); ++p)
             (mapped_[p] ? shared : messages).push_back(net_.peer_name(exchange_.peer(p)));
-        if (messages.empty())
-            log::info("gradients and parameters go through shared memory with {}", fmt::join(shared, ", "));
-        else if (shared.empty())
-            log::info("gradients and parameters go through UCX messages with {}", fmt::join(messages, ", "));
-        else
-            log::info("gradients and parameters go through shared memory with {} and through UCX messages with {}",
-                      fmt::join(shared, ", "), fmt::join(messages, ", "));
+        log::info("{}", exchange_paths(cfg_.share_memory, shared, messages));
     }
 
     void complete(pending_ticket& t)
@@ -765,9 +445,6 @@ private:
         if (s == wire::values_status::done || s == wire::values_status::stopped) done_ = true;
         if (s == wire::values_status::stopped) stopped_ = true;
     }
-
-    exchange exchange_;
-    ticket_book book_;
 };
 
 client::client(transport& net, client_config config) : impl_(std::make_unique<impl>(net, std::move(config))) {}

@@ -32,10 +32,10 @@ std::uint64_t step_of(const operation& op)
     return 0;
 }
 
-exchange::exchange(transport& net, float* values, std::chrono::seconds timeout, std::vector<std::string> worker_names,
-                   activity_recorder& activity, wire_precision precision)
+exchange::exchange(transport& net, std::size_t num_ps, float* values, std::chrono::seconds timeout,
+                   std::vector<std::string> worker_names, activity_recorder& activity, wire_precision precision)
     : net_(net), values_(values), timeout_(timeout), worker_names_(std::move(worker_names)), activity_(activity),
-      precision_(precision), route_(net.num_peers())
+      precision_(precision), route_(num_ps)
 {
     for (std::size_t p = 0; p < route_.size(); ++p) route_[p] = p;
 }
@@ -74,6 +74,16 @@ bool exchange::test(std::vector<operation>& ops)
         },
         clock::now());
     return ready;
+}
+
+bool exchange::wait_for(std::span<const std::size_t> peers, const char* what, const std::function<bool()>& pred,
+                        std::chrono::seconds within)
+{
+    const auto deadline = clock::now() + within;
+    if (!what) return net_.wait_until(pred, deadline);
+    activity_recorder::scope waiting(activity_, what);
+    for (const auto p : peers) activity_.pending(p, true);
+    return net_.wait_until(pred, deadline);
 }
 
 void exchange::wait(std::vector<operation>& ops, client_clock& profile, client_phase phase)

@@ -3,7 +3,8 @@
 // operation's receives and sends, waits for a set of them and checks each
 // reply against what was asked (its kind, range, lengths), throwing a
 // pstrain::peer_error that names the PS when a reply is missing, refused
-// or wrong.  It knows no verbs: the client decides what to ask.
+// or wrong; the client's other waits (a send, a spare's word) go through
+// wait_for.  It knows no verbs: the client decides what to ask.
 //
 // An exchange is used by the client's thread only.
 #pragma once
@@ -16,6 +17,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,14 +64,22 @@ struct operation {
 // The client's profile: its phases, in this order.
 enum client_phase : std::size_t { outside, starting, issuing, waiting, checking };
 using client_clock = phase_clock<5>;
+inline const client_clock::names client_phase_names{
+    {{"outside", "outside the client's calls (the program's own work: computing gradients)"},
+     {"start", "the first words with every PS (waiting for the chief's initialisation)"},
+     {"issue", "encoding requests and posting their sends and receives"},
+     {"wait", "waiting for the replies"},
+     {"check", "checking the replies"}}};
 
 class exchange {
 public:
     // `values` is element 0 of the client's values buffer: a values reply's
     // payload lands at its range there.
-    // Values and rows travel as `precision`.
-    exchange(transport& net, float* values, std::chrono::seconds timeout, std::vector<std::string> worker_names,
-             activity_recorder& activity, wire_precision precision = wire_precision::fp32);
+    // Values and rows travel as `precision`.  The PS tasks are net's first
+    // num_ps peers.
+    exchange(transport& net, std::size_t num_ps, float* values, std::chrono::seconds timeout,
+             std::vector<std::string> worker_names, activity_recorder& activity,
+             wire_precision precision = wire_precision::fp32);
 
     // Posts the operation's receives first, so that replies land in place,
     // then sends its frame (`out`, already encoded: its kind says what the
@@ -81,6 +92,17 @@ public:
     // True when no operation waits any longer (polls once; a lost PS or an
     // abort counts as an answer: wait() then throws).
     bool test(std::vector<operation>& ops);
+    // Any other wait (for a send, a spare's word, owed replies): until
+    // pred() holds, the timeout (--peer-timeout) or `within` at most;
+    // meanwhile activity() says `what` (a string literal; null: the wait is
+    // not recorded) with `peers` pending.  False when the time ran out.
+    bool wait_for(std::span<const std::size_t> peers, const char* what, const std::function<bool()>& pred)
+    {
+        return wait_for(peers, what, pred, timeout_);
+    }
+    bool wait_for(std::span<const std::size_t> peers, const char* what, const std::function<bool()>& pred,
+                  std::chrono::seconds within);
+    std::chrono::seconds timeout() const { return timeout_; }
 
     // The transport peer that holds PS p's shard: p, until a spare stands
     // in for it (reroute).  An operation's `ps` is the PS; its messages go
@@ -88,6 +110,8 @@ public:
     std::size_t peer(std::size_t p) const { return route_[p]; }
     std::size_t peer(const operation& op) const { return route_[op.ps]; }
     void reroute(std::size_t p, std::size_t peer) { route_[p] = peer; }
+    // Every PS's peer, in PS order.
+    std::vector<std::size_t> ps_peers() const { return route_; }
 
 private:
     void check_reply(operation& op, const std::string& who) const;

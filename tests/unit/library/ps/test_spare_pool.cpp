@@ -1,0 +1,558 @@
+// Replacing a lost PS from the client's side: spare_pool on its own (over
+// the loopback, a test's hand playing the spares), then whole jobs where a
+// spare takes a lost PS's place (each server in a thread, the test driving
+// the workers' clients).
+#define BOOST_TEST_DYN_LINK
+#define BOOST_TEST_MODULE spare_pool
+#include <boost/test/unit_test.hpp>
+
+#include "library/ps/activity_recorder.hpp"
+#include "library/ps/exchange.hpp"
+#include "library/ps/spare_pool.hpp"
+#include "library/ps/ticket_book.hpp"
+#include "tests/unit/library/ps/loopback_job.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace pstrain::ps;
+using pstrain::testing::fill;
+using pstrain::testing::job_options;
+using pstrain::testing::ps_job;
+using pstrain::testing::to_vector;
+using namespace std::chrono_literals;
+
+namespace {
+
+// ------------------------------------------------------- the pool alone
+
+// Worker `w`'s exchange and spare pool in a loopback job of num_ps PS tasks
+// and `spares` spares (the loopback's PS tasks num_ps on), two workers.
+struct pool_at {
+    loopback_network net;
+    const int w;
+    std::vector<float> values = std::vector<float>(8);
+    activity_recorder activity;
+    exchange ex;
+    ticket_book book{4};
+    spare_pool pool;
+
+    pool_at(int num_ps, int spares, int worker)
+        : net(num_ps + spares, 2), w(worker), activity(peer_names(net.worker(w))),
+          ex(net.worker(w), static_cast<std::size_t>(num_ps), values.data(), 1s, {}, activity),
+          pool(net.worker(w), ex, static_cast<std::size_t>(num_ps), w != 0)
+    {}
+    ~pool_at()
+    {
+        pool.cancel();
+        net.worker(w).wait_until([&] { return pool.settled(); }, clock::now() + 1s);
+    }
+    // Spare s (the loopback's PS s) tells this worker it stands in for PS p.
+    void say_standing_in(int s, std::uint32_t p)
+    {
+        wire::standing_in m;
+        m.index = p;
+        frames.push_back(wire::encode(m));
+        net.ps(s).send(static_cast<std::size_t>(w), channel::control, &frames.back(), sizeof(wire::frame));
+    }
+    std::vector<wire::frame> frames;
+};
+
+std::string what_of(const std::function<void()>& f)
+{
+    try {
+        f();
+    } catch (const pstrain::peer_error& e) {
+        return e.peer() + ": " + e.what();
+    }
+    return "no error";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_peers_after_the_ps_tasks_are_spares_and_a_gone_one_is_not_left)
+{
+    pool_at a(2, 2, 1);
+    BOOST_TEST(!a.pool.empty());
+    BOOST_TEST(a.pool.left() == 2u);
+    BOOST_TEST(a.pool.waiting() == (std::vector<std::size_t>{2, 3}), boost::test_tools::per_element());
+    a.net.kill_ps(3);
+    BOOST_TEST(a.pool.left() == 1u);
+    BOOST_TEST(a.pool.waiting() == std::vector<std::size_t>{2}, boost::test_tools::per_element());
+    BOOST_TEST(a.pool.lost().empty());
+    a.net.kill_ps(0);
+    BOOST_TEST(a.pool.lost() == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+    BOOST_TEST(a.pool.serving({0}) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_job_without_spares_has_an_empty_pool_that_never_names_too_few)
+{
+    pool_at a(2, 0, 0);
+    BOOST_TEST(a.pool.empty());
+    BOOST_TEST(a.pool.left() == 0u);
+    a.net.kill_ps(1);
+    BOOST_TEST(!a.pool.replaceable({1}, "ps 1").has_value());
+    BOOST_CHECK_NO_THROW(a.pool.enough_for({1}));
+}
+
+// Only the loss itself is healed, and only while a spare is left for each lost PS.
+BOOST_AUTO_TEST_CASE(a_loss_is_replaceable_when_the_error_names_a_lost_ps_and_spares_suffice)
+{
+    pool_at a(2, 1, 0);
+    BOOST_TEST(a.pool.replaceable({1}, "ps 1").value_or(9) == 1u);
+    BOOST_TEST(!a.pool.replaceable({1}, "ps 0").has_value());  // another PS's refusal or silence
+    BOOST_TEST(!a.pool.replaceable({}, "ps 1").has_value());
+    BOOST_TEST(!a.pool.replaceable({0, 1}, "ps 1").has_value());
+    BOOST_CHECK_NO_THROW(a.pool.enough_for({1}));
+    BOOST_TEST(what_of([&] {
+                   a.pool.enough_for({0, 1});
+               }) == "ps 0: lost ps 0 and ps 1, and 1 spare is left to take their places: training cannot go on");
+    a.net.kill_ps(2);
+    BOOST_TEST(!a.pool.replaceable({1}, "ps 1").has_value());
+    BOOST_TEST(what_of([&] { a.pool.enough_for({1}); }) ==
+               "ps 1: lost ps 1, and 0 spares are left to take their places: training cannot go on");
+}
+
+BOOST_AUTO_TEST_CASE(the_chief_tells_an_idle_spare_to_take_over_and_routes_the_lost_ps_to_it)
+{
+    pool_at a(2, 2, 0);
+    a.net.kill_ps(2);  // the first spare is gone: the next one is asked
+    wire::frame got;
+    auto recv = a.net.ps(3).recv(0, channel::control, &got, sizeof got);
+    a.pool.take_over(1, {1});
+    BOOST_TEST_REQUIRE(recv.complete());
+    BOOST_TEST(got.kind == static_cast<std::uint16_t>(wire::kind::take_over));
+    BOOST_TEST(wire::body<wire::take_over>(got).index == 1u);
+    BOOST_TEST(wire::body<wire::take_over>(got).num_ps == 2u);
+    BOOST_TEST(a.ex.peer(1) == 3u);
+    BOOST_TEST(a.ex.peer(0) == 0u);
+    BOOST_TEST(a.pool.left() == 0u);
+    BOOST_TEST(a.pool.waiting().empty());
+    BOOST_TEST(what_of([&] { a.pool.take_over(0, {0}); }) ==
+               "ps 0: lost ps 0, and 0 spares are left to take their places: training cannot go on");
+}
+
+// Each spare's word is heard in the receive posted for it from the start,
+// whichever spare speaks first.
+BOOST_AUTO_TEST_CASE(a_worker_routes_a_lost_ps_to_the_spare_that_says_it_stands_in)
+{
+    pool_at a(2, 2, 1);
+    a.say_standing_in(3, 0);
+    a.pool.stand_in(0);
+    BOOST_TEST(a.ex.peer(0) == 3u);
+    BOOST_TEST(a.pool.left() == 1u);
+    a.say_standing_in(2, 1);
+    a.pool.stand_in(1);
+    BOOST_TEST(a.ex.peer(1) == 2u);
+    BOOST_TEST(a.ex.ps_peers() == (std::vector<std::size_t>{3, 2}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_spare_that_says_something_else_is_named)
+{
+    pool_at a(1, 1, 1);
+    a.frames.push_back(wire::encode(wire::stats{}));
+    a.net.ps(1).send(1, channel::control, &a.frames.back(), sizeof(wire::frame));
+    BOOST_TEST(what_of([&] { a.pool.stand_in(0); }) ==
+               "ps 1: ps 1, a spare, sent a stats message where standing_in was expected: are all tasks running the "
+               "same pstrain?");
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_waits_for_a_spare_at_most_the_timeout_and_not_at_all_when_none_is_left)
+{
+    {
+        pool_at a(1, 1, 1);
+        const auto begun = clock::now();
+        BOOST_TEST(what_of([&] { a.pool.stand_in(0); }) ==
+                   "ps 0: lost ps 0, and no spare took its place within 1s (--peer-timeout)");
+        BOOST_TEST((clock::now() - begun >= 1s));
+    }
+    {
+        pool_at a(1, 1, 1);
+        a.net.kill_ps(1);
+        const auto begun = clock::now();
+        BOOST_TEST(what_of([&] { a.pool.stand_in(0); }) ==
+                   "ps 1: lost ps 0, and no spare is left to take its place (ps 1 ended first: see its log and the "
+                   "chief's)");
+        BOOST_TEST((clock::now() - begun < 1s));
+    }
+}
+
+// The calls in flight are abandoned; a reply a serving PS still owes is
+// waited for (it must not land in a later receive), a lost PS's is not.
+BOOST_AUTO_TEST_CASE(settling_waits_for_the_replies_the_serving_ps_tasks_owe)
+{
+    pool_at a(2, 1, 0);
+    const auto t = a.book.open();
+    for (std::size_t p = 0; p < 2; ++p) {
+        auto& op = a.book.at(t).ops.emplace_back();
+        op.ps = p;
+        op.out = wire::encode(wire::stats{});
+        op.expected = wire::kind::stats_reply;
+        a.ex.post_and_send(op, nullptr);
+    }
+    a.net.kill_ps(1);
+    {
+        // ps 0 never answers: the owed reply is waited for until the timeout.
+        const auto begun = clock::now();
+        BOOST_TEST(what_of([&] { a.pool.settle(a.book); }) ==
+                   "ps 1: lost ps 1, and the other PS tasks did not answer what they owed within 1s "
+                   "(--peer-timeout): training cannot go on");
+        BOOST_TEST((clock::now() - begun >= 1s));
+        BOOST_TEST(!a.book.outstanding(t));  // abandoned
+    }
+    // ps 0 answers what it owed: settled, and the lost PS is named.
+    wire::frame asked;
+    auto got = a.net.ps(0).recv(0, channel::control, &asked, sizeof asked);
+    BOOST_TEST_REQUIRE(got.complete());
+    const auto reply = wire::encode(wire::refusal{});
+    a.net.ps(0).send(0, channel::control, &reply, sizeof reply);
+    BOOST_TEST(a.pool.settle(a.book) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+}
+
+// ------------------------------------------------------- whole jobs
+
+namespace {
+
+// Exact binary fractions, so that every expected value below is exact.
+const std::vector<float> initial{1, 2, 3, 4, 5, 6};
+const std::vector<float> g0{1, 0, 2, -2, 0.5f, 4};
+const std::vector<float> g1{3, 2, 0, 2, 0.5f, -4};
+
+server_config sync_config()
+{
+    server_config c;
+    c.sync = true;
+    c.optimizer.kind = optimizer_kind::sgd;
+    c.optimizer.learning_rate = 0.5f;
+    c.shutdown_wait = 2s;
+    return c;
+}
+
+server_config async_config()
+{
+    auto c = sync_config();
+    c.sync = false;
+    return c;
+}
+
+// The chief initialises the model with `values`, every other worker pulls it.
+void start(ps_job& job, int workers, const std::vector<float>& values = initial)
+{
+    fill(job.chief().params(), values);
+    job.chief().wait(job.chief().async_init());
+    for (int w = 1; w < workers; ++w) job.worker(w).wait(job.worker(w).async_pull());
+}
+
+// A worker asks until a reply says training is done (the chief's shutdown
+// may reach the PS after the worker's request).
+void pull_until_done(client& c)
+{
+    for (int i = 0; i < 100 && !c.done(); ++i) c.wait(c.async_pull());
+    BOOST_TEST(c.done(), "no reply said training is done");
+}
+
+// One sync step of two workers: w0 pushes g0, w1 pushes g1, both get the reply.
+void push_g0_and_g1(client& w0, client& w1)
+{
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
+    w0.wait(t0);
+    w1.wait(t1);
+}
+
+std::vector<float> part(const std::vector<float>& v, shard_range r)
+{
+    return {v.begin() + static_cast<std::ptrdiff_t>(r.begin), v.begin() + static_cast<std::ptrdiff_t>(r.end)};
+}
+
+// The snapshots the servers' hooks stored, and a restore hook that returns
+// what was stored for that step and range (a checkpoint on the shared
+// path, in one process).
+struct recorder {
+    std::mutex mu;
+    struct snapshot_seen {
+        std::uint64_t step = 0;
+        shard_range range;
+        std::vector<float> values, state;
+        std::uint64_t updates = 0;
+        std::vector<std::uint64_t> positions;
+    };
+    std::vector<snapshot_seen> snapshots;
+};
+
+server_hooks restoring_hooks(recorder& rec)
+{
+    server_hooks h;
+    h.snapshot = [&rec](const shard_snapshot& s) {
+        std::lock_guard lock(rec.mu);
+        rec.snapshots.push_back({s.step,
+                                 s.range,
+                                 to_vector(s.values),
+                                 to_vector(s.state),
+                                 s.updates,
+                                 {s.positions.begin(), s.positions.end()}});
+        return snapshot_receipt{1000 + static_cast<std::uint64_t>(s.index),
+                                0xc0ffee00 + static_cast<std::uint64_t>(s.index)};
+    };
+    h.restore = [&rec](std::uint64_t step, shard_range range, std::uint64_t) {
+        std::lock_guard lock(rec.mu);
+        for (const auto& s : rec.snapshots)
+            if (s.step == step && s.range == range) {
+                shard_state st;
+                st.values = s.values;
+                st.state = s.state;
+                st.updates = s.updates;
+                st.positions = s.positions;
+                return st;
+            }
+        throw pstrain::error("no snapshot of that step and range");
+    };
+    return h;
+}
+
+job_options with_spares(int spares)
+{
+    job_options o;
+    o.spares = spares;
+    return o;
+}
+
+// Both workers' next call meets the lost PS: lost_ps names it.
+void expect_lost_ps(client& w, ticket t, std::size_t index)
+{
+    try {
+        w.wait(t);
+        BOOST_ERROR("a push to a dead PS completed");
+    } catch (const lost_ps& e) {
+        BOOST_TEST(e.index() == index);
+        // Named as the transport names the peer: a spare that stood in has its own name.
+        BOOST_TEST(std::string(e.what()).find("lost " + e.peer()) != std::string::npos, e.what());
+    }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_back_to_the_snapshot)
+{
+    recorder rec;
+    ps_job job(2, 2, sync_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    push_g0_and_g1(w0, w1);
+    push_g0_and_g1(w0, w1);
+    const auto at_2 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);  // the spare takes no snapshot: it holds no shard yet
+    push_g0_and_g1(w0, w1);
+    const auto at_3 = to_vector(w0.params());
+    BOOST_TEST(at_3 != at_2);
+
+    job.net().kill_ps(1);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
+    expect_lost_ps(w0, t0, 1);
+    expect_lost_ps(w1, t1, 1);
+    BOOST_TEST(w0.spares_left() == 1u);
+    BOOST_CHECK_THROW(w0.async_pull(), pstrain::error);  // not before the replacement
+
+    BOOST_TEST(w0.replace_lost_ps(2, true) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(w1.replace_lost_ps() == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(w0.spares_left() == 0u);
+    // Every shard is the snapshot's: ps 0 rolled back from step 4, the spare restored ps 1's shard.
+    for (client* w : {static_cast<client*>(&w0), &w1}) {
+        w->wait(w->async_pull());
+        BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 2u);
+        BOOST_TEST(w->restored_step().value_or(0) == 2u);
+    }
+    // Training goes on from there, through the spare, to the same values as before the loss.
+    push_g0_and_g1(w0, w1);
+    BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 3u);
+
+    w0.shutdown();
+    pull_until_done(w1);
+    for (int p : {0, 2}) {
+        const auto end = job.finish(p);
+        BOOST_TEST_REQUIRE(end.returned, "server " << p);
+        BOOST_TEST((end.outcome == server_outcome::done), "server " << p << ": " << end.what);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(async_only_the_lost_shard_goes_back_to_the_snapshot)
+{
+    recorder rec;
+    ps_job job(2, 1, async_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    start(job, 1);
+    fill(w0.grads(), g0);
+    for (int k = 0; k < 2; ++k) w0.wait(w0.async_push());
+    const auto at_2 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
+    w0.wait(w0.async_push());
+    const auto at_3 = to_vector(w0.params());
+    w0.wait(w0.async_push());
+    const auto at_4 = to_vector(w0.params());
+
+    job.net().kill_ps(1);
+    expect_lost_ps(w0, w0.async_pull(), 1);
+    BOOST_TEST(w0.replace_lost_ps(2, false) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    w0.wait(w0.async_pull());
+    const auto& ps1 = w0.partition()[1];
+    BOOST_TEST(part(to_vector(w0.params()), w0.partition()[0]) == part(at_4, w0.partition()[0]),
+               boost::test_tools::per_element());
+    BOOST_TEST(part(to_vector(w0.params()), ps1) == part(at_2, ps1), boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 4u);  // ps 0's: it did not go back
+    w0.wait(w0.async_push());            // the spare applies it
+    BOOST_TEST(part(to_vector(w0.params()), ps1) == part(at_3, ps1), boost::test_tools::per_element());
+    w0.shutdown();
+    BOOST_TEST((job.finish(2).outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(two_ps_lost_with_one_spare_left_ends_the_client_naming_both)
+{
+    recorder rec;
+    ps_job job(2, 1, async_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    start(job, 1);
+    job.net().kill_ps(0);
+    job.net().kill_ps(1);
+    try {
+        w0.wait(w0.async_pull());
+        BOOST_ERROR("a pull from two dead PS tasks completed");
+    } catch (const lost_ps&) {
+        BOOST_ERROR("two lost PS tasks and one spare: lost_ps, as if one spare could replace both");
+    } catch (const pstrain::peer_error& e) {
+        BOOST_TEST(std::string(e.what()) ==
+                   "lost ps 0 and ps 1, and 1 spare is left to take their places: training cannot go on");
+    }
+    BOOST_CHECK_THROW(w0.async_pull(), pstrain::error);
+    // The chief's task exits with that error: the waiting spare ends too, naming it.
+    job.net().kill_worker(0);
+    const auto spare = job.finish(2);
+    BOOST_TEST_REQUIRE(spare.returned);
+    BOOST_TEST(spare.peer_error);
+    BOOST_TEST(spare.what.find("lost worker 0") != std::string::npos, spare.what);
+}
+
+// The chief could not go on (no checkpoint to restore from) and its task
+// ended, and the waiting spare with it: another worker waiting for the
+// spare's word ends at once, naming the spare, not at the timeout.
+BOOST_AUTO_TEST_CASE(a_worker_waiting_for_a_spare_that_ended_stops_waiting)
+{
+    recorder rec;
+    ps_job job(1, 2, async_config(), restoring_hooks(rec), with_spares(1));
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    job.net().kill_ps(0);
+    expect_lost_ps(w1, w1.async_pull(), 0);
+    job.net().kill_worker(0);
+    const auto spare = job.finish(1);
+    BOOST_TEST_REQUIRE(spare.returned);
+    job.net().kill_ps(1);  // and its task exits
+    try {
+        w1.replace_lost_ps();
+        BOOST_ERROR("replace_lost_ps returned with no spare left");
+    } catch (const pstrain::peer_error& e) {
+        // "and 0 spares are left" or "and no spare is left to take its
+        // place (ps 1 ended first ...)", as the loss is seen first; never
+        // the timeout's "no spare took its place within 3s".
+        const std::string what = e.what();
+        BOOST_TEST(what.find("lost ps 0, and ") == 0, what);
+        BOOST_TEST((what.find("0 spares are left") != std::string::npos ||
+                    what.find("no spare is left to take its place (ps 1 ended first") != std::string::npos),
+                   what);
+    }
+}
+
+// Two spares, used one after the other: each worker hears from the one
+// that stands in (a receive is posted for each spare from the start).
+BOOST_AUTO_TEST_CASE(the_second_spare_takes_the_place_of_the_first_when_it_is_lost_too)
+{
+    recorder rec;
+    ps_job job(1, 2, async_config(), restoring_hooks(rec), with_spares(2));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    for (int k = 0; k < 2; ++k) w0.wait(w0.async_push());
+    const auto at_2 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 1u);
+    for (int lost : {0, 1}) {
+        w0.wait(w0.async_push());
+        job.net().kill_ps(lost);
+        expect_lost_ps(w0, w0.async_pull(), 0);
+        expect_lost_ps(w1, w1.async_pull(), 0);
+        BOOST_TEST(w0.replace_lost_ps(2, false) == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+        BOOST_TEST(w1.replace_lost_ps() == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+        for (client* w : {static_cast<client*>(&w0), &w1}) {
+            w->wait(w->async_pull());
+            BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
+        }
+    }
+    BOOST_TEST(w0.spares_left() == 0u);
+    w0.shutdown();
+    pull_until_done(w1);
+    BOOST_TEST((job.finish(2).outcome == server_outcome::done));
+}
+
+BOOST_AUTO_TEST_CASE(a_spare_that_was_not_needed_ends_with_the_job)
+{
+    ps_job job(1, 2, sync_config(), {}, with_spares(1));
+    start(job, 2);
+    push_g0_and_g1(job.chief(), job.worker(1));
+    // Waiting, it is idle (a program's watchdog counts no stall); the PS that serves is not.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!job.server(1).activity().idle && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(job.server(1).activity().idle);
+    BOOST_TEST(!job.server(0).activity().idle);
+    job.chief().shutdown();
+    pull_until_done(job.worker(1));
+    BOOST_TEST((job.finish(0).outcome == server_outcome::done));
+    const auto spare = job.finish(1);
+    BOOST_TEST_REQUIRE(spare.returned);
+    BOOST_TEST((spare.outcome == server_outcome::done), spare.what);
+}
+
+// With one PS there is nothing else to roll back: the chief asks no one
+// for a rollback, and the spare restores the whole model.
+BOOST_AUTO_TEST_CASE(sync_with_one_ps_the_spare_restores_the_whole_model_and_no_one_rolls_back)
+{
+    recorder rec;
+    ps_job job(1, 2, sync_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    push_g0_and_g1(w0, w1);
+    const auto at_1 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(1).size() == 1u);
+    push_g0_and_g1(w0, w1);
+
+    job.net().kill_ps(0);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.async_push();
+    const auto t1 = w1.async_push();
+    expect_lost_ps(w0, t0, 0);
+    expect_lost_ps(w1, t1, 0);
+    BOOST_TEST(w0.replace_lost_ps(1, true) == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+    BOOST_TEST(w1.replace_lost_ps() == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+    for (client* w : {static_cast<client*>(&w0), &w1}) {
+        w->wait(w->async_pull());
+        BOOST_TEST(to_vector(w->params()) == at_1, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 1u);
+    }
+    w0.shutdown();
+    pull_until_done(w1);
+    BOOST_TEST((job.finish(1).outcome == server_outcome::done));
+}
