@@ -150,7 +150,8 @@ def main():
         ids = torch.from_numpy(d["keys"])
         model = DLRM(EmbeddingBag(DIM, mode="sum", optimizer="adagrad", lr=0.05, init_range=0.05,
                                   adagrad_initial=a.adagrad_initial))
-        opt = DistributedOptimizer(model.named_parameters(), optimizer="adam", lr=0.001, sync=a.sync, context=ctx)
+        opt = DistributedOptimizer(model.named_parameters(), optimizer="adam", lr=0.001, sync=a.sync, context=ctx,
+                                   embeddings=[model.table])
         global_step = lambda: opt.global_step
     elif a.impl == "torchrec":
         index, workers, chief = a.rank, a.world, a.rank == 0

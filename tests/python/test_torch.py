@@ -193,16 +193,16 @@ class LeaveTest(unittest.TestCase):
                 self.finished += 1
 
         opt = Unfinished()
-        pstrain.torch._unfinished.add(opt)
+        pstrain.torch.optimizer._unfinished.add(opt)
         try:
             sys.last_value = ValueError("an uncaught exception")
-            pstrain.torch._finish_at_exit()
+            pstrain.torch.optimizer._finish_at_exit()
             self.assertEqual(opt.finished, 0)
             del sys.last_value
-            pstrain.torch._finish_at_exit()
+            pstrain.torch.optimizer._finish_at_exit()
             self.assertEqual(opt.finished, 1)
         finally:
-            pstrain.torch._unfinished.discard(opt)
+            pstrain.torch.optimizer._unfinished.discard(opt)
             if hasattr(sys, "last_value"):
                 del sys.last_value
 
@@ -255,6 +255,35 @@ class ElasticSamplerTest(unittest.TestCase):
         next(it)
         source.done, source.live_workers = True, (1, 0)
         self.assertEqual(sorted(set(it)) and sampler.resplits, 0)
+
+    def test_a_pass_saved_halfway_resumes_after_its_drawn_items(self):
+        sampler = ElasticSampler(20, Membership(2, 1), seed=3)
+        whole = list(ElasticSampler(20, Membership(2, 1), seed=3))
+        it = iter(sampler)
+        drawn = [next(it) for _ in range(4)]
+        state = sampler.state_dict()
+        self.assertEqual((state["epoch"], state["drawn"], state["split"]), (0, 4, [2, 1]))
+        again = ElasticSampler(20, Membership(2, 1), seed=3)
+        again.load_state_dict(state)
+        self.assertEqual(drawn + list(again), whole)
+        self.assertEqual((again.state_dict()["epoch"], again.state_dict()["drawn"]), (1, 0))
+        fresh = ElasticSampler(20, Membership(2, 1), seed=3)
+        list(fresh)
+        self.assertEqual(list(again), list(fresh))
+
+    def test_a_state_whose_split_changed_goes_on_with_the_new_shard(self):
+        sampler = ElasticSampler(12, Membership(3, 2), seed=1)
+        it = iter(sampler)
+        next(it)
+        again = ElasticSampler(12, Membership(2, 1), seed=1)
+        again.load_state_dict(sampler.state_dict())
+        self.assertEqual(sorted(again), [1, 3, 5, 7, 9, 11])
+        self.assertEqual(again.resplits, 1)
+
+    def test_a_state_of_another_sampler_is_refused(self):
+        state = ElasticSampler(10, Membership(1, 0), seed=2).state_dict()
+        with self.assertRaisesRegex(pstrain.Error, r"^ElasticSampler.load_state_dict: the state's length is 10, this sampler's 11: make"):
+            ElasticSampler(11, Membership(1, 0), seed=2).load_state_dict(state)
 
     def test_bad_input_is_one_clear_error(self):
         with self.assertRaisesRegex(pstrain.Error, "length 0: give the dataset's length"):
@@ -435,8 +464,34 @@ class EmbeddingTest(unittest.TestCase):
 
     def test_a_table_used_before_the_optimizer_is_an_error(self):
         table = EmbeddingBag(4)
-        with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet: make the DistributedOptimizer"):
+        with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet: give it to the DistributedOptimizer \(embeddings=\[\.\.\.\]\)"):
             table(torch.tensor([[1, 2]]))
+
+    def test_only_the_tables_given_are_trained(self):
+        given, other = EmbeddingBag(2, mode="sum"), EmbeddingBag(3, mode="sum")
+        with pstrain.LocalCluster() as cl:
+            opt = self.connect(cl, [given], torch.nn.Linear(2, 1))
+            self.assertEqual([t.dim for t in opt.settings.tables], [2])
+            given(torch.tensor([[1, 2]]))
+            with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet"):
+                other(torch.tensor([[1, 2]]))
+            opt.finish()
+        with pstrain.LocalCluster() as cl:
+            opt = DistributedOptimizer(torch.nn.Linear(2, 1).named_parameters(), context=cl.context(0))
+            self.assertEqual(opt.embeddings, [])
+            self.assertEqual(opt.settings.tables, [])
+            opt.finish()
+
+    def test_embeddings_take_tables_only(self):
+        with self.assertRaisesRegex(pstrain.Error, r"^embeddings=\[\.\.\.\] takes pstrain.torch.EmbeddingBag and Embedding tables, got Linear: pass"):
+            DistributedOptimizer(torch.nn.Linear(2, 1).named_parameters(), context=object(), embeddings=[torch.nn.Linear(1, 1)])
+
+
+class PreemptedTest(unittest.TestCase):
+    def test_preempted_is_a_system_exit_with_status_143(self):
+        e = pstrain.torch.Preempted()
+        self.assertIsInstance(e, SystemExit)
+        self.assertEqual(e.code, 143)
 
 
 if __name__ == "__main__":
