@@ -170,7 +170,9 @@ def _join_file(path: str, index: int, how: str) -> Tuple[str, str, str]:
     try:
         count = int(workers[1])
     except ValueError:
-        raise Error(f"{how}={path} is not a pstrain join file: give the job's DIR/join, written while it runs") from None
+        raise Error(
+            f"{how}={path} is not a pstrain join file: give the job's DIR/join, written while it runs"
+        ) from None
     if not 1 <= index < count:
         raise Error(
             f"{how}={path}: give the index of the lost worker whose place to take, 1 to {count - 1} (worker 0 is "
@@ -336,12 +338,16 @@ class LocalCluster:
     ) -> Client:
         """A client for worker ``index`` (0 is the chief: a :class:`ChiefClient`);
         ``wire_precision``: the servers' (the cluster's) unless given."""
-        return self._core.connect(index, _tensors(tensors), _settings_dict(settings), timeout, share_memory, wire_precision)
+        return self._core.connect(
+            index, _tensors(tensors), _settings_dict(settings), timeout, share_memory, wire_precision
+        )
 
     def context(self, index: int) -> LocalContext:
         """Worker ``index``'s context, for :class:`pstrain.torch.DistributedOptimizer`."""
         if not 0 <= index < self.num_workers:
-            raise Error(f"worker {index} is not in this LocalCluster of {self.num_workers} workers: use 0..{self.num_workers - 1}")
+            raise Error(
+                f"worker {index} is not in this LocalCluster of {self.num_workers} workers: use 0..{self.num_workers - 1}"
+            )
         return LocalContext(self, index)
 
     def server_stats(self, index: int) -> Dict[str, Any]:

@@ -102,7 +102,7 @@ class Context:
 
     @property
     def role(self) -> str:
-        """"ps" or "worker"."""
+        """ "ps" or "worker"."""
     @property
     def task_index(self) -> int:
         """The index within the role."""
@@ -115,7 +115,7 @@ class Context:
         """Worker 0."""
     @property
     def name(self) -> str:
-        """"worker 1"."""
+        """ "worker 1"."""
     @property
     def source(self) -> str:
         """Where the role came from."""
@@ -135,7 +135,14 @@ class Context:
 class LocalCluster:
     """PS tasks in threads of this process over the loopback transport."""
 
-    def __init__(self, num_ps: int = 1, num_workers: int = 1, settings: Optional[Dict[str, Any]] = None, share_memory: bool = True, wire_precision: str = "fp32") -> None: ...
+    def __init__(
+        self,
+        num_ps: int = 1,
+        num_workers: int = 1,
+        settings: Optional[Dict[str, Any]] = None,
+        share_memory: bool = True,
+        wire_precision: str = "fp32",
+    ) -> None: ...
     def connect(
         self,
         index: int,

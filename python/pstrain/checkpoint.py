@@ -72,9 +72,7 @@ def check_model(found: Dict[str, Any], tensors: Tensors, directory: str) -> None
         raise Error("%s holds a model of %d tensors and this one has %d: %s" % (where, len(theirs), len(mine), fix))
     for (tn, ts), (mn, ms) in zip(theirs, mine):
         if tn != mn or ts != ms:
-            raise Error(
-                "%s holds another model: its tensor '%s' %s is '%s' %s here: %s" % (where, tn, ts, mn, ms, fix)
-            )
+            raise Error("%s holds another model: its tensor '%s' %s is '%s' %s here: %s" % (where, tn, ts, mn, ms, fix))
 
 
 def _write_whole(path: str, write: Any) -> None:
@@ -135,14 +133,23 @@ def save(
         _write_whole(worker_state_path(directory, step), lambda f: torch.save(worker_state, f))
     receipts = [{"bytes": int(r["bytes"]), "checksum": int(r["checksum"]), "step": int(r["step"])} for r in results]
     args = [
-        "seal", directory, str(step),
-        "--receipts", json.dumps(receipts),
-        "--model", model,
-        "--tensors", json.dumps([{"name": n, "shape": list(s)} for n, s in tensors]),
-        "--mode", "sync" if sync else "async",
-        "--keep", str(keep),
-        "--trained-seconds", "%.3f" % trained_seconds,
-        "--trained-samples", str(int(trained_samples)),
+        "seal",
+        directory,
+        str(step),
+        "--receipts",
+        json.dumps(receipts),
+        "--model",
+        model,
+        "--tensors",
+        json.dumps([{"name": n, "shape": list(s)} for n, s in tensors]),
+        "--mode",
+        "sync" if sync else "async",
+        "--keep",
+        str(keep),
+        "--trained-seconds",
+        "%.3f" % trained_seconds,
+        "--trained-samples",
+        str(int(trained_samples)),
     ]
     if tables:
         args.append("--tables")

@@ -68,10 +68,13 @@ class DenseTest(unittest.TestCase):
         self.live_workers = {}
         self.sampled = {}
         with pstrain.LocalCluster(num_ps=2, num_workers=num_workers) as cl:
+
             def work(k):
                 m = models[k]
-                opt = DistributedOptimizer(m.named_parameters(), sync=sync, context=cl.context(k), embeddings=[], **optimizer)
-                xs, ys = x[k * share:(k + 1) * share], y[k * share:(k + 1) * share]
+                opt = DistributedOptimizer(
+                    m.named_parameters(), sync=sync, context=cl.context(k), embeddings=[], **optimizer
+                )
+                xs, ys = x[k * share : (k + 1) * share], y[k * share : (k + 1) * share]
                 for _ in range(self.steps):
                     opt.zero_grad()
                     torch.nn.functional.cross_entropy(m(xs), ys).backward()
@@ -134,7 +137,9 @@ class DenseTest(unittest.TestCase):
     def test_parameters_and_grads_are_views_of_the_exchange_buffers(self):
         model = small_model()
         with pstrain.LocalCluster() as cl:
-            opt = DistributedOptimizer(model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[])
+            opt = DistributedOptimizer(
+                model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[]
+            )
             for n, p in model.named_parameters():
                 self.assertEqual(p.data_ptr(), opt.client.param(n).ctypes.data, n)
                 self.assertEqual(p.grad.data_ptr(), opt.client.grad(n).ctypes.data, n)
@@ -153,7 +158,9 @@ class DenseTest(unittest.TestCase):
     def test_model_zero_grad_that_sets_none_still_steps_right(self):
         model = small_model()
         with pstrain.LocalCluster() as cl:
-            opt = DistributedOptimizer(model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[])
+            opt = DistributedOptimizer(
+                model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[]
+            )
             model.zero_grad()  # torch's default: grads set to None
             x, y = batch()
             torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -171,9 +178,12 @@ class LeaveTest(unittest.TestCase):
         x, y = batch(n=8)
         self.step = None
         with pstrain.LocalCluster(num_ps=1, num_workers=2) as cl:
+
             def work(k):
                 m = models[k]
-                opt = DistributedOptimizer(m.named_parameters(), sync=True, context=cl.context(k), embeddings=[], optimizer="sgd", lr=0.1)
+                opt = DistributedOptimizer(
+                    m.named_parameters(), sync=True, context=cl.context(k), embeddings=[], optimizer="sgd", lr=0.1
+                )
                 for _ in range(2 if k else 4):
                     opt.zero_grad()
                     torch.nn.functional.cross_entropy(m(x), y).backward()
@@ -282,7 +292,9 @@ class ElasticSamplerTest(unittest.TestCase):
 
     def test_a_state_of_another_sampler_is_refused(self):
         state = ElasticSampler(10, Membership(1, 0), seed=2).state_dict()
-        with self.assertRaisesRegex(pstrain.Error, r"^ElasticSampler.load_state_dict: the state's length is 10, this sampler's 11: make"):
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^ElasticSampler.load_state_dict: the state's length is 10, this sampler's 11: make"
+        ):
             ElasticSampler(11, Membership(1, 0), seed=2).load_state_dict(state)
 
     def test_bad_input_is_one_clear_error(self):
@@ -298,13 +310,17 @@ class BadInputTest(unittest.TestCase):
     def test_zero_grad_set_to_none_is_refused(self):
         with pstrain.LocalCluster() as cl:
             opt = DistributedOptimizer(small_model().named_parameters(), context=cl.context(0), embeddings=[])
-            with self.assertRaisesRegex(pstrain.Error, r"^zero_grad\(set_to_none=True\) is refused: .*call zero_grad\(\)$"):
+            with self.assertRaisesRegex(
+                pstrain.Error, r"^zero_grad\(set_to_none=True\) is refused: .*call zero_grad\(\)$"
+            ):
                 opt.zero_grad(set_to_none=True)
             opt.finish()
 
     def test_a_float64_parameter_is_refused(self):
         model = small_model().double()
-        with self.assertRaisesRegex(pstrain.Error, r"^parameter '0.weight' is torch.float64: .*call model.float\(\) first$"):
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^parameter '0.weight' is torch.float64: .*call model.float\(\) first$"
+        ):
             DistributedOptimizer(model.named_parameters(), context=object(), embeddings=[])
 
     def test_a_non_contiguous_parameter_is_refused(self):
@@ -326,13 +342,17 @@ class BadInputTest(unittest.TestCase):
 
             run_workers(2, work)
             self.assertIn(1, outcome)
-            self.assertRegex(str(outcome[1]), r"^ps 0 refused this worker's hello: a model of 10 parameters where the chief's has 67")
+            self.assertRegex(
+                str(outcome[1]), r"^ps 0 refused this worker's hello: a model of 10 parameters where the chief's has 67"
+            )
             self.assertEqual(outcome[1].peer, "ps 0")
 
 
 class EmbeddingTest(unittest.TestCase):
     def connect(self, cl, tables, head):
-        return DistributedOptimizer(head.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=tables)
+        return DistributedOptimizer(
+            head.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=tables
+        )
 
     def rows_of(self, opt, table, ids):
         keys = np.asarray(ids, dtype=np.int64)
@@ -370,8 +390,9 @@ class EmbeddingTest(unittest.TestCase):
         self.check_against_torch("mean", torch.tensor([1, 2, 3, 2, 5]), offsets=torch.tensor([0, 2]))
 
     def test_embedding_bag_sum_with_weights_equals_torch(self):
-        self.check_against_torch("sum", torch.tensor([4, 4, 6]), offsets=torch.tensor([0, 1]),
-                                 weights=torch.tensor([0.5, 2.0, -1.0]))
+        self.check_against_torch(
+            "sum", torch.tensor([4, 4, 6]), offsets=torch.tensor([0, 1]), weights=torch.tensor([0.5, 2.0, -1.0])
+        )
 
     def test_a_batch_with_repeated_ids_pulls_and_pushes_each_key_once(self):
         table = EmbeddingBag(4, mode="sum")
@@ -393,8 +414,14 @@ class EmbeddingTest(unittest.TestCase):
         evicted = EmbeddingBag(2, mode="sum", evict_after=2, init_range=0.5, lr=0.5)
         head = torch.nn.Linear(2, 1)
         with pstrain.LocalCluster(num_ps=1) as cl:
-            opt = DistributedOptimizer(head.named_parameters(), optimizer="sgd", lr=0.1, sync=False,
-                                       context=cl.context(0), embeddings=[capped, admitted, evicted])
+            opt = DistributedOptimizer(
+                head.named_parameters(),
+                optimizer="sgd",
+                lr=0.1,
+                sync=False,
+                context=cl.context(0),
+                embeddings=[capped, admitted, evicted],
+            )
             # At most 2 rows: the third key of the batch reads as zeros.
             rows = capped(torch.tensor([[1], [2], [3]]))
             self.assertTrue(bool(rows[:2].ne(0).any()))
@@ -439,9 +466,16 @@ class EmbeddingTest(unittest.TestCase):
         seen = {}
         trained = threading.Barrier(2)
         with pstrain.LocalCluster(num_ps=2, num_workers=2) as cl:
+
             def work(k):
-                opt = DistributedOptimizer(heads[k].named_parameters(), optimizer="sgd", lr=0.1, sync=True,
-                                           context=cl.context(k), embeddings=[tables[k]])
+                opt = DistributedOptimizer(
+                    heads[k].named_parameters(),
+                    optimizer="sgd",
+                    lr=0.1,
+                    sync=True,
+                    context=cl.context(k),
+                    embeddings=[tables[k]],
+                )
                 part = slice(2 * k, 2 * k + 2)
                 for _ in range(steps):
                     opt.zero_grad()
@@ -464,7 +498,10 @@ class EmbeddingTest(unittest.TestCase):
 
     def test_a_table_used_before_the_optimizer_is_an_error(self):
         table = EmbeddingBag(4)
-        with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet: give it to the DistributedOptimizer \(embeddings=\[\.\.\.\]\)"):
+        with self.assertRaisesRegex(
+            pstrain.Error,
+            r"^this embedding table has no client yet: give it to the DistributedOptimizer \(embeddings=\[\.\.\.\]\)",
+        ):
             table(torch.tensor([[1, 2]]))
 
     def test_only_the_tables_given_are_trained(self):
@@ -483,8 +520,13 @@ class EmbeddingTest(unittest.TestCase):
             opt.finish()
 
     def test_embeddings_take_tables_only(self):
-        with self.assertRaisesRegex(pstrain.Error, r"^embeddings=\[\.\.\.\] takes pstrain.torch.EmbeddingBag and Embedding tables, got Linear: pass"):
-            DistributedOptimizer(torch.nn.Linear(2, 1).named_parameters(), context=object(), embeddings=[torch.nn.Linear(1, 1)])
+        with self.assertRaisesRegex(
+            pstrain.Error,
+            r"^embeddings=\[\.\.\.\] takes pstrain.torch.EmbeddingBag and Embedding tables, got Linear: pass",
+        ):
+            DistributedOptimizer(
+                torch.nn.Linear(2, 1).named_parameters(), context=object(), embeddings=[torch.nn.Linear(1, 1)]
+            )
 
 
 class PreemptedTest(unittest.TestCase):

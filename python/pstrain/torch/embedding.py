@@ -89,13 +89,9 @@ class EmbeddingBag(_Table):
     :class:`DistributedOptimizer` it is given to (``embeddings=[...]``).
     """
 
-    def __init__(
-        self, dim: int, mode: str = "sum", optimizer: str = "adagrad", lr: float = 0.05, **table: Any
-    ) -> None:
+    def __init__(self, dim: int, mode: str = "sum", optimizer: str = "adagrad", lr: float = 0.05, **table: Any) -> None:
         if mode not in ("sum", "mean"):
-            raise Error(
-                f"an EmbeddingBag's mode must be 'sum' or 'mean', got '{mode}': pass mode='sum' or mode='mean'"
-            )
+            raise Error(f"an EmbeddingBag's mode must be 'sum' or 'mean', got '{mode}': pass mode='sum' or mode='mean'")
         super().__init__(dim, optimizer, lr, **table)
         self.mode = mode
 
@@ -107,9 +103,7 @@ class EmbeddingBag(_Table):
     ) -> torch.Tensor:
         """The bags' sums or means, [bags, dim]."""
         if ids.dim() == 1 and offsets is None:
-            raise Error(
-                "1-D ids need offsets (where each bag starts): pass offsets, or 2-D ids [bags, ids per bag]"
-            )
+            raise Error("1-D ids need offsets (where each bag starts): pass offsets, or 2-D ids [bags, ids per bag]")
         rows, place = self._rows(ids)
         return torch.nn.functional.embedding_bag(
             place, rows, offsets, mode=self.mode, per_sample_weights=per_sample_weights

@@ -22,9 +22,7 @@ from pstrain import Error
 
 def _check_parameter(name: str, p: torch.Tensor) -> None:
     if p.dtype != torch.float32:
-        raise Error(
-            f"parameter '{name}' is {p.dtype}: pstrain trains float32 parameters; call model.float() first"
-        )
+        raise Error(f"parameter '{name}' is {p.dtype}: pstrain trains float32 parameters; call model.float() first")
     if not p.is_contiguous():
         raise Error(
             f"parameter '{name}' is not contiguous: make it so (p.data = p.data.contiguous()) before the optimizer"
