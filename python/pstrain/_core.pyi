@@ -132,31 +132,6 @@ class Context:
     ) -> Client:
         """A client of the PS tasks for these (name, shape) tensors."""
 
-class LocalCluster:
-    """PS tasks in threads of this process over the loopback transport."""
-
-    def __init__(
-        self,
-        num_ps: int = 1,
-        num_workers: int = 1,
-        settings: Optional[Dict[str, Any]] = None,
-        share_memory: bool = True,
-        wire_precision: str = "fp32",
-    ) -> None: ...
-    def connect(
-        self,
-        index: int,
-        tensors: Sequence[Tuple[str, Tuple[int, ...]]],
-        settings: Optional[Dict[str, Any]] = None,
-        timeout: float = 60.0,
-        share_memory: bool = True,
-        wire_precision: Optional[str] = None,
-    ) -> Client: ...
-    def close(self) -> None: ...
-    def kill_ps(self, index: int) -> None: ...
-    def kill_worker(self, index: int) -> None: ...
-    def server_stats(self, index: int) -> Dict[str, Any]: ...
-
 def connect_task(
     timeout: float = 60.0,
     heartbeat_interval: float = 5.0,

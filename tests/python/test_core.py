@@ -1,4 +1,4 @@
-"""pstrain's core bindings over the loopback (pstrain.LocalCluster): tensors
+"""pstrain's core bindings over the loopback (LocalCluster, tests/python/local_cluster.py): tensors
 by name, zero-copy views, tickets, rows, stats and errors."""
 
 import gc
@@ -6,6 +6,7 @@ import os
 import unittest
 
 import numpy as np
+from local_cluster import LocalCluster
 
 import pstrain
 
@@ -15,7 +16,7 @@ TENSORS = [("w", (2, 3)), ("b", (3,))]
 
 class CoreTest(unittest.TestCase):
     def setUp(self):
-        self.cluster = pstrain.LocalCluster(num_ps=2, num_workers=1, settings=SGD)
+        self.cluster = LocalCluster(num_ps=2, num_workers=1, settings=SGD)
         self.client = self.cluster.connect(0, TENSORS, settings=SGD)
 
     def tearDown(self):
@@ -136,12 +137,12 @@ class CoreTest(unittest.TestCase):
 
 class ShapesTest(unittest.TestCase):
     def test_a_name_given_twice_is_an_error(self):
-        with pstrain.LocalCluster(settings=SGD) as cl:
+        with LocalCluster(settings=SGD) as cl:
             with self.assertRaisesRegex(pstrain.Error, r"^tensor 'w' is named twice: give each tensor its own name$"):
                 cl.connect(0, [("w", 2), ("w", 3)], settings=SGD)
 
     def test_a_zero_dimension_is_an_error(self):
-        with pstrain.LocalCluster(settings=SGD) as cl:
+        with LocalCluster(settings=SGD) as cl:
             with self.assertRaisesRegex(
                 pstrain.Error, r"^tensor 'w' has a dimension of 0: every dimension must be 1 or more$"
             ):
@@ -150,7 +151,7 @@ class ShapesTest(unittest.TestCase):
     def test_an_unknown_optimizer_is_an_error(self):
         bad = pstrain.Settings(optimizer=pstrain.Optimizer("lbfgs"))
         with self.assertRaises(pstrain.Error):
-            pstrain.LocalCluster(settings=bad)
+            LocalCluster(settings=bad)
 
     def test_adagrad_accumulators_that_start_at_0_are_refused_with_the_fix(self):
         for make, what in (
@@ -204,7 +205,7 @@ class InitTest(unittest.TestCase):
 class PeerErrorsTest(unittest.TestCase):
     def test_a_worker_with_another_model_gets_the_ps_refusal_naming_it(self):
         s = pstrain.Settings(sync=True)
-        with pstrain.LocalCluster(num_ps=1, num_workers=2, settings=s) as cl:
+        with LocalCluster(num_ps=1, num_workers=2, settings=s) as cl:
             c0 = cl.connect(0, [("w", (2, 3))], settings=s)
             c1 = cl.connect(1, [("w", (2, 4))], settings=s, timeout=5)
             c0.wait(c0.init())
@@ -215,7 +216,7 @@ class PeerErrorsTest(unittest.TestCase):
             self.assertIsInstance(caught.exception, pstrain.Error)
 
     def test_a_lost_ps_is_a_peer_error_that_names_it(self):
-        with pstrain.LocalCluster(num_ps=2, num_workers=1, settings=SGD) as cl:
+        with LocalCluster(num_ps=2, num_workers=1, settings=SGD) as cl:
             c = cl.connect(0, TENSORS, settings=SGD, timeout=5)
             c.wait(c.init())
             cl.kill_ps(1)
@@ -301,7 +302,7 @@ class WirePrecisionTest(unittest.TestCase):
 
     def test_bf16_values_are_rounded_and_the_ps_keeps_float32(self):
         sgd = pstrain.Settings(optimizer=pstrain.Optimizer("sgd", lr=1.0))
-        with pstrain.LocalCluster(settings=sgd, share_memory=False, wire_precision="bf16") as cl:
+        with LocalCluster(settings=sgd, share_memory=False, wire_precision="bf16") as cl:
             c = cl.connect(0, [("w", (2,))], settings=sgd)
             c.param("w")[...] = [0.1, 1.0]
             c.wait(c.init())  # its reply is float32
@@ -321,7 +322,7 @@ class WirePrecisionTest(unittest.TestCase):
             self.assertEqual(stats["bytes_sent"], 64 + (64 + 8) + 33 * (64 + 4))
 
     def test_a_worker_of_another_wire_precision_is_refused_naming_both(self):
-        with pstrain.LocalCluster(settings=SGD, share_memory=False) as cl:
+        with LocalCluster(settings=SGD, share_memory=False) as cl:
             with self.assertRaises(pstrain.PeerError) as e:
                 c = cl.connect(0, TENSORS, settings=SGD, wire_precision="bf16")
                 c.wait(c.init())
@@ -332,7 +333,7 @@ class WirePrecisionTest(unittest.TestCase):
 
     def test_an_unknown_wire_precision_is_an_error_naming_the_words(self):
         with self.assertRaises(pstrain.Error) as e:
-            pstrain.LocalCluster(settings=SGD, wire_precision="fp16")
+            LocalCluster(settings=SGD, wire_precision="fp16")
         self.assertEqual(str(e.exception), "wire_precision 'fp16' is none pstrain knows: use 'fp32' or 'bf16'")
 
 

@@ -1,4 +1,4 @@
-"""pstrain.torch with real PyTorch over the loopback (pstrain.LocalCluster):
+"""pstrain.torch with real PyTorch over the loopback (LocalCluster, tests/python/local_cluster.py):
 the DistributedOptimizer against torch.optim on the averaged gradient, the
 embedding tables against torch.nn.EmbeddingBag, and bad input."""
 
@@ -9,6 +9,7 @@ import unittest
 
 import numpy as np
 import torch
+from local_cluster import LocalCluster
 
 import pstrain
 import pstrain.torch
@@ -67,7 +68,7 @@ class DenseTest(unittest.TestCase):
         trained = threading.Barrier(num_workers)
         self.live_workers = {}
         self.sampled = {}
-        with pstrain.LocalCluster(num_ps=2, num_workers=num_workers) as cl:
+        with LocalCluster(num_ps=2, num_workers=num_workers) as cl:
 
             def work(k):
                 m = models[k]
@@ -136,7 +137,7 @@ class DenseTest(unittest.TestCase):
 
     def test_parameters_and_grads_are_views_of_the_exchange_buffers(self):
         model = small_model()
-        with pstrain.LocalCluster() as cl:
+        with LocalCluster() as cl:
             opt = DistributedOptimizer(
                 model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[]
             )
@@ -157,7 +158,7 @@ class DenseTest(unittest.TestCase):
 
     def test_model_zero_grad_that_sets_none_still_steps_right(self):
         model = small_model()
-        with pstrain.LocalCluster() as cl:
+        with LocalCluster() as cl:
             opt = DistributedOptimizer(
                 model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[]
             )
@@ -177,7 +178,7 @@ class LeaveTest(unittest.TestCase):
         models = [small_model(), small_model()]
         x, y = batch(n=8)
         self.step = None
-        with pstrain.LocalCluster(num_ps=1, num_workers=2) as cl:
+        with LocalCluster(num_ps=1, num_workers=2) as cl:
 
             def work(k):
                 m = models[k]
@@ -308,7 +309,7 @@ class ElasticSamplerTest(unittest.TestCase):
 
 class BadInputTest(unittest.TestCase):
     def test_zero_grad_set_to_none_is_refused(self):
-        with pstrain.LocalCluster() as cl:
+        with LocalCluster() as cl:
             opt = DistributedOptimizer(small_model().named_parameters(), context=cl.context(0), embeddings=[])
             with self.assertRaisesRegex(
                 pstrain.Error, r"^zero_grad\(set_to_none=True\) is refused: .*call zero_grad\(\)$"
@@ -330,7 +331,7 @@ class BadInputTest(unittest.TestCase):
             DistributedOptimizer(model.named_parameters(), context=object(), embeddings=[])
 
     def test_workers_with_different_models_are_told_so(self):
-        with pstrain.LocalCluster(num_workers=2) as cl:
+        with LocalCluster(num_workers=2) as cl:
             outcome = {}
 
             def work(k):
@@ -363,7 +364,7 @@ class EmbeddingTest(unittest.TestCase):
     def check_against_torch(self, mode, ids, offsets=None, weights=None):
         table = EmbeddingBag(4, mode=mode, optimizer="adagrad", lr=0.5, init_range=0.5)
         head = torch.nn.Linear(4, 1)
-        with pstrain.LocalCluster(num_ps=2) as cl:
+        with LocalCluster(num_ps=2) as cl:
             opt = self.connect(cl, [table], head)
             out = table(ids, offsets, weights)  # the first pull makes the rows
             unique = sorted(set(ids.reshape(-1).tolist()))
@@ -397,7 +398,7 @@ class EmbeddingTest(unittest.TestCase):
     def test_a_batch_with_repeated_ids_pulls_and_pushes_each_key_once(self):
         table = EmbeddingBag(4, mode="sum")
         head = torch.nn.Linear(4, 1)
-        with pstrain.LocalCluster(num_ps=2) as cl:
+        with LocalCluster(num_ps=2) as cl:
             opt = self.connect(cl, [table], head)
             ids = torch.tensor([[5, 5, 7], [7, 5, 9], [9, 9, 9]])
             head(table(ids)).sum().backward()
@@ -413,7 +414,7 @@ class EmbeddingTest(unittest.TestCase):
         admitted = EmbeddingBag(2, mode="sum", admit_after=2, init_range=0.5)
         evicted = EmbeddingBag(2, mode="sum", evict_after=2, init_range=0.5, lr=0.5)
         head = torch.nn.Linear(2, 1)
-        with pstrain.LocalCluster(num_ps=1) as cl:
+        with LocalCluster(num_ps=1) as cl:
             opt = DistributedOptimizer(
                 head.named_parameters(),
                 optimizer="sgd",
@@ -446,7 +447,7 @@ class EmbeddingTest(unittest.TestCase):
     def test_embedding_maps_ids_to_rows_with_their_shape(self):
         table = Embedding(3)
         head = torch.nn.Linear(3, 1)
-        with pstrain.LocalCluster() as cl:
+        with LocalCluster() as cl:
             opt = self.connect(cl, [table], head)
             ids = torch.tensor([[1, 2], [2, 8]])
             out = table(ids)
@@ -465,7 +466,7 @@ class EmbeddingTest(unittest.TestCase):
         y = torch.tensor([[1.0], [0.0], [1.0], [0.0]])
         seen = {}
         trained = threading.Barrier(2)
-        with pstrain.LocalCluster(num_ps=2, num_workers=2) as cl:
+        with LocalCluster(num_ps=2, num_workers=2) as cl:
 
             def work(k):
                 opt = DistributedOptimizer(
@@ -506,14 +507,14 @@ class EmbeddingTest(unittest.TestCase):
 
     def test_only_the_tables_given_are_trained(self):
         given, other = EmbeddingBag(2, mode="sum"), EmbeddingBag(3, mode="sum")
-        with pstrain.LocalCluster() as cl:
+        with LocalCluster() as cl:
             opt = self.connect(cl, [given], torch.nn.Linear(2, 1))
             self.assertEqual([t.dim for t in opt.settings.tables], [2])
             given(torch.tensor([[1, 2]]))
             with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet"):
                 other(torch.tensor([[1, 2]]))
             opt.finish()
-        with pstrain.LocalCluster() as cl:
+        with LocalCluster() as cl:
             opt = DistributedOptimizer(torch.nn.Linear(2, 1).named_parameters(), context=cl.context(0))
             self.assertEqual(opt.embeddings, [])
             self.assertEqual(opt.settings.tables, [])
