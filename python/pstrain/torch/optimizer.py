@@ -131,7 +131,7 @@ class DistributedOptimizer:
         self._started = time.monotonic()
         self.context = context if context is not None else pstrain.init()
         self.position = 0  # this worker's place in its data, kept with snapshots
-        # wire_precision None: the connect()'s default ("fp32"; a LocalCluster's own).
+        # wire_precision None: the connect()'s default ("fp32"; the tests' LocalCluster: its own).
         extra = {} if wire_precision is None else {"wire_precision": wire_precision}
         self.client = self.context.connect(tensors=self._views.tensors(), settings=self.settings, **extra)
         for i, t in enumerate(self.embeddings):
