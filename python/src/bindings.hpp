@@ -36,6 +36,7 @@ namespace ps = pstrain::ps;
 // Throws pstrain::error (pstrain.Error in Python) with `message`.
 [[noreturn]] void fail(const std::string& message);
 
+// `s` seconds rounded up; refuses (fail) one not in (0, 1e9], naming `what`.
 std::chrono::seconds whole_seconds(double s, const char* what);
 
 // {"optimizer": {...}, "sync": bool, "replicas_to_aggregate": int, "max_staleness": int or None,
@@ -45,12 +46,16 @@ ps::training_settings settings_of_dict(const py::dict& d);
 // The wire precision a word names ("fp32" or "bf16").
 ps::wire_precision wire_precision_of(const std::string& word);
 
+// A tensor of connect()'s (name, shape) pairs, and its count of floats.
 struct tensor_spec {
     std::string name;
     std::vector<py::ssize_t> shape;
     std::uint64_t size = 1;
 };
 
+// pstrain.Client: the C++ client, its tensors by name, its tables' row
+// widths, and the arrays that pending tickets write into (kept alive until
+// their ticket completes).  pstrain.ChiefClient is py_chief_client.
 class py_client {
 public:
     // `owner` keeps the transport alive (and is released after the client).
