@@ -48,6 +48,7 @@ progress lines fall on step N/2 (a divisor of N/2, about 40 lines a run),
 and with --window W also on W and N - W (a divisor of W and N); with
 --eval-every E, one that divides E too (for --exclude-eval).
 """
+
 import argparse
 import json
 import math
@@ -86,8 +87,11 @@ def window(events, lo, hi, exclude_eval):
     start = next((k for k, (_, e) in enumerate(prog) if e["global_step"] >= lo), None)
     if start is None:
         return None
-    end = len(prog) - 1 if hi is None else next(
-        (k for k, (_, e) in enumerate(prog) if e["global_step"] >= hi), len(prog) - 1)
+    end = (
+        len(prog) - 1
+        if hi is None
+        else next((k for k, (_, e) in enumerate(prog) if e["global_step"] >= hi), len(prog) - 1)
+    )
     if end <= start:
         return None
     samples = 0.0
@@ -100,8 +104,10 @@ def window(events, lo, hi, exclude_eval):
         for i in range(first + 1, last):
             if events[i].get("event") == "eval":
                 if events[i - 1].get("global_step") != events[i].get("global_step"):
-                    sys.exit("steady_state.py: the evaluation at step %s has no line of its own step before it: "
-                             "give the run a --log-every that divides its --eval-every" % events[i].get("global_step"))
+                    sys.exit(
+                        "steady_state.py: the evaluation at step %s has no line of its own step before it: "
+                        "give the run a --log-every that divides its --eval-every" % events[i].get("global_step")
+                    )
                 seconds -= events[i]["elapsed_seconds"] - events[i - 1]["elapsed_seconds"]
     if seconds <= 0:
         return None
@@ -119,8 +125,14 @@ def steady(path, steps=None, exclude_eval=False):
     w = window(events, n // 2, None, exclude_eval)
     if w is None:
         return None
-    return dict(steady_samples_per_sec=w[0], from_step=w[1], to_step=w[2], seconds=round(w[3], 4), steps=n,
-                steady=n >= STEADY_STEPS)
+    return dict(
+        steady_samples_per_sec=w[0],
+        from_step=w[1],
+        to_step=w[2],
+        seconds=round(w[3], 4),
+        steps=n,
+        steady=n >= STEADY_STEPS,
+    )
 
 
 def main():
@@ -147,18 +159,20 @@ def main():
         sys.exit("steady_state.py: %s: %s: give the --metrics-file the run wrote" % (a.metrics, e.strerror))
     prog = [e for e in events if e.get("event") == "progress"]
     if len(prog) < 2:
-        sys.exit("steady_state.py: %s: %d progress lines: the run needs --log-every below half its steps"
-                 % (a.metrics, len(prog)))
+        sys.exit(
+            "steady_state.py: %s: %d progress lines: the run needs --log-every below half its steps"
+            % (a.metrics, len(prog))
+        )
     n = a.steps or prog[-1]["global_step"]
     out = {}
     if a.done:
         try:
             with open(a.done) as f:
-                lines = [l for l in f if l.startswith('{') and '"event":"done"' in l]
+                lines = [line for line in f if line.startswith("{") and '"event":"done"' in line]
         except OSError as e:
             sys.exit("steady_state.py: %s: %s" % (a.done, e.strerror))
         if not lines:
-            sys.exit("steady_state.py: %s: no final {\"event\":\"done\"} line: the run failed" % a.done)
+            sys.exit('steady_state.py: %s: no final {"event":"done"} line: the run failed' % a.done)
         out.update(json.loads(lines[-1]))
     w = steady(a.metrics, n, a.exclude_eval)
     if w is None:
@@ -166,12 +180,18 @@ def main():
     out.update(w)
     if a.first:
         f = window(events, 0, a.first, a.exclude_eval)
-        out.update(first_samples_per_sec=f[0] if f else math.nan, first_from_step=f[1] if f else None,
-                   first_to_step=f[2] if f else None)
+        out.update(
+            first_samples_per_sec=f[0] if f else math.nan,
+            first_from_step=f[1] if f else None,
+            first_to_step=f[2] if f else None,
+        )
     if a.last:
         f = window(events, n - a.last, None, a.exclude_eval)
-        out.update(last_samples_per_sec=f[0] if f else math.nan, last_from_step=f[1] if f else None,
-                   last_to_step=f[2] if f else None)
+        out.update(
+            last_samples_per_sec=f[0] if f else math.nan,
+            last_from_step=f[1] if f else None,
+            last_to_step=f[2] if f else None,
+        )
     if a.first and a.last:
         first, last = out["first_samples_per_sec"], out["last_samples_per_sec"]
         out["last_over_first"] = last / first if first and first == first and last == last else math.nan

@@ -24,6 +24,7 @@ pstrain start their threads: with one intra-op thread torch computes
 forward, backward and the optimizer in the main thread, and gloo's and the
 rpc server's threads come later.
 """
+
 import time
 
 STEADY_STEPS = 3000
@@ -40,15 +41,24 @@ class Steady:
 
     def fields(self, done, samples_per_update):
         if self.t0 is None or done <= self.step0:
-            return {"steady_samples_per_sec": float("nan"), "steady_from_step": self.step0, "steady_to_step": done,
-                    "steady": False}
+            return {
+                "steady_samples_per_sec": float("nan"),
+                "steady_from_step": self.step0,
+                "steady_to_step": done,
+                "steady": False,
+            }
         seconds = time.perf_counter() - self.t0
-        return {"steady_samples_per_sec": (done - self.step0) * samples_per_update / seconds,
-                "steady_from_step": self.step0, "steady_to_step": done, "steady": self.steps >= STEADY_STEPS}
+        return {
+            "steady_samples_per_sec": (done - self.step0) * samples_per_update / seconds,
+            "steady_from_step": self.step0,
+            "steady_to_step": done,
+            "steady": self.steps >= STEADY_STEPS,
+        }
 
 
 def flush_denormal(on):
     import torch
+
     if on and not torch.set_flush_denormal(True):
         raise SystemExit("--flush-denormal: torch.set_flush_denormal(True) is not supported on this CPU")
     return bool(on)

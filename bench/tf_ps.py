@@ -18,6 +18,7 @@ steady_from_step and steady_to_step, and the training seconds until the
 test accuracy first reached --target.  TensorFlow flushes denormals to
 zero in its own threads: there is no --flush-denormal here.
 """
+
 import argparse
 import gzip
 import json
@@ -77,24 +78,47 @@ def report(mode, steps, batch, c, acc):
     # The end: the last step's (sync: before the session's close, which the whole run's figure holds).
     t1 = getattr(c, "end_at", c.train)
     steady = (steps - step0) * batch / (t1 - t0) if steps > step0 and t1 > t0 else float("nan")
-    print(json.dumps({"event": "done", "mode": mode, "global_step": steps, "test_accuracy": round(acc, 4),
-                      "train_seconds": round(c.train, 3), "samples_per_sec": round(steps * batch / c.train, 1),
-                      "steady_samples_per_sec": round(steady, 1), "steady_from_step": step0, "steady_to_step": steps,
-                      "steady": steps >= 3000,
-                      "seconds_to_target": None if c.to_target is None else round(c.to_target, 3)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "event": "done",
+                "mode": mode,
+                "global_step": steps,
+                "test_accuracy": round(acc, 4),
+                "train_seconds": round(c.train, 3),
+                "samples_per_sec": round(steps * batch / c.train, 1),
+                "steady_samples_per_sec": round(steady, 1),
+                "steady_from_step": step0,
+                "steady_to_step": steps,
+                "steady": steps >= 3000,
+                "seconds_to_target": None if c.to_target is None else round(c.to_target, 3),
+            }
+        ),
+        flush=True,
+    )
 
 
 def run_async(a):
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type in ("worker", "ps"):
-        tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
-                             protocol="grpc", start=True).join()
+        tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=resolver.task_type,
+            task_index=resolver.task_id,
+            protocol="grpc",
+            start=True,
+        ).join()
         return
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.layers.Input(shape=(784,)), tf.keras.layers.Dense(100, activation="relu"),
-                                     tf.keras.layers.Dense(10)])
+        model = tf.keras.Sequential(
+            [
+                tf.keras.layers.Input(shape=(784,)),
+                tf.keras.layers.Dense(100, activation="relu"),
+                tf.keras.layers.Dense(10),
+            ]
+        )
         optimizer = tf.keras.optimizers.Adam(a.learning_rate)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
     data = os.path.join(DATA, "train-images-idx3-ubyte.gz"), os.path.join(DATA, "train-labels-idx1-ubyte.gz")
@@ -103,9 +127,12 @@ def run_async(a):
         def read(path, skip):
             raw = tf.io.decode_compressed(tf.io.read_file(path), compression_type="GZIP")
             return tf.io.decode_raw(raw, tf.uint8)[skip:]
+
         images = tf.cast(tf.reshape(read(data[0], 16), [-1, 784]), tf.float32) / 255.0
         labels = tf.cast(read(data[1], 8), tf.int32)
-        return tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(10000).repeat().batch(a.batch_size).prefetch(2)
+        return (
+            tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(10000).repeat().batch(a.batch_size).prefetch(2)
+        )
 
     @tf.function
     def per_worker():
@@ -119,6 +146,7 @@ def run_async(a):
             with tf.GradientTape() as tape:
                 loss = tf.nn.compute_average_loss(loss_fn(labels, model(images, training=True)))
             optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
         for _ in tf.range(a.steps_per_call):
             strategy.run(one, args=next(iterator))
 
@@ -157,8 +185,9 @@ def run_sync(a):
         b2 = v1.get_variable("b2", [10], initializer=v1.zeros_initializer())
         logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        opt = v1.train.SyncReplicasOptimizer(v1.train.AdamOptimizer(a.learning_rate), replicas_to_aggregate=workers,
-                                             total_num_replicas=workers)
+        opt = v1.train.SyncReplicasOptimizer(
+            v1.train.AdamOptimizer(a.learning_rate), replicas_to_aggregate=workers, total_num_replicas=workers
+        )
         train_op = opt.minimize(loss, global_step=global_step)
     train_x, train_y = idx("train-images-idx3-ubyte"), idx("train-labels-idx1-ubyte")
     test_x, test_y = idx("t10k-images-idx3-ubyte"), idx("t10k-labels-idx1-ubyte")
@@ -167,9 +196,16 @@ def run_sync(a):
     hooks = [opt.make_session_run_hook(chief), v1.train.StopAtStepHook(last_step=a.steps)]
     c = clock(a.target)
     acc, step = 0.0, 0
-    with v1.train.MonitoredTrainingSession(master=server.target, is_chief=chief, hooks=hooks, config=config,
-                                           save_checkpoint_secs=None, save_summaries_steps=None, log_step_count_steps=0,
-                                           stop_grace_period_secs=2) as sess:
+    with v1.train.MonitoredTrainingSession(
+        master=server.target,
+        is_chief=chief,
+        hooks=hooks,
+        config=config,
+        save_checkpoint_secs=None,
+        save_summaries_steps=None,
+        log_step_count_steps=0,
+        stop_grace_period_secs=2,
+    ) as sess:
         c.last = time.time()
         while not sess.should_stop():
             c.mark(step, a.steps // 2)

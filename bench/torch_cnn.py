@@ -1,39 +1,48 @@
 #!/usr/bin/python3
 """The cnn preset in PyTorch, one thread, for bench/vs-torch-cnn.  Benchmark only.
 
-  torch_cnn.py step [--steps N] [--batch 100] [--lr 0.001] [--data DIR] [--autocast] [--flush-denormal]
-      trains conv2d:32:5x5:relu,maxpool:2,conv2d:64:5x5:relu,maxpool:2,flatten,
-      dense:1024:relu,dropout:0.4,dense:10 with Adam on Fashion-MNIST as
-      `pstrain --standalone --model cnn` does (standardised pixels, shuffled
-      epochs), N steps in all (N after 10 warm-up steps before); one JSON
-      line: samples_per_sec over the steps after the first 10 (N/2 when N < 20),
-      steady_samples_per_sec over the last half (steps N/2 to N:
-      bench/steady_timer.py), the figure bench/vs-torch-cnn and
-      bench/bf16-vs-autocast compare.  --autocast: the forward pass under
-      torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed
-      precision, beside pstrain --precision bf16.  --flush-denormal:
-      torch.set_flush_denormal(True) first (one thread: it covers the
-      whole step).
-  torch_cnn.py layers [--repeat R] [--batch 100]
-      forward + backward milliseconds of each layer (median of R passes after
-      3 warm-up passes), the layers bench/layer-times times, as one JSON line.
+torch_cnn.py step [--steps N] [--batch 100] [--lr 0.001] [--data DIR] [--autocast] [--flush-denormal]
+    trains conv2d:32:5x5:relu,maxpool:2,conv2d:64:5x5:relu,maxpool:2,flatten,
+    dense:1024:relu,dropout:0.4,dense:10 with Adam on Fashion-MNIST as
+    `pstrain --standalone --model cnn` does (standardised pixels, shuffled
+    epochs), N steps in all (N after 10 warm-up steps before); one JSON
+    line: samples_per_sec over the steps after the first 10 (N/2 when N < 20),
+    steady_samples_per_sec over the last half (steps N/2 to N:
+    bench/steady_timer.py), the figure bench/vs-torch-cnn and
+    bench/bf16-vs-autocast compare.  --autocast: the forward pass under
+    torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed
+    precision, beside pstrain --precision bf16.  --flush-denormal:
+    torch.set_flush_denormal(True) first (one thread: it covers the
+    whole step).
+torch_cnn.py layers [--repeat R] [--batch 100]
+    forward + backward milliseconds of each layer (median of R passes after
+    3 warm-up passes), the layers bench/layer-times times, as one JSON line.
 """
+
 import argparse
 import json
 import statistics
 import time
 
 import torch
-
 from steady_timer import Steady, flush_denormal
 from torch_ps import load
 
 
 def make_cnn():
     return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 32, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(32, 64, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-        torch.nn.Linear(3136, 1024), torch.nn.ReLU(), torch.nn.Dropout(0.4), torch.nn.Linear(1024, 10))
+        torch.nn.Conv2d(1, 32, 5, padding=2),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 5, padding=2),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(3136, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(0.4),
+        torch.nn.Linear(1024, 10),
+    )
 
 
 def step(a):
@@ -53,7 +62,7 @@ def step(a):
             start = time.perf_counter()
         if pos + a.batch > len(order):
             order, pos = torch.randperm(len(x), generator=gen), 0
-        idx = order[pos:pos + a.batch]
+        idx = order[pos : pos + a.batch]
         pos += a.batch
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
@@ -62,8 +71,17 @@ def step(a):
         opt.step()
     seconds = time.perf_counter() - start
     last_half = steady.fields(a.steps, a.batch)
-    print(json.dumps({"samples_per_sec": (a.steps - warmup) * a.batch / seconds, **last_half, "steps": a.steps,
-                      "autocast": a.autocast, "flush_denormal": a.flush_denormal}))
+    print(
+        json.dumps(
+            {
+                "samples_per_sec": (a.steps - warmup) * a.batch / seconds,
+                **last_half,
+                "steps": a.steps,
+                "autocast": a.autocast,
+                "flush_denormal": a.flush_denormal,
+            }
+        )
+    )
 
 
 def median_ms(repeat, fn):
@@ -94,10 +112,13 @@ def layers(a):
             if x.grad is not None:
                 x.grad = None
             module(x).backward(dy)
+
         out[name] = median_ms(a.repeat, run)
 
     # conv1 is the first layer: its input needs no gradient, as in training.
-    time_layer("conv1", torch.nn.Sequential(torch.nn.Conv2d(1, 32, 5, padding=2), torch.nn.ReLU()), (n, 1, 28, 28), first=True)
+    time_layer(
+        "conv1", torch.nn.Sequential(torch.nn.Conv2d(1, 32, 5, padding=2), torch.nn.ReLU()), (n, 1, 28, 28), first=True
+    )
     time_layer("conv2", torch.nn.Sequential(torch.nn.Conv2d(32, 64, 5, padding=2), torch.nn.ReLU()), (n, 32, 14, 14))
     time_layer("pool1", torch.nn.MaxPool2d(2), (n, 32, 28, 28))
     time_layer("pool2", torch.nn.MaxPool2d(2), (n, 64, 14, 14))
@@ -111,6 +132,7 @@ def layers(a):
     def xent():
         logits.grad = None
         loss_fn(logits, labels).backward()
+
     out["softmax_xent"] = median_ms(a.repeat, xent)
     print(json.dumps(out))
 

@@ -41,6 +41,7 @@ steady_samples_per_sec over the last half (steps N/2 to N:
 bench/steady_timer.py; the figure bench/bf16-vs-autocast compares),
 test_auc and test_logloss after the --steps updates, flush_denormal.
 """
+
 import argparse
 import glob
 import json
@@ -67,12 +68,18 @@ def parse(paths, keys):
             for line in f:
                 v = line.rstrip("\r\n").split("\t")
                 labels.append(float(v[0]))
-                dense.append([(math.log1p(int(x)) if int(x) >= 0 else -math.log1p(-int(x))) if x else 0.0
-                              for x in v[1:1 + NUMERIC]])
+                dense.append(
+                    [
+                        (math.log1p(int(x)) if int(x) >= 0 else -math.log1p(-int(x))) if x else 0.0
+                        for x in v[1 : 1 + NUMERIC]
+                    ]
+                )
                 line_ids = []
-                for f_, x in enumerate(v[1 + NUMERIC:1 + NUMERIC + FIELDS]):
+                for f_, x in enumerate(v[1 + NUMERIC : 1 + NUMERIC + FIELDS]):
                     if "," in x:
-                        sys.exit("torch_deepfm: %s: a multi-valued field (%s): this twin reads one id a field" % (path, x))
+                        sys.exit(
+                            "torch_deepfm: %s: a multi-valued field (%s): this twin reads one id a field" % (path, x)
+                        )
                     k = (f_, int(x, 16) if x else -1)
                     if k not in keys:
                         keys[k] = len(keys)
@@ -86,12 +93,20 @@ def load(data):
     if not os.path.exists(cache):
         train = sorted(glob.glob(os.path.join(data, "train-*.tsv")))
         if not train:
-            sys.exit("torch_deepfm: no train-*.tsv in %s: make it with pstrain datagen ctr --samples N %s" % (data, data))
+            sys.exit(
+                "torch_deepfm: no train-*.tsv in %s: make it with pstrain datagen ctr --samples N %s" % (data, data)
+            )
         keys = {}
         ly, ld, li = parse(train, keys)
         ty, td, ti = parse([os.path.join(data, "test.tsv")], keys)
-        np.savez(cache + ".tmp.npz", label=np.concatenate([ly, ty]), dense=np.concatenate([ld, td]),
-                 ids=np.concatenate([li, ti]), train=np.int64(len(ly)), rows=np.int64(len(keys)))
+        np.savez(
+            cache + ".tmp.npz",
+            label=np.concatenate([ly, ty]),
+            dense=np.concatenate([ld, td]),
+            ids=np.concatenate([li, ti]),
+            train=np.int64(len(ly)),
+            rows=np.int64(len(keys)),
+        )
         os.replace(cache + ".tmp.npz", cache)
     z = np.load(cache)
     return {k: z[k] for k in z.files}
@@ -169,7 +184,7 @@ def main():
             t_all = time.perf_counter()
         if step == a.warmup:
             start = time.perf_counter()
-        lines = (torch.arange(pos, pos + a.batch) % n)
+        lines = torch.arange(pos, pos + a.batch) % n
         pos = (pos + a.batch) % n
         batch_ids = ids[lines]
         trained[batch_ids] = True
@@ -186,16 +201,33 @@ def main():
     known = trained.float()
     model.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
-        z = torch.cat([model(dense[t[i:i + 1024]], ids[t[i:i + 1024]], known).float() for i in range(0, len(t), 1024)])
+        z = torch.cat(
+            [model(dense[t[i : i + 1024]], ids[t[i : i + 1024]], known).float() for i in range(0, len(t), 1024)]
+        )
     prob = torch.sigmoid(z.double()).clamp(1e-7, 1 - 1e-7).numpy()
     y = label[t].numpy()
     logloss = float(-np.mean(np.where(y > 0.5, np.log(prob), np.log1p(-prob))))
-    print(json.dumps({"samples_per_sec": (a.steps - a.warmup) * a.batch / (end - start),
-                      "samples_per_sec_all": a.steps * a.batch / (end - t_all), **last_half,
-                      "test_auc": round(ctr_data.auc(y, prob), 4), "test_logloss": round(logloss, 4), "steps": a.steps,
-                      "warmup": a.warmup, "batch": a.batch, "train_lines": n, "test_lines": len(t), "rows": rows,
-                      "torch": torch.__version__, "threads": torch.get_num_threads(), "autocast": a.autocast,
-                      "flush_denormal": a.flush_denormal}))
+    print(
+        json.dumps(
+            {
+                "samples_per_sec": (a.steps - a.warmup) * a.batch / (end - start),
+                "samples_per_sec_all": a.steps * a.batch / (end - t_all),
+                **last_half,
+                "test_auc": round(ctr_data.auc(y, prob), 4),
+                "test_logloss": round(logloss, 4),
+                "steps": a.steps,
+                "warmup": a.warmup,
+                "batch": a.batch,
+                "train_lines": n,
+                "test_lines": len(t),
+                "rows": rows,
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "autocast": a.autocast,
+                "flush_denormal": a.flush_denormal,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

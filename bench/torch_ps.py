@@ -19,6 +19,7 @@ figure the benchmarks compare, with steady_from_step, steady_to_step.
 PS's Adam runs in its main thread; gloo's threads, started after it,
 inherit it); the line's flush_denormal says which.
 """
+
 import argparse
 import gzip
 import json
@@ -29,16 +30,15 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
-
 from steady_timer import Steady, flush_denormal
 
 
 def read_idx(path):
     with gzip.open(path, "rb") as f:
         data = f.read()
-    magic, = struct.unpack(">I", data[:4])
+    (magic,) = struct.unpack(">I", data[:4])
     dims = magic & 0xFF
-    shape = struct.unpack(">" + "I" * dims, data[4:4 + 4 * dims])
+    shape = struct.unpack(">" + "I" * dims, data[4 : 4 + 4 * dims])
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
@@ -48,8 +48,12 @@ def load(data_dir):
     tx = read_idx(os.path.join(data_dir, "t10k-images-idx3-ubyte.gz")).reshape(-1, 784).astype(np.float32) / 255.0
     ty = read_idx(os.path.join(data_dir, "t10k-labels-idx1-ubyte.gz")).astype(np.int64)
     mean, std = x.mean(), x.std()
-    return (torch.from_numpy((x - mean) / std), torch.from_numpy(y),
-            torch.from_numpy((tx - mean) / std), torch.from_numpy(ty))
+    return (
+        torch.from_numpy((x - mean) / std),
+        torch.from_numpy(y),
+        torch.from_numpy((tx - mean) / std),
+        torch.from_numpy(ty),
+    )
 
 
 def make_model(hidden):
@@ -139,7 +143,7 @@ def main():
         torch.nn.utils.vector_to_parameters(reply[:n], model.parameters())
         if pos + a.batch > len(order):
             order, pos = shard[torch.randperm(len(shard), generator=gen)], 0
-        idx = order[pos:pos + a.batch]
+        idx = order[pos : pos + a.batch]
         pos += a.batch
         model.zero_grad()
         loss = loss_fn(model(x[idx]), y[idx])
@@ -156,10 +160,24 @@ def main():
         with torch.no_grad():
             acc = (model(tx).argmax(1) == ty).float().mean().item()
         samples = a.steps * samples_per_step
-        print(json.dumps({"event": "done", "global_step": a.steps, "test_accuracy": acc, "train_seconds": seconds,
-                          "samples_per_sec": samples / seconds, **last_half, "flush_denormal": flush, "ps": 1,
-                          "workers": workers, "mode": "sync" if a.sync else "async", "framework": "pytorch-gloo"}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "event": "done",
+                    "global_step": a.steps,
+                    "test_accuracy": acc,
+                    "train_seconds": seconds,
+                    "samples_per_sec": samples / seconds,
+                    **last_half,
+                    "flush_denormal": flush,
+                    "ps": 1,
+                    "workers": workers,
+                    "mode": "sync" if a.sync else "async",
+                    "framework": "pytorch-gloo",
+                }
+            ),
+            flush=True,
+        )
     dist.barrier()
 
 

@@ -19,12 +19,12 @@ Prints one JSON line: samples_per_sec over the steps after the first 50
 to N: bench/steady_timer.py), the figure the benchmarks compare,
 test_accuracy after training, flush_denormal.
 """
+
 import argparse
 import json
 import time
 
 import torch
-
 from steady_timer import Steady, flush_denormal
 from torch_ps import load, make_model
 
@@ -59,7 +59,7 @@ def main():
             start = time.perf_counter()
         if pos + a.batch > len(order):
             order, pos = torch.randperm(len(x), generator=gen), 0
-        idx = order[pos:pos + a.batch]
+        idx = order[pos : pos + a.batch]
         pos += a.batch
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
@@ -70,9 +70,19 @@ def main():
     last_half = steady.fields(a.steps, a.batch)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
         acc = (model(tx).argmax(1) == ty).float().mean().item()
-    print(json.dumps({"samples_per_sec": (a.steps - warmup) * a.batch / seconds, **last_half,
-                      "test_accuracy": round(acc, 4), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "autocast": a.autocast, "flush_denormal": flush}))
+    print(
+        json.dumps(
+            {
+                "samples_per_sec": (a.steps - warmup) * a.batch / seconds,
+                **last_half,
+                "test_accuracy": round(acc, 4),
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "autocast": a.autocast,
+                "flush_denormal": flush,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -42,5 +42,5 @@ def flags():
     )
 
 
-core = Pybind11Extension("pstrain._core", ["src/core.cpp"], cxx_std=20, **flags())
+core = Pybind11Extension("pstrain._core", ["src/core.cpp", "src/bindings.cpp"], cxx_std=20, **flags())
 setup(ext_modules=[core])

@@ -9,6 +9,7 @@ compute thread a process, and prints one JSON line.  Steady and
 flush_denormal are bench/steady_timer.py's: the last half's samples/s
 (steady_samples_per_sec) and the --flush-denormal flag every program has.
 """
+
 import gzip
 import json
 import os
@@ -31,24 +32,34 @@ CNN_SPEC = "conv2d:16:5x5:same:relu,maxpool:2,conv2d:32:5x5:same:relu,maxpool:2,
 def make_cnn(seed=1):
     torch.manual_seed(seed)
     return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 16, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(16, 32, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(32 * 7 * 7, 10))
+        torch.nn.Conv2d(1, 16, 5, padding=2),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 5, padding=2),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32 * 7 * 7, 10),
+    )
 
 
 def _idx(path):
     with gzip.open(path, "rb") as f:
         raw = f.read()
     dims = struct.unpack(">I", raw[:4])[0] & 0xFF
-    shape = struct.unpack(">" + "I" * dims, raw[4:4 + 4 * dims])
+    shape = struct.unpack(">" + "I" * dims, raw[4 : 4 + 4 * dims])
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
 def load_images(data=DATA):
     """(train x, train y, test x, test y, source): Fashion-MNIST, normalised,
     or random data of the same shapes when the files are missing."""
-    names = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-             "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+    names = [
+        "train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz",
+        "t10k-labels-idx1-ubyte.gz",
+    ]
     if all(os.path.exists(os.path.join(data, n)) for n in names):
         x, y, tx, ty = (_idx(os.path.join(data, n)) for n in names)
         source = data
@@ -76,7 +87,7 @@ class Batches:
     def next(self):
         if self.pos + BATCH > len(self.order):
             self.order, self.pos = self.shard[torch.randperm(len(self.shard), generator=self.gen)], 0
-        idx = self.order[self.pos:self.pos + BATCH]
+        idx = self.order[self.pos : self.pos + BATCH]
         self.pos += BATCH
         return self.x[idx], self.y[idx]
 

@@ -11,6 +11,7 @@ C1-C26) into arrays, cached beside it as torch-ps.npz:
 
   ctr_data.py DIR   (prints what it made)
 """
+
 import glob
 import os
 import sys
@@ -29,8 +30,11 @@ def parse(paths):
                 labels.append(float(v[0]))
                 dense.append([float(x) if x else 0.0 for x in v[1:14]])
                 keys.append([(i << 32) | (int(x.split(",")[0], 16) if x else MISSING) for i, x in enumerate(v[14:40])])
-    return (np.array(labels, np.float32), np.log1p(np.maximum(np.array(dense, np.float32), 0)),
-            np.array(keys, np.int64))
+    return (
+        np.array(labels, np.float32),
+        np.log1p(np.maximum(np.array(dense, np.float32), 0)),
+        np.array(keys, np.int64),
+    )
 
 
 def load(data):
@@ -43,8 +47,14 @@ def load(data):
         ty, td, tk = parse([os.path.join(data, "test.tsv")])
         keys = np.concatenate([lk, tk])
         _, index = np.unique(keys, return_inverse=True)
-        np.savez(cache + ".tmp.npz", label=np.concatenate([ly, ty]), dense=np.concatenate([ld, td]), keys=keys,
-                 index=index.reshape(keys.shape).astype(np.int64), train=np.int64(len(ly)))
+        np.savez(
+            cache + ".tmp.npz",
+            label=np.concatenate([ly, ty]),
+            dense=np.concatenate([ld, td]),
+            keys=keys,
+            index=index.reshape(keys.shape).astype(np.int64),
+            train=np.int64(len(ly)),
+        )
         os.replace(cache + ".tmp.npz", cache)
     z = np.load(cache)
     return {k: z[k] for k in z.files}
@@ -57,7 +67,7 @@ def auc(labels, scores):
     ranks = np.empty(len(s))
     _, first, counts = np.unique(s, return_index=True, return_counts=True)
     for f, c in zip(first, counts):
-        ranks[f:f + c] = f + (c + 1) / 2.0
+        ranks[f : f + c] = f + (c + 1) / 2.0
     pos = labels[order] > 0.5
     n1 = pos.sum()
     n0 = len(s) - n1

@@ -10,6 +10,7 @@ started after it, inherit it).
 
   ddp.py --rank R --world 2 --port P [--steps N] [--warmup W] [--flush-denormal]
 """
+
 import argparse
 import os
 import time
@@ -51,11 +52,19 @@ def main():
     seconds = time.perf_counter() - t0
     last_half = steady.fields(a.steps, common.BATCH * a.world)
     if a.rank == 0:
-        common.report(framework="torch-ddp-gloo", mode="sync", workers=a.world, steps=a.steps, warmup=a.warmup,
-                      samples_per_sec=(a.steps - a.warmup) * common.BATCH * a.world / seconds, **last_half,
-                      flush_denormal=flush,
-                      test_accuracy=common.accuracy(model.module, tx, ty),
-                      data=source, torch=torch.__version__)
+        common.report(
+            framework="torch-ddp-gloo",
+            mode="sync",
+            workers=a.world,
+            steps=a.steps,
+            warmup=a.warmup,
+            samples_per_sec=(a.steps - a.warmup) * common.BATCH * a.world / seconds,
+            **last_half,
+            flush_denormal=flush,
+            test_accuracy=common.accuracy(model.module, tx, ty),
+            data=source,
+            torch=torch.__version__,
+        )
     dist.barrier()
     dist.destroy_process_group()
 

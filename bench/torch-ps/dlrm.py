@@ -33,14 +33,14 @@ gloo's, pstrain.torch's client's; pstrain's PS is a process of its own).
   dlrm.py --impl pstrain|local --data DIR [--sync] [--batch B] [--warmup W] [--flush-denormal]
   dlrm.py --impl torchrec --rank R --world W --port P --data DIR [--batch B] [--warmup W] [--flush-denormal]
 """
+
 import argparse
 import time
 
-import numpy as np
+import ctr_data
 import torch
 
 import common
-import ctr_data
 
 DIM, FIELDS = 16, 26
 
@@ -50,7 +50,9 @@ class DLRM(torch.nn.Module):
         super().__init__()
         torch.manual_seed(1)
         self.table = table
-        self.bottom = torch.nn.Sequential(torch.nn.Linear(13, 64), torch.nn.ReLU(), torch.nn.Linear(64, DIM), torch.nn.ReLU())
+        self.bottom = torch.nn.Sequential(
+            torch.nn.Linear(13, 64), torch.nn.ReLU(), torch.nn.Linear(64, DIM), torch.nn.ReLU()
+        )
         pairs = (FIELDS + 1) * FIELDS // 2
         self.top = torch.nn.Sequential(torch.nn.Linear(pairs + DIM, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
         self.iu = torch.triu_indices(FIELDS + 1, FIELDS + 1, offset=1)
@@ -72,17 +74,25 @@ class TorchRecDLRM(DLRM):
 
     def __init__(self, rows):
         from torchrec import EmbeddingBagCollection, EmbeddingBagConfig
+
         features = [f"f{i}" for i in range(FIELDS)]
-        config = EmbeddingBagConfig(name="ids", embedding_dim=DIM, num_embeddings=rows, feature_names=features,
-                                    init_fn=lambda w: torch.nn.init.uniform_(w, -0.05, 0.05))
+        config = EmbeddingBagConfig(
+            name="ids",
+            embedding_dim=DIM,
+            num_embeddings=rows,
+            feature_names=features,
+            init_fn=lambda w: torch.nn.init.uniform_(w, -0.05, 0.05),
+        )
         super().__init__(EmbeddingBagCollection(tables=[config], device=torch.device("meta")))
         self.features = features
 
     def forward(self, dense, ids):
         from torchrec import KeyedJaggedTensor
+
         b = dense.shape[0]
-        kjt = KeyedJaggedTensor.from_lengths_sync(keys=self.features, values=ids.t().reshape(-1),
-                                                  lengths=torch.ones(b * FIELDS, dtype=torch.int32))
+        kjt = KeyedJaggedTensor.from_lengths_sync(
+            keys=self.features, values=ids.t().reshape(-1), lengths=torch.ones(b * FIELDS, dtype=torch.int32)
+        )
         emb = self.table(kjt).values().reshape(b, FIELDS, DIM)
         x = self.bottom(dense)
         v = torch.cat([x.unsqueeze(1), emb], 1)
@@ -95,19 +105,22 @@ def torchrec_model(rows, rank, world, port):
     gloo: the table sharded by the planner, its rows with TorchRec's fused
     Adagrad, the rest with Adam."""
     import os
+
     import torch.distributed as dist
     from torchrec.distributed import DistributedModelParallel
     from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
     from torchrec.optim.keyed import CombinedOptimizer, KeyedOptimizerWrapper
     from torchrec.optim.optimizers import in_backward_optimizer_filter
+
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     model = TorchRecDLRM(rows)
     # torch.optim.Adagrad: fbgemm's EXACT_ADAGRAD, an accumulator an element, as pstrain's rows have.
     apply_optimizer_in_backward(torch.optim.Adagrad, model.table.parameters(), {"lr": 0.05})
     dmp = DistributedModelParallel(model, device=torch.device("cpu"))
-    dense = KeyedOptimizerWrapper(dict(in_backward_optimizer_filter(dmp.named_parameters())),
-                                  lambda ps: torch.optim.Adam(ps, lr=0.001))
+    dense = KeyedOptimizerWrapper(
+        dict(in_backward_optimizer_filter(dmp.named_parameters())), lambda ps: torch.optim.Adam(ps, lr=0.001)
+    )
     return dmp, CombinedOptimizer([dmp.fused_optimizer, dense])
 
 
@@ -115,13 +128,14 @@ def torchrec_scores(dmp, dense, ids, lines, rank, world, chunk=4096):
     """Every rank scores equal slices of the test lines (the last padded),
     rank 0 gets them all back in order."""
     import torch.distributed as dist
+
     per = -(-len(lines) // world)
-    mine = lines[rank * per:(rank + 1) * per]
-    mine = torch.cat([mine, lines[:per - len(mine)]]) if len(mine) < per else mine
-    scores = torch.cat([dmp(dense[mine[i:i + chunk]], ids[mine[i:i + chunk]]) for i in range(0, per, chunk)])
+    mine = lines[rank * per : (rank + 1) * per]
+    mine = torch.cat([mine, lines[: per - len(mine)]]) if len(mine) < per else mine
+    scores = torch.cat([dmp(dense[mine[i : i + chunk]], ids[mine[i : i + chunk]]) for i in range(0, per, chunk)])
     every = [torch.empty_like(scores) for _ in range(world)]
     dist.all_gather(every, scores)
-    return torch.cat(every)[:len(lines)]
+    return torch.cat(every)[: len(lines)]
 
 
 def main():
@@ -134,8 +148,12 @@ def main():
     p.add_argument("--sync", action="store_true")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--adagrad-initial", type=float, default=0.1,
-                   help="the rows' Adagrad accumulators' start (pstrain and local; TorchRec's fused Adagrad starts at 0)")
+    p.add_argument(
+        "--adagrad-initial",
+        type=float,
+        default=0.1,
+        help="the rows' Adagrad accumulators' start (pstrain and local; TorchRec's fused Adagrad starts at 0)",
+    )
     p.add_argument("--flush-denormal", action="store_true")
     a = p.parse_args()
     common.one_thread()
@@ -145,12 +163,18 @@ def main():
     if a.impl == "pstrain":
         import pstrain
         from pstrain.torch import DistributedOptimizer, EmbeddingBag
+
         ctx = pstrain.init()
         index, workers, chief = ctx.task_index, ctx.num_workers, ctx.is_chief
         ids = torch.from_numpy(d["keys"])
-        model = DLRM(EmbeddingBag(DIM, mode="sum", optimizer="adagrad", lr=0.05, init_range=0.05,
-                                  adagrad_initial=a.adagrad_initial))
-        opt = DistributedOptimizer(model.named_parameters(), optimizer="adam", lr=0.001, sync=a.sync, context=ctx)
+        model = DLRM(
+            EmbeddingBag(
+                DIM, mode="sum", optimizer="adagrad", lr=0.05, init_range=0.05, adagrad_initial=a.adagrad_initial
+            )
+        )
+        opt = DistributedOptimizer(
+            model.named_parameters(), optimizer="adam", lr=0.001, sync=a.sync, context=ctx, embeddings=[model.table]
+        )
         global_step = lambda: opt.global_step
     elif a.impl == "torchrec":
         index, workers, chief = a.rank, a.world, a.rank == 0
@@ -164,7 +188,9 @@ def main():
         table = torch.nn.EmbeddingBag(int(d["index"].max()) + 1, DIM, mode="sum", sparse=True)
         torch.nn.init.uniform_(table.weight, -0.05, 0.05)
         model = DLRM(table)
-        dense_opt = torch.optim.Adam([q for name, q in model.named_parameters() if not name.startswith("table.")], lr=0.001)
+        dense_opt = torch.optim.Adam(
+            [q for name, q in model.named_parameters() if not name.startswith("table.")], lr=0.001
+        )
         table_opt = torch.optim.Adagrad([table.weight], lr=0.05, initial_accumulator_value=a.adagrad_initial)
         done = [0]
         global_step = lambda: done[0]
@@ -190,7 +216,7 @@ def main():
             t0, g0 = time.perf_counter(), global_step()
         if pos + a.batch > len(mine):
             pos = 0
-        rows = mine[pos:pos + a.batch]
+        rows = mine[pos : pos + a.batch]
         pos += a.batch
         if a.impl == "pstrain":
             opt.zero_grad()
@@ -224,16 +250,28 @@ def main():
     if a.impl != "torchrec":
         model.eval()
         with torch.no_grad():
-            scores = torch.cat([model(dense[t[i:i + 4096]], ids[t[i:i + 4096]]) for i in range(0, len(t), 4096)])
+            scores = torch.cat([model(dense[t[i : i + 4096]], ids[t[i : i + 4096]]) for i in range(0, len(t), 4096)])
     result = ctr_data.auc(label[t].numpy(), scores.numpy())
     if a.impl == "pstrain":
         opt.finish()
     framework = {"pstrain": "pstrain.torch", "local": "torch-local", "torchrec": "torchrec"}[a.impl]
     mode = {"pstrain": "sync" if a.sync else "async", "local": "one process", "torchrec": "sync"}[a.impl]
-    common.report(framework=framework, model="dlrm", mode=mode,
-                  workers=workers, batch=a.batch, global_step=g1, samples_per_sec=samples / seconds, **last_half,
-                  flush_denormal=flush, steps=steps,
-                  test_auc=result, train_lines=n, test_lines=len(label) - n, torch=torch.__version__)
+    common.report(
+        framework=framework,
+        model="dlrm",
+        mode=mode,
+        workers=workers,
+        batch=a.batch,
+        global_step=g1,
+        samples_per_sec=samples / seconds,
+        **last_half,
+        flush_denormal=flush,
+        steps=steps,
+        test_auc=result,
+        train_lines=n,
+        test_lines=len(label) - n,
+        torch=torch.__version__,
+    )
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ on the PS, pstrain's own).
 
   TF_CONFIG=... ps_torch.py [--sync] [--steps N] [--warmup W] [--flush-denormal]
 """
+
 import argparse
 import time
 
@@ -58,11 +59,22 @@ def main():
         samples = (opt.global_step - g0) * per_update
         acc = common.accuracy(model, tx, ty)
         opt.finish()
-        common.report(framework="pstrain.torch", mode="sync" if a.sync else "async", workers=ctx.num_workers,
-                      ps=ctx.num_ps, steps=a.steps, warmup=a.warmup, global_step=opt.global_step,
-                      samples_per_sec=samples / seconds, **last_half, flush_denormal=flush,
-                      test_accuracy=acc, exchange_ms=exchange.ms(),
-                      data=source, torch=torch.__version__)
+        common.report(
+            framework="pstrain.torch",
+            mode="sync" if a.sync else "async",
+            workers=ctx.num_workers,
+            ps=ctx.num_ps,
+            steps=a.steps,
+            warmup=a.warmup,
+            global_step=opt.global_step,
+            samples_per_sec=samples / seconds,
+            **last_half,
+            flush_denormal=flush,
+            test_accuracy=acc,
+            exchange_ms=exchange.ms(),
+            data=source,
+            torch=torch.__version__,
+        )
 
 
 if __name__ == "__main__":

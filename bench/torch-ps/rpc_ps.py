@@ -16,6 +16,7 @@ that runs each push (where Adam steps), should that thread predate it.
 
   rpc_ps.py --rank R --world 3 --port P [--sync] [--steps N] [--warmup W] [--flush-denormal]
 """
+
 import argparse
 import threading
 import time
@@ -133,11 +134,20 @@ def main():
     last_half = steady.fields(step, per_update)
     if index == 0:
         samples = (step - g0) * per_update
-        common.report(framework="torch-rpc-ps", mode="sync" if a.sync else "async", workers=workers,
-                      steps=a.steps, warmup=a.warmup, samples_per_sec=samples / seconds, **last_half,
-                      flush_denormal=FLUSH,
-                      test_accuracy=common.accuracy(model, tx, ty), exchange_ms=exchange.ms(),
-                      data=source, torch=torch.__version__)
+        common.report(
+            framework="torch-rpc-ps",
+            mode="sync" if a.sync else "async",
+            workers=workers,
+            steps=a.steps,
+            warmup=a.warmup,
+            samples_per_sec=samples / seconds,
+            **last_half,
+            flush_denormal=FLUSH,
+            test_accuracy=common.accuracy(model, tx, ty),
+            exchange_ms=exchange.ms(),
+            data=source,
+            torch=torch.__version__,
+        )
     rpc.shutdown()
 
 

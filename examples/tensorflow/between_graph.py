@@ -10,10 +10,10 @@ SyncReplicasOptimizer, and trains in a MonitoredTrainingSession whose chief
 (worker 0) writes checkpoints to --checkpoint-dir.  It learns y = 2x + 10;
 the chief prints one JSON line with the weight and bias.
 """
+
 import argparse
 import json
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -52,25 +52,45 @@ def main():
         w = v1.get_variable("weight", [], initializer=v1.zeros_initializer())
         b = v1.get_variable("bias", [], initializer=v1.zeros_initializer())
         loss = tf.reduce_mean(tf.square(w * x + b - y))
-        opt = v1.train.SyncReplicasOptimizer(v1.train.GradientDescentOptimizer(a.learning_rate),
-                                             replicas_to_aggregate=workers, total_num_replicas=workers)
+        opt = v1.train.SyncReplicasOptimizer(
+            v1.train.GradientDescentOptimizer(a.learning_rate),
+            replicas_to_aggregate=workers,
+            total_num_replicas=workers,
+        )
         train_op = opt.minimize(loss, global_step=global_step)
 
     hooks = [opt.make_session_run_hook(is_chief), v1.train.StopAtStepHook(last_step=a.steps)]
     rng = np.random.default_rng(a.task_index)
     config = v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:%d" % a.task_index])
-    with v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, checkpoint_dir=a.checkpoint_dir,
-                                           hooks=hooks, config=config, save_checkpoint_steps=500, stop_grace_period_secs=5,
-                                           log_step_count_steps=0) as sess:
+    with v1.train.MonitoredTrainingSession(
+        master=server.target,
+        is_chief=is_chief,
+        checkpoint_dir=a.checkpoint_dir,
+        hooks=hooks,
+        config=config,
+        save_checkpoint_steps=500,
+        stop_grace_period_secs=5,
+        log_step_count_steps=0,
+    ) as sess:
         weight = bias = float("nan")
         while not sess.should_stop():
             xs = rng.uniform(-1, 1, a.batch_size).astype(np.float32)
             ys = 2 * xs + 10 + rng.normal(0, 0.1, a.batch_size).astype(np.float32)
             _, weight, bias = sess.run([train_op, w, b], feed_dict={x: xs, y: ys})
     if is_chief:
-        print(json.dumps({"event": "done", "program": "between_graph", "global_step": a.steps,
-                          "weight": round(float(weight), 4), "bias": round(float(bias), 4),
-                          "checkpoint": v1.train.latest_checkpoint(a.checkpoint_dir)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "event": "done",
+                    "program": "between_graph",
+                    "global_step": a.steps,
+                    "weight": round(float(weight), 4),
+                    "bias": round(float(bias), 4),
+                    "checkpoint": v1.train.latest_checkpoint(a.checkpoint_dir),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 package (or any directory of the four standard files, gzipped or not), as
 TensorFlow ops: a ParameterServerStrategy dataset_fn runs on the workers,
 which read the files themselves (every node has the package)."""
+
 import os
 
 import tensorflow as tf
@@ -35,5 +36,10 @@ def arrays(data_dir=DEFAULT_DIR, split="train"):
 
 def check(data_dir=DEFAULT_DIR):
     """Fails early, on the coordinator, when the files are missing."""
-    for stem in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+    for stem in (
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ):
         _file(data_dir, stem)

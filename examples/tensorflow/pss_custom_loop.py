@@ -8,6 +8,7 @@ worker that dies is tolerated (its steps are rescheduled on the others),
 and pstrain-run keeps the job going without it.  784-100-10 MLP on
 Fashion-MNIST, Adam; the chief prints one JSON line.
 """
+
 import argparse
 import json
 import os
@@ -35,25 +36,40 @@ def main():
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type in ("worker", "ps"):
-        tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
-                             protocol=resolver.rpc_layer or "grpc", start=True).join()
+        tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=resolver.task_type,
+            task_index=resolver.task_id,
+            protocol=resolver.rpc_layer or "grpc",
+            start=True,
+        ).join()
         return
     if resolver.task_type != "chief":
-        sys.exit("pss_custom_loop.py: task type %r: ParameterServerStrategy needs a chief, submit with --chief" % resolver.task_type)
+        sys.exit(
+            "pss_custom_loop.py: task type %r: ParameterServerStrategy needs a chief, submit with --chief"
+            % resolver.task_type
+        )
 
     fashion_mnist.check(a.data_dir)
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.layers.Input(shape=(784,)), tf.keras.layers.Dense(100, activation="relu"),
-                                     tf.keras.layers.Dense(10)])
+        model = tf.keras.Sequential(
+            [
+                tf.keras.layers.Input(shape=(784,)),
+                tf.keras.layers.Dense(100, activation="relu"),
+                tf.keras.layers.Dense(10),
+            ]
+        )
         optimizer = tf.keras.optimizers.Adam(a.learning_rate)
         step_count = tf.Variable(0, dtype=tf.int64)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
 
     def dataset_fn():
         images, labels = fashion_mnist.arrays(a.data_dir, "train")
-        return tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(10000).repeat().batch(a.batch_size).prefetch(2)
+        return (
+            tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(10000).repeat().batch(a.batch_size).prefetch(2)
+        )
 
     @tf.function
     def per_worker_dataset_fn():
@@ -86,15 +102,26 @@ def main():
     seconds = time.time() - start
 
     images, labels = fashion_mnist.arrays(a.data_dir, "test")
-    local = tf.keras.Sequential([tf.keras.layers.Input(shape=(784,)), tf.keras.layers.Dense(100, activation="relu"),
-                                 tf.keras.layers.Dense(10)])
+    local = tf.keras.Sequential(
+        [tf.keras.layers.Input(shape=(784,)), tf.keras.layers.Dense(100, activation="relu"), tf.keras.layers.Dense(10)]
+    )
     local.set_weights(model.get_weights())
     predicted = tf.argmax(local(images), axis=1, output_type=tf.int32)
     accuracy = float(tf.reduce_mean(tf.cast(predicted == labels, tf.float32)))
     steps = int(step_count.numpy())
-    print(json.dumps({"event": "done", "program": "pss_custom_loop", "global_step": steps, "test_accuracy": round(accuracy, 4),
-                      "train_seconds": round(seconds, 2), "samples_per_sec": round(steps * a.batch_size / seconds, 1)}),
-          flush=True)
+    print(
+        json.dumps(
+            {
+                "event": "done",
+                "program": "pss_custom_loop",
+                "global_step": steps,
+                "test_accuracy": round(accuracy, 4),
+                "train_seconds": round(seconds, 2),
+                "samples_per_sec": round(steps * a.batch_size / seconds, 1),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

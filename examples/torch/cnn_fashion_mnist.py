@@ -25,6 +25,7 @@ reproduces the data of a 2-worker sync job exactly, `--as-workers 2 --async`
 its async counterpart's data and delay, and their accuracies are the ones
 those jobs should reach.
 """
+
 import argparse
 import collections
 import copy
@@ -36,8 +37,8 @@ import time
 
 import numpy as np
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 DEFAULT_DATA = os.environ.get("PSTRAIN_DATA_DIR", "/usr/share/datasets/fashion-mnist")
 
@@ -46,32 +47,64 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=1000, help="updates to apply (the global step to reach)")
     p.add_argument("--batch-size", type=int, default=64, help="images per worker and step")
-    p.add_argument("--optimizer", choices=("adam", "adagrad", "momentum", "sgd"), default="adam",
-                   help="run on the ps tasks (--single-process: torch.optim's of the same name)")
+    p.add_argument(
+        "--optimizer",
+        choices=("adam", "adagrad", "momentum", "sgd"),
+        default="adam",
+        help="run on the ps tasks (--single-process: torch.optim's of the same name)",
+    )
     p.add_argument("--lr", type=float, default=1e-3, help="the optimizer's learning rate")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--sync", dest="sync", action="store_true", default=True,
-                      help="each update averages one gradient of every worker (default)")
+    mode.add_argument(
+        "--sync",
+        dest="sync",
+        action="store_true",
+        default=True,
+        help="each update averages one gradient of every worker (default)",
+    )
     mode.add_argument("--async", dest="sync", action="store_false", help="every gradient is applied on arrival")
-    p.add_argument("--max-staleness", type=int, default=None, metavar="N",
-                   help="--async: a worker more than N steps ahead of the slowest waits for it (default: no bound)")
-    p.add_argument("--elastic", action="store_true",
-                   help="a lost worker does not end a --sync job, a restarted one is taken back, and the workers "
-                        "alive re-split the training images among them (pstrain.torch.ElasticSampler)")
+    p.add_argument(
+        "--max-staleness",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--async: a worker more than N steps ahead of the slowest waits for it (default: no bound)",
+    )
+    p.add_argument(
+        "--elastic",
+        action="store_true",
+        help="a lost worker does not end a --sync job, a restarted one is taken back, and the workers "
+        "alive re-split the training images among them (pstrain.torch.ElasticSampler)",
+    )
     p.add_argument("--data", default=DEFAULT_DATA, help="the Fashion-MNIST IDX files (gzipped or not)")
     p.add_argument("--seed", type=int, default=1, help="the initial parameters and each worker's shuffles")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each task")
     p.add_argument("--log-every", type=int, default=200, help="a progress line every this many steps (0: none)")
-    p.add_argument("--save-every", type=int, default=0,
-                   help="the chief checkpoints every this many global steps through the ps tasks (0: only on "
-                        "SIGTERM); a job that finds a checkpoint resumes from it")
-    p.add_argument("--single-process", action="store_true",
-                   help="train here with torch.optim.Adam instead, no parameter server")
-    p.add_argument("--as-workers", type=int, default=1, metavar="W",
-                   help="--single-process: draw the batches as W workers of a --sync or --async job would")
-    p.add_argument("--staleness", type=int, default=None, metavar="S",
-                   help="--single-process --async: compute each gradient on the parameters of S updates before "
-                        "(default: --as-workers less 1)")
+    p.add_argument(
+        "--save-every",
+        type=int,
+        default=0,
+        help="the chief checkpoints every this many global steps through the ps tasks (0: only on "
+        "SIGTERM); a job that finds a checkpoint resumes from it",
+    )
+    p.add_argument(
+        "--single-process", action="store_true", help="train here with torch.optim.Adam instead, no parameter server"
+    )
+    p.add_argument(
+        "--as-workers",
+        type=int,
+        default=1,
+        metavar="W",
+        help="--single-process: draw the batches as W workers of a --sync or --async job would",
+    )
+    p.add_argument(
+        "--staleness",
+        type=int,
+        default=None,
+        metavar="S",
+        help="--single-process --async: compute each gradient on the parameters of S updates before "
+        "(default: --as-workers less 1)",
+    )
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "threads", "as_workers"):
         if getattr(args, name) < 1:
@@ -93,10 +126,12 @@ def read_idx(data_dir, stem):
             with (gzip.open if name.endswith(".gz") else open)(path, "rb") as f:
                 raw = f.read()
             dims = raw[3]
-            shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+            shape = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(dims)]
             return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-    sys.exit("cnn_fashion_mnist: no %s(.gz) in %s: give --data DIR with the Fashion-MNIST IDX files "
-             "(Debian: apt-get install dataset-fashion-mnist)" % (stem, data_dir))
+    sys.exit(
+        "cnn_fashion_mnist: no %s(.gz) in %s: give --data DIR with the Fashion-MNIST IDX files "
+        "(Debian: apt-get install dataset-fashion-mnist)" % (stem, data_dir)
+    )
 
 
 def load(data_dir, split):
@@ -111,8 +146,8 @@ def load(data_dir, split):
 class CNN(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 8, 5)    # 28 -> 24, pooled to 12
-        self.conv2 = nn.Conv2d(8, 16, 5)   # 12 -> 8, pooled to 4
+        self.conv1 = nn.Conv2d(1, 8, 5)  # 28 -> 24, pooled to 12
+        self.conv2 = nn.Conv2d(8, 16, 5)  # 12 -> 8, pooled to 4
         self.fc = nn.Linear(16 * 4 * 4, 10)
 
     def forward(self, x):
@@ -128,7 +163,7 @@ def batches(n, batch_size, seed, shard, num_shards):
     while True:
         order = mine[torch.randperm(len(mine), generator=g)]
         for i in range(0, len(order) - batch_size + 1, batch_size):
-            yield order[i:i + batch_size]
+            yield order[i : i + batch_size]
 
 
 def elastic_batches(sampler, batch_size):
@@ -148,9 +183,9 @@ def evaluate(model, x, y):
     model.eval()
     correct, loss = 0, 0.0
     for i in range(0, len(x), 1000):
-        logits = model(x[i:i + 1000])
-        loss += F.cross_entropy(logits, y[i:i + 1000], reduction="sum").item()
-        correct += (logits.argmax(1) == y[i:i + 1000]).sum().item()
+        logits = model(x[i : i + 1000])
+        loss += F.cross_entropy(logits, y[i : i + 1000], reduction="sum").item()
+        correct += (logits.argmax(1) == y[i : i + 1000]).sum().item()
     model.train()
     return correct / len(x), loss / len(x)
 
@@ -206,11 +241,18 @@ def train_single(args, model, train, test):
     seconds = time.time() - t0
     acc, xent = evaluate(model, *test)
     samples = args.steps * args.batch_size * (w if args.sync else 1)
-    return {"event": "done", "global_step": args.steps, "test_accuracy": round(acc, 4),
-            "test_cross_entropy": round(xent, 4), "train_seconds": round(seconds, 2),
-            "samples_per_sec": round(samples / seconds, 1), "ps": 0, "workers": w,
-            "mode": "single-process " + ("sync" if args.sync else "async"),
-            "staleness": 0 if args.sync else args.staleness}
+    return {
+        "event": "done",
+        "global_step": args.steps,
+        "test_accuracy": round(acc, 4),
+        "test_cross_entropy": round(xent, 4),
+        "train_seconds": round(seconds, 2),
+        "samples_per_sec": round(samples / seconds, 1),
+        "ps": 0,
+        "workers": w,
+        "mode": "single-process " + ("sync" if args.sync else "async"),
+        "staleness": 0 if args.sync else args.staleness,
+    }
 
 
 def train_distributed(args, model, train, test):
@@ -221,14 +263,22 @@ def train_distributed(args, model, train, test):
     name = "cnn_fashion_mnist[worker %d]" % ctx.task_index
     # The chief's parameters (from --seed) are the ones on the ps tasks; every
     # worker starts from them.
-    opt = DistributedOptimizer(model.named_parameters(), optimizer=args.optimizer, lr=args.lr, sync=args.sync,
-                               max_staleness=args.max_staleness, elastic=args.elastic, context=ctx)
+    opt = DistributedOptimizer(
+        model.named_parameters(),
+        optimizer=args.optimizer,
+        lr=args.lr,
+        sync=args.sync,
+        max_staleness=args.max_staleness,
+        elastic=args.elastic,
+        context=ctx,
+    )
     if opt.restored_step is not None and ctx.is_chief:
         print("%s: restored from the checkpoint at global step %d" % (name, opt.restored_step), flush=True)
     x, y = train
     sampler = None
     if args.elastic:
         from pstrain.torch import ElasticSampler
+
         sampler = ElasticSampler(len(x), opt, seed=args.seed)
         it = elastic_batches(sampler, args.batch_size)
     else:
@@ -251,8 +301,11 @@ def train_distributed(args, model, train, test):
         if sampler is not None and sampler.resplits != resplits:
             resplits = sampler.resplits
             alive, rank = sampler.split()
-            print("%s: data: re-split among the %d live workers of %d at global step %d: shard %d of %d (%d images)" %
-                  (name, alive, ctx.num_workers, opt.global_step, rank, alive, len(sampler)), flush=True)
+            print(
+                "%s: data: re-split among the %d live workers of %d at global step %d: shard %d of %d (%d images)"
+                % (name, alive, ctx.num_workers, opt.global_step, rank, alive, len(sampler)),
+                flush=True,
+            )
         if ctx.is_chief and args.log_every and mine % args.log_every == 0:
             progress(name, opt.global_step, args.steps, loss, t0, opt.global_step * args.batch_size)
         if ctx.is_chief and args.save_every and opt.global_step // args.save_every > saved:
@@ -260,8 +313,7 @@ def train_distributed(args, model, train, test):
             print("%s: checkpoint at global step %d saved" % (name, opt.save()), flush=True)
     seconds = time.time() - t0
     if not ctx.is_chief:
-        print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine),
-              flush=True)
+        print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine), flush=True)
         return None
     step = opt.global_step
     # How stale the applied gradients were (async: updates between a worker's pull and its push).
@@ -271,11 +323,19 @@ def train_distributed(args, model, train, test):
     opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
     acc, xent = evaluate(model, *test)
     workers = ctx.num_workers
-    result = {"event": "done", "global_step": step, "test_accuracy": round(acc, 4),
-              "test_cross_entropy": round(xent, 4), "train_seconds": round(seconds, 2),
-              "samples_per_sec": round(samples / max(seconds, 1e-9), 1),
-              "ps": ctx.num_ps, "workers": workers, "mode": "sync" if args.sync else "async",
-              "staleness_mean": staleness[0], "staleness_max": staleness[1]}
+    result = {
+        "event": "done",
+        "global_step": step,
+        "test_accuracy": round(acc, 4),
+        "test_cross_entropy": round(xent, 4),
+        "train_seconds": round(seconds, 2),
+        "samples_per_sec": round(samples / max(seconds, 1e-9), 1),
+        "ps": ctx.num_ps,
+        "workers": workers,
+        "mode": "sync" if args.sync else "async",
+        "staleness_mean": staleness[0],
+        "staleness_max": staleness[1],
+    }
     return result
 
 
@@ -285,8 +345,9 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     model = CNN()
     train, test = load(args.data, "train"), load(args.data, "test")
-    result = train_single(args, model, train, test) if args.single_process else \
-        train_distributed(args, model, train, test)
+    result = (
+        train_single(args, model, train, test) if args.single_process else train_distributed(args, model, train, test)
+    )
     if result:
         print(json.dumps(result), flush=True)
 

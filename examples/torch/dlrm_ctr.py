@@ -20,6 +20,7 @@ gives the click's logit.  The dense layers train with Adam on the ps tasks
 through pstrain.torch.DistributedOptimizer.  The chief prints one JSON line
 as its last: {"event": "done", "global_step", "test_auc", "test_logloss", ...}.
 """
+
 import argparse
 import glob
 import json
@@ -30,8 +31,8 @@ import time
 
 import numpy as np
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 NUMERIC, CATEGORICAL = 13, 26
 BLANK = -1  # the id of a blank categorical field (all 64 bits set): an id of its own
@@ -52,8 +53,11 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1, help="torch threads of each task")
     p.add_argument("--log-every", type=int, default=200)
-    p.add_argument("--single-process", action="store_true",
-                   help="train here with torch.nn.EmbeddingBag and torch.optim instead, no parameter server")
+    p.add_argument(
+        "--single-process",
+        action="store_true",
+        help="train here with torch.nn.EmbeddingBag and torch.optim instead, no parameter server",
+    )
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "dim", "threads"):
         if getattr(args, name) < 1:
@@ -80,11 +84,13 @@ class CtrData:
                         continue
                     cols = line.split("\t")
                     if len(cols) != 1 + NUMERIC + CATEGORICAL or cols[0] not in ("0", "1"):
-                        sys.exit("dlrm_ctr: %s:%d: not a Criteo-style line (a 0/1 label, 13 integers, 26 hex ids): "
-                                 "make the data with `pstrain datagen ctr DIR`" % (path, n))
+                        sys.exit(
+                            "dlrm_ctr: %s:%d: not a Criteo-style line (a 0/1 label, 13 integers, 26 hex ids): "
+                            "make the data with `pstrain datagen ctr DIR`" % (path, n)
+                        )
                     labels.append(float(cols[0]))
-                    numeric.append([_numeric(c) for c in cols[1:1 + NUMERIC]])
-                    for field, text in enumerate(cols[1 + NUMERIC:]):
+                    numeric.append([_numeric(c) for c in cols[1 : 1 + NUMERIC]])
+                    for field, text in enumerate(cols[1 + NUMERIC :]):
                         bag = [BLANK] if not text else [_signed(int(h, 16)) for h in text.split(",")]
                         ids[field].extend(bag)
                         counts[field].append(len(bag))
@@ -148,8 +154,8 @@ class DLRM(nn.Module):
         if self.interaction == "concat":
             z = torch.cat(vectors, 1)
         else:
-            t = torch.stack(vectors, 1)                      # [B, 27, dim]
-            dots = torch.bmm(t, t.transpose(1, 2))           # [B, 27, 27]
+            t = torch.stack(vectors, 1)  # [B, 27, dim]
+            dots = torch.bmm(t, t.transpose(1, 2))  # [B, 27, 27]
             i, j = torch.triu_indices(t.shape[1], t.shape[1], offset=1)
             z = torch.cat([dense, dots[:, i, j]], 1)
         return self.top(z).squeeze(1)
@@ -180,7 +186,7 @@ def auc(scores, labels):
         j = i
         while j + 1 < len(s) and s[j + 1] == s[i]:
             j += 1
-        ranks[i:j + 1] = (i + j) / 2 + 1
+        ranks[i : j + 1] = (i + j) / 2 + 1
         i = j + 1
     pos = labels[order] == 1
     n_pos, n_neg = pos.sum(), len(s) - pos.sum()
@@ -208,7 +214,7 @@ def batches(n, batch_size, seed, salt):
     while True:
         order = torch.randperm(n, generator=g)
         for i in range(0, n - batch_size + 1, batch_size):
-            yield order[i:i + batch_size]
+            yield order[i : i + batch_size]
 
 
 def files(data_dir):
@@ -216,15 +222,25 @@ def files(data_dir):
     train = [f for f in train if os.path.basename(f) != "test.tsv"]
     test = os.path.join(data_dir, "test.tsv")
     if not train or not os.path.exists(test):
-        sys.exit("dlrm_ctr: %s has no train-*.tsv and test.tsv: make them with `pstrain datagen ctr %s`"
-                 % (data_dir, data_dir))
+        sys.exit(
+            "dlrm_ctr: %s has no train-*.tsv and test.tsv: make them with `pstrain datagen ctr %s`"
+            % (data_dir, data_dir)
+        )
     return train, test
 
 
 def result_line(step, seconds, samples, test_auc, logloss, ps, workers, mode):
-    return {"event": "done", "global_step": step, "test_auc": round(test_auc, 4), "test_logloss": round(logloss, 4),
-            "train_seconds": round(seconds, 2), "samples_per_sec": round(samples / max(seconds, 1e-9), 1),
-            "ps": ps, "workers": workers, "mode": mode}
+    return {
+        "event": "done",
+        "global_step": step,
+        "test_auc": round(test_auc, 4),
+        "test_logloss": round(logloss, 4),
+        "train_seconds": round(seconds, 2),
+        "samples_per_sec": round(samples / max(seconds, 1e-9), 1),
+        "ps": ps,
+        "workers": workers,
+        "mode": mode,
+    }
 
 
 def train_single(args):
@@ -235,8 +251,10 @@ def train_single(args):
     model = DLRM(tables, args.dim, args.interaction)
     dense = [p for n, p in model.named_parameters() if not n.startswith("tables.")]
     rows = [p for n, p in model.named_parameters() if n.startswith("tables.")]
-    opt, table_opt = torch.optim.Adam(dense, lr=args.lr), torch.optim.Adagrad(rows, lr=args.table_lr,
-                                                                              initial_accumulator_value=0.1)
+    opt, table_opt = (
+        torch.optim.Adam(dense, lr=args.lr),
+        torch.optim.Adagrad(rows, lr=args.table_lr, initial_accumulator_value=0.1),
+    )
     it, t0 = batches(len(train), args.batch_size, args.seed, 0), time.time()
     for step in range(1, args.steps + 1):
         numeric, bags, y = train.batch(next(it))
@@ -249,8 +267,9 @@ def train_single(args):
         if args.log_every and step % args.log_every == 0:
             print("dlrm_ctr[single]: step %d/%d loss %.4f" % (step, args.steps, loss.item()), flush=True)
     seconds = time.time() - t0
-    return result_line(args.steps, seconds, args.steps * args.batch_size, *evaluate(model, test), 0, 1,
-                       "single-process")
+    return result_line(
+        args.steps, seconds, args.steps * args.batch_size, *evaluate(model, test), 0, 1, "single-process"
+    )
 
 
 def train_distributed(args):
@@ -263,11 +282,14 @@ def train_distributed(args):
     train = CtrData(train_files, ctx.task_index, ctx.num_workers)  # this worker's shard
     test = CtrData([test_file]) if ctx.is_chief else None
     torch.manual_seed(args.seed)
-    tables = [EmbeddingBag(args.dim, mode="sum", optimizer="adagrad", lr=args.table_lr, init_range=0.05,
-                           seed=args.seed + f) for f in range(CATEGORICAL)]
+    tables = [
+        EmbeddingBag(args.dim, mode="sum", optimizer="adagrad", lr=args.table_lr, init_range=0.05, seed=args.seed + f)
+        for f in range(CATEGORICAL)
+    ]
     model = DLRM(tables, args.dim, args.interaction)
-    opt = DistributedOptimizer(model.named_parameters(), optimizer="adam", lr=args.lr, sync=args.sync,
-                               context=ctx, embeddings=tables)
+    opt = DistributedOptimizer(
+        model.named_parameters(), optimizer="adam", lr=args.lr, sync=args.sync, context=ctx, embeddings=tables
+    )
     it, t0, mine = batches(len(train), args.batch_size, args.seed, ctx.task_index), time.time(), 0
     # The chief stops at --steps and ends training; the others go on until
     # it has (a worker that left early would be a lost one to the ps).
@@ -290,15 +312,15 @@ def train_distributed(args):
             print("%s: step %d/%d loss %.4f" % (name, opt.global_step, args.steps, loss.item()), flush=True)
     seconds = time.time() - t0
     if not ctx.is_chief:
-        print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine),
-              flush=True)
+        print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine), flush=True)
         return None
     step = opt.global_step
     test_auc, logloss = evaluate(model, test)  # reads the rows from the ps tasks: before they end
     opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
     samples = step * args.batch_size * (ctx.num_workers if args.sync else 1)
-    return result_line(step, seconds, samples, test_auc, logloss, ctx.num_ps, ctx.num_workers,
-                       "sync" if args.sync else "async")
+    return result_line(
+        step, seconds, samples, test_auc, logloss, ctx.num_ps, ctx.num_workers, "sync" if args.sync else "async"
+    )
 
 
 def main(argv=None):

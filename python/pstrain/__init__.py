@@ -9,8 +9,6 @@ The package is thin over the C++ library libpstrain-ps (the extension
 * :meth:`Context.connect` gives a worker its :class:`Client` (the chief a
   :class:`ChiefClient`): named dense tensors pushed and pulled with tickets,
   embedding rows by key, the PS tasks' counters;
-* :class:`LocalCluster` runs PS tasks in threads of this process over the
-  library's loopback transport, for tests and notebooks;
 * :mod:`pstrain.torch` trains PyTorch models with it.
 
 Errors are :class:`Error` (one line naming the problem and the fix) and
@@ -30,8 +28,6 @@ __all__ = [
     "Client",
     "Context",
     "Error",
-    "LocalCluster",
-    "LocalContext",
     "Optimizer",
     "PeerError",
     "Settings",
@@ -170,7 +166,9 @@ def _join_file(path: str, index: int, how: str) -> Tuple[str, str, str]:
     try:
         count = int(workers[1])
     except ValueError:
-        raise Error(f"{how}={path} is not a pstrain join file: give the job's DIR/join, written while it runs") from None
+        raise Error(
+            f"{how}={path} is not a pstrain join file: give the job's DIR/join, written while it runs"
+        ) from None
     if not 1 <= index < count:
         raise Error(
             f"{how}={path}: give the index of the lost worker whose place to take, 1 to {count - 1} (worker 0 is "
@@ -276,95 +274,6 @@ def _connect(
 
 _context_connect = Context.connect
 Context.connect = _connect  # type: ignore[method-assign]
-
-
-class LocalContext:
-    """Worker ``task_index`` of a :class:`LocalCluster`, shaped as a :class:`Context`."""
-
-    def __init__(self, cluster: "LocalCluster", task_index: int) -> None:
-        self.cluster = cluster
-        self.role = "worker"
-        self.task_index = task_index
-        self.num_workers = cluster.num_workers
-        self.num_ps = cluster.num_ps
-        self.is_chief = task_index == 0
-        self.name = f"worker {task_index}"
-        self.source = "LocalCluster"
-        self.worker_names = [f"worker {w}" for w in range(cluster.num_workers)]
-
-    def connect(
-        self,
-        tensors: Sequence[Tuple[str, Shape]],
-        settings: Optional[Settings] = None,
-        timeout: float = 60.0,
-        share_memory: bool = True,
-        wire_precision: Optional[str] = None,
-    ) -> Client:
-        """A client for this worker (see :meth:`LocalCluster.connect`)."""
-        return self.cluster.connect(self.task_index, tensors, settings, timeout, share_memory, wire_precision)
-
-
-class LocalCluster:
-    """PS tasks in threads of this process, over the library's loopback.
-
-    ``settings=None``: the servers take the settings from the chief's
-    hello; otherwise they start with these (and the chief's must agree).
-    Use it as a context manager: leaving it ends the servers.  Clients it
-    made stay valid objects, but talk to nothing once it is closed.
-    """
-
-    def __init__(
-        self,
-        num_ps: int = 1,
-        num_workers: int = 1,
-        settings: Optional[Settings] = None,
-        share_memory: bool = True,
-        wire_precision: str = "fp32",
-    ) -> None:
-        self.num_ps = num_ps
-        self.num_workers = num_workers
-        self._core = _core.LocalCluster(num_ps, num_workers, _settings_dict(settings), share_memory, wire_precision)
-
-    def connect(
-        self,
-        index: int,
-        tensors: Sequence[Tuple[str, Shape]],
-        settings: Optional[Settings] = None,
-        timeout: float = 60.0,
-        share_memory: bool = True,
-        wire_precision: Optional[str] = None,
-    ) -> Client:
-        """A client for worker ``index`` (0 is the chief: a :class:`ChiefClient`);
-        ``wire_precision``: the servers' (the cluster's) unless given."""
-        return self._core.connect(index, _tensors(tensors), _settings_dict(settings), timeout, share_memory, wire_precision)
-
-    def context(self, index: int) -> LocalContext:
-        """Worker ``index``'s context, for :class:`pstrain.torch.DistributedOptimizer`."""
-        if not 0 <= index < self.num_workers:
-            raise Error(f"worker {index} is not in this LocalCluster of {self.num_workers} workers: use 0..{self.num_workers - 1}")
-        return LocalContext(self, index)
-
-    def server_stats(self, index: int) -> Dict[str, Any]:
-        """PS ``index``'s global step, stale gradients, rows pulled and pushed, and its error ('' if none)."""
-        return self._core.server_stats(index)
-
-    def kill_ps(self, index: int) -> None:
-        """PS ``index`` dies: its workers see it fail."""
-        self._core.kill_ps(index)
-
-    def kill_worker(self, index: int) -> None:
-        """Worker ``index`` dies: the PS tasks see it fail."""
-        self._core.kill_worker(index)
-
-    def close(self) -> None:
-        """Ends the servers and waits for their threads."""
-        self._core.close()
-
-    def __enter__(self) -> "LocalCluster":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def shard_of_key(key: int, num_ps: int) -> int:

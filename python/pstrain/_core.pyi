@@ -102,7 +102,7 @@ class Context:
 
     @property
     def role(self) -> str:
-        """"ps" or "worker"."""
+        """ "ps" or "worker"."""
     @property
     def task_index(self) -> int:
         """The index within the role."""
@@ -115,7 +115,7 @@ class Context:
         """Worker 0."""
     @property
     def name(self) -> str:
-        """"worker 1"."""
+        """ "worker 1"."""
     @property
     def source(self) -> str:
         """Where the role came from."""
@@ -131,24 +131,6 @@ class Context:
         wire_precision: str = "fp32",
     ) -> Client:
         """A client of the PS tasks for these (name, shape) tensors."""
-
-class LocalCluster:
-    """PS tasks in threads of this process over the loopback transport."""
-
-    def __init__(self, num_ps: int = 1, num_workers: int = 1, settings: Optional[Dict[str, Any]] = None, share_memory: bool = True, wire_precision: str = "fp32") -> None: ...
-    def connect(
-        self,
-        index: int,
-        tensors: Sequence[Tuple[str, Tuple[int, ...]]],
-        settings: Optional[Dict[str, Any]] = None,
-        timeout: float = 60.0,
-        share_memory: bool = True,
-        wire_precision: Optional[str] = None,
-    ) -> Client: ...
-    def close(self) -> None: ...
-    def kill_ps(self, index: int) -> None: ...
-    def kill_worker(self, index: int) -> None: ...
-    def server_stats(self, index: int) -> Dict[str, Any]: ...
 
 def connect_task(
     timeout: float = 60.0,

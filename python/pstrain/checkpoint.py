@@ -72,9 +72,10 @@ def check_model(found: Dict[str, Any], tensors: Tensors, directory: str) -> None
         raise Error("%s holds a model of %d tensors and this one has %d: %s" % (where, len(theirs), len(mine), fix))
     for (tn, ts), (mn, ms) in zip(theirs, mine):
         if tn != mn or ts != ms:
-            raise Error(
-                "%s holds another model: its tensor '%s' %s is '%s' %s here: %s" % (where, tn, ts, mn, ms, fix)
-            )
+            # The message apart from the raise: a traceback shows the raise's
+            # line, and the refusal stays one line of the program's stderr.
+            message = "%s holds another model: its tensor '%s' %s is '%s' %s here: %s" % (where, tn, ts, mn, ms, fix)
+            raise Error(message)
 
 
 def _write_whole(path: str, write: Any) -> None:
@@ -134,6 +135,8 @@ def save(
     if worker_state is not None:
         _write_whole(worker_state_path(directory, step), lambda f: torch.save(worker_state, f))
     receipts = [{"bytes": int(r["bytes"]), "checksum": int(r["checksum"]), "step": int(r["step"])} for r in results]
+    # Each flag beside its value, as the formatter would not lay them.
+    # fmt: off
     args = [
         "seal", directory, str(step),
         "--receipts", json.dumps(receipts),
@@ -144,6 +147,7 @@ def save(
         "--trained-seconds", "%.3f" % trained_seconds,
         "--trained-samples", str(int(trained_samples)),
     ]
+    # fmt: on
     if tables:
         args.append("--tables")
     _run(args)

@@ -10,6 +10,7 @@ role/index is the node that rank ran on; TF_CONFIG has TensorFlow's shape.
 Exit 0 when all holds, else 1 with one line per problem.
 Usage: check_env.py NUM_PS NUM_WORKERS < lines
 """
+
 import json
 import sys
 

@@ -11,6 +11,7 @@ again: TensorBoard forgets the earlier ones at pstrain's SessionLog START), and 
 must match at least one tag.  Prints one summary line; exits 1 with the
 differences otherwise.
 """
+
 import json
 import re
 import struct

@@ -10,6 +10,7 @@ with "{" or "pstrain[") are left out.  Each block goes to
 OUTDIR/NN-<section>.sh; its path, a tab and its first line are printed,
 one block a line, in README order.
 """
+
 import pathlib
 import re
 import sys

@@ -12,6 +12,7 @@ opt.finish().
   --second-bootstrap every worker also asks the library itself for a second
                      bootstrap, which must be refused in one line (printed)
 """
+
 import argparse
 import json
 import os

@@ -9,6 +9,7 @@ job with one clear error line.
                          starts from that checkpoint instead (pstrain's
                          client: pstrain.torch has no restore of its own yet)
 """
+
 import argparse
 import json
 import sys
@@ -69,8 +70,12 @@ def train_saved(ctx, width):
         if args.save:
             outcomes = client.snapshot(step)
             receipts = [{"bytes": o["bytes"], "checksum": o["checksum"], "step": o["step"]} for o in outcomes]
-            print(json.dumps({"event": "saved", "step": step, "outcomes": [o["outcome"] for o in outcomes],
-                              "receipts": receipts}), flush=True)
+            print(
+                json.dumps(
+                    {"event": "saved", "step": step, "outcomes": [o["outcome"] for o in outcomes], "receipts": receipts}
+                ),
+                flush=True,
+            )
         print(json.dumps({"event": "done", "global_step": step}), flush=True)
         client.shutdown()
 

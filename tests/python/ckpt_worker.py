@@ -26,11 +26,16 @@ for _ in range(steps):
     torch.nn.functional.cross_entropy(model(x), y).backward()
     opt.step()
 saved = opt.save({"epoch": 3, "note": "the chief's own"}) if steps > 0 else None
-print(json.dumps({
-    "restored": opt.restored_step,
-    "state": opt.worker_state(),
-    "saved": saved,
-    "before": before,
-    "after": [p.detach().flatten().tolist() for p in model.parameters()],
-}), flush=True)
+print(
+    json.dumps(
+        {
+            "restored": opt.restored_step,
+            "state": opt.worker_state(),
+            "saved": saved,
+            "before": before,
+            "after": [p.detach().flatten().tolist() for p in model.parameters()],
+        }
+    ),
+    flush=True,
+)
 opt.finish()

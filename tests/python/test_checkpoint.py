@@ -50,12 +50,22 @@ def run_job(num_ps, steps, directory, env_extra=None, timeout=120):
         return dict(env, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}))
 
     servers = [
-        subprocess.Popen([PSTRAIN, "serve", "--checkpoint-dir", directory, "--bootstrap-timeout", "30"],
-                         env=tf_config("ps", i), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [PSTRAIN, "serve", "--checkpoint-dir", directory, "--bootstrap-timeout", "30"],
+            env=tf_config("ps", i),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for i in range(num_ps)
     ]
-    chief = subprocess.Popen([sys.executable, os.path.join(HERE, "ckpt_worker.py"), str(steps), directory],
-                             env=tf_config("worker", 0), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    chief = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "ckpt_worker.py"), str(steps), directory],
+        env=tf_config("worker", 0),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         out, err = chief.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -100,11 +110,14 @@ class CheckpointTest(unittest.TestCase):
             self.assertEqual(rc, 0, err)
             rc, out, err = run_job(1, 2, d, {"CKPT_TEST_MODEL": "changed"})
             self.assertNotEqual(rc, 0)
-            lines = [l for l in err.splitlines() if "holds another model" in l]
+            lines = [line for line in err.splitlines() if "holds another model" in line]
             self.assertEqual(len(lines), 1, err)
-            self.assertIn("the checkpoint at global step 2 in %s holds another model: its tensor '0.weight' [8, 4] "
-                          "is '0.weight' [16, 4] here: use the model that wrote it, or another checkpoint "
-                          "directory" % d, lines[0])
+            self.assertIn(
+                "the checkpoint at global step 2 in %s holds another model: its tensor '0.weight' [8, 4] "
+                "is '0.weight' [16, 4] here: use the model that wrote it, or another checkpoint "
+                "directory" % d,
+                lines[0],
+            )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""pstrain's core bindings over the loopback (pstrain.LocalCluster): tensors
+"""pstrain's core bindings over the loopback (LocalCluster, tests/python/local_cluster.py): tensors
 by name, zero-copy views, tickets, rows, stats and errors."""
 
 import gc
@@ -6,6 +6,7 @@ import os
 import unittest
 
 import numpy as np
+from local_cluster import LocalCluster
 
 import pstrain
 
@@ -15,7 +16,7 @@ TENSORS = [("w", (2, 3)), ("b", (3,))]
 
 class CoreTest(unittest.TestCase):
     def setUp(self):
-        self.cluster = pstrain.LocalCluster(num_ps=2, num_workers=1, settings=SGD)
+        self.cluster = LocalCluster(num_ps=2, num_workers=1, settings=SGD)
         self.client = self.cluster.connect(0, TENSORS, settings=SGD)
 
     def tearDown(self):
@@ -104,13 +105,18 @@ class CoreTest(unittest.TestCase):
 
     def test_keys_of_another_type_are_refused_with_the_fix(self):
         self.start()
-        with self.assertRaisesRegex(pstrain.Error, r"^keys must be a 1-D C-contiguous uint64 or int64 array, got float64 \(2,\): pass"):
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^keys must be a 1-D C-contiguous uint64 or int64 array, got float64 \(2,\): pass"
+        ):
             self.client.pull_rows(0, np.array([1.0, 2.0]), np.zeros(8, np.float32))
 
     def test_a_non_contiguous_out_is_refused_with_the_fix(self):
         self.start()
         out = np.zeros((2, 8), np.float32)[:, ::2]
-        with self.assertRaisesRegex(pstrain.Error, r"^out must be a C-contiguous float32 array, got float32 \(2, 4\): pass numpy.ascontiguousarray"):
+        with self.assertRaisesRegex(
+            pstrain.Error,
+            r"^out must be a C-contiguous float32 array, got float32 \(2, 4\): pass numpy.ascontiguousarray",
+        ):
             self.client.pull_rows(0, np.array([1, 2], np.uint64), out)
 
     def test_an_out_of_the_wrong_size_is_refused(self):
@@ -131,27 +137,32 @@ class CoreTest(unittest.TestCase):
 
 class ShapesTest(unittest.TestCase):
     def test_a_name_given_twice_is_an_error(self):
-        with pstrain.LocalCluster(settings=SGD) as cl:
+        with LocalCluster(settings=SGD) as cl:
             with self.assertRaisesRegex(pstrain.Error, r"^tensor 'w' is named twice: give each tensor its own name$"):
                 cl.connect(0, [("w", 2), ("w", 3)], settings=SGD)
 
     def test_a_zero_dimension_is_an_error(self):
-        with pstrain.LocalCluster(settings=SGD) as cl:
-            with self.assertRaisesRegex(pstrain.Error, r"^tensor 'w' has a dimension of 0: every dimension must be 1 or more$"):
+        with LocalCluster(settings=SGD) as cl:
+            with self.assertRaisesRegex(
+                pstrain.Error, r"^tensor 'w' has a dimension of 0: every dimension must be 1 or more$"
+            ):
                 cl.connect(0, [("w", (2, 0))], settings=SGD)
 
     def test_an_unknown_optimizer_is_an_error(self):
         bad = pstrain.Settings(optimizer=pstrain.Optimizer("lbfgs"))
         with self.assertRaises(pstrain.Error):
-            pstrain.LocalCluster(settings=bad)
-
+            LocalCluster(settings=bad)
 
     def test_adagrad_accumulators_that_start_at_0_are_refused_with_the_fix(self):
-        for make, what in ((lambda: pstrain.Optimizer("adagrad", adagrad_initial=0.0), "Optimizer"),
-                           (lambda: pstrain.Table(dim=4, adagrad_initial=0.0), "Table")):
+        for make, what in (
+            (lambda: pstrain.Optimizer("adagrad", adagrad_initial=0.0), "Optimizer"),
+            (lambda: pstrain.Table(dim=4, adagrad_initial=0.0), "Table"),
+        ):
             with self.assertRaisesRegex(
-                    pstrain.Error, r"^%s\(adagrad_initial=0.0\): Adagrad's accumulators must start above 0 .*"
-                    r"pass a small positive value, e\.g\. 1e-8, or the default 0\.1$" % what):
+                pstrain.Error,
+                r"^%s\(adagrad_initial=0.0\): Adagrad's accumulators must start above 0 .*"
+                r"pass a small positive value, e\.g\. 1e-8, or the default 0\.1$" % what,
+            ):
                 make()
         # Other optimizers keep no accumulator: 0 is no concern of theirs.
         self.assertEqual(pstrain.Optimizer("adam", adagrad_initial=0.0).name, "adam")
@@ -159,9 +170,15 @@ class ShapesTest(unittest.TestCase):
 
 class InitTest(unittest.TestCase):
     def test_init_without_a_role_says_how_to_get_one(self):
-        hidden = {k: os.environ.pop(k) for k in list(os.environ) if k == "TF_CONFIG" or k.startswith(("PSTRAIN_", "PMIX_", "SLURM_"))}
+        hidden = {
+            k: os.environ.pop(k)
+            for k in list(os.environ)
+            if k == "TF_CONFIG" or k.startswith(("PSTRAIN_", "PMIX_", "SLURM_"))
+        }
         try:
-            with self.assertRaisesRegex(pstrain.Error, r"^no role: run under sbatch/srun --ps=N --workers=M, or set TF_CONFIG$"):
+            with self.assertRaisesRegex(
+                pstrain.Error, r"^no role: run under sbatch/srun --ps=N --workers=M, or set TF_CONFIG$"
+            ):
                 pstrain.init(timeout=2)
         finally:
             os.environ.update(hidden)
@@ -176,7 +193,9 @@ class InitTest(unittest.TestCase):
             self.assertIs(pstrain.init(), first)
             self.assertIs(pstrain.init(timeout=5), first)
             self.assertEqual(len(calls), 1)
-            with self.assertRaisesRegex(pstrain.Error, r"^pstrain.init\(\) joined this process to its step already, with other arguments"):
+            with self.assertRaisesRegex(
+                pstrain.Error, r"^pstrain.init\(\) joined this process to its step already, with other arguments"
+            ):
                 pstrain.init(task_index=3)
         finally:
             pstrain._core.connect_task = real
@@ -186,7 +205,7 @@ class InitTest(unittest.TestCase):
 class PeerErrorsTest(unittest.TestCase):
     def test_a_worker_with_another_model_gets_the_ps_refusal_naming_it(self):
         s = pstrain.Settings(sync=True)
-        with pstrain.LocalCluster(num_ps=1, num_workers=2, settings=s) as cl:
+        with LocalCluster(num_ps=1, num_workers=2, settings=s) as cl:
             c0 = cl.connect(0, [("w", (2, 3))], settings=s)
             c1 = cl.connect(1, [("w", (2, 4))], settings=s, timeout=5)
             c0.wait(c0.init())
@@ -197,14 +216,13 @@ class PeerErrorsTest(unittest.TestCase):
             self.assertIsInstance(caught.exception, pstrain.Error)
 
     def test_a_lost_ps_is_a_peer_error_that_names_it(self):
-        with pstrain.LocalCluster(num_ps=2, num_workers=1, settings=SGD) as cl:
+        with LocalCluster(num_ps=2, num_workers=1, settings=SGD) as cl:
             c = cl.connect(0, TENSORS, settings=SGD, timeout=5)
             c.wait(c.init())
             cl.kill_ps(1)
             with self.assertRaises(pstrain.PeerError) as caught:
                 c.step()
             self.assertEqual(caught.exception.peer, "ps 1")
-
 
 
 class JoinFileTest(unittest.TestCase):
@@ -242,26 +260,41 @@ class JoinFileTest(unittest.TestCase):
         self.assertEqual(key, "ab" * 32)
 
     def test_a_bad_index_file_or_setting_is_one_line_naming_the_fix(self):
-        with self.assertRaisesRegex(pstrain.Error, r"^join=.*/join: give the index of the lost worker whose place to take, 1 to 2 \(worker 0 is the chief"):
+        with self.assertRaisesRegex(
+            pstrain.Error,
+            r"^join=.*/join: give the index of the lost worker whose place to take, 1 to 2 \(worker 0 is the chief",
+        ):
             pstrain.init(join=self.path, task_index=0)
-        with self.assertRaisesRegex(pstrain.Error, r"^join=.*/join: give the index of the lost worker whose place to take, 1 to 2 "):
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^join=.*/join: give the index of the lost worker whose place to take, 1 to 2 "
+        ):
             pstrain.init(join=self.path, task_index=3)
         missing = os.path.join(self.dir, "none")
-        with self.assertRaisesRegex(pstrain.Error, r"^join=.*/none: cannot read the join file: No such file or directory: give"):
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^join=.*/none: cannot read the join file: No such file or directory: give"
+        ):
             pstrain.init(join=missing, task_index=1)
         other = os.path.join(self.dir, "other")
         with open(other, "w") as f:
             f.write("hello\n")
-        with self.assertRaisesRegex(pstrain.Error, r"^join=.*/other is not a pstrain join file: give the job's DIR/join"):
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^join=.*/other is not a pstrain join file: give the job's DIR/join"
+        ):
             pstrain.init(join=other, task_index=1)
-        with self.assertRaisesRegex(pstrain.Error, r"gives the job's hosts: leave out ps_hosts, worker_hosts and job_name$"):
+        with self.assertRaisesRegex(
+            pstrain.Error, r"gives the job's hosts: leave out ps_hosts, worker_hosts and job_name$"
+        ):
             pstrain.init(join=self.path, task_index=1, ps_hosts="n1:1")
         os.environ["PSTRAIN_JOIN"] = self.path
         os.environ.pop("PSTRAIN_JOIN_INDEX", None)
-        with self.assertRaisesRegex(pstrain.Error, r"^PSTRAIN_JOIN=.*/join: give the index of the lost worker whose place to take: task_index=I, or PSTRAIN_JOIN_INDEX=I$"):
+        with self.assertRaisesRegex(
+            pstrain.Error,
+            r"^PSTRAIN_JOIN=.*/join: give the index of the lost worker whose place to take: task_index=I, or PSTRAIN_JOIN_INDEX=I$",
+        ):
             pstrain.init()
-        self.assertEqual(os.environ.get("PSTRAIN_AUTH_KEY"), self.saved["PSTRAIN_AUTH_KEY"], "a refused join sets no key")
-
+        self.assertEqual(
+            os.environ.get("PSTRAIN_AUTH_KEY"), self.saved["PSTRAIN_AUTH_KEY"], "a refused join sets no key"
+        )
 
 
 class WirePrecisionTest(unittest.TestCase):
@@ -269,7 +302,7 @@ class WirePrecisionTest(unittest.TestCase):
 
     def test_bf16_values_are_rounded_and_the_ps_keeps_float32(self):
         sgd = pstrain.Settings(optimizer=pstrain.Optimizer("sgd", lr=1.0))
-        with pstrain.LocalCluster(settings=sgd, share_memory=False, wire_precision="bf16") as cl:
+        with LocalCluster(settings=sgd, share_memory=False, wire_precision="bf16") as cl:
             c = cl.connect(0, [("w", (2,))], settings=sgd)
             c.param("w")[...] = [0.1, 1.0]
             c.wait(c.init())  # its reply is float32
@@ -289,15 +322,18 @@ class WirePrecisionTest(unittest.TestCase):
             self.assertEqual(stats["bytes_sent"], 64 + (64 + 8) + 33 * (64 + 4))
 
     def test_a_worker_of_another_wire_precision_is_refused_naming_both(self):
-        with pstrain.LocalCluster(settings=SGD, share_memory=False) as cl:
+        with LocalCluster(settings=SGD, share_memory=False) as cl:
             with self.assertRaises(pstrain.PeerError) as e:
                 c = cl.connect(0, TENSORS, settings=SGD, wire_precision="bf16")
                 c.wait(c.init())
-            self.assertIn("worker 0 sends bf16 on the wire and this PS fp32: give every task of the job the same --wire-precision", str(e.exception))
+            self.assertIn(
+                "worker 0 sends bf16 on the wire and this PS fp32: give every task of the job the same --wire-precision",
+                str(e.exception),
+            )
 
     def test_an_unknown_wire_precision_is_an_error_naming_the_words(self):
         with self.assertRaises(pstrain.Error) as e:
-            pstrain.LocalCluster(settings=SGD, wire_precision="fp16")
+            LocalCluster(settings=SGD, wire_precision="fp16")
         self.assertEqual(str(e.exception), "wire_precision 'fp16' is none pstrain knows: use 'fp32' or 'bf16'")
 
 

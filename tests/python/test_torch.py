@@ -1,4 +1,4 @@
-"""pstrain.torch with real PyTorch over the loopback (pstrain.LocalCluster):
+"""pstrain.torch with real PyTorch over the loopback (LocalCluster, tests/python/local_cluster.py):
 the DistributedOptimizer against torch.optim on the averaged gradient, the
 embedding tables against torch.nn.EmbeddingBag, and bad input."""
 
@@ -9,6 +9,7 @@ import unittest
 
 import numpy as np
 import torch
+from local_cluster import LocalCluster
 
 import pstrain
 import pstrain.torch
@@ -67,11 +68,14 @@ class DenseTest(unittest.TestCase):
         trained = threading.Barrier(num_workers)
         self.live_workers = {}
         self.sampled = {}
-        with pstrain.LocalCluster(num_ps=2, num_workers=num_workers) as cl:
+        with LocalCluster(num_ps=2, num_workers=num_workers) as cl:
+
             def work(k):
                 m = models[k]
-                opt = DistributedOptimizer(m.named_parameters(), sync=sync, context=cl.context(k), embeddings=[], **optimizer)
-                xs, ys = x[k * share:(k + 1) * share], y[k * share:(k + 1) * share]
+                opt = DistributedOptimizer(
+                    m.named_parameters(), sync=sync, context=cl.context(k), embeddings=[], **optimizer
+                )
+                xs, ys = x[k * share : (k + 1) * share], y[k * share : (k + 1) * share]
                 for _ in range(self.steps):
                     opt.zero_grad()
                     torch.nn.functional.cross_entropy(m(xs), ys).backward()
@@ -133,8 +137,10 @@ class DenseTest(unittest.TestCase):
 
     def test_parameters_and_grads_are_views_of_the_exchange_buffers(self):
         model = small_model()
-        with pstrain.LocalCluster() as cl:
-            opt = DistributedOptimizer(model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[])
+        with LocalCluster() as cl:
+            opt = DistributedOptimizer(
+                model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[]
+            )
             for n, p in model.named_parameters():
                 self.assertEqual(p.data_ptr(), opt.client.param(n).ctypes.data, n)
                 self.assertEqual(p.grad.data_ptr(), opt.client.grad(n).ctypes.data, n)
@@ -152,8 +158,10 @@ class DenseTest(unittest.TestCase):
 
     def test_model_zero_grad_that_sets_none_still_steps_right(self):
         model = small_model()
-        with pstrain.LocalCluster() as cl:
-            opt = DistributedOptimizer(model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[])
+        with LocalCluster() as cl:
+            opt = DistributedOptimizer(
+                model.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=[]
+            )
             model.zero_grad()  # torch's default: grads set to None
             x, y = batch()
             torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -170,10 +178,13 @@ class LeaveTest(unittest.TestCase):
         models = [small_model(), small_model()]
         x, y = batch(n=8)
         self.step = None
-        with pstrain.LocalCluster(num_ps=1, num_workers=2) as cl:
+        with LocalCluster(num_ps=1, num_workers=2) as cl:
+
             def work(k):
                 m = models[k]
-                opt = DistributedOptimizer(m.named_parameters(), sync=True, context=cl.context(k), embeddings=[], optimizer="sgd", lr=0.1)
+                opt = DistributedOptimizer(
+                    m.named_parameters(), sync=True, context=cl.context(k), embeddings=[], optimizer="sgd", lr=0.1
+                )
                 for _ in range(2 if k else 4):
                     opt.zero_grad()
                     torch.nn.functional.cross_entropy(m(x), y).backward()
@@ -193,16 +204,16 @@ class LeaveTest(unittest.TestCase):
                 self.finished += 1
 
         opt = Unfinished()
-        pstrain.torch._unfinished.add(opt)
+        pstrain.torch.optimizer._unfinished.add(opt)
         try:
             sys.last_value = ValueError("an uncaught exception")
-            pstrain.torch._finish_at_exit()
+            pstrain.torch.optimizer._finish_at_exit()
             self.assertEqual(opt.finished, 0)
             del sys.last_value
-            pstrain.torch._finish_at_exit()
+            pstrain.torch.optimizer._finish_at_exit()
             self.assertEqual(opt.finished, 1)
         finally:
-            pstrain.torch._unfinished.discard(opt)
+            pstrain.torch.optimizer._unfinished.discard(opt)
             if hasattr(sys, "last_value"):
                 del sys.last_value
 
@@ -256,6 +267,37 @@ class ElasticSamplerTest(unittest.TestCase):
         source.done, source.live_workers = True, (1, 0)
         self.assertEqual(sorted(set(it)) and sampler.resplits, 0)
 
+    def test_a_pass_saved_halfway_resumes_after_its_drawn_items(self):
+        sampler = ElasticSampler(20, Membership(2, 1), seed=3)
+        whole = list(ElasticSampler(20, Membership(2, 1), seed=3))
+        it = iter(sampler)
+        drawn = [next(it) for _ in range(4)]
+        state = sampler.state_dict()
+        self.assertEqual((state["epoch"], state["drawn"], state["split"]), (0, 4, [2, 1]))
+        again = ElasticSampler(20, Membership(2, 1), seed=3)
+        again.load_state_dict(state)
+        self.assertEqual(drawn + list(again), whole)
+        self.assertEqual((again.state_dict()["epoch"], again.state_dict()["drawn"]), (1, 0))
+        fresh = ElasticSampler(20, Membership(2, 1), seed=3)
+        list(fresh)
+        self.assertEqual(list(again), list(fresh))
+
+    def test_a_state_whose_split_changed_goes_on_with_the_new_shard(self):
+        sampler = ElasticSampler(12, Membership(3, 2), seed=1)
+        it = iter(sampler)
+        next(it)
+        again = ElasticSampler(12, Membership(2, 1), seed=1)
+        again.load_state_dict(sampler.state_dict())
+        self.assertEqual(sorted(again), [1, 3, 5, 7, 9, 11])
+        self.assertEqual(again.resplits, 1)
+
+    def test_a_state_of_another_sampler_is_refused(self):
+        state = ElasticSampler(10, Membership(1, 0), seed=2).state_dict()
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^ElasticSampler.load_state_dict: the state's length is 10, this sampler's 11: make"
+        ):
+            ElasticSampler(11, Membership(1, 0), seed=2).load_state_dict(state)
+
     def test_bad_input_is_one_clear_error(self):
         with self.assertRaisesRegex(pstrain.Error, "length 0: give the dataset's length"):
             ElasticSampler(0, Membership(1, 0))
@@ -267,15 +309,19 @@ class ElasticSamplerTest(unittest.TestCase):
 
 class BadInputTest(unittest.TestCase):
     def test_zero_grad_set_to_none_is_refused(self):
-        with pstrain.LocalCluster() as cl:
+        with LocalCluster() as cl:
             opt = DistributedOptimizer(small_model().named_parameters(), context=cl.context(0), embeddings=[])
-            with self.assertRaisesRegex(pstrain.Error, r"^zero_grad\(set_to_none=True\) is refused: .*call zero_grad\(\)$"):
+            with self.assertRaisesRegex(
+                pstrain.Error, r"^zero_grad\(set_to_none=True\) is refused: .*call zero_grad\(\)$"
+            ):
                 opt.zero_grad(set_to_none=True)
             opt.finish()
 
     def test_a_float64_parameter_is_refused(self):
         model = small_model().double()
-        with self.assertRaisesRegex(pstrain.Error, r"^parameter '0.weight' is torch.float64: .*call model.float\(\) first$"):
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^parameter '0.weight' is torch.float64: .*call model.float\(\) first$"
+        ):
             DistributedOptimizer(model.named_parameters(), context=object(), embeddings=[])
 
     def test_a_non_contiguous_parameter_is_refused(self):
@@ -285,7 +331,7 @@ class BadInputTest(unittest.TestCase):
             DistributedOptimizer(model.named_parameters(), context=object(), embeddings=[])
 
     def test_workers_with_different_models_are_told_so(self):
-        with pstrain.LocalCluster(num_workers=2) as cl:
+        with LocalCluster(num_workers=2) as cl:
             outcome = {}
 
             def work(k):
@@ -297,13 +343,17 @@ class BadInputTest(unittest.TestCase):
 
             run_workers(2, work)
             self.assertIn(1, outcome)
-            self.assertRegex(str(outcome[1]), r"^ps 0 refused this worker's hello: a model of 10 parameters where the chief's has 67")
+            self.assertRegex(
+                str(outcome[1]), r"^ps 0 refused this worker's hello: a model of 10 parameters where the chief's has 67"
+            )
             self.assertEqual(outcome[1].peer, "ps 0")
 
 
 class EmbeddingTest(unittest.TestCase):
     def connect(self, cl, tables, head):
-        return DistributedOptimizer(head.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=tables)
+        return DistributedOptimizer(
+            head.named_parameters(), optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), embeddings=tables
+        )
 
     def rows_of(self, opt, table, ids):
         keys = np.asarray(ids, dtype=np.int64)
@@ -314,7 +364,7 @@ class EmbeddingTest(unittest.TestCase):
     def check_against_torch(self, mode, ids, offsets=None, weights=None):
         table = EmbeddingBag(4, mode=mode, optimizer="adagrad", lr=0.5, init_range=0.5)
         head = torch.nn.Linear(4, 1)
-        with pstrain.LocalCluster(num_ps=2) as cl:
+        with LocalCluster(num_ps=2) as cl:
             opt = self.connect(cl, [table], head)
             out = table(ids, offsets, weights)  # the first pull makes the rows
             unique = sorted(set(ids.reshape(-1).tolist()))
@@ -341,13 +391,14 @@ class EmbeddingTest(unittest.TestCase):
         self.check_against_torch("mean", torch.tensor([1, 2, 3, 2, 5]), offsets=torch.tensor([0, 2]))
 
     def test_embedding_bag_sum_with_weights_equals_torch(self):
-        self.check_against_torch("sum", torch.tensor([4, 4, 6]), offsets=torch.tensor([0, 1]),
-                                 weights=torch.tensor([0.5, 2.0, -1.0]))
+        self.check_against_torch(
+            "sum", torch.tensor([4, 4, 6]), offsets=torch.tensor([0, 1]), weights=torch.tensor([0.5, 2.0, -1.0])
+        )
 
     def test_a_batch_with_repeated_ids_pulls_and_pushes_each_key_once(self):
         table = EmbeddingBag(4, mode="sum")
         head = torch.nn.Linear(4, 1)
-        with pstrain.LocalCluster(num_ps=2) as cl:
+        with LocalCluster(num_ps=2) as cl:
             opt = self.connect(cl, [table], head)
             ids = torch.tensor([[5, 5, 7], [7, 5, 9], [9, 9, 9]])
             head(table(ids)).sum().backward()
@@ -363,9 +414,15 @@ class EmbeddingTest(unittest.TestCase):
         admitted = EmbeddingBag(2, mode="sum", admit_after=2, init_range=0.5)
         evicted = EmbeddingBag(2, mode="sum", evict_after=2, init_range=0.5, lr=0.5)
         head = torch.nn.Linear(2, 1)
-        with pstrain.LocalCluster(num_ps=1) as cl:
-            opt = DistributedOptimizer(head.named_parameters(), optimizer="sgd", lr=0.1, sync=False,
-                                       context=cl.context(0), embeddings=[capped, admitted, evicted])
+        with LocalCluster(num_ps=1) as cl:
+            opt = DistributedOptimizer(
+                head.named_parameters(),
+                optimizer="sgd",
+                lr=0.1,
+                sync=False,
+                context=cl.context(0),
+                embeddings=[capped, admitted, evicted],
+            )
             # At most 2 rows: the third key of the batch reads as zeros.
             rows = capped(torch.tensor([[1], [2], [3]]))
             self.assertTrue(bool(rows[:2].ne(0).any()))
@@ -390,7 +447,7 @@ class EmbeddingTest(unittest.TestCase):
     def test_embedding_maps_ids_to_rows_with_their_shape(self):
         table = Embedding(3)
         head = torch.nn.Linear(3, 1)
-        with pstrain.LocalCluster() as cl:
+        with LocalCluster() as cl:
             opt = self.connect(cl, [table], head)
             ids = torch.tensor([[1, 2], [2, 8]])
             out = table(ids)
@@ -409,10 +466,17 @@ class EmbeddingTest(unittest.TestCase):
         y = torch.tensor([[1.0], [0.0], [1.0], [0.0]])
         seen = {}
         trained = threading.Barrier(2)
-        with pstrain.LocalCluster(num_ps=2, num_workers=2) as cl:
+        with LocalCluster(num_ps=2, num_workers=2) as cl:
+
             def work(k):
-                opt = DistributedOptimizer(heads[k].named_parameters(), optimizer="sgd", lr=0.1, sync=True,
-                                           context=cl.context(k), embeddings=[tables[k]])
+                opt = DistributedOptimizer(
+                    heads[k].named_parameters(),
+                    optimizer="sgd",
+                    lr=0.1,
+                    sync=True,
+                    context=cl.context(k),
+                    embeddings=[tables[k]],
+                )
                 part = slice(2 * k, 2 * k + 2)
                 for _ in range(steps):
                     opt.zero_grad()
@@ -435,8 +499,42 @@ class EmbeddingTest(unittest.TestCase):
 
     def test_a_table_used_before_the_optimizer_is_an_error(self):
         table = EmbeddingBag(4)
-        with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet: make the DistributedOptimizer"):
+        with self.assertRaisesRegex(
+            pstrain.Error,
+            r"^this embedding table has no client yet: give it to the DistributedOptimizer \(embeddings=\[\.\.\.\]\)",
+        ):
             table(torch.tensor([[1, 2]]))
+
+    def test_only_the_tables_given_are_trained(self):
+        given, other = EmbeddingBag(2, mode="sum"), EmbeddingBag(3, mode="sum")
+        with LocalCluster() as cl:
+            opt = self.connect(cl, [given], torch.nn.Linear(2, 1))
+            self.assertEqual([t.dim for t in opt.settings.tables], [2])
+            given(torch.tensor([[1, 2]]))
+            with self.assertRaisesRegex(pstrain.Error, r"^this embedding table has no client yet"):
+                other(torch.tensor([[1, 2]]))
+            opt.finish()
+        with LocalCluster() as cl:
+            opt = DistributedOptimizer(torch.nn.Linear(2, 1).named_parameters(), context=cl.context(0))
+            self.assertEqual(opt.embeddings, [])
+            self.assertEqual(opt.settings.tables, [])
+            opt.finish()
+
+    def test_embeddings_take_tables_only(self):
+        with self.assertRaisesRegex(
+            pstrain.Error,
+            r"^embeddings=\[\.\.\.\] takes pstrain.torch.EmbeddingBag and Embedding tables, got Linear: pass",
+        ):
+            DistributedOptimizer(
+                torch.nn.Linear(2, 1).named_parameters(), context=object(), embeddings=[torch.nn.Linear(1, 1)]
+            )
+
+
+class PreemptedTest(unittest.TestCase):
+    def test_preempted_is_a_system_exit_with_status_143(self):
+        e = pstrain.torch.Preempted()
+        self.assertIsInstance(e, SystemExit)
+        self.assertEqual(e.code, 143)
 
 
 if __name__ == "__main__":
