@@ -15,7 +15,6 @@
 #include "library/ps/startup.hpp"
 #include "library/ps/worker_link.hpp"
 
-#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -31,8 +30,9 @@ constexpr auto far_future = std::chrono::hours(24 * 365);
 // The dispatcher: starts the server (startup.hpp), then takes each
 // worker's messages in turn, checks them (request_check.hpp) and hands
 // each to the collaborator that serves it: the dense step (dense_step.hpp),
-// the sparse service (sparse_service.hpp), or itself for hello, snapshot,
-// stats and shutdown; and it decides what the loss of a worker means.
+// the sparse service (sparse_service.hpp), the membership for a worker
+// that is lost, leaves or comes back (membership.hpp), startup for a
+// rollback, or itself for hello, snapshot, stats and shutdown.
 // All of it runs on the thread that called run(); the public accessors
 // read its counters from any thread.
 class server::impl {
