@@ -144,8 +144,8 @@ void membership::lost(std::size_t i)
                       state_.step);
         return;
     }
-    const int left = live();
-    if (t.sync && t.elastic && i != 0 && left < replicas_) {
+    const int alive = live();
+    if (t.sync && t.elastic && i != 0 && alive < replicas_) {
         const auto [was, from] = aggregate_the_live_workers();
         return log::warn("lost {} ({}): elastic sync training goes on, aggregating {} gradients per step from "
                          "global step {} (was {}); {} workers alive",
@@ -155,16 +155,16 @@ void membership::lost(std::size_t i)
     if (i == 0)
         fatal = fmt::format("lost {} ({}): the chief initialises, evaluates and ends the job, training cannot go on",
                             who, why);
-    else if (t.sync && left < replicas_)
+    else if (t.sync && alive < replicas_)
         fatal =
             fmt::format("lost {} ({}): sync training aggregates {} gradients per step and only {} workers are left; "
                         "use --replicas-to-aggregate {} to run with backup workers",
-                        who, why, replicas_, left, std::max<std::size_t>(1, links_.size() - 1));
-    else if (left == 0) fatal = fmt::format("lost {} ({}): no worker is left", who, why);
+                        who, why, replicas_, alive, std::max<std::size_t>(1, links_.size() - 1));
+    else if (alive == 0) fatal = fmt::format("lost {} ({}): no worker is left", who, why);
     if (fatal.empty()) {
         // In sync mode a gradient it gave to this step still counts; in
         // async mode it is no longer the slowest that others wait for.
-        log::warn("lost {} ({}): going on with {} workers", who, why, left);
+        log::warn("lost {} ({}): going on with {} workers", who, why, alive);
         if (dense_) dense_->release_held();
         return;
     }
