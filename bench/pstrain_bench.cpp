@@ -91,9 +91,9 @@ int main(int argc, char** argv)
             log::set_prefix("pstrain-bench[ps]");
             auto net = bootstrap::connect(j, mode, std::chrono::seconds(30));
             ps::server_config c;
-            c.optimizer.kind = ps::optimizer_kind::sgd;
-            c.optimizer.learning_rate = 1e-9f;
-            c.sync = sync;
+            c.training.optimizer.kind = ps::optimizer_kind::sgd;
+            c.training.optimizer.learning_rate = 1e-9f;
+            c.training.sync = sync;
             c.share_memory = shared_memory == "auto";
             ps::server s(*net, c, {});
             s.run();

@@ -242,10 +242,10 @@ ps::server_config server_config_for(const options& o, int index, int num_ps)
     ps::server_config c;
     c.index = index;
     c.num_ps = num_ps;
-    c.optimizer.kind = ps::optimizer_kind::sgd;
-    c.optimizer.learning_rate = o.learning_rate;
-    c.sync = !o.async;
-    c.replicas_to_aggregate = 0;  // sync: one gradient from every worker per step
+    c.training.optimizer.kind = ps::optimizer_kind::sgd;
+    c.training.optimizer.learning_rate = o.learning_rate;
+    c.training.sync = !o.async;
+    c.training.replicas_to_aggregate = 0;  // sync: one gradient from every worker per step
     return c;
 }
 

@@ -43,9 +43,9 @@ public:
     // The values of `part` to worker i, with the PS's step and `status`
     // (done or stopped once training has ended).
     void reply_values(std::size_t i, shard_range part, bool shared, wire::values_status status);
-    // Sync: from now on a step aggregates `replicas` gradients (elastic
-    // training lost a worker); a step that has that many already is
-    // applied now.
+    // Sync: from now on a step aggregates `replicas` gradients (membership:
+    // elastic training lost or took back a worker, or one left); a step that
+    // has that many already is applied now.
     void set_replicas(int replicas);
     // Sync: the gradients waiting for a step that will not come are answered.
     void answer_waiting() { answer(take_contributions()); }

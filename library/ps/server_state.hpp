@@ -1,6 +1,6 @@
-// What a server's collaborators share (worker_link, startup, dense_step,
-// sparse_service and the dispatcher in server.cpp): the training's progress
-// and the server's time profile.  All of it belongs to the server's thread;
+// What a server's collaborators share (worker_link, membership, startup,
+// dense_step, sparse_service and the dispatcher in server.cpp): the
+// training's progress and the server's time profile.  All of it belongs to the server's thread;
 // server::global_step() and friends read it from others, as before.
 #pragma once
 

@@ -1,7 +1,5 @@
 #include "pstrain/settings.hpp"
 
-#include "pstrain/server.hpp"
-
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -78,21 +76,6 @@ std::optional<std::string> settings_difference(const training_settings& a, const
     for (std::size_t k = 0; k < a.tables.size(); ++k)
         if ((d = table_difference(k, a.tables[k], b.tables[k], here, there))) return d;
     return std::nullopt;
-}
-
-training_settings settings_of(const server_config& c)
-{
-    return training_settings{c.optimizer, c.sync, c.replicas_to_aggregate, c.max_staleness, c.elastic, c.tables};
-}
-
-void adopt(server_config& c, const training_settings& s)
-{
-    c.optimizer = s.optimizer;
-    c.sync = s.sync;
-    c.replicas_to_aggregate = s.replicas_to_aggregate;
-    c.max_staleness = s.max_staleness;
-    c.elastic = s.elastic;
-    c.tables = s.tables;
 }
 
 }  // namespace pstrain::ps

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include <fmt/format.h>
+
 namespace pstrain::ps {
 
 staleness_bound::staleness_bound(std::size_t workers, int max_staleness)
@@ -17,6 +19,12 @@ bool staleness_bound::pushed(std::size_t i)
     const auto lead = clocks_[i] - std::min(clocks_[i], slowest_);
     if (lead > counters_.largest_lead) counters_.largest_lead = lead;
     return bounded() && lead > static_cast<std::uint64_t>(bound_);
+}
+
+std::string staleness_bound::words() const
+{
+    if (!bounded()) return "";
+    return fmt::format(" (a worker at most {} pushes ahead of the slowest)", bound_);
 }
 
 void staleness_bound::lost(std::size_t i)

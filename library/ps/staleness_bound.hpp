@@ -5,7 +5,8 @@
 // whether to hold the reply; after each push, loss and shutdown the held
 // replies that may go are released (all of them once training has ended).
 // Every PS applies the rule on its own: each worker pushes to every PS,
-// so their clocks agree.
+// so their clocks agree.  Which workers are lost and back, and the bound
+// the settings ask for, membership tells it (membership.hpp).
 //
 // Used by the server's thread only, but counters(), which any thread may call.
 #pragma once
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace pstrain::ps {
@@ -29,6 +31,8 @@ public:
     // The bound, when the chief's settings bring it.
     void set_bound(int max_staleness) { bound_ = max_staleness; }
     bool bounded() const { return bound_ >= 0; }
+    // The bound in words, for the start-up lines ("" without one).
+    std::string words() const;
 
     // Worker i's push was applied: true when its reply must wait, for it is
     // now more than the bound ahead of the slowest live worker.  O(1) but

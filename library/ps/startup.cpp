@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
+#include "library/ps/dense_step.hpp"
 #include "library/ps/request_check.hpp"
 
 #include <algorithm>
@@ -32,9 +33,131 @@ std::uint64_t physical_memory()
 
 }  // namespace
 
-startup::startup(transport& net, worker_links& links, const server_config& cfg, const server_hooks& hooks)
-    : net_(net), links_(links), cfg_(cfg), hooks_(hooks), who_(net.peer_name(0))
+startup::startup(transport& net, worker_links& links, server_config& cfg, const server_hooks& hooks,
+                 membership& members, sparse_service& sparse, activity_recorder& activity, server_clock& profile)
+    : net_(net), links_(links), cfg_(cfg), hooks_(hooks), members_(members), sparse_(sparse), activity_(activity),
+      profile_(profile), who_(net.peer_name(0))
 {}
+
+void startup::take_own_settings()
+{
+    check_job_shape(error_from_here);
+    if (!cfg_.settings_from_chief) configure();
+}
+
+// The server's own settings: its room for workers, its index, and (unless
+// the chief says them) its training settings; the chief's: its training
+// settings.
+void startup::check_job_shape(settings_origin origin) const
+{
+    const auto workers = links_.size();
+    if (origin == error_from_here) {
+        if (workers == 0) throw error("a parameter server needs at least one worker");
+        if (cfg_.started_workers > workers)
+            throw error(fmt::format("{} workers start with the job, and the transport has room for {}",
+                                    cfg_.started_workers, workers));
+        if (cfg_.started_workers > 0 && cfg_.started_workers < workers && !cfg_.training.elastic)
+            throw error("room for workers that join later is for elastic jobs: set server_config::training.elastic");
+        if (cfg_.num_ps < 1 || cfg_.index < 0 || cfg_.index >= cfg_.num_ps)
+            throw error(fmt::format("PS index {} is outside 0..{}", cfg_.index, cfg_.num_ps - 1));
+        if (cfg_.settings_from_chief) return;  // checked when the chief's hello brings them
+    }
+    const auto& t = cfg_.training;
+    if (t.sync && t.max_staleness >= 0) {
+        const auto what =
+            fmt::format("a staleness bound ({}) is for async training, and this job is sync", t.max_staleness);
+        if (origin == error_from_here) throw error(what + ": leave it out, or train async");
+        throw peer_error(who_, fmt::format("{} asks for {}: leave it out, or train async", who_, what));
+    }
+    const int replicas = members_.replicas_wanted();
+    if (t.sync && replicas > static_cast<int>(workers)) {
+        const auto what =
+            fmt::format("sync training cannot aggregate {} gradients per step from {} workers", replicas, workers);
+        if (origin == error_from_here) throw error(what);
+        throw peer_error(who_, fmt::format("{} asks for {}: aggregate at most {}", who_, what, workers));
+    }
+}
+
+void startup::configure()
+{
+    members_.configure();
+    sparse_.set_tables(cfg_.training.tables);
+}
+
+void startup::take_settings(const std::optional<training_settings>& chief)
+{
+    if (cfg_.settings_from_chief) {
+        if (!chief)
+            throw peer_error(who_, fmt::format("{} did not say how to train (optimizer, sync or async, tables): a "
+                                               "PS task started without them (pstrain serve) serves programs whose "
+                                               "chief says them, as pstrain's Python package does; pstrain's "
+                                               "own workers need pstrain's own PS tasks, with the same flags",
+                                               who_));
+        cfg_.training = *chief;
+        check_job_shape(error_from_chief);
+        configure();
+        const auto& t = cfg_.training;
+        log::info("training as {} says: {} (learning rate {}), {}{}, {} embedding table(s)", who_,
+                  optimizer_name(t.optimizer.kind), t.optimizer.learning_rate, t.sync ? "sync" : "async",
+                  members_.bound_words(), t.tables.size());
+    } else if (chief) {
+        if (auto d = settings_difference(cfg_.training, *chief, "this PS", who_))
+            throw peer_error(who_, fmt::format("{} trains with other settings than this PS: {}: give every task of "
+                                               "the job the same flags",
+                                               who_, *d));
+    }
+}
+
+void startup::take_precision(const wire::hello& h)
+{
+    if (!cfg_.settings_from_chief) return;
+    if (h.precision > static_cast<std::uint32_t>(wire_precision::bf16))
+        throw peer_error(who_, fmt::format("{} sends wire precision {}, none this PS knows: run the same pstrain "
+                                           "version in every task",
+                                           who_, h.precision));
+    cfg_.precision = static_cast<wire_precision>(h.precision);
+    links_.set_precision(cfg_.precision);
+    if (cfg_.precision != wire_precision::fp32)
+        log::info("gradients and values travel as {}, as {} says (FP32 here)", name_of(cfg_.precision), who_);
+}
+
+bool startup::await_take_over()
+{
+    auto& chief = links_[0];
+    chief.recv = net_.recv(0, channel::control, &chief.in, sizeof chief.in);
+    chief.posted = true;
+    log::info("a spare PS: waiting until the chief needs it in a lost PS's place");
+    {
+        server_clock::scope timed(profile_, waiting);
+        activity_.set_idle(true);  // a program's watchdog sees no stall in this wait
+        links_.wait_for(0, "the chief's take_over (a spare waits until a PS is lost)",
+                        [&] { return chief.recv.complete(); });
+        activity_.set_idle(false);
+    }
+    chief.posted = false;
+    if (!chief.recv.complete() || !chief.recv.ok())
+        throw peer_error(who_, fmt::format("lost {} while this spare waited: {}", who_,
+                                           net_.failed(0) ? net_.failure(0) : chief.recv.failure()));
+    if (auto bad = wire::check_envelope(chief.in))
+        throw peer_error(who_, fmt::format("{} sent this spare a malformed message: {}", who_, wire::describe(*bad)));
+    links_.received(chief.in);
+    if (chief.in.kind == static_cast<std::uint16_t>(wire::kind::shutdown)) {
+        log::info("the chief ended the job: this spare was not needed");
+        return false;
+    }
+    if (chief.in.kind != static_cast<std::uint16_t>(wire::kind::take_over))
+        throw peer_error(who_, fmt::format("{} sent a {} message to a spare PS, which waits for take_over: run the "
+                                           "same pstrain in every task",
+                                           who_, wire::kind_name(chief.in.kind)));
+    const auto m = wire::body<wire::take_over>(chief.in);
+    if (m.num_ps != static_cast<std::uint32_t>(cfg_.num_ps) || m.index >= m.num_ps)
+        throw peer_error(who_, fmt::format("{} asks this spare to take the place of ps {} of {}, and this spare "
+                                           "was started for a job of {} PS tasks: give every task the same flags",
+                                           who_, m.index, m.num_ps, cfg_.num_ps));
+    cfg_.index = static_cast<int>(m.index);
+    log::info("taking the place of lost ps {}: its shard comes from the chief's restore", cfg_.index);
+    return true;
+}
 
 void startup::wait_for_chief(transfer& r, const char* what)
 {
@@ -81,7 +204,8 @@ shard_range startup::plan_shard(const wire::hello& h)
 // buffer per worker) must fit in this machine's memory, or in max_shard_bytes.
 void startup::check_shard_fits(shard_range range) const
 {
-    const std::uint64_t copies = 2 + static_cast<std::uint64_t>(state_slots(cfg_.optimizer.kind)) + links_.size();
+    const std::uint64_t copies =
+        2 + static_cast<std::uint64_t>(state_slots(cfg_.training.optimizer.kind)) + links_.size();
     const std::uint64_t per_copy = wire::float_bytes(range.size());
     const std::uint64_t limit = cfg_.max_shard_bytes > 0 ? cfg_.max_shard_bytes : physical_memory();
     if (limit == 0 || per_copy <= limit / copies) return;
@@ -97,7 +221,7 @@ void startup::check_shard_fits(shard_range range) const
 std::unique_ptr<served_shard> startup::allocate(shard_range range, std::size_t slot_floats)
 {
     try {
-        auto shard = std::make_unique<served_shard>(range, cfg_.optimizer, cfg_.update_threads);
+        auto shard = std::make_unique<served_shard>(range, cfg_.training.optimizer, cfg_.update_threads);
         // A whole-shard gradient lands where the worker sends it from
         // (aligned_buffer.hpp); the slot also takes an rkey and the
         // largest sparse request.
@@ -228,6 +352,48 @@ void startup::restore(std::uint64_t step, served_shard& shard, std::span<embeddi
         for (std::size_t i = 0; i < links_.size(); ++i) links_[i].position = saved.positions[i];
     state.step = step;
     state.restored = step + 1;
+}
+
+void startup::stand_in(std::uint64_t step)
+{
+    wire::standing_in m;
+    m.step = step;
+    m.index = static_cast<std::uint32_t>(cfg_.index);
+    for (std::size_t i = 1; i < links_.size(); ++i)
+        if (!links_[i].lost && !net_.failed(i)) links_.reply(i, wire::encode(m));
+    log::info("standing in for ps {} from global step {}", cfg_.index, step);
+}
+
+// Gradients still waiting for the current step are answered first (the
+// chief asks once every worker has its replies); replies in flight leave
+// before the values change; the tables start empty and take the
+// snapshot's rows.
+void startup::roll_back(std::size_t i, std::uint64_t step, served_shard& shard, dense_step& dense,
+                        training_state& state)
+{
+    if (!cfg_.training.sync)
+        return links_.refuse(i, wire::refusal_of(wire::refusal_code::bad_kind, links_[i].in.kind),
+                             fmt::format("refused {}'s rollback: only sync training rolls every shard back (async "
+                                         "restores only the lost PS's shard)",
+                                         net_.peer_name(i)));
+    const std::uint64_t was = state.step;
+    dense.answer_waiting();
+    for (std::size_t k = 0; k < links_.size(); ++k) sparse_.drop_held(k);  // their steps are trained again
+    links_.drain_sends();
+    sparse_.set_tables(cfg_.training.tables);
+    try {
+        restore(step, shard, sparse_.tables(), state);
+    } catch (const peer_error&) {
+        throw;
+    } catch (const error& e) {
+        throw peer_error(who_, fmt::format("cannot roll back to the snapshot at global step {}: {}", step, e.what()));
+    }
+    log::warn("rolled back from global step {} to the snapshot at global step {}, as the chief asked (a lost PS's "
+              "replacement restored it): the {} steps since are trained again",
+              was, step, was > step ? was - step : 0);
+    state.done = hooks_.step_completed && hooks_.step_completed(state.step);
+    activity_.progressed();
+    dense.reply_values(i, shard.range(), false, wire::values_status::ok);
 }
 
 }  // namespace pstrain::ps

@@ -136,10 +136,9 @@ void worker_links::reply_values(std::size_t i, const values_reply& v)
     if (v.status == wire::values_status::done || v.status == wire::values_status::stopped) p.told_done = true;
     wire::values m{
         v.step, v.part.begin, v.part.end, v.restored, static_cast<std::uint32_t>(v.status), v.shared ? 1u : 0u};
-    const auto member = [](const worker_link& w) { return w.member(); };
-    m.live_workers = static_cast<std::uint32_t>(std::count_if(links_.begin(), links_.end(), member));
-    m.live_rank = static_cast<std::uint32_t>(
-        std::count_if(links_.begin(), links_.begin() + static_cast<std::ptrdiff_t>(i), member));
+    m.live_workers = static_cast<std::uint32_t>(live());
+    m.live_rank = static_cast<std::uint32_t>(std::count_if(
+        links_.begin(), links_.begin() + static_cast<std::ptrdiff_t>(i), [](const auto& w) { return w.live(); }));
     if (v.shared) {
         // The worker waits for this reply: its buffer is ours until the frame leaves.
         if (!std::exchange(p.values_written, false))
@@ -286,7 +285,7 @@ bool worker_links::everyone_told() const
 
 int worker_links::live() const
 {
-    return static_cast<int>(std::count_if(links_.begin(), links_.end(), [](const auto& w) { return !w.lost; }));
+    return static_cast<int>(std::count_if(links_.begin(), links_.end(), [](const auto& w) { return w.live(); }));
 }
 
 void worker_links::abort_all(std::size_t lost)

@@ -48,11 +48,11 @@ struct worker_link {
 
     // The worker, as this server knows it.
     std::uint64_t process = 0;  // transport::reconnections() when this link began: a change is a new process
-    bool lost = false;
-    bool rejoining = false;  // a new process in a lost one's place, its hello not yet handled
-    // Counted among the live workers that values replies announce: not lost,
-    // and not a new process whose hello has not been welcomed yet.
-    bool member() const { return !lost && !rejoining; }
+    bool lost = false;          // no process to hear from in this slot (lost, left, or not joined yet)
+    bool rejoining = false;     // a new process in a lost one's place, its hello not yet handled
+    // A live worker (membership.hpp, the one definition): not lost, and not
+    // a new process whose hello has not been welcomed yet.
+    bool live() const { return !lost && !rejoining; }
     bool greeted = false;            // its hello was welcomed: it may ask for more
     bool told_done = false;          // a reply said done or stopped: it leaves now
     std::uint64_t position = 0;      // its data position after its last gradient this shard applied (or dropped)
@@ -134,6 +134,7 @@ public:
     bool map_buffers(std::size_t i, const wire::hello& h, shard_range range, bool share_memory, std::string& why);
 
     bool everyone_told() const;
+    // The live workers (worker_link::live()), as values replies announce them.
     int live() const;
     // Tells every live worker that training ends because `lost` was lost,
     // then gives the sends a moment.

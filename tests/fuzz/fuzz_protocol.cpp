@@ -29,7 +29,7 @@ using namespace std::chrono_literals;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     server_config config;
-    config.optimizer.learning_rate = 0.5f;
+    config.training.optimizer.learning_rate = 0.5f;
     config.shutdown_wait = 0s;
     // One embedding table, so that sparse requests reach a table too (the
     // seeds' hellos say so).
@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     table.dim = 2;
     table.admit_after = 2;
     table.max_rows = 64;
-    config.tables = {table};
+    config.training.tables = {table};
     pstrain::testing::job_options o;
     o.num_params = 8;
     o.share_memory = false;

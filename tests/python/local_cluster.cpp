@@ -56,13 +56,7 @@ public:
         if (settings.is_none()) {
             config.settings_from_chief = true;
         } else {
-            auto s = settings_of_dict(settings.cast<py::dict>());
-            config.optimizer = s.optimizer;
-            config.sync = s.sync;
-            config.replicas_to_aggregate = s.replicas_to_aggregate;
-            config.max_staleness = s.max_staleness;
-            config.elastic = s.elastic;
-            config.tables = s.tables;
+            config.training = settings_of_dict(settings.cast<py::dict>());
         }
         for (int p = 0; p < num_ps; ++p) {
             config.index = p;

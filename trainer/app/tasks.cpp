@@ -30,14 +30,10 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     ps::server_config c;
     c.index = index;
     c.num_ps = num_ps;
-    c.optimizer = optimizer_from(o);
-    c.sync = o.sync_replicas;
-    c.replicas_to_aggregate = o.replicas_to_aggregate;
-    c.max_staleness = o.max_staleness;
-    c.elastic = o.elastic;
+    c.training = {optimizer_from(o), o.sync_replicas, o.replicas_to_aggregate,
+                  o.max_staleness,   o.elastic,       embedding_tables_for(o)};
     c.share_memory = o.shared_memory;
     c.precision = o.wire_precision;
-    c.tables = embedding_tables_for(o);
     // The PS computes as the rest of the process does (PSTRAIN_DENORMALS, early_init.cpp).
     c.flush_denormals = current_denormal_mode() == denormal_mode::flush;
     // A PS's CPUs share its large updates (threads.hpp: --threads, else Slurm's share).

@@ -32,29 +32,32 @@ namespace pstrain::ps {
 struct server_config {
     int index = 0;  // this PS of num_ps: its shard of make_partition(num_params, num_ps)
     int num_ps = 1;
-    optimizer_config optimizer;
-    bool sync = false;
-    // Sync: gradients per step.  0: every worker; fewer than the workers
-    // leaves the rest as backup workers (their late gradients are dropped).
-    int replicas_to_aggregate = 0;
-    // Async: stale synchronous parallel.  Each PS counts each worker's
-    // pushes (its clock); a worker whose push puts it more than
-    // max_staleness pushes ahead of the slowest live worker gets its reply
-    // (the new values) once the slowest has caught up, or was lost, or
-    // training ended.  0: lock-step without a barrier; unbounded_staleness
-    // (negative): never held.  A program that pushes a shard in parts
-    // counts each part.
-    int max_staleness = unbounded_staleness;
-    // Workers leave and come back.  Sync: a lost worker other than the
-    // chief lowers the gradients per step to the live workers (when fewer
-    // than replicas_to_aggregate are left) instead of ending the job; a step
-    // that waited for the lost worker completes with the gradients it has,
-    // its lost worker's among them when it had pushed.  Sync and async: a
-    // new process that the transport takes in a lost worker's place
-    // (transport::reconnections) is welcomed, and a sync step aggregates
-    // its gradient again.  Without it such a process's hello is refused.
-    // The chief's loss still ends the job.
-    bool elastic = false;
+    // How to train: the optimizer, sync or async, the gradients per step
+    // (sync) or the staleness bound (async), whether the job is elastic,
+    // and the embedding tables (settings.hpp).  In detail:
+    // - training.replicas_to_aggregate, sync: gradients per step.  0: every
+    //   worker; fewer than the workers leaves the rest as backup workers
+    //   (their late gradients are dropped).
+    // - training.max_staleness, async: stale synchronous parallel.  Each PS
+    //   counts each worker's pushes (its clock); a worker whose push puts it
+    //   more than max_staleness pushes ahead of the slowest live worker gets
+    //   its reply (the new values) once the slowest has caught up, or was
+    //   lost, or training ended.  0: lock-step without a barrier;
+    //   unbounded_staleness (negative): never held.  A program that pushes a
+    //   shard in parts counts each part.
+    // - training.elastic: workers leave and come back.  Sync: a lost worker
+    //   other than the chief lowers the gradients per step to the live
+    //   workers (when fewer than replicas_to_aggregate are left) instead of
+    //   ending the job; a step that waited for the lost worker completes with
+    //   the gradients it has, its lost worker's among them when it had
+    //   pushed.  Sync and async: a new process that the transport takes in a
+    //   lost worker's place (transport::reconnections) is welcomed, and a
+    //   sync step aggregates its gradient again.  Without it such a process's
+    //   hello is refused.  The chief's loss still ends the job.
+    // - training.tables: sparse embedding tables: this PS holds the rows of
+    //   the keys that shard_of_key gives it, of each table (client_config::
+    //   table_dims must list the same tables with the same dims).
+    training_settings training;
     // Elastic jobs that grow: the workers that start with the job, fewer
     // than the transport's worker peers.  The peers from started_workers on
     // are slots with no process yet, counted as lost from the start: a
@@ -85,13 +88,9 @@ struct server_config {
     // times slower on x86 once it is denormal, as TensorFlow's threads do.
     // False: IEEE 754 arithmetic, with the caller's thread as it is.
     bool flush_denormals = true;
-    // Sparse embedding tables: this PS holds the rows of the keys that
-    // shard_of_key gives it, of each table (client_config::table_dims must
-    // list the same tables with the same dims).
-    std::vector<embedding_config> tables;
-    // True: optimizer, sync, replicas_to_aggregate, max_staleness, elastic and tables above are
-    // ignored, and the chief's hello must bring them (client_config::
-    // settings): a PS task for workers whose program says how to train.
+    // True: `training` above is ignored, and the chief's hello must bring
+    // it (client_config::settings): a PS task for workers whose program
+    // says how to train.
     // False: when the chief's hello brings settings, they must agree with
     // these (else the server ends, naming the difference).
     bool settings_from_chief = false;
@@ -108,10 +107,6 @@ struct server_config {
     bool spare = false;
 };
 
-// A server_config's training settings, and the same config with `s` in them.
-training_settings settings_of(const server_config& c);
-void adopt(server_config& c, const training_settings& s);
-
 // The shard as it is at a snapshot, for the snapshot hook.
 struct shard_snapshot {
     std::uint64_t step = 0;  // the chief's step that names the snapshot
@@ -123,8 +118,8 @@ struct shard_snapshot {
     std::span<const float> state;              // optimizer state, slot after slot
     std::uint64_t updates = 0;                 // updates applied (Adam's bias correction)
     std::span<const std::uint64_t> positions;  // each worker's last reported data position
-    // This PS's shard of each embedding table (server_config::tables, in
-    // that order).  The hook stores what its policy says: every row, or
+    // This PS's shard of each embedding table (server_config::
+    // training.tables, in that order).  The hook stores what its policy says: every row, or
     // for_each_changed() and removed_keys().  When it returns (the stored
     // copy durable), the server clears the tables' change marks; when it
     // throws, they stay for the next snapshot.
@@ -158,7 +153,7 @@ struct server_hooks {
     // With embedding tables, right after `restore`: put back the rows of
     // the snapshot at `step` whose keys shard_of_key gives to this PS
     // (`index` of `num_ps`, whatever number of PS tasks saved them) into
-    // `tables` (empty, in server_config::tables' order).  Throws to fail.
+    // `tables` (empty, in server_config::training.tables' order).  Throws to fail.
     // Unset while the server has tables: a restore is refused.
     std::function<void(std::uint64_t step, int index, int num_ps, std::span<embedding_table> tables)> restore_tables;
     // Embedding table `table` has reached its max_rows on this PS: new keys
@@ -168,7 +163,8 @@ struct server_hooks {
 };
 
 // Async mode's clocks and the staleness bound's holds (server_config::
-// max_staleness; without a bound none is held, the lead is still counted).
+// training.max_staleness; without a bound none is held, the lead is still
+// counted).
 struct staleness_counters {
     int bound = unbounded_staleness;  // the bound in force (the server's, or the chief's settings')
     // The most pushes a worker had applied beyond the slowest live

@@ -33,9 +33,9 @@ activity poll_until(const std::function<activity()>& read, const std::function<b
 server_config sync_config()
 {
     server_config c;
-    c.sync = true;
-    c.optimizer.kind = optimizer_kind::sgd;
-    c.optimizer.learning_rate = 0.5f;
+    c.training.sync = true;
+    c.training.optimizer.kind = optimizer_kind::sgd;
+    c.training.optimizer.learning_rate = 0.5f;
     c.shutdown_wait = 2s;
     return c;
 }

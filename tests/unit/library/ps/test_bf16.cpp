@@ -38,9 +38,9 @@ float rounded(float f) { return bf16::to_float(bf16::from_float(f)); }
 server_config sgd(wire_precision p, bool sync = false)
 {
     server_config c;
-    c.sync = sync;
-    c.optimizer.kind = optimizer_kind::sgd;
-    c.optimizer.learning_rate = 1.0f;
+    c.training.sync = sync;
+    c.training.optimizer.kind = optimizer_kind::sgd;
+    c.training.optimizer.learning_rate = 1.0f;
     c.shutdown_wait = 2s;
     c.precision = p;
     return c;
@@ -309,7 +309,7 @@ BOOST_AUTO_TEST_CASE(rows_travel_as_bf16_and_the_table_stays_fp32)
     table.dim = 3;
     table.seed = 11;
     auto c = sgd(wire_precision::bf16);
-    c.tables = {table};
+    c.training.tables = {table};
     job_options o = every_worker(wire_precision::bf16, 1);
     o.num_params = 4;
     o.table_dims = {3};

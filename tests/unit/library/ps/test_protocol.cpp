@@ -34,7 +34,7 @@ constexpr std::uint64_t two_to_32 = std::uint64_t{1} << 32;
 server_config async_config()
 {
     server_config c;
-    c.optimizer.learning_rate = 0.5f;
+    c.training.optimizer.learning_rate = 0.5f;
     c.shutdown_wait = 2s;
     return c;
 }

@@ -11,6 +11,7 @@
 #include "library/ps/spare_pool.hpp"
 #include "library/ps/ticket_book.hpp"
 #include "tests/unit/library/ps/loopback_job.hpp"
+#include "tests/unit/library/ps/server_cases.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +26,7 @@ using pstrain::testing::job_options;
 using pstrain::testing::ps_job;
 using pstrain::testing::to_vector;
 using namespace std::chrono_literals;
+using namespace pstrain::testing::server_cases;
 
 namespace {
 
@@ -217,55 +219,6 @@ BOOST_AUTO_TEST_CASE(settling_waits_for_the_replies_the_serving_ps_tasks_owe)
 
 namespace {
 
-// Exact binary fractions, so that every expected value below is exact.
-const std::vector<float> initial{1, 2, 3, 4, 5, 6};
-const std::vector<float> g0{1, 0, 2, -2, 0.5f, 4};
-const std::vector<float> g1{3, 2, 0, 2, 0.5f, -4};
-
-server_config sync_config()
-{
-    server_config c;
-    c.sync = true;
-    c.optimizer.kind = optimizer_kind::sgd;
-    c.optimizer.learning_rate = 0.5f;
-    c.shutdown_wait = 2s;
-    return c;
-}
-
-server_config async_config()
-{
-    auto c = sync_config();
-    c.sync = false;
-    return c;
-}
-
-// The chief initialises the model with `values`, every other worker pulls it.
-void start(ps_job& job, int workers, const std::vector<float>& values = initial)
-{
-    fill(job.chief().params(), values);
-    job.chief().wait(job.chief().async_init());
-    for (int w = 1; w < workers; ++w) job.worker(w).wait(job.worker(w).async_pull());
-}
-
-// A worker asks until a reply says training is done (the chief's shutdown
-// may reach the PS after the worker's request).
-void pull_until_done(client& c)
-{
-    for (int i = 0; i < 100 && !c.done(); ++i) c.wait(c.async_pull());
-    BOOST_TEST(c.done(), "no reply said training is done");
-}
-
-// One sync step of two workers: w0 pushes g0, w1 pushes g1, both get the reply.
-void push_g0_and_g1(client& w0, client& w1)
-{
-    fill(w0.grads(), g0);
-    fill(w1.grads(), g1);
-    const auto t0 = w0.async_push();
-    const auto t1 = w1.async_push();
-    w0.wait(t0);
-    w1.wait(t1);
-}
-
 std::vector<float> part(const std::vector<float>& v, shard_range r)
 {
     return {v.begin() + static_cast<std::ptrdiff_t>(r.begin), v.begin() + static_cast<std::ptrdiff_t>(r.end)};
@@ -314,13 +267,6 @@ server_hooks restoring_hooks(recorder& rec)
         throw pstrain::error("no snapshot of that step and range");
     };
     return h;
-}
-
-job_options with_spares(int spares)
-{
-    job_options o;
-    o.spares = spares;
-    return o;
 }
 
 // Both workers' next call meets the lost PS: lost_ps names it.

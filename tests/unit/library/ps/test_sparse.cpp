@@ -37,9 +37,9 @@ embedding_config table_config(row_optimizer o = row_optimizer::adagrad)
 server_config with_tables(bool sync, std::vector<embedding_config> tables)
 {
     server_config c;
-    c.sync = sync;
-    c.optimizer.kind = optimizer_kind::sgd;
-    c.tables = std::move(tables);
+    c.training.sync = sync;
+    c.training.optimizer.kind = optimizer_kind::sgd;
+    c.training.tables = std::move(tables);
     c.shutdown_wait = 2s;
     return c;
 }
@@ -193,7 +193,7 @@ BOOST_AUTO_TEST_CASE(a_request_larger_than_a_message_is_split)
 BOOST_DATA_TEST_CASE(in_sync_mode_row_updates_move_with_the_dense_step, bdata::make({1, 2}), num_ps)
 {
     auto config = with_tables(true, {table_config(row_optimizer::adam)});
-    config.replicas_to_aggregate = 2;
+    config.training.replicas_to_aggregate = 2;
     ps_job job(num_ps, 3, config, {}, table_options({dim}));
     auto& w0 = job.chief();
     auto &w1 = job.worker(1), &w2 = job.worker(2);

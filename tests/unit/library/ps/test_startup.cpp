@@ -1,7 +1,8 @@
 // A server's start-up, step by step, with the test as the chief over the
 // loopback: the hello, the shard it plans and allocates, the chief's init
 // or restore; and the lines that end the server when the chief does not
-// follow these steps.
+// follow these steps.  Then the server's cases of its settings (its own,
+// or the chief's) and of a spare's wait, over the in-process loopback.
 #define BOOST_TEST_DYN_LINK
 #define BOOST_TEST_MODULE startup
 #include <boost/test/unit_test.hpp>
@@ -9,6 +10,8 @@
 #include "pstrain/error.hpp"
 #include "pstrain/loopback.hpp"
 #include "library/ps/startup.hpp"
+#include "tests/unit/library/ps/loopback_job.hpp"
+#include "tests/unit/library/ps/server_cases.hpp"
 
 #include <chrono>
 #include <deque>
@@ -16,6 +19,12 @@
 #include <vector>
 
 using namespace pstrain::ps;
+using pstrain::testing::fill;
+using pstrain::testing::job_options;
+using pstrain::testing::ps_job;
+using pstrain::testing::to_vector;
+using namespace pstrain::testing::server_cases;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -23,8 +32,9 @@ namespace {
 struct ps_of_two {
     explicit ps_of_two(int index = 1, std::uint64_t max_shard_bytes = 0)
         : net(2, 2), activity({"worker 0", "worker 1"}), profile(server_phase_names()),
-          links(net.ps(index), activity, profile), cfg(config(index, max_shard_bytes)),
-          steps(net.ps(index), links, cfg, hooks), ps(index)
+          links(net.ps(index), activity, profile), cfg(config(index, max_shard_bytes)), bound(2, unbounded_staleness),
+          members(net.ps(index), links, bound, cfg, state), sparse(cfg.training.tables, hooks, links, state, profile),
+          steps(net.ps(index), links, cfg, hooks, members, sparse, activity, profile), ps(index)
     {}
     static server_config config(int index, std::uint64_t max_shard_bytes)
     {
@@ -60,6 +70,10 @@ struct ps_of_two {
     worker_links links;
     server_hooks hooks;
     server_config cfg;
+    training_state state;
+    staleness_bound bound;
+    membership members;
+    sparse_service sparse;
     startup steps;
     int ps;
     std::deque<wire::frame> frames;
@@ -196,4 +210,158 @@ BOOST_AUTO_TEST_CASE(settings_this_ps_cannot_read_end_the_server_naming_the_chie
     BOOST_TEST(s.error_of([&] { s.steps.chief_settings(got); }) ==
                "worker 0 sent training settings this PS cannot read: its optimizer 9 is none this PS knows (a pstrain "
                "of another version?): run the same pstrain version in every task");
+}
+
+// ------------------------------------------ the settings, the server's own
+
+BOOST_AUTO_TEST_CASE(a_ps_without_settings_of_its_own_takes_the_chiefs_staleness_bound)
+{
+    server_config c;
+    c.settings_from_chief = true;
+    c.shutdown_wait = 2s;
+    auto s = sgd_settings_for_the_bound();
+    s.max_staleness = 0;
+    job_options o;
+    o.settings = s;
+    ps_job job(1, 2, c, {}, o);
+    auto& w0 = job.chief();
+    start(job, 2);
+    fill(w0.grads(), g0);
+    const auto t0 = w0.async_push();
+    BOOST_TEST_REQUIRE(held_by_the_bound(job, w0, 0, t0), "the chief's bound was not taken");
+    fill(job.worker(1).grads(), g1);
+    job.worker(1).wait(job.worker(1).async_push());
+    w0.wait(t0);
+    w0.shutdown();
+    pull_until_done(job.worker(1));
+    BOOST_TEST(!job.finish().threw);
+}
+
+BOOST_AUTO_TEST_CASE(a_staleness_bound_on_a_sync_server_is_refused_naming_the_fix)
+{
+    loopback_network net(1, 1);
+    auto c = sync_config();
+    c.training.max_staleness = 2;
+    BOOST_CHECK_EXCEPTION(server(net.ps(0), c, {}), pstrain::error, [](const pstrain::error& e) {
+        return std::string(e.what()) ==
+               "a staleness bound (2) is for async training, and this job is sync: leave it out, or train async";
+    });
+}
+
+// ------------------------------------------------------- a spare's wait
+
+BOOST_AUTO_TEST_CASE(a_spare_that_was_not_needed_ends_with_the_job)
+{
+    ps_job job(1, 2, sync_config(), {}, with_spares(1));
+    start(job, 2);
+    push_g0_and_g1(job.chief(), job.worker(1));
+    // Waiting, it is idle (a program's watchdog counts no stall); the PS that serves is not.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!job.server(1).activity().idle && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    BOOST_TEST(job.server(1).activity().idle);
+    BOOST_TEST(!job.server(0).activity().idle);
+    job.chief().shutdown();
+    pull_until_done(job.worker(1));
+    BOOST_TEST((job.finish(0).outcome == server_outcome::done));
+    const auto spare = job.finish(1);
+    BOOST_TEST_REQUIRE(spare.returned);
+    BOOST_TEST((spare.outcome == server_outcome::done), spare.what);
+}
+
+// ------------------------------------------------- the chief's settings
+
+namespace {
+
+training_settings sgd_settings(bool sync)
+{
+    training_settings t;
+    t.optimizer.kind = optimizer_kind::sgd;
+    t.optimizer.learning_rate = 0.5f;
+    t.sync = sync;
+    return t;
+}
+
+job_options with_settings(training_settings t)
+{
+    job_options o;
+    o.settings = std::move(t);
+    return o;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_ps_without_settings_of_its_own_trains_as_the_chief_says)
+{
+    server_config c;  // async, adagrad, learning rate 3: all ignored
+    c.training.optimizer.kind = optimizer_kind::adagrad;
+    c.training.optimizer.learning_rate = 3;
+    c.settings_from_chief = true;
+    c.shutdown_wait = 2s;
+    ps_job job(2, 2, c, {}, with_settings(sgd_settings(true)));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    const auto t0 = w0.async_push();
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0), "the chief's sync was not taken: one gradient made a step");
+    fill(w1.grads(), g1);
+    const auto t1 = w1.async_push();
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
+    w0.shutdown();
+    pull_until_done(w1);
+    for (int p = 0; p < 2; ++p) {
+        const auto end = job.finish(p);
+        BOOST_TEST_REQUIRE(end.returned);
+        BOOST_TEST(!end.threw, end.what);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_chief_whose_settings_differ_from_the_ps_tasks_flags_is_refused_naming_the_difference)
+{
+    auto c = async_config();  // SGD at 0.5, async
+    auto theirs = sgd_settings(false);
+    theirs.optimizer.learning_rate = 0.25f;
+    ps_job job(1, 1, c, {}, with_settings(theirs));
+    BOOST_CHECK_THROW(job.chief().wait(job.chief().async_init()), pstrain::peer_error);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.peer_error);
+    BOOST_TEST(end.who == "worker 0");
+    BOOST_TEST(end.what == "worker 0 trains with other settings than this PS: the learning rate is 0.5 on this PS and "
+                           "0.25 on worker 0: give every task of the job the same flags");
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_without_settings_refuses_a_chief_that_says_none)
+{
+    server_config c;
+    c.settings_from_chief = true;
+    ps_job job(1, 1, c);
+    BOOST_CHECK_THROW(job.chief().wait(job.chief().async_init()), pstrain::peer_error);
+    const auto end = job.finish();
+    BOOST_TEST_REQUIRE(end.returned);
+    BOOST_TEST(end.peer_error);
+    BOOST_TEST(end.what.find("worker 0 did not say how to train") == 0u, end.what);
+}
+
+BOOST_AUTO_TEST_CASE(the_chiefs_tables_are_made_on_a_ps_without_settings)
+{
+    server_config c;
+    c.settings_from_chief = true;
+    c.shutdown_wait = 2s;
+    auto t = sgd_settings(false);
+    embedding_config table;
+    table.dim = 4;
+    t.tables.push_back(table);
+    ps_job job(1, 1, c, {}, with_settings(t));
+    auto& w0 = job.chief();
+    start(job, 1);
+    const std::vector<std::uint64_t> keys{7, 9};
+    std::vector<float> rows(8, 0.0f);
+    w0.wait(w0.async_pull_rows(0, keys, rows));
+    BOOST_TEST(std::any_of(rows.begin(), rows.end(), [](float v) { return v != 0.0f; }), "no row was made");
+    w0.shutdown();
+    BOOST_TEST(job.finish().returned);
 }

@@ -51,9 +51,9 @@ std::vector<float> values(std::uint64_t seed, std::uint64_t n)
 server_config adam(bool sync, int threads)
 {
     server_config c;
-    c.sync = sync;
-    c.optimizer.kind = optimizer_kind::adam;
-    c.optimizer.learning_rate = 0.01f;
+    c.training.sync = sync;
+    c.training.optimizer.kind = optimizer_kind::adam;
+    c.training.optimizer.learning_rate = 0.01f;
     c.update_threads = threads;
     c.shutdown_wait = 2s;
     return c;
@@ -95,7 +95,7 @@ BOOST_DATA_TEST_CASE(a_large_sync_step_equals_the_plain_update, bdata::make({1, 
     w0.wait(w0.async_init());
     w1.wait(w1.async_pull());
 
-    const auto cfg = adam(true, 1).optimizer;
+    const auto cfg = adam(true, 1).training.optimizer;
     std::vector<float> state(2 * large, 0.0f), mean(large);
     for (std::uint64_t step = 1; step <= 3; ++step) {
         const auto g0 = values(10 * step, large), g1 = values(10 * step + 1, large);
@@ -124,7 +124,7 @@ BOOST_DATA_TEST_CASE(a_large_async_update_equals_the_plain_update, bdata::make({
     auto expected = values(5, large);
     std::copy(expected.begin(), expected.end(), w.params().begin());
     w.wait(w.async_init());
-    const auto cfg = adam(false, 1).optimizer;
+    const auto cfg = adam(false, 1).training.optimizer;
     std::vector<float> state(2 * large, 0.0f);
     for (std::uint64_t step = 1; step <= 3; ++step) {
         const auto g = values(20 + step, large);

@@ -395,10 +395,10 @@ BOOST_DATA_TEST_CASE(a_server_saves_its_tables_through_the_hooks_and_restores_on
     o.checkpoint_dir = d.path;
     o.full_checkpoint_every = 10;
     ps::server_config c;
-    c.sync = true;
-    c.optimizer.kind = ps::optimizer_kind::sgd;
-    c.tables = configs();
-    c.tables[0].evict_after = 0;
+    c.training.sync = true;
+    c.training.optimizer.kind = ps::optimizer_kind::sgd;
+    c.training.tables = configs();
+    c.training.tables[0].evict_after = 0;
     c.shutdown_wait = 2s;
     testing::job_options jo;
     jo.num_params = 4;
