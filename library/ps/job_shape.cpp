@@ -18,7 +18,8 @@ maybe_refusal serving_has_no_spares(const job_shape& j)
     return job_refusal{fmt::format("--ps-spares {}: spare ps tasks serve pstrain's own workers only in this version, "
                                    "not a program's through pstrain serve: submit the job without spares",
                                    j.ps_spares),
-                       "spare PS tasks serve pstrain's own workers only, not a program's"};
+                       "spare PS tasks serve pstrain's own workers only, not a program's",
+                       {}};
 }
 
 maybe_refusal serving_has_no_room(const job_shape& j)
@@ -27,7 +28,8 @@ maybe_refusal serving_has_no_room(const job_shape& j)
     return job_refusal{fmt::format("--max-workers {}: workers join a running job through pstrain's own --join in this "
                                    "version, which a program's workers do not have: leave it out",
                                    j.max_workers),
-                       "a program's workers do not join a running job: it has no room for more"};
+                       "a program's workers do not join a running job: it has no room for more",
+                       {}};
 }
 
 // A staleness bound holds async workers back; sync is lock-step already.
@@ -37,7 +39,8 @@ maybe_refusal staleness_is_async(const training_settings& s)
     return job_refusal{
         "--max-staleness bounds async training and --sync-replicas trains in lock-step already: give "
         "one of them",
-        fmt::format("a staleness bound ({}) is for async training, and this job is sync", s.max_staleness)};
+        fmt::format("a staleness bound ({}) is for async training, and this job is sync", s.max_staleness),
+        "leave it out, or train async"};
 }
 
 maybe_refusal room_is_elastic(const training_settings& s, const job_shape& j)
@@ -46,7 +49,8 @@ maybe_refusal room_is_elastic(const training_settings& s, const job_shape& j)
     return job_refusal{fmt::format("--max-workers {}: room for workers that join later is for --elastic jobs: give "
                                    "--elastic to every task too",
                                    j.max_workers),
-                       "room for workers that join later is for elastic jobs: set server_config::elastic"};
+                       "room for workers that join later is for elastic jobs: set server_config::training.elastic",
+                       {}};
 }
 
 maybe_refusal standalone_has_no_room(const job_shape& j)
@@ -55,7 +59,8 @@ maybe_refusal standalone_has_no_room(const job_shape& j)
     return job_refusal{fmt::format("--max-workers {}: --standalone has one worker and no room for others: leave one "
                                    "of them out",
                                    j.max_workers),
-                       "a standalone job has one worker and no room for others"};
+                       "a standalone job has one worker and no room for others",
+                       {}};
 }
 
 maybe_refusal spares_restore_checkpoints(const job_shape& j)
@@ -65,7 +70,8 @@ maybe_refusal spares_restore_checkpoints(const job_shape& j)
                                    "give --checkpoint-dir on a path every node shares",
                                    j.ps_spares),
                        "a spare PS restores a lost PS's shard from the newest checkpoint, and this job has no "
-                       "checkpoint directory"};
+                       "checkpoint directory",
+                       {}};
 }
 
 // A worker that joins later does not yet learn which spare stands in.
@@ -76,7 +82,8 @@ maybe_refusal spares_are_not_elastic(const training_settings& s, const job_shape
                                    "spare stands in for a lost PS: give one of them",
                                    j.ps_spares),
                        "spare PS tasks are not for elastic jobs: a worker that joins later does not yet learn which "
-                       "spare stands in for a lost PS"};
+                       "spare stands in for a lost PS",
+                       {}};
 }
 
 maybe_refusal standalone_has_no_spares(const job_shape& j)
@@ -84,7 +91,8 @@ maybe_refusal standalone_has_no_spares(const job_shape& j)
     if (j.ps_spares == 0 || !j.standalone) return std::nullopt;
     return job_refusal{
         fmt::format("--ps-spares {}: --standalone has no ps task to lose: leave one of them out", j.ps_spares),
-        "a standalone job has no ps task to lose"};
+        "a standalone job has no ps task to lose",
+        {}};
 }
 
 // The rules of the counts, once they are known.
@@ -96,7 +104,8 @@ maybe_refusal room_holds_the_workers(const job_shape& j)
         fmt::format("--max-workers {} is fewer than the job's {} workers: give {} or more, or leave it "
                     "out",
                     j.max_workers, j.num_workers, j.num_workers),
-        fmt::format("{} workers start with the job, and the transport has room for {}", j.num_workers, j.max_workers)};
+        fmt::format("{} workers start with the job, and the transport has room for {}", j.num_workers, j.max_workers),
+        {}};
 }
 
 maybe_refusal replicas_within_the_room(const training_settings& s, const job_shape& j)
@@ -105,7 +114,8 @@ maybe_refusal replicas_within_the_room(const training_settings& s, const job_sha
     return job_refusal{fmt::format("--replicas-to-aggregate {} is more than the {} workers: use at most {}",
                                    s.replicas_to_aggregate, j.room(), j.room()),
                        fmt::format("{} training cannot aggregate {} gradients per step from {} workers",
-                                   s.sync ? "sync" : "async", s.replicas_to_aggregate, j.room())};
+                                   s.sync ? "sync" : "async", s.replicas_to_aggregate, j.room()),
+                       fmt::format("aggregate at most {}", j.room())};
 }
 
 maybe_refusal spares_leave_a_ps(const job_shape& j)
@@ -116,7 +126,8 @@ maybe_refusal spares_leave_a_ps(const job_shape& j)
                                    "spares are the last ones: run {} more ps task{} (sbatch --ps-spares adds them)",
                                    j.ps_spares, j.num_ps, plural(j.num_ps), more, plural(more)),
                        fmt::format("{} spare PS task{} leave none of the job's {} to serve", j.ps_spares,
-                                   plural(j.ps_spares), j.num_ps)};
+                                   plural(j.ps_spares), j.num_ps),
+                       {}};
 }
 
 }  // namespace

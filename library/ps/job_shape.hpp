@@ -40,6 +40,7 @@ struct job_shape {
 struct job_refusal {
     std::string flags;     // in pstrain's flags: "--max-workers 8: room for workers that join later is for ..."
     std::string settings;  // in training_settings' and server_config's words (a server's error, before its remedy)
+    std::string remedy;    // what a chief that asked for it should do instead, in the server's voice; may be empty
 };
 
 // nullopt when the job may start.

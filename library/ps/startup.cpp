@@ -1,5 +1,7 @@
 #include "library/ps/startup.hpp"
 
+#include "library/ps/job_shape.hpp"
+
 #include "common/log.hpp"
 #include "pstrain/error.hpp"
 #include "library/ps/dense_step.hpp"
@@ -50,32 +52,33 @@ void startup::take_own_settings()
 // settings.
 void startup::check_job_shape(settings_origin origin) const
 {
-    const auto workers = links_.size();
+    const auto workers = static_cast<int>(links_.size());
     if (origin == error_from_here) {
         if (workers == 0) throw error("a parameter server needs at least one worker");
-        if (cfg_.started_workers > workers)
-            throw error(fmt::format("{} workers start with the job, and the transport has room for {}",
-                                    cfg_.started_workers, workers));
-        if (cfg_.started_workers > 0 && cfg_.started_workers < workers && !cfg_.training.elastic)
-            throw error("room for workers that join later is for elastic jobs: set server_config::training.elastic");
         if (cfg_.num_ps < 1 || cfg_.index < 0 || cfg_.index >= cfg_.num_ps)
             throw error(fmt::format("PS index {} is outside 0..{}", cfg_.index, cfg_.num_ps - 1));
-        if (cfg_.settings_from_chief) return;  // checked when the chief's hello brings them
     }
-    const auto& t = cfg_.training;
-    if (t.sync && t.max_staleness >= 0) {
-        const auto what =
-            fmt::format("a staleness bound ({}) is for async training, and this job is sync", t.max_staleness);
-        if (origin == error_from_here) throw error(what + ": leave it out, or train async");
-        throw peer_error(who_, fmt::format("{} asks for {}: leave it out, or train async", who_, what));
+    // The job's shape as this PS sees it: the workers it starts with, and
+    // the transport's room beyond them.  Sync aggregates what the settings
+    // ask for; async's replicas are not this PS's to refuse.
+    job_shape shape;
+    shape.num_workers = cfg_.started_workers > 0 ? cfg_.started_workers : workers;
+    shape.max_workers = workers > shape.num_workers ? workers : 0;
+    if (static_cast<int>(cfg_.started_workers) > workers) shape.max_workers = workers;  // fewer places than workers
+    training_settings t = cfg_.training;
+    if (origin == error_from_here && cfg_.settings_from_chief) {
+        // The training settings come with the chief's hello and are checked
+        // then: here only the shape.
+        t = training_settings{};
+        t.sync = false;
+        t.elastic = cfg_.training.elastic;
     }
-    const int replicas = members_.replicas_wanted();
-    if (t.sync && replicas > static_cast<int>(workers)) {
-        const auto what =
-            fmt::format("sync training cannot aggregate {} gradients per step from {} workers", replicas, workers);
-        if (origin == error_from_here) throw error(what);
-        throw peer_error(who_, fmt::format("{} asks for {}: aggregate at most {}", who_, what, workers));
-    }
+    t.replicas_to_aggregate = t.sync ? members_.replicas_wanted() : 0;
+    const auto refusal = check_job(t, shape);
+    if (!refusal) return;
+    const auto remedy = refusal->remedy.empty() ? std::string() : ": " + refusal->remedy;
+    if (origin == error_from_here) throw error(refusal->settings + remedy);
+    throw peer_error(who_, fmt::format("{} asks for {}{}", who_, refusal->settings, remedy));
 }
 
 void startup::configure()

@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(room_for_more_workers_needs_elastic_and_no_standalone)
     expect_refused(async_settings(), j,
                    "--max-workers 8: room for workers that join later is for --elastic jobs: give --elastic to every "
                    "task too",
-                   "room for workers that join later is for elastic jobs: set server_config::elastic");
+                   "room for workers that join later is for elastic jobs: set server_config::training.elastic");
     auto elastic = async_settings();
     elastic.elastic = true;
     BOOST_TEST(!check_job(elastic, j));
