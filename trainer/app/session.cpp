@@ -113,6 +113,12 @@ int print_summary(const train_options& o)
     return 0;
 }
 
+ps::training_settings training_settings_for(const train_options& o)
+{
+    return {optimizer_from(o), o.sync_replicas, o.replicas_to_aggregate,
+            o.max_staleness,   o.elastic,       embedding_tables_for(o)};
+}
+
 ps::optimizer_config optimizer_from(const train_options& o)
 {
     ps::optimizer_config cfg;

@@ -9,6 +9,7 @@
 #include "trainer/model/model.hpp"
 #include "trainer/app/options.hpp"
 #include "pstrain/optimizer.hpp"
+#include "pstrain/settings.hpp"
 
 #include <memory>
 
@@ -34,5 +35,9 @@ session open_session(const train_options& o, int worker = 0);
 int print_summary(const train_options& o);
 
 ps::optimizer_config optimizer_from(const train_options& o);
+
+// How the job trains, from its flags: the one value the chief's client
+// sends and a PS task started with its own flags checks it against.
+ps::training_settings training_settings_for(const train_options& o);
 
 }  // namespace pstrain::trainer

@@ -30,8 +30,7 @@ ps::server_config server_config_for(const train_options& o, int index, int num_p
     ps::server_config c;
     c.index = index;
     c.num_ps = num_ps;
-    c.training = {optimizer_from(o), o.sync_replicas, o.replicas_to_aggregate,
-                  o.max_staleness,   o.elastic,       embedding_tables_for(o)};
+    c.training = training_settings_for(o);
     c.share_memory = o.shared_memory;
     c.precision = o.wire_precision;
     // The PS computes as the rest of the process does (PSTRAIN_DENORMALS, early_init.cpp).

@@ -49,9 +49,7 @@ ps::client_config client_config_for(const train_options& o, const loop_role& who
     c.worker_names = who.worker_names;
     if (who.ps_spares > 0) c.num_ps = who.num_ps;  // the peers after them are spares
     // The chief says how to train; a PS task started with other flags refuses it, naming the difference.
-    if (who.index == 0)
-        c.settings = ps::training_settings{optimizer_from(o), o.sync_replicas, o.replicas_to_aggregate,
-                                           o.max_staleness,   o.elastic,       embedding_tables_for(o)};
+    if (who.index == 0) c.settings = training_settings_for(o);
     return c;
 }
 
