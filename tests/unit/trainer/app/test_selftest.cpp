@@ -8,6 +8,7 @@
 #include "trainer/app/selftest.hpp"
 #include "trainer/compute/cpu_backend.hpp"
 #include "trainer/compute/layers.hpp"
+#include "tests/unit/trainer/forwarding_backend.hpp"
 
 #include <string>
 
@@ -18,50 +19,15 @@ namespace {
 
 // The CPU backend with one wrong gradient element: dw[3] of every dense
 // backward pass off by 0.01, as a miscompiled or broken kernel would be.
-class one_wrong_element final : public compute::backend {
+class one_wrong_element final : public testing::forwarding_backend {
 public:
     std::string name() const override { return "cpu, dw[3] wrong"; }
-    bool host_memory() const override { return true; }
-    void* allocate(std::size_t bytes) override { return cpu_.allocate(bytes); }
-    void release(void* p) noexcept override { cpu_.release(p); }
-    void* allocate_host(std::size_t bytes) override { return cpu_.allocate_host(bytes); }
-    void release_host(void* p) noexcept override { cpu_.release_host(p); }
-    bool pin_host(void* p, std::size_t bytes) override { return cpu_.pin_host(p, bytes); }
-    void unpin_host(void* p) noexcept override { cpu_.unpin_host(p); }
-    void copy_to_device(void* dst, const void* src, std::size_t bytes) override
-    {
-        cpu_.copy_to_device(dst, src, bytes);
-    }
-    void copy_to_host(void* dst, const void* src, std::size_t bytes) override { cpu_.copy_to_host(dst, src, bytes); }
-    void synchronize() override {}
-    void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out) override
-    {
-        cpu_.linear_forward(x, w, b, y, rows, in, out);
-    }
     void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, int rows,
                          int in, int out) override
     {
         cpu_.linear_backward(x, w, dy, dx, dw, db, rows, in, out);
         if (in * out > 3) dw[3] += 0.01f;
     }
-    void relu_forward(const float* z, float* a, std::size_t n) override { cpu_.relu_forward(z, a, n); }
-    void relu_backward(const float* z, const float* da, float* dz, std::size_t n) override
-    {
-        cpu_.relu_backward(z, da, dz, n);
-    }
-    loss_sums softmax_xent(const float* logits, const std::int32_t* labels, float* dlogits, int rows,
-                           int classes) override
-    {
-        return cpu_.softmax_xent(logits, labels, dlogits, rows, classes);
-    }
-    loss_sums squared_error(const float* pred, const float* target, float* dpred, int rows) override
-    {
-        return cpu_.squared_error(pred, target, dpred, rows);
-    }
-    std::unique_ptr<compute::layer_kernels> make_layer_kernels() override { return cpu_.make_layer_kernels(); }
-
-private:
-    compute::cpu_backend cpu_{1};
 };
 
 }  // namespace
@@ -80,6 +46,27 @@ BOOST_AUTO_TEST_CASE(the_small_cnn_learns_on_this_cpu)
     const auto outs = check_training(cpu, 300);
     BOOST_TEST_REQUIRE(outs.size() == 1u);  // no second device to compare with
     BOOST_TEST(outs[0].passed, outs[0].detail);
+}
+
+// A GPU's path without one: memory that is not the host's makes the checks
+// copy in and out, compare dropout's masks with the CPU's and the first
+// training step's loss with the CPU's.
+BOOST_AUTO_TEST_CASE(on_memory_that_is_not_the_hosts_the_device_checks_run_and_pass)
+{
+    testing::device_memory_backend device;
+    const auto outs = check_kernels(device, compute::precision::fp32);
+    bool masks = false;
+    for (const auto& o : outs) {
+        BOOST_TEST(o.passed, o.what << ": " << o.detail);
+        masks = masks || o.what == "dropout 0.4: the CPU's mask";
+    }
+    BOOST_TEST(masks, "the masks were compared with the CPU's");
+    BOOST_TEST(device.copies_in > 0);
+    BOOST_TEST(device.copies_out > 0);
+    const auto trained = check_training(device, 300);
+    BOOST_TEST_REQUIRE(trained.size() == 2u);
+    for (const auto& o : trained) BOOST_TEST(o.passed, o.what << ": " << o.detail);
+    BOOST_TEST(trained[1].what.find("as on the cpu") != std::string::npos, trained[1].what);
 }
 
 BOOST_AUTO_TEST_CASE(too_few_steps_do_not_pass_the_training_check)
