@@ -1,0 +1,242 @@
+"""Invariants for bench/chaos, checked after every job, and the outcome of each
+fault.  Pure functions of what was seen (the job's lines with the time each
+was read, its faults, Slurm's state) except for the three that look at the
+machine afterwards: the checkpoints (pstrain checkpoint inspect), processes
+left behind, and the nodes (sinfo).
+
+Outcomes of a fault:
+  healed           the job completed, and a line after the fault says a spare
+                   took a lost task's place or training went on after one
+  went on          the job completed (or a step was logged after the fault
+                   and before a later fault ended the job)
+  ended naming it  the job ended without completing, and a line names the
+                   task the fault took down, with a reason
+  ended unnamed    the job ended without completing and no line names it
+  hung             the job outlived its bound (and was cancelled)
+  wrong            it completed with an accuracy off the fault-free run's,
+                   or its training completed and Slurm says it failed
+  checkpoint lost  a checkpoint with a manifest fails pstrain checkpoint inspect
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from typing import Dict, List, Optional, Set, Tuple
+
+from chaos_faults import Fault, job_processes
+from chaos_jobs import PSTRAIN, STEP_RE
+
+OUTCOMES = ("healed", "went on", "ended naming it", "ended unnamed", "hung", "wrong", "checkpoint lost")
+HEAL_RE = re.compile(r"taking the place of lost|training went on at global step|joined again")
+SPARE_RE = re.compile(r"\[ps (\d+)\]: taking the place of lost ps (\d+)")
+LOST_RE = re.compile(r"\blost (ps|worker) (\d+) \(([^)]*)\)")
+NAMING_RES = (
+    LOST_RE,
+    re.compile(r"\b(ps|worker) (\d+) \(([^)]*)\) ended with"),  # pstrain-run
+    re.compile(r"\bwaiting for (ps|worker) (\d+) \(([^)]*)\)"),  # a stall line
+    re.compile(r"\blost (?:ps|worker) \d+ \([^)]*\) and (ps|worker) (\d+) \(([^)]*)\)"),
+)
+WRITER_RE = re.compile(r"^[\w-]+\[(ps|worker) (\d+)\]: ")
+FAILED_LINE = re.compile(r"error:|ended with signal|made no progress")
+
+
+def names(line: str) -> List[Tuple[str, int]]:
+    """The tasks a line names as lost (or waited for)."""
+    if not FAILED_LINE.search(line) and "warning: lost" not in line:
+        return []
+    found = []
+    for rx in NAMING_RES:
+        for m in rx.finditer(line):
+            found.append((m.group(1), int(m.group(2))))
+    return found
+
+
+def writer(line: str) -> Optional[Tuple[str, int]]:
+    """The task a line of pstrain's (or pstrain-run's) comes from."""
+    m = WRITER_RE.match(line)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def empty_reason(line: str) -> bool:
+    """A lost-task line whose reason is empty: "lost ps 0 (n1): send failed: "."""
+    m = LOST_RE.search(line)
+    if not m:
+        return False
+    rest = line[m.end() :].strip()
+    if not rest:  # "ps 1 (n1) ended the job: it lost worker 1 (n2)": the reason came first
+        return "ended the job" not in line
+    return rest.endswith(":") or "()" in rest
+
+
+def aliases(lines: List[Tuple[float, str]]) -> Dict[int, int]:
+    """A spare's own ps index -> the index of the ps whose place it took."""
+    out = {}
+    for _, line in lines:
+        m = SPARE_RE.search(line)
+        if m:
+            out[int(m.group(1))] = int(m.group(2))
+    return out
+
+
+def touched(faults: List[Fault], alias: Dict[int, int]) -> Set[Tuple[str, int]]:
+    out = set()
+    for f in faults:
+        for role, index in f.tasks:
+            out.add((role, index))
+            if role == "ps" and index in alias:
+                out.add(("ps", alias[index]))
+    return out
+
+
+def step_after(lines, t: float) -> Optional[float]:
+    return next((lt for lt, line in lines if lt > t and STEP_RE.search(line)), None)
+
+
+def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: float) -> List[str]:
+    """Sets each fired fault's outcome and seconds; returns the job's failed invariants."""
+    # In the order they were written (JSON log lines carry their own time).
+    lines, end = sorted(job["lines"], key=lambda x: x[0]), job["end"]
+    fired = [f for f in faults if f.fired is not None and not f.skipped]
+    failures: List[str] = []
+    done = job["done"]
+    completed = job["state"] == "COMPLETED" and job["exit"] == "0:0"
+    alias = aliases(lines)
+    hit = touched(fired, alias)
+    first = min((f.fired for f in fired), default=None)
+
+    # Slurm's word against the job's own.
+    if done and not completed and not job["hung"]:
+        failures.append(
+            f"training completed (the chief's done line, global step {done.get('global_step')}) "
+            f"but Slurm says {job['state']} {job['exit']} ({job['state_from']})"
+        )
+    if completed and not done:
+        failures.append("COMPLETED 0:0 without the chief's done line")
+    accuracy_off = None
+    if completed and done and baseline and baseline.get("accuracy") is not None:
+        acc = done.get("test_accuracy")
+        if acc is None or abs(acc - baseline["accuracy"]) > tolerance:
+            accuracy_off = f"test accuracy {acc} against {baseline['accuracy']} fault-free (tolerance {tolerance})"
+            failures.append(accuracy_off)
+    if job["hung"]:
+        failures.append(
+            f"hung: still {job.get('state_at_bound') or 'running'} {job['bound']:.0f} s after submission (the bound), "
+            f"then {job['state']} {job['exit']} once cancelled; "
+            f"faults: {'; '.join(f'{f.kind} {f.target}' for f in fired) or 'none'}"
+        )
+
+    # The lines that name a lost task, after the first fault.
+    # A task the fault cut off names the others as lost: that is its side of it.
+    naming = [
+        (t, line, n)
+        for t, line in lines
+        if first is not None and t >= first and writer(line) not in hit
+        for n in names(line)
+    ]
+    if not job["hung"] and naming:
+        t, line, n = naming[0]
+        if n not in hit:
+            failures.append(
+                f"the first line naming a lost task names {n[0]} {n[1]}, which no fault touched: {line.strip()}"
+            )
+        chief = [(t, line, n) for t, line, n in naming if "[worker 0]: error:" in line]
+        if chief and chief[0][1] != line and chief[0][2] not in hit and ("worker", 0) not in hit:
+            failures.append(
+                f"the chief names {chief[0][2][0]} {chief[0][2][1]}, which no fault touched: {chief[0][1].strip()}"
+            )
+        for _, line, _ in naming:
+            if empty_reason(line):
+                failures.append(f"an empty reason: {line.strip()}")
+                break
+
+    for f in fired:
+        nxt = step_after(lines, f.fired)
+        end_of_fault = f.fired + f.duration
+        if nxt is not None and (end is None or nxt <= end):
+            f.seconds, f.seconds_to = nxt - f.fired, "step"
+        elif end is not None:
+            f.seconds, f.seconds_to = end - f.fired, "end"
+        mine = [(t, line, n) for t, line, n in naming if n in touched([f], alias)]
+        if job["hung"]:
+            f.outcome = "hung"
+        elif job["ckpt_lost"]:
+            f.outcome = "checkpoint lost"
+        elif accuracy_off or (done and not completed):
+            f.outcome = "wrong"
+        elif completed:
+            healed = any(t >= f.fired and HEAL_RE.search(line) for t, line in lines)
+            f.outcome = "healed" if healed and f.kind != "shape" else "went on"
+        elif mine:
+            f.outcome = "ended naming it"
+            late = mine[0][0] - f.fired
+            f.note = f"named after {late:.1f} s: {mine[0][1].strip()}"
+            if late > 60:
+                failures.append(
+                    f"{f.kind} {f.target}: the first line naming it came {late:.0f} s after the fault "
+                    f"(more than 60): {mine[0][1].strip()}"
+                )
+        elif nxt is not None and nxt > end_of_fault and (end is None or nxt <= end):
+            f.outcome = "went on"
+        else:
+            f.outcome = "ended unnamed"
+            failures.append(
+                f"{f.kind} {f.target}: the job ended {job['state']} {job['exit']} and no line names "
+                f"the task it took down"
+            )
+    if not fired and not completed and not job["hung"]:
+        failures.append(f"no fault fired, and the job ended {job['state']} {job['exit']}")
+    return failures
+
+
+def inspect_checkpoints(ckpt: str) -> Tuple[List[str], str]:
+    """(problems of checkpoints that have a manifest, the listing)."""
+    r = subprocess.run([str(PSTRAIN), "checkpoint", "inspect", ckpt], capture_output=True, text=True, timeout=120)
+    listing = r.stdout + r.stderr
+    problems = []
+    rows = re.compile(r"^\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
+    for line in r.stdout.splitlines():
+        m = rows.match(line)
+        if not m:
+            continue
+        status = m.group(6).strip()
+        if status == "complete, checksums good" or status.startswith(
+            ("interrupted: shard files without a manifest", "table files without a manifest")
+        ):
+            continue
+        problems.append(f"checkpoint at global step {m.group(1)}: {status}")
+    if r.returncode != 0:
+        problems.append(f"pstrain checkpoint inspect {ckpt} exited {r.returncode}: {listing.strip().splitlines()[-1:]}")
+    return problems, listing
+
+
+def left_behind(tag: str, wait: float = 20.0) -> List[str]:
+    deadline = time.monotonic() + wait
+    while True:
+        procs = job_processes(tag)
+        if not procs or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return [
+        f"pid {pid} {comm} {env.get('PSTRAIN_ROLE', '')} {env.get('PSTRAIN_TASK_INDEX', '')}".strip()
+        for pid, comm, env in procs
+    ]
+
+
+def nodes_not_idle(wait: float = 90.0) -> List[str]:
+    """Nodes drained at once, or not idle after wait seconds (a link that was
+    down leaves a node not responding for a while)."""
+    deadline = time.monotonic() + wait
+    while True:
+        r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=30)
+        states = sorted(set(r.stdout.split("\n")) - {""})
+        drained = [s for s in states if "drain" in s.split()[-1].lower()]
+        bad = [s for s in states if s.split()[-1].lower() != "idle"]
+        if drained or not bad or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    if not bad:
+        return []
+    reasons = subprocess.run(["sinfo", "-h", "-R", "-o", "%N %T %E"], capture_output=True, text=True, timeout=30)
+    return [f"node not idle: {s}" for s in bad] + [f"sinfo -R: {x}" for x in reasons.stdout.splitlines() if x]
