@@ -167,22 +167,28 @@ void exchange::widen_reply(operation& op) const
         wire::decode_numbers(op.numbers_in.data(), op.part.size(), precision_, values_ + op.part.begin);
 }
 
+namespace {
+
+bool ended_in_error(transfer& t) { return t.complete() && !t.ok(); }
+
+}  // namespace
+
 // True when one of `op`'s transfers ended in an error, or its PS is lost.
 bool exchange::has_failed(operation& op) const
 {
-    const auto bad = [](transfer& t) { return t.complete() && !t.ok(); };
-    return net_.failed(peer(op)) || bad(op.recv) || bad(op.payload_recv) || bad(op.send) || bad(op.payload_send);
+    return net_.failed(peer(op)) || ended_in_error(op.recv) || ended_in_error(op.payload_recv) ||
+           ended_in_error(op.send) || ended_in_error(op.payload_send);
 }
 
 void exchange::throw_incomplete(operation& op, const std::string& who, bool in_time) const
 {
     if (net_.failed(peer(op))) throw peer_error(who, fmt::format("lost {}: {}", who, net_.failure(peer(op))));
-    const auto bad = [](transfer& t) { return t.complete() && !t.ok(); };
-    if (bad(op.recv)) throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.recv.failure()));
-    if (bad(op.payload_recv))
+    if (ended_in_error(op.recv))
+        throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.recv.failure()));
+    if (ended_in_error(op.payload_recv))
         throw peer_error(who, fmt::format("lost {}: receive failed: {}", who, op.payload_recv.failure()));
-    if (bad(op.send)) throw peer_error(who, fmt::format("lost {}: send failed: {}", who, op.send.failure()));
-    if (bad(op.payload_send))
+    if (ended_in_error(op.send)) throw peer_error(who, fmt::format("lost {}: send failed: {}", who, op.send.failure()));
+    if (ended_in_error(op.payload_send))
         throw peer_error(who, fmt::format("lost {}: send failed: {}", who, op.payload_send.failure()));
     // Nothing failed: its answer has not come (yet).
     throw peer_error(who, in_time ? fmt::format("no answer from {}: its request was still in flight", who)
