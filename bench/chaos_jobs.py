@@ -187,7 +187,14 @@ class Follower:
 
 def submit(kind: JobKind, jobdir: Path, tag: str) -> str:
     jobdir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PSTRAIN_CHAOS_TAG=tag, OMP_NUM_THREADS="1", PSTRAIN_REQUEUE="0", **kind.env)
+    env = dict(
+        os.environ,
+        PSTRAIN_CHAOS_TAG=tag,
+        PSTRAIN_SRUN=str(REPO / "scripts" / "pstrain-srun"),
+        OMP_NUM_THREADS="1",
+        PSTRAIN_REQUEUE="0",
+        **kind.env,
+    )
     # Each pstrain log line with the time its task wrote it (Follower.stamp).
     env["PSTRAIN_LOG_FORMAT"] = "json"
     cmd = [

@@ -74,9 +74,13 @@ export PSTRAIN_CHECKPOINT_DIR
 echo "tf-train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): ${PSTRAIN_CHIEF:+chief + }$PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, checkpoints $PSTRAIN_CHECKPOINT_DIR: $*"
 shell_signalled=0
 trap 'shell_signalled=1; echo "tf-train.sh: SIGTERM: waiting for the tasks to stop" >&2' TERM
+# srun through pstrain-srun ($PSTRAIN_SRUN, else PATH; plain srun where
+# neither is): a task's end that srun never heard (its node's link down at
+# that moment) would leave the job RUNNING with nothing running.
+srun=${PSTRAIN_SRUN:-$(command -v pstrain-srun || echo srun)}
 set +e
 # --kill-on-bad-exit: a task whose pstrain-run itself dies ends the step.
-srun --kill-on-bad-exit=1 "$run" "${run_opts[@]}" -- "$@" &
+"$srun" --kill-on-bad-exit=1 "$run" "${run_opts[@]}" -- "$@" &
 srun_pid=$!
 while :; do
   wait "$srun_pid"

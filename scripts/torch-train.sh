@@ -103,6 +103,10 @@ serve_cmd=("$serve" serve --checkpoint-dir "$checkpoint_dir" "${serve_opts[@]}")
 echo "torch-train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $PSTRAIN_NUM_PS ps + $PSTRAIN_NUM_WORKERS workers on ${SLURM_JOB_NODELIST:-?}, checkpoints $checkpoint_dir: $*"
 shell_signalled=0
 trap 'shell_signalled=1; echo "torch-train.sh: SIGTERM: waiting for the tasks to stop" >&2' TERM
+# srun through pstrain-srun ($PSTRAIN_SRUN, else PATH; plain srun where
+# neither is): a task's end that srun never heard (its node's link down at
+# that moment) would leave the job RUNNING with nothing running.
+srun=${PSTRAIN_SRUN:-$(command -v pstrain-srun || echo srun)}
 set +e
 # Each task's program: the ps tasks exec the server (its first $1 words),
 # the workers the user's program (the rest).  exec: pstrain-run watches the
@@ -110,7 +114,7 @@ set +e
 # shellcheck disable=SC2016  # expanded by the task's bash
 task='n=$1; shift; if [ "$PSTRAIN_ROLE" = ps ]; then exec "${@:1:n}"; fi; shift "$n"; exec "$@"'
 # --kill-on-bad-exit: a task whose pstrain-run itself dies ends the step.
-srun --mpi=pmix --kill-on-bad-exit=1 "$run" --ps-may-finish "${run_opts[@]}" -- \
+"$srun" --mpi=pmix --kill-on-bad-exit=1 "$run" --ps-may-finish "${run_opts[@]}" -- \
   /bin/bash -c "$task" torch-task "${#serve_cmd[@]}" "${serve_cmd[@]}" "$@" &
 srun_pid=$!
 while :; do

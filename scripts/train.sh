@@ -93,8 +93,12 @@ echo "train.sh: job ${SLURM_JOB_ID:-?} (restart ${SLURM_RESTART_COUNT:-0}): $PST
 # before srun: pstrain is checkpointing meanwhile.
 shell_signalled=0
 trap 'shell_signalled=1; echo "train.sh: SIGTERM: waiting for pstrain to checkpoint and stop" >&2' TERM
+# srun through pstrain-srun ($PSTRAIN_SRUN, else PATH; plain srun where
+# neither is): a task's end that srun never heard (its node's link down at
+# that moment) would leave the job RUNNING with nothing running.
+srun=${PSTRAIN_SRUN:-$(command -v pstrain-srun || echo srun)}
 set +e
-srun --mpi=pmix "$pstrain" "${data_args[@]}" "${checkpoint_args[@]}" "$@" &
+"$srun" --mpi=pmix "$pstrain" "${data_args[@]}" "${checkpoint_args[@]}" "$@" &
 srun_pid=$!
 while :; do
   wait "$srun_pid"

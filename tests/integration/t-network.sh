@@ -177,6 +177,41 @@ test_link_back_after_10s_the_job_recovers() {
   expect_nodes_idle
 }
 
+# The batch script's node cut off while the tasks elsewhere end: n1 runs
+# train.sh, its srun and ps 0; the workers on n2 and n3 lose ps 0 (silent)
+# and exit while n1 is away, so their slurmstepds' one message to srun is
+# lost.  Plain srun would then wait for ever and the job stay RUNNING with
+# nothing running (found by bench/chaos, seed 2); through pstrain-srun the
+# job ends FAILED soon after the link is back, with its line.  (A 35 s cut:
+# the workers exit after 12 s of silence and their messages fail within
+# about 15 s more; under the 60 s SlurmdTimeout of run-tests' cluster, so
+# that Slurm does not set n1 DOWN and end the job itself.)
+test_batch_node_cut_off_as_the_tasks_end_the_job_still_ends() {
+  net_setup
+  export PSTRAIN=$pstrain PSTRAIN_REQUEUE=0 PSTRAIN_SRUN_POLL=2 PSTRAIN_SRUN_GRACE=5
+  run sbatch --parsable -N3 --ps=1 --workers=2 --no-requeue -o "$PWD/job.out" "$PSTRAIN_SRCDIR/scripts/train.sh" \
+    --device cpu --sync-replicas --train-steps 1000000 --log-every 100 --heartbeat-interval 2 --checkpoint-dir "$PWD/ckpt"
+  expect_rc 0
+  local id=$out i
+  for i in $(seq 1 120); do
+    grep -q 'step [0-9]*/' job.out 2>/dev/null && break
+    sleep 0.5
+  done
+  grep -q 'step [0-9]*/' job.out || { scancel "$id"; fail "job $id did not start training: $(cat job.out)"; }
+  cut n1
+  sleep 35
+  cluster link n1 up >>"$TEST_LOG" 2>&1
+  local t_up=$SECONDS
+  wait_job "$id" 120
+  echo "job $id $job_state $((SECONDS - t_up)) s after the link came back" >>"$TEST_LOG"
+  cat job.out >>"$TEST_LOG"
+  expect_eq "$job_state" FAILED "the job's state"
+  out=$(cat job.out)
+  expect_contains "lost ps 0 (n1): silent for "
+  expect_contains "pstrain-srun: Slurm's controller says step $id.0 ended"
+  expect_nodes_idle
+}
+
 # What `pstrain-cluster shape` applies (pstrain-netshape, no netem), as a
 # node sees it: TCP round trips of one byte between n1 and n2 (one shaper
 # each way) take 2 x the delay more than unshaped, within 10%; with jitter
