@@ -10,7 +10,8 @@ Outcomes of a fault:
   went on          the job completed (or a step was logged after the fault
                    and before a later fault ended the job)
   ended naming it  the job ended without completing, and a line names the
-                   task the fault took down, with a reason
+                   task the fault took down, with a reason (a disk fault:
+                   a line names the checkpoint directory's error)
   ended unnamed    the job ended without completing and no line names it
   hung             the job outlived its bound (and was cancelled)
   wrong            it completed with an accuracy off the fault-free run's,
@@ -25,7 +26,7 @@ import subprocess
 import time
 from typing import Dict, List, Optional, Set, Tuple
 
-from chaos_faults import Fault, job_processes
+from chaos_faults import DISK_KINDS, Fault, job_processes
 from chaos_jobs import PSTRAIN, STEP_RE
 
 OUTCOMES = ("healed", "went on", "ended naming it", "ended unnamed", "hung", "wrong", "checkpoint lost")
@@ -40,6 +41,11 @@ NAMING_RES = (
 )
 WRITER_RE = re.compile(r"^[\w-]+\[(ps|worker) (\d+)\]: ")
 FAILED_LINE = re.compile(r"error:|ended with signal|made no progress")
+# A checkpoint directory full or read-only, as pstrain and pstrain serve say it.
+DISK_LINE = re.compile(r"No space left on device|Read-only file system")
+# The documented end of a run whose final checkpoint could not be written:
+# the chief's done line is printed, the job fails.
+FINAL_CKPT_FAILED = "the final checkpoint was not written"
 
 
 def names(line: str) -> List[Tuple[str, int]]:
@@ -106,8 +112,9 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
     hit = touched(fired, alias)
     first = min((f.fired for f in fired), default=None)
 
+    final_failed = any(FINAL_CKPT_FAILED in line for _, line in lines) and any(f.kind in DISK_KINDS for f in fired)
     # Slurm's word against the job's own.
-    if done and not completed and not job["hung"]:
+    if done and not completed and not job["hung"] and not final_failed:
         failures.append(
             f"training completed (the chief's done line, global step {done.get('global_step')}) "
             f"but Slurm says {job['state']} {job['exit']} ({job['state_from']})"
@@ -163,11 +170,22 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
             f.outcome = "hung"
         elif job["ckpt_lost"]:
             f.outcome = "checkpoint lost"
-        elif accuracy_off or (done and not completed):
+        elif accuracy_off or (done and not completed and not final_failed):
             f.outcome = "wrong"
         elif completed:
             healed = any(t >= f.fired and HEAL_RE.search(line) for t, line in lines)
             f.outcome = "healed" if healed and f.kind != "shape" else "went on"
+        elif f.kind in DISK_KINDS:
+            said = next(((t, line) for t, line in lines if t >= f.fired and DISK_LINE.search(line)), None)
+            if said:
+                f.outcome = "ended naming it"
+                f.note = f"said after {said[0] - f.fired:.1f} s: {said[1].strip()}"
+            else:
+                f.outcome = "ended unnamed"
+                failures.append(
+                    f"{f.kind} {f.target}: the job ended {job['state']} {job['exit']} and no line names "
+                    f"the checkpoint directory's error"
+                )
         elif mine:
             f.outcome = "ended naming it"
             late = mine[0][0] - f.fired

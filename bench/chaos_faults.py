@@ -14,12 +14,15 @@ PSTRAIN_TASK_INDEX (the SPANK plugin's, spank-pstrain(8)).
 Kinds: kill (SIGKILL of a ps task, a worker or the chief), stop (SIGSTOP for
 5-90 s, then SIGCONT), link (a node's link down for 5-60 s, pstrain-cluster
 link), shape (5% loss and 2 ms delay on every link for 30 s, pstrain-cluster
-shape).  Not yet: a full or read-only checkpoint directory, slurmctld or
-slurmd restarted, a requeue (issue 50, item 1).
+shape), full (the job's checkpoint directory, a tmpfs of its own, filled to
+the last byte for 10-60 s), readonly (that tmpfs remounted read-only for
+10-60 s).  Not yet: slurmctld or slurmd restarted, a requeue (issue 50,
+item 1).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -28,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
-KINDS = ("kill", "stop", "link", "shape")
+KINDS = ("kill", "stop", "link", "shape", "full", "readonly")
+# The checkpoint directory's faults: they take no task down.
+DISK_KINDS = ("full", "readonly")
 ROLES = ("ps", "worker", "chief")
 # The processes that are a task's work (the trainer, pstrain serve, a user's
 # Python program), before their launchers (pstrain-run, bash, srun).
@@ -73,6 +78,10 @@ class Fault:
             return who if self.kind == "kill" else f"{who} for {self.duration:.0f} s"
         if self.kind == "link":
             return f"{self.node} for {self.duration:.0f} s"
+        if self.kind == "full":
+            return f"checkpoint directory full for {self.duration:.0f} s"
+        if self.kind == "readonly":
+            return f"checkpoint directory read-only for {self.duration:.0f} s"
         return f"5% loss, 2 ms delay, every link, {self.duration:.0f} s"
 
 
@@ -97,6 +106,8 @@ def draw_fault(rng, shape: dict, exclude: Tuple[str, ...] = ()) -> Fault:
         return Fault(kind, role=role, index=index, duration=round(duration, 1))
     if kind == "link":
         return Fault(kind, node=f"n{rng.randrange(1, shape['nodes'] + 1)}", duration=round(rng.uniform(5, 60), 1))
+    if kind in DISK_KINDS:
+        return Fault(kind, duration=round(rng.uniform(10, 60), 1))
     return Fault("shape", duration=30.0)
 
 
@@ -109,8 +120,9 @@ def draw_plan(rng, shape: dict, kinds_allowed: Tuple[str, ...] = KINDS) -> List[
         first = draw_fault(rng, shape, exclude)
         faults = [first]
         if rng.random() < 0.25:
-            # Not the same network fault twice at once (one shaper, one cable).
-            again = exclude + ((first.kind,) if first.kind in ("link", "shape") else ())
+            # Not the same network or disk fault twice at once (one shaper,
+            # one cable, one filesystem).
+            again = exclude + ((first.kind,) if first.kind in ("link", "shape", *DISK_KINDS) else ())
             faults.append(draw_fault(rng, shape, again))
         events.append(Event(at, faults))
     return sorted(events, key=lambda e: e.at)
@@ -167,6 +179,8 @@ class Injector:
         self.cluster_dir = cluster_dir
         self.log = log
         self.pending: List[Tuple[float, Fault]] = []  # (when, fault) to undo
+        self.ckpt: Optional[Path] = None  # the current job's checkpoint directory (a tmpfs)
+        self.fill_left = False  # a full fault's file that could not go while read-only
 
     def cluster(self, *args: str) -> str:
         cmd = [self.cluster_script, *args, "--dir", self.cluster_dir]
@@ -203,6 +217,15 @@ class Injector:
             except ProcessLookupError:
                 fault.skipped = f"pid {task.pid} of {fault.role} {fault.index} was gone"
                 return
+        elif fault.kind in DISK_KINDS:
+            fault.target = f"{fault.describe()} ({self.ckpt})"
+            if self.ckpt is None:
+                fault.skipped = "the job has no checkpoint directory of its own"
+                return
+            if fault.kind == "full":
+                fill(self.ckpt / ".chaos-fill")
+            else:
+                remount(self.ckpt, "ro")
         elif fault.kind == "link":
             on_node = [t for t in tasks if t.node == fault.node]
             fault.tasks = {(t.role, t.index) for t in on_node}
@@ -225,6 +248,18 @@ class Injector:
                     pass
             elif fault.kind == "link":
                 self.cluster("link", fault.node, "up")
+            elif fault.kind == "full" and self.ckpt is not None:
+                try:
+                    (self.ckpt / ".chaos-fill").unlink(missing_ok=True)
+                except OSError as e:  # read-only meanwhile: removed when it is writable again
+                    if e.errno != errno.EROFS:
+                        raise
+                    self.fill_left = True
+            elif fault.kind == "readonly" and self.ckpt is not None:
+                remount(self.ckpt, "rw")
+                if self.fill_left:
+                    (self.ckpt / ".chaos-fill").unlink(missing_ok=True)
+                    self.fill_left = False
             elif fault.kind == "shape":
                 self.cluster("shape")
         except Exception as e:  # keep undoing the others
@@ -240,3 +275,31 @@ class Injector:
         pending, self.pending = self.pending, []
         for _, fault in pending:
             self.undo(fault)
+
+
+def fill(path: Path) -> None:
+    """Writes path until its filesystem has no byte left (ENOSPC)."""
+    chunk = b"\0" * (1 << 20)
+    with open(path, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(chunk)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                if len(chunk) == 1:
+                    return
+                chunk = chunk[: len(chunk) // 2]
+
+
+def remount(mountpoint: Path, how: str) -> None:
+    """mount -o remount,ro|rw; read-only is refused (EBUSY) while a file is
+    open for writing there (a checkpoint being written): tried again for 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        r = subprocess.run(["mount", "-o", f"remount,{how}", str(mountpoint)], capture_output=True, text=True)
+        if r.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"mount -o remount,{how} {mountpoint}: {r.stderr.strip()}")
+        time.sleep(0.2)

@@ -8,7 +8,10 @@ First one fault-free run of each job kind (its test accuracy and times are
 the baseline; --baselines FILE reuses those of an earlier run with the same
 job flags), then jobs of each kind in turn for M minutes, each with faults
 drawn from the seed (chaos_faults.py), then the checks (chaos_checks.py).
-One line per fault, a table by fault kind, exit status 0 when no invariant
+Each job checkpoints into DIR/NN-KIND/ckpt, a tmpfs of its own (512 MB,
+unmounted after the job: the full and readonly faults act on it), and the
+newest complete checkpoint of a pstrain job is resumed by a standalone
+process for 20 steps (DIR/NN-KIND/resume.txt).  One line per fault, a table by fault kind, exit status 0 when no invariant
 failed, 1 otherwise.  Every job's output (and a copy with the seconds since
 submission in front of each line) is kept under DIR/NN-KIND/.
 
@@ -24,8 +27,11 @@ import argparse
 import json
 import os
 import random
+import re
+import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_checks import OUTCOMES, decide, inspect_checkpoints, left_behind, nodes_not_idle  # noqa: E402
 from chaos_faults import KINDS, Event, Injector, draw_plan, job_processes  # noqa: E402
-from chaos_jobs import ACTIVE, REPO, STEP_RE, Follower, cancel, done_line, job_kinds, job_state, submit  # noqa: E402
+from chaos_jobs import ACTIVE, PSTRAIN, REPO, STEP_RE, Follower, cancel, done_line, job_kinds, job_state, submit  # noqa: E402
 
 
 def say(*parts) -> None:
@@ -99,6 +105,14 @@ class Run:
         self.count += 1
         jobdir = self.dir / f"{self.count:02d}-{kind_name}{'' if events else '-fault-free'}"
         tag = f"chaos{os.getpid()}x{self.count}"
+        ckpt = jobdir / "ckpt"
+        # The checkpoint directory on a filesystem of its own, which the
+        # full and readonly faults fill and remount.
+        ckpt.mkdir(parents=True, exist_ok=True)
+        mounted = (
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m,mode=0700", "tmpfs", str(ckpt)]).returncode == 0
+        )
+        self.injector.ckpt, self.injector.fill_left = (ckpt if mounted else None), False
         t0 = time.monotonic()
         jobid = submit(kind, jobdir, tag)
         self.current = jobid
@@ -185,7 +199,6 @@ class Run:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        ckpt = jobdir / "ckpt"
         job["ckpt_lost"] = False
         if ckpt.is_dir():
             problems, listing = inspect_checkpoints(str(ckpt))
@@ -193,6 +206,14 @@ class Run:
             if problems:
                 job["ckpt_lost"] = True
                 extra.extend(problems)
+            elif kind.script.endswith("/train.sh"):
+                problem = resume_check(ckpt, jobdir, listing)
+                if problem:
+                    job["ckpt_lost"] = True
+                    extra.append(problem)
+        if mounted:
+            subprocess.run(["umount", "-l", str(ckpt)])
+        self.injector.ckpt = None
         extra.extend(nodes_not_idle())
         failures = decide(job, faults, baseline, self.opts.tolerance) + extra
         job["failures"] = failures
@@ -327,6 +348,48 @@ class Run:
             self.injector.undo_all()
         if self.current:
             cancel(self.current)
+        if self.injector and self.injector.ckpt is not None:  # interrupted during a job
+            subprocess.run(["umount", "-l", str(self.injector.ckpt)])
+
+
+def resume_check(ckpt: Path, jobdir: Path, listing: str) -> str:
+    """The newest complete checkpoint of a pstrain job resumes: a copy of the
+    directory trained on for 20 steps by one standalone process (the job's
+    model and optimizer); "" when it does, else what went wrong."""
+    m = re.search(r"newest complete: (ckpt-(\d+)\.json)", listing)
+    if not m:
+        return ""
+    step = int(m.group(2))
+    copy = jobdir / "resume-ckpt"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(ckpt, copy, ignore=shutil.ignore_patterns(".chaos-fill"))
+    cmd = [
+        str(PSTRAIN),
+        "--standalone",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--seed",
+        "11",
+        "--optimizer",
+        "adam",
+        "--learning-rate",
+        "0.001",
+        "--checkpoint-dir",
+        str(copy),
+        "--train-steps",
+        str(step + 20),
+        "--log-every",
+        "10",
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    (jobdir / "resume.txt").write_text(" ".join(cmd) + "\n" + r.stdout + r.stderr)
+    shutil.rmtree(copy, ignore_errors=True)
+    if r.returncode != 0 or f"(global step {step}," not in r.stdout + r.stderr:
+        tail = (r.stdout + r.stderr).strip().splitlines()[-1:] or [""]
+        return f"the newest complete checkpoint ({m.group(1)}) did not resume: exit {r.returncode}: {tail[0]}"
+    return ""
 
 
 def main(argv=None) -> int:

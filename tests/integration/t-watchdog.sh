@@ -110,3 +110,90 @@ test_bad_stall_timeout_is_one_line() {
     [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "--stall-timeout $bad: expected one line, got: $out"
   done
 }
+
+# A task paused past the silence limit (SIGSTOP: swap, a stuck NFS read, a
+# VM paused) comes back after its peers gave it up: it must change nothing.
+# pause_past_limit ROLE INDEX UNTIL pstrain-args...: starts the job (srun
+# -N3), stops that task once it trains, resumes it as soon as a task's line
+# matches UNTIL (it was declared lost, or replaced), waits for srun.  Sets
+# $rc, $srun_err and the task-N.out files.
+pause_past_limit() {
+  local role=$1 index=$2 until=$3; shift 3
+  export TEST_TAG=$RANDOM$RANDOM
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 "${layout[@]}" --mpi=pmix -o "$PWD/task-%t.out" \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --log-every 1000 --heartbeat-interval 1 "$@" \
+    2>"$PWD/srun.err" &
+  local job=$! victim="" i
+  for i in $(seq 1 120); do
+    grep -q 'step [0-9]*/' task-*.out 2>/dev/null && victim=$(wd_task_pid "$role" "$index") && break
+    sleep 0.5
+  done
+  [ -n "$victim" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
+  kill -STOP "$victim"
+  for i in $(seq 1 60); do
+    grep -q "$until" task-*.out && break
+    sleep 0.5
+  done
+  echo "$role $index (pid $victim) stopped, resumed after $((i / 2)) s: $(grep -h "$until" task-*.out | head -n 1)" >>"$TEST_LOG"
+  kill -CONT "$victim"
+  wait $job && rc=0 || rc=$?
+  srun_err=$(cat srun.err)
+  for i in task-*.out; do printf '=== %s\n%s\n' "$i" "$(grep -v '^{"event":"metric' "$i")" >>"$TEST_LOG"; done
+  printf '[srun exit status %d; stderr:]\n%s\n' "$rc" "$srun_err" >>"$TEST_LOG"
+  grep -q "$until" task-*.out || fail "no line says '$until'"
+  [ -z "$(job_tasks)" ] || fail "tasks of the job are still running: $(job_tasks)"
+}
+
+# Async: the PS goes on without the paused worker and never hears from it
+# again; the worker, resumed, hears nothing from the PS that gave it up and
+# exits 1 naming it.  Training ends at its step count with a sane accuracy.
+test_async_worker_paused_past_the_limit_comes_back_and_changes_nothing() {
+  layout=(--ps=1 --workers=2)
+  pause_past_limit worker 1 "lost worker 1" --train-steps 40000
+  out=$(cat task-0.out)
+  expect_contains "pstrain[ps 0]: warning: lost worker 1 (n3) (silent for "
+  expect_contains "going on with 1 workers"
+  expect_not_contains "error"
+  local done
+  done=$(last_json task-1.out)
+  expect_eq "$(field "$done" global_step)" 40000 "the chief's global step"
+  python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.85 else 1)" "$(field "$done" test_accuracy)" ||
+    fail "test accuracy $(field "$done" test_accuracy) after the paused worker came back (at least 0.85)"
+  out=$(cat task-2.out)
+  expect_contains "pstrain[worker 1]: error: lost ps 0 (n1): silent for "
+  out=$srun_err
+  expect_contains "task 2: Exited with exit code 1"
+  expect_not_contains "task 0: Exited"
+  expect_not_contains "task 1: Exited"
+  expect_nodes_idle
+}
+
+# Sync with a spare: the spare takes the paused PS's place from the last
+# checkpoint; the old PS, resumed, finds its workers gone and exits, and the
+# run ends where an uninterrupted run of the same seed ends.
+test_sync_ps_paused_past_the_limit_is_replaced_and_its_return_changes_nothing() {
+  layout=(--ps=2 --ps-spares=1 --workers=2)
+  local flags=(--sync-replicas --train-steps 6000 --seed 3 --save-checkpoint-steps 500)
+  RUN_TIMEOUT=200 run srun -N3 "${layout[@]}" --mpi=pmix "$pstrain" --device cpu --log-every 1000 --heartbeat-interval 1 \
+    "${flags[@]}" --checkpoint-dir "$PWD/clean"
+  expect_rc 0
+  local clean
+  clean=$(last_json <<<"$out")
+  pause_past_limit ps 1 "taking the place of lost ps 1" "${flags[@]}" --checkpoint-dir "$PWD/ckpt"
+  out=$(cat task-*.out)
+  expect_contains "pstrain[ps 2]: taking the place of lost ps 1"
+  expect_contains "pstrain[worker 1]: training went on at global step "
+  local done
+  done=$(last_json task-2.out)
+  expect_eq "$(field "$done" global_step)" 6000 "the chief's global step"
+  expect_eq "$(field "$done" test_accuracy)" "$(field "$clean" test_accuracy)" "test accuracy against the uninterrupted run's"
+  python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 1e-3 else 1)" \
+    "$(field "$done" test_cross_entropy)" "$(field "$clean" test_cross_entropy)" ||
+    fail "test cross-entropy $(field "$done" test_cross_entropy), uninterrupted $(field "$clean" test_cross_entropy)"
+  out=$(cat task-1.out)
+  expect_contains "pstrain[ps 1]: error: lost worker "
+  out=$srun_err
+  expect_contains "task 1: Exited with exit code 1"
+  "$pstrain" checkpoint inspect ckpt >>"$TEST_LOG" 2>&1 || fail "pstrain checkpoint inspect ckpt failed"
+  expect_nodes_idle
+}
