@@ -49,8 +49,14 @@ FINAL_CKPT_FAILED = "the final checkpoint was not written"
 
 
 def names(line: str) -> List[Tuple[str, int]]:
-    """The tasks a line names as lost (or waited for)."""
+    """The tasks a line names as lost (or waited for).  A PS's warning that a
+    worker went after training ended, before its last reply, is not one: a
+    worker told that training is done by another PS leaves them all, and
+    under loss its going is seen as an endpoint timeout; the job's end,
+    state and accuracy say whether anything was lost."""
     if not FAILED_LINE.search(line) and "warning: lost" not in line:
+        return []
+    if "warning: lost" in line and "after training ended" in line:
         return []
     found = []
     for rx in NAMING_RES:

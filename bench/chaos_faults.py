@@ -12,8 +12,8 @@ submitting environment on), and each task its PSTRAIN_ROLE and
 PSTRAIN_TASK_INDEX (the SPANK plugin's, spank-pstrain(8)).
 
 Kinds: kill (SIGKILL of a ps task, a worker or the chief), stop (SIGSTOP for
-5-90 s, then SIGCONT), link (a node's link down for 5-60 s, pstrain-cluster
-link), shape (5% loss and 2 ms delay on every link for 30 s, pstrain-cluster
+5-90 s, then SIGCONT), link (a node's link down for 5-60 s, and at most half
+the cluster's SlurmdTimeout, pstrain-cluster link), shape (5% loss and 2 ms delay on every link for 30 s, pstrain-cluster
 shape), full (the job's checkpoint directory, a tmpfs of its own, filled to
 the last byte for 10-60 s), readonly (that tmpfs remounted read-only for
 10-60 s).  Not yet: slurmctld or slurmd restarted, a requeue (issue 50,
@@ -105,7 +105,10 @@ def draw_fault(rng, shape: dict, exclude: Tuple[str, ...] = ()) -> Fault:
         duration = rng.uniform(5, 90) if kind == "stop" else 0.0
         return Fault(kind, role=role, index=index, duration=round(duration, 1))
     if kind == "link":
-        return Fault(kind, node=f"n{rng.randrange(1, shape['nodes'] + 1)}", duration=round(rng.uniform(5, 60), 1))
+        # Shorter than half the cluster's SlurmdTimeout: a node away for
+        # longer is one Slurm sets DOWN (NODE_FAIL), another fault.
+        longest = min(60.0, shape.get("slurmd_timeout", 300) / 2)
+        return Fault(kind, node=f"n{rng.randrange(1, shape['nodes'] + 1)}", duration=round(rng.uniform(5, longest), 1))
     if kind in DISK_KINDS:
         return Fault(kind, duration=round(rng.uniform(10, 60), 1))
     return Fault("shape", duration=30.0)

@@ -9,6 +9,7 @@ the baseline; --baselines FILE reuses those of an earlier run with the same
 job flags), then jobs of each kind in turn for M minutes, each with faults
 drawn from the seed (chaos_faults.py), then the checks (chaos_checks.py).
 Each job checkpoints into DIR/NN-KIND/ckpt, a tmpfs of its own (512 MB,
+mounted under the cluster's CLUSTER_DIR/shared, which every node sees, and
 unmounted after the job: the full and readonly faults act on it), and the
 newest complete checkpoint of a pstrain job is resumed by a standalone
 process for 20 steps (DIR/NN-KIND/resume.txt).  One line per fault, a table by fault kind, exit status 0 when no invariant
@@ -98,6 +99,7 @@ class Run:
         self.baselines = json.loads(self.baselines_file.read_text()) if self.baselines_file.exists() else {}
         self.injector: Optional[Injector] = None
         self.current: Optional[str] = None
+        self.shared = self.dir / "mnt"
 
     # ------------------------------------------------------------ one job
     def run_job(self, kind_name: str, events: List[Event], baseline: Optional[dict]) -> dict:
@@ -107,12 +109,18 @@ class Run:
         tag = f"chaos{os.getpid()}x{self.count}"
         ckpt = jobdir / "ckpt"
         # The checkpoint directory on a filesystem of its own, which the
-        # full and readonly faults fill and remount.
-        ckpt.mkdir(parents=True, exist_ok=True)
+        # full and readonly faults fill and remount: a tmpfs mounted under
+        # the cluster's DIR/shared, which every node of a --netns cluster
+        # sees (pstrain-cluster(1)); DIR/NN-KIND/ckpt names it.
+        jobdir.mkdir(parents=True, exist_ok=True)
+        mnt = self.shared / f"chaos-{tag}"
+        mnt.mkdir(parents=True, exist_ok=True)
         mounted = (
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m,mode=0700", "tmpfs", str(ckpt)]).returncode == 0
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m,mode=0700", "tmpfs", str(mnt)]).returncode == 0
         )
-        self.injector.ckpt, self.injector.fill_left = (ckpt if mounted else None), False
+        ckpt.unlink(missing_ok=True)
+        ckpt.symlink_to(mnt)
+        self.injector.ckpt, self.injector.fill_left = (mnt if mounted else None), False
         t0 = time.monotonic()
         jobid = submit(kind, jobdir, tag)
         self.current = jobid
@@ -212,7 +220,7 @@ class Run:
                     job["ckpt_lost"] = True
                     extra.append(problem)
         if mounted:
-            subprocess.run(["umount", "-l", str(ckpt)])
+            subprocess.run(["umount", "-l", str(mnt)])
         self.injector.ckpt = None
         extra.extend(nodes_not_idle())
         failures = decide(job, faults, baseline, self.opts.tolerance) + extra
@@ -312,7 +320,15 @@ class Run:
         if not (Path(cluster_dir) / "etc" / "netns").exists():
             self.fault_kinds = tuple(k for k in self.fault_kinds if k not in ("link", "shape"))
             say("chaos: not a --netns cluster: no link or shape faults")
+        # Link faults stay shorter than half of Slurm's SlurmdTimeout (draw_fault).
+        r = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30)
+        m = re.search(r"^SlurmdTimeout\s*=\s*(\d+)", r.stdout, re.M)
+        for kind in self.kinds.values():
+            kind.shape["slurmd_timeout"] = int(m.group(1)) if m else 300
         self.injector = Injector(str(REPO / "scripts" / "pstrain-cluster"), cluster_dir, say)
+        # Where the jobs' checkpoint filesystems are mounted (a --netns
+        # cluster's nodes see what is mounted there; a plain one's run here).
+        self.shared = Path(cluster_dir) / "shared"
         failed_baseline = False
         bases = {}
         for k in self.order:

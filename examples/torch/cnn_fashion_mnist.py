@@ -310,7 +310,14 @@ def train_distributed(args, model, train, test):
             progress(name, opt.global_step, args.steps, loss, t0, opt.global_step * args.batch_size)
         if ctx.is_chief and args.save_every and opt.global_step // args.save_every > saved:
             saved = opt.global_step // args.save_every
-            print("%s: checkpoint at global step %d saved" % (name, opt.save()), flush=True)
+            try:
+                print("%s: checkpoint at global step %d saved" % (name, opt.save()), flush=True)
+            except pstrain.PeerError:
+                raise
+            except pstrain.Error as e:
+                # Not written (a full or read-only disk): the previous one is
+                # intact, and training goes on, as pstrain's own trainer does.
+                print("%s: warning: %s; training goes on" % (name, e), flush=True)
     seconds = time.time() - t0
     if not ctx.is_chief:
         print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine), flush=True)

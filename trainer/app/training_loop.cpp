@@ -424,9 +424,9 @@ private:
     bool save_checkpoint()
     {
         using status = ps::snapshot_result::status;
-        schedule_.attempted();
         const auto t0 = clock::now();
         auto step = client_.global_step();
+        schedule_.attempted(static_cast<std::int64_t>(step));
         for (int attempt = 0; attempt < 20; ++attempt) {
             const auto replies = chief_calls().snapshot(step);
             std::uint64_t newest = step;

@@ -75,9 +75,13 @@ void atomic_file::commit()
 
 void atomic_file::fail(const char* what, int e)
 {
-    throw error(fmt::format("{} {}: {}: free space there or choose another --checkpoint-dir; the previous "
-                            "checkpoint is intact",
-                            what, temp_, std::strerror(e)));
+    // The fix the error calls for: room, write access, or another place.
+    const char* fix = e == ENOSPC || e == EDQUOT ? "free space there or choose another --checkpoint-dir"
+                      : e == EROFS               ? "remount it read-write or choose another --checkpoint-dir"
+                      : e == EACCES || e == EPERM
+                          ? "give this user write access there or choose another --checkpoint-dir"
+                          : "choose another --checkpoint-dir";
+    throw error(fmt::format("{} {}: {}: {}; the previous checkpoint is intact", what, temp_, std::strerror(e), fix));
 }
 
 std::vector<char> read_file(const std::string& path, std::size_t max_bytes)

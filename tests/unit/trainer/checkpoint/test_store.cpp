@@ -84,8 +84,7 @@ BOOST_AUTO_TEST_CASE(a_write_that_cannot_happen_names_the_file_and_the_fix)
     temp_dir d;
     const auto gone = d.path + "/gone";
     const std::string fix =
-        ": No such file or directory: free space there or choose another --checkpoint-dir; the previous "
-        "checkpoint is intact";
+        ": No such file or directory: choose another --checkpoint-dir; the previous checkpoint is intact";
     shard_meta meta;
     meta.global_step = 3;
     meta.range = {0, 1};
