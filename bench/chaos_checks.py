@@ -188,10 +188,6 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
                 f.note = f"said after {said[0] - f.fired:.1f} s: {said[1].strip()}"
             else:
                 f.outcome = "ended unnamed"
-                failures.append(
-                    f"{f.kind} {f.target}: the job ended {job['state']} {job['exit']} and no line names "
-                    f"the checkpoint directory's error"
-                )
         elif mine:
             f.outcome = "ended naming it"
             late = mine[0][0] - f.fired
@@ -205,10 +201,19 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
             f.outcome = "went on"
         else:
             f.outcome = "ended unnamed"
-            failures.append(
-                f"{f.kind} {f.target}: the job ended {job['state']} {job['exit']} and no line names "
-                f"the task it took down"
-            )
+    # A fault no line names, in a job that another fault ended (and named),
+    # after which training went on: it took nothing down (a spare stopped
+    # while it waited, say).  Otherwise nothing said why the job ended.
+    for f in fired:
+        if f.outcome != "ended unnamed":
+            continue
+        other = any(g is not f and g.outcome == "ended naming it" for g in fired)
+        if other and step_after(lines, f.fired) is not None:
+            f.outcome = "went on"
+            f.note = "the job went on after it; another fault ended it"
+        else:
+            what = "the checkpoint directory's error" if f.kind in DISK_KINDS else "the task it took down"
+            failures.append(f"{f.kind} {f.target}: the job ended {job['state']} {job['exit']} and no line names {what}")
     if not fired and not completed and not job["hung"]:
         failures.append(f"no fault fired, and the job ended {job['state']} {job['exit']}")
     return failures

@@ -39,11 +39,11 @@ class JobKind:
     shape: dict  # ps (counting spares), workers, nodes
     sbatch: List[str]
     script: str
-    args: List[str]  # "{ckpt}" stands for the job's checkpoint directory
+    args: List[str]  # "{ckpt}": the job's checkpoint directory; "{job}": its own directory
     env: Dict[str, str] = field(default_factory=dict)
 
-    def command(self, ckpt: str) -> List[str]:
-        return [*self.sbatch, self.script, *[a.replace("{ckpt}", ckpt) for a in self.args]]
+    def command(self, ckpt: str, job: str) -> List[str]:
+        return [*self.sbatch, self.script, *[a.replace("{ckpt}", ckpt).replace("{job}", job) for a in self.args]]
 
     def key(self) -> str:
         """What a fault-free run must share with a chaos run to be its baseline."""
@@ -62,7 +62,19 @@ def torch_python() -> Optional[str]:
 def job_kinds(opts) -> Dict[str, JobKind]:
     common = ["--device", "cpu", "--seed", "11", "--optimizer", "adam", "--learning-rate", "0.001"]
     ps_job = ["-N3", "--ps=2", "--ps-spares=1", "--workers=2"]
-    ckpt = ["--checkpoint-dir", "{ckpt}", "--save-checkpoint-steps", str(opts.checkpoint_steps)]
+    # The metrics and TensorBoard files beside the checkpoint directory, not
+    # in it: a filesystem with a file open for writing cannot be remounted
+    # read-only (the readonly fault).
+    ckpt = [
+        "--checkpoint-dir",
+        "{ckpt}",
+        "--save-checkpoint-steps",
+        str(opts.checkpoint_steps),
+        "--metrics-file",
+        "{job}/metrics.jsonl",
+        "--tensorboard-dir",
+        "{job}/events",
+    ]
     stall = ["--stall-timeout", str(opts.stall_timeout)]
     env = {"PSTRAIN": str(PSTRAIN)}
     kinds = {
@@ -205,7 +217,7 @@ def submit(kind: JobKind, jobdir: Path, tag: str) -> str:
         "-o",
         str(jobdir / "job.out"),
         f"--chdir={jobdir}",
-        *kind.command(str(jobdir / "ckpt")),
+        *kind.command(str(jobdir / "ckpt"), str(jobdir)),
     ]
     (jobdir / "command").write_text(" ".join(cmd) + "\n")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
