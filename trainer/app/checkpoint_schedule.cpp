@@ -12,7 +12,9 @@ checkpoint_schedule::checkpoint_schedule(const train_options& o)
 bool checkpoint_schedule::due(std::int64_t step) const
 {
     if (step == last_saved_) return false;
-    const auto since = std::max({last_saved_, last_attempted_step_, std::int64_t{0}});
+    const bool failed = last_attempted_step_ > last_saved_;
+    if (failed && !retrying_ && step > last_attempted_step_) return true;  // once, at the next step
+    const auto since = std::max({last_saved_, failed ? last_attempted_step_ : -1, std::int64_t{0}});
     if (every_steps_ > 0 && step / every_steps_ > since / every_steps_) return true;
     return every_secs_.count() > 0 && std::chrono::steady_clock::now() - last_attempt_ >= every_secs_;
 }

@@ -57,19 +57,27 @@ BOOST_AUTO_TEST_CASE(checkpoints_by_time_from_the_last_attempt)
     BOOST_TEST(by_time.due(7));
 }
 
-// A checkpoint that could not be written (a full or read-only disk) is
-// tried again at the next multiple, not at every step until one is saved.
-BOOST_AUTO_TEST_CASE(a_failed_checkpoint_is_tried_again_at_the_next_multiple)
+// A checkpoint that could not be written is tried again at the next step
+// once (a passing glitch); failing again (a full or read-only disk), at the
+// next multiple, not at every step until one is saved.
+BOOST_AUTO_TEST_CASE(a_failed_checkpoint_is_tried_at_the_next_step_then_at_the_next_multiple)
 {
     checkpoint_schedule s(every(100, 0));
     s.saved(100);
     BOOST_TEST(s.due(200));
     s.attempted(200);  // failed: not saved
-    BOOST_TEST(!s.due(201));
+    BOOST_TEST(s.due(201));
+    s.attempted(201);  // failed again
+    BOOST_TEST(!s.due(202));
     BOOST_TEST(!s.due(299));
     BOOST_TEST(s.due(300));
-    s.attempted(300);
-    s.saved(300);
+    s.attempted(300);  // failed a third time: the next multiple again
     BOOST_TEST(!s.due(301));
     BOOST_TEST(s.due(400));
+    s.attempted(400);
+    s.saved(400);  // the disk has room again
+    BOOST_TEST(!s.due(401));
+    BOOST_TEST(s.due(500));
+    s.attempted(500);  // a glitch after a success: the next step again
+    BOOST_TEST(s.due(501));
 }
