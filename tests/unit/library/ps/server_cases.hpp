@@ -94,6 +94,19 @@ inline bool held_while(ps_job& job, client& c, std::size_t w, ticket t, std::str
     return !c.test(t);
 }
 
+// True once pred() holds, within 10 s: for a server's counters, which its
+// thread updates after what a test can see (an activity, a reply).
+template <class Pred>
+bool eventually(Pred pred)
+{
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::yield();
+    }
+    return true;
+}
+
 // A sync push held for its step: every PS has counted worker w's gradient
 // and waits for the others'.
 inline bool held_for_the_step(ps_job& job, client& c, std::size_t w, ticket t)

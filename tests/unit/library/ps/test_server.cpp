@@ -777,12 +777,14 @@ BOOST_AUTO_TEST_CASE(a_lost_slow_worker_releases_the_held_reply)
     BOOST_TEST_REQUIRE(held_by_the_bound(job, w1, 1, t1));
     const auto t0 = w0.async_push();
     BOOST_TEST_REQUIRE(held_by_the_bound(job, w0, 0, t0));  // both wait for worker 2
-    BOOST_TEST(job.server(0).staleness().held_now == 2u);
+    BOOST_TEST(eventually([&] { return job.server(0).staleness().held_now == 2u; }),
+               "held now: " << job.server(0).staleness().held_now);
     job.net().kill_worker(2);
     w0.wait(t0);
     w1.wait(t1);
     BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{-1, 1, 2, 4, 4.5f, 6}), boost::test_tools::per_element());
-    BOOST_TEST(job.server(0).staleness().held_now == 0u);
+    BOOST_TEST(eventually([&] { return job.server(0).staleness().held_now == 0u; }),
+               "held now: " << job.server(0).staleness().held_now);
     BOOST_TEST(job.server(0).staleness().replies_held == 2u);
     w0.shutdown();
     pull_until_done(w1);
