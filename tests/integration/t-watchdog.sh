@@ -9,6 +9,28 @@ export OMP_NUM_THREADS=1
 
 wd_task_pid() { job_tasks | awk -v r="$1" -v i="$2" '$2 == r && $3 == i {print $1; found = 1} END {exit !found}'; }
 
+# start_and_stop ROLE INDEX SRUN-LAYOUT... -- pstrain-args...: starts the
+# job (srun -N3 with the layout given, each task's output in task-N.out),
+# and once it trains stops that task with SIGSTOP.  Sets $job (srun's pid)
+# and $victim.
+start_and_stop() {
+  local role=$1 index=$2 layout=(); shift 2
+  while [ "$1" != -- ]; do layout+=("$1"); shift; done
+  shift
+  export TEST_TAG=$RANDOM$RANDOM
+  PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 "${layout[@]}" --mpi=pmix -o "$PWD/task-%t.out" \
+    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu "$@" 2>"$PWD/srun.err" &
+  job=$! victim=""
+  local i
+  for i in $(seq 1 120); do
+    grep -q 'step [0-9]*/' task-*.out 2>/dev/null && victim=$(wd_task_pid "$role" "$index") && break
+    sleep 0.5
+  done
+  [ -n "$victim" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
+  echo "stopping $role $index (pid $victim) with SIGSTOP" >>"$TEST_LOG"
+  kill -STOP "$victim"
+}
+
 # stop_during ROLE INDEX pstrain-args...: starts a sync job (1 PS, 2
 # workers), stops that task with SIGSTOP once the job trains, waits (at most
 # 90 s) until it is the only task of the job left, resumes it and waits for
@@ -16,19 +38,8 @@ wd_task_pid() { job_tasks | awk -v r="$1" -v i="$2" '$2 == r && $3 == i {print $
 # $elapsed (from the stop until the other tasks had exited).
 stop_during() {
   local role=$1 index=$2; shift 2
-  export TEST_TAG=$RANDOM$RANDOM
-  PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 --ps=1 --workers=2 --mpi=pmix -o "$PWD/task-%t.out" \
-    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --sync-replicas --train-steps 1000000 --log-every 100 "$@" \
-    2>"$PWD/srun.err" &
-  local job=$! victim="" i
-  for i in $(seq 1 120); do
-    grep -q 'step [0-9]*/1000000' task-*.out 2>/dev/null && victim=$(wd_task_pid "$role" "$index") && break
-    sleep 0.5
-  done
-  [ -n "$victim" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
-  echo "stopping $role $index (pid $victim) with SIGSTOP" >>"$TEST_LOG"
-  kill -STOP "$victim"
-  local t0=$SECONDS
+  start_and_stop "$role" "$index" --ps=1 --workers=2 -- --sync-replicas --train-steps 1000000 --log-every 100 "$@"
+  local i t0=$SECONDS
   for i in $(seq 1 90); do
     [ -z "$(job_tasks | awk -v v="$victim" '$1 != v && $2 != ""')" ] && break
     sleep 1
@@ -119,17 +130,8 @@ test_bad_stall_timeout_is_one_line() {
 # $rc, $srun_err and the task-N.out files.
 pause_past_limit() {
   local role=$1 index=$2 until=$3; shift 3
-  export TEST_TAG=$RANDOM$RANDOM
-  PSTRAIN_TEST_TAG=$TEST_TAG timeout 300 srun -N3 "${layout[@]}" --mpi=pmix -o "$PWD/task-%t.out" \
-    env PSTRAIN_TEST_TAG=$TEST_TAG "$pstrain" --device cpu --log-every 1000 --heartbeat-interval 1 "$@" \
-    2>"$PWD/srun.err" &
-  local job=$! victim="" i
-  for i in $(seq 1 120); do
-    grep -q 'step [0-9]*/' task-*.out 2>/dev/null && victim=$(wd_task_pid "$role" "$index") && break
-    sleep 0.5
-  done
-  [ -n "$victim" ] || { kill $job 2>/dev/null || true; fail "the job did not start training"; }
-  kill -STOP "$victim"
+  start_and_stop "$role" "$index" "${layout[@]}" -- --log-every 1000 --heartbeat-interval 1 "$@"
+  local i
   for i in $(seq 1 60); do
     grep -q "$until" task-*.out && break
     sleep 0.5
