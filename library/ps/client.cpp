@@ -97,7 +97,11 @@ public:
         const auto dim = check_rows(cfg_, "async_push_rows", table, keys, grads.size(), "gradient");
         return issue_sparse(dim, wire::kind::sparse_push, table, keys, nullptr, grads);
     }
-    ticket push(shard_range r, std::uint64_t position) { return issue(wire::kind::push, r, 0, position); }
+    ticket push(shard_range r, std::uint64_t position)
+    {
+        last_position_ = position;
+        return issue(wire::kind::push, r, 0, position);
+    }
 
     void wait(ticket t)
     {
@@ -179,8 +183,9 @@ public:
     }
 
     // A worker's side of a lost PS's replacement (see client::replace_lost_ps).
-    std::vector<std::size_t> replace_lost_ps()
+    std::vector<std::size_t> replace_lost_ps(bool rollback)
     {
+        if (state_ == client_state::healing && rollback) healing_step([&] { complete_held_steps(); });
         const auto lost = abandon_calls_in_flight();
         for (const auto p : lost) {
             healing_step([&] { spares_.stand_in(p); });
@@ -193,6 +198,7 @@ public:
     // The chief's side (see chief_client::replace_lost_ps).
     std::vector<std::size_t> replace_lost_ps(std::uint64_t step, bool rollback)
     {
+        if (state_ == client_state::healing && rollback) healing_step([&] { complete_held_steps(); });
         const auto lost = abandon_calls_in_flight();
         const auto serving = spares_.serving(lost);
         if (rollback) wait(send(wire::kind::rollback, everything(), step, 0, &serving));
@@ -204,6 +210,31 @@ public:
         }
         state_ = client_state::ready;
         return lost;
+    }
+
+    // Sync training, before settling: each serving PS this worker has no
+    // push pending at gets a filler push (the gradient buffer as it is).
+    // The lost PS may have answered the last step to some workers and not
+    // to others, so that some pushed their next step and the others never
+    // will: a serving PS holds those pushes for the missing gradients, and
+    // when the chief's is among them it would wait for its reply before it
+    // rolls back, while the rollback is its next message, which that PS
+    // reads only after replying.  With every worker's filler the step
+    // completes, and the chief's own filler or push is answered only once
+    // every live worker has given one: no filler arrives after the
+    // rollback, which discards what they did.
+    void complete_held_steps()
+    {
+        for (const auto p : spares_.serving(spares_.lost())) {
+            bool pushing = false;
+            book_.for_each_op([&](operation& op) {
+                pushing = pushing ||
+                          (op.ps == p && op.out.kind == static_cast<std::uint16_t>(wire::kind::push) && op.pending());
+            });
+            if (pushing) continue;
+            const std::vector<std::size_t> only{p};
+            send(wire::kind::push, partition_[p], 0, last_position_, &only);
+        }
     }
 
     shard_range everything() const { return {0, cfg_.num_params}; }
@@ -222,6 +253,7 @@ public:
     std::vector<char> mapped_;                // per PS: it reads and writes the buffers in place
     std::vector<std::uint64_t> base_step_;    // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;
+    std::uint64_t last_position_ = 0;  // the data position of the last push
     bool greeted_ = false, done_ = false, stopped_ = false;
     bool left_ = false;     // leave() was called
     bool started_ = false;  // the first request has been answered (the profile's start ends)
@@ -473,7 +505,7 @@ ticket client::async_push_rows(std::size_t table, std::span<const std::uint64_t>
 void client::wait(ticket t) { impl_->wait(t); }
 bool client::test(ticket t) { return impl_->test(t); }
 std::vector<ps_stats> client::stats() { return impl_->stats(); }
-std::vector<std::size_t> client::replace_lost_ps() { return impl_->replace_lost_ps(); }
+std::vector<std::size_t> client::replace_lost_ps(bool rollback) { return impl_->replace_lost_ps(rollback); }
 std::size_t client::spares_left() const { return impl_->spares_left(); }
 std::uint64_t client::global_step() const { return impl_->global_step_; }
 bool client::done() const { return impl_->done_; }

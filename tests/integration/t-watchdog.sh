@@ -169,3 +169,33 @@ test_async_worker_paused_past_the_limit_comes_back_and_changes_nothing() {
   expect_not_contains "task 1: Exited"
   expect_nodes_idle
 }
+
+# Sync with a spare: the spare takes the paused PS's place from the last
+# checkpoint; the old PS, resumed, finds its workers gone and exits, and the
+# run ends where an uninterrupted run of the same seed ends.
+test_sync_ps_paused_past_the_limit_is_replaced_and_its_return_changes_nothing() {
+  layout=(--ps=2 --ps-spares=1 --workers=2)
+  local flags=(--sync-replicas --train-steps 6000 --seed 3 --save-checkpoint-steps 500)
+  RUN_TIMEOUT=200 run srun -N3 "${layout[@]}" --mpi=pmix "$pstrain" --device cpu --log-every 1000 --heartbeat-interval 1 \
+    "${flags[@]}" --checkpoint-dir "$PWD/clean"
+  expect_rc 0
+  local clean
+  clean=$(last_json <<<"$out")
+  pause_past_limit ps 1 "taking the place of lost ps 1" "${flags[@]}" --checkpoint-dir "$PWD/ckpt"
+  out=$(cat task-*.out)
+  expect_contains "pstrain[ps 2]: taking the place of lost ps 1"
+  expect_contains "pstrain[worker 1]: training went on at global step "
+  local done
+  done=$(last_json task-2.out)
+  expect_eq "$(field "$done" global_step)" 6000 "the chief's global step"
+  expect_eq "$(field "$done" test_accuracy)" "$(field "$clean" test_accuracy)" "test accuracy against the uninterrupted run's"
+  python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 1e-3 else 1)" \
+    "$(field "$done" test_cross_entropy)" "$(field "$clean" test_cross_entropy)" ||
+    fail "test cross-entropy $(field "$done" test_cross_entropy), uninterrupted $(field "$clean" test_cross_entropy)"
+  out=$(cat task-1.out)
+  expect_contains "pstrain[ps 1]: error: lost worker "
+  out=$srun_err
+  expect_contains "task 1: Exited with exit code 1"
+  "$pstrain" checkpoint inspect ckpt >>"$TEST_LOG" 2>&1 || fail "pstrain checkpoint inspect ckpt failed"
+  expect_nodes_idle
+}

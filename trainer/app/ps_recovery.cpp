@@ -63,7 +63,7 @@ void ps_recovery::replace(const ps::lost_ps& e, checkpoint_schedule& schedule, r
     const auto at_loss = client_.global_step();
     std::pair<std::uint64_t, std::string> restored;  // the checkpoint's step and name (the chief's)
     if (parts_.abandon) parts_.abandon();
-    if (!chief_) client_.replace_lost_ps();
+    if (!chief_) client_.replace_lost_ps(o_.sync_replicas);
     else restored = restore(e, schedule);
     client_.wait(client_.async_pull());
     if (o_.sync_replicas && parts_.data_back_to)

@@ -191,8 +191,15 @@ public:
     // back to the snapshot the spare restored (restored_step() says which).
     // Throws pstrain::peer_error when more PS tasks are lost than spares
     // are left (naming them), or nobody stands in within the timeout.
+    // `rollback`: what the chief passes (sync training, where every shard
+    // goes back to the snapshot): this worker first gives each serving PS
+    // it has no push pending at a filler push (its gradient buffer as it
+    // is: the rollback discards the step), since that PS may hold another
+    // worker's push, the chief's among them, for this worker's gradient.
+    // Every worker of a sync job calls it then, the chief included: the
+    // chief's rolls back once every live worker's filler or push is in.
     // The chief calls chief_client::replace_lost_ps instead.
-    std::vector<std::size_t> replace_lost_ps();
+    std::vector<std::size_t> replace_lost_ps(bool rollback = false);
     // Spares not yet standing in for a lost PS.
     std::size_t spares_left() const;
 
@@ -259,8 +266,10 @@ public:
     // shard from the snapshot taken at `step`; with `rollback` (sync
     // training) every other PS goes back to that snapshot first, so that
     // the model is one step's.  Then the other workers hear from the spare
-    // (replace_lost_ps).  Returns the PS tasks replaced; throws as
-    // client::replace_lost_ps does.
+    // (replace_lost_ps).  With `rollback`, each serving PS's current step
+    // is completed first, as client::replace_lost_ps(true) says: this
+    // waits until every live worker has called that.  Returns the PS
+    // tasks replaced; throws as client::replace_lost_ps does.
     std::vector<std::size_t> replace_lost_ps(std::uint64_t step, bool rollback);
 };
 

@@ -282,6 +282,22 @@ void expect_lost_ps(client& w, ticket t, std::size_t index)
     }
 }
 
+// Sync: the chief's replacement (in a thread) and worker 1's at once, as
+// their tasks do it; each returns the PS tasks replaced, or its error.
+struct both_replaced {
+    std::vector<std::size_t> chief, worker;
+    std::string chief_error, worker_error;
+};
+
+both_replaced replace_at_once(chief_client& w0, client& w1, std::uint64_t step)
+{
+    both_replaced r;
+    std::thread chief([&] { r.chief_error = what_of([&] { r.chief = w0.replace_lost_ps(step, true); }); });
+    r.worker_error = what_of([&] { r.worker = w1.replace_lost_ps(true); });
+    chief.join();
+    return r;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_back_to_the_snapshot)
@@ -309,10 +325,14 @@ BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_
     BOOST_TEST(w0.spares_left() == 1u);
     BOOST_CHECK_THROW(w0.async_pull(), pstrain::error);  // not before the replacement
 
-    BOOST_TEST(w0.replace_lost_ps(2, true) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
-    BOOST_TEST(w1.replace_lost_ps() == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    const auto r = replace_at_once(w0, w1, 2);
+    BOOST_TEST(r.chief_error == "no error");
+    BOOST_TEST(r.worker_error == "no error");
+    BOOST_TEST(r.chief == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(r.worker == std::vector<std::size_t>{1}, boost::test_tools::per_element());
     BOOST_TEST(w0.spares_left() == 0u);
-    // Every shard is the snapshot's: ps 0 rolled back from step 4, the spare restored ps 1's shard.
+    // Every shard is the snapshot's: ps 0 rolled back from step 5 (the
+    // fillers completed step 4), the spare restored ps 1's shard.
     for (client* w : {static_cast<client*>(&w0), &w1}) {
         w->wait(w->async_pull());
         BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
@@ -324,6 +344,63 @@ BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_
     BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
     BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
     BOOST_TEST(w0.global_step() == 3u);
+
+    w0.shutdown();
+    pull_until_done(w1);
+    for (int p : {0, 2}) {
+        const auto end = job.finish(p);
+        BOOST_TEST_REQUIRE(end.returned, "server " << p);
+        BOOST_TEST((end.outcome == server_outcome::done), "server " << p << ": " << end.what);
+    }
+}
+
+// The lost PS answered a step to the chief and not to worker 1: the chief
+// pushed its next step to ps 0, which holds it for worker 1's gradient,
+// and worker 1 never pushed it.  The rollback is the chief's next message
+// to ps 0, which ps 0 reads only once it has answered that push: worker
+// 1's filler completes the step, and both go on from the snapshot (before
+// it, each waited for the other until the timeout).
+BOOST_AUTO_TEST_CASE(sync_the_chief_a_step_ahead_of_a_worker_that_lost_the_ps_still_rolls_back)
+{
+    recorder rec;
+    ps_job job(2, 2, sync_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    push_g0_and_g1(w0, w1);
+    push_g0_and_g1(w0, w1);
+    const auto at_2 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
+    push_g0_and_g1(w0, w1);
+    const auto at_3 = to_vector(w0.params());
+
+    const auto ps0 = w0.partition()[0], ps1 = w0.partition()[1];
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto held = w0.async_push(ps0);
+    BOOST_TEST_REQUIRE(eventually([&] {
+        const auto a = job.server(0).activity();
+        return a.waiting && a.request.starts_with("the missing gradients of a sync step");
+    }));
+    BOOST_TEST_REQUIRE(!w0.test(held));
+    job.net().kill_ps(1);
+    expect_lost_ps(w0, w0.async_push(ps1), 1);
+    expect_lost_ps(w1, w1.async_push(ps1), 1);  // worker 1 pushed nothing to ps 0
+
+    const auto r = replace_at_once(w0, w1, 2);
+    BOOST_TEST(r.chief_error == "no error");
+    BOOST_TEST(r.worker_error == "no error");
+    BOOST_TEST(r.chief == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(r.worker == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_CHECK_THROW(w0.test(held), pstrain::error);  // settled and abandoned: no longer outstanding
+    for (client* w : {static_cast<client*>(&w0), &w1}) {
+        w->wait(w->async_pull());
+        BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 2u);
+    }
+    push_g0_and_g1(w0, w1);
+    BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
 
     w0.shutdown();
     pull_until_done(w1);
@@ -491,8 +568,9 @@ BOOST_AUTO_TEST_CASE(sync_with_one_ps_the_spare_restores_the_whole_model_and_no_
     const auto t1 = w1.async_push();
     expect_lost_ps(w0, t0, 0);
     expect_lost_ps(w1, t1, 0);
+    // No other PS: no filler, no rollback; one after the other.
     BOOST_TEST(w0.replace_lost_ps(1, true) == std::vector<std::size_t>{0}, boost::test_tools::per_element());
-    BOOST_TEST(w1.replace_lost_ps() == std::vector<std::size_t>{0}, boost::test_tools::per_element());
+    BOOST_TEST(w1.replace_lost_ps(true) == std::vector<std::size_t>{0}, boost::test_tools::per_element());
     for (client* w : {static_cast<client*>(&w0), &w1}) {
         w->wait(w->async_pull());
         BOOST_TEST(to_vector(w->params()) == at_1, boost::test_tools::per_element());
