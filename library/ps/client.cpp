@@ -199,7 +199,14 @@ public:
     std::vector<std::size_t> replace_lost_ps(std::uint64_t step, bool rollback)
     {
         if (state_ == client_state::healing && rollback) healing_step([&] { complete_held_steps(); });
-        const auto lost = abandon_calls_in_flight();
+        // Sync: every reply owed first, then the rollback.  Async: the
+        // spares first, then the replies owed, since the staleness bound
+        // may hold the chief's until workers that wait for a spare push.
+        const auto lost = rollback ? abandon_calls_in_flight() : healing_step([&] {
+            if (state_ != client_state::healing)
+                throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
+            return spares_.abandon(book_);
+        });
         const auto serving = spares_.serving(lost);
         if (rollback) wait(send(wire::kind::rollback, everything(), step, 0, &serving));
         for (const auto p : lost) {
@@ -208,6 +215,7 @@ public:
             const std::vector<std::size_t> only{p};
             wait(send(wire::kind::restore, everything(), step, 0, &only));
         }
+        if (!rollback) healing_step([&] { spares_.settle(book_, lost); });
         state_ = client_state::ready;
         return lost;
     }

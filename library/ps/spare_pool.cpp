@@ -70,24 +70,38 @@ void spare_pool::enough_for(const std::vector<std::size_t>& lost) const
     if (!spares_.empty() && lost.size() > left()) too_few(lost);
 }
 
-std::vector<std::size_t> spare_pool::settle(ticket_book& book)
+std::vector<std::size_t> spare_pool::abandon(ticket_book& book)
 {
     book.retire_all();
+    const auto lost = this->lost();
+    if (lost.size() > left()) too_few(lost);
+    // A transfer with a lost PS may never end: UCX over TCP leaves a large
+    // message's rendezvous, either way, pending on a failed endpoint (a
+    // receive that had begun cannot be cancelled).  Not waited for: its
+    // ticket, with the frames and buffers it names, stays (drop_retired)
+    // until the client goes.
+    book.for_each_op([&](operation& op) {
+        if (std::find(lost.begin(), lost.end(), op.ps) == lost.end()) return;
+        op.recv.cancel();
+        op.payload_recv.cancel();
+    });
+    return lost;
+}
+
+std::vector<std::size_t> spare_pool::settle(ticket_book& book, const std::vector<std::size_t>& lost)
+{
+    const auto gone = [&](const operation& op) {
+        return std::find(lost.begin(), lost.end(), op.ps) != lost.end() || net_.failed(exchange_.peer(op));
+    };
     const auto settled = [&] {
         bool all = true;
         book.for_each_op([&](operation& op) {
-            const bool gone = net_.failed(exchange_.peer(op));
-            if (gone || !op.pending()) {
+            const bool away = gone(op);
+            if (away || !op.pending()) {
                 // Nothing more comes: a payload receive the reply did not use goes back too.
-                if (gone) op.recv.cancel();
+                if (away) op.recv.cancel();
                 op.payload_recv.cancel();
-                // A transfer with a lost PS may never end: UCX over TCP
-                // leaves a large message's rendezvous, either way,
-                // pending on a failed endpoint (a receive that had begun
-                // cannot be cancelled).  Not waited for: its ticket, with
-                // the frames and buffers it names, stays (drop_retired)
-                // until the client goes.
-                if (!gone)
+                if (!away)
                     all = all && op.recv.complete() && op.payload_recv.complete() && op.send.complete() &&
                           op.payload_send.complete();
             } else {
@@ -97,15 +111,17 @@ std::vector<std::size_t> spare_pool::settle(ticket_book& book)
         return all;
     };
     const bool in_time = exchange_.wait_for({}, "the replies the other PS tasks owe (a lost PS is replaced)", settled);
-    const auto lost = this->lost();
-    if (!in_time)
-        throw peer_error(lost.empty() ? std::string("ps") : net_.peer_name(exchange_.peer(lost.front())),
+    const auto now = this->lost();
+    if (!in_time) {
+        const auto& named = now.empty() ? lost : now;
+        throw peer_error(named.empty() ? std::string("ps") : net_.peer_name(exchange_.peer(named.front())),
                          fmt::format("lost {}, and the other PS tasks did not answer what they owed within {}s "
                                      "(--peer-timeout): training cannot go on",
-                                     names(lost), exchange_.timeout().count()));
-    if (lost.size() > left()) too_few(lost);
+                                     names(named), exchange_.timeout().count()));
+    }
+    if (now.size() > left()) too_few(now);
     book.drop_retired();
-    return lost;
+    return now;
 }
 
 void spare_pool::take_over(std::size_t p, const std::vector<std::size_t>& lost)

@@ -56,11 +56,20 @@ public:
     void enough_for(const std::vector<std::size_t>& lost) const;
 
     // The first step of a replacement: every call in flight in `book` is
-    // abandoned, and the replies the other PS tasks owe are waited for (a
-    // sync step they hold completes once every worker has pushed to them),
-    // so that no old reply lands in a new receive.  Returns the lost PS
-    // tasks; throws when they did not answer in time, or enough_for does.
-    std::vector<std::size_t> settle(ticket_book& book);
+    // abandoned (the lost PS tasks' receives go back).  Returns the lost
+    // PS tasks; throws as enough_for does.
+    std::vector<std::size_t> abandon(ticket_book& book);
+    // Then the replies the other PS tasks owe for them are waited for, so
+    // that no old reply lands in a new receive (a sync step they hold
+    // completes once every worker has pushed to them or sent its filler;
+    // a reply the staleness bound holds, once the slowest workers push:
+    // the chief of an async job waits for it after take_over, since those
+    // workers wait for the spare).  `lost`: abandon()'s, maybe rerouted
+    // since.  Returns the PS tasks lost now; throws when the others did not
+    // answer in time, or enough_for does.
+    std::vector<std::size_t> settle(ticket_book& book, const std::vector<std::size_t>& lost);
+    // Both.
+    std::vector<std::size_t> settle(ticket_book& book) { return settle(book, abandon(book)); }
     // The chief: an idle spare is told to take PS p's place (one of `lost`),
     // and p's messages go to it.
     void take_over(std::size_t p, const std::vector<std::size_t>& lost);

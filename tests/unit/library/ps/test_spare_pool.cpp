@@ -441,6 +441,58 @@ BOOST_AUTO_TEST_CASE(async_only_the_lost_shard_goes_back_to_the_snapshot)
     BOOST_TEST((job.finish(2).outcome == server_outcome::done));
 }
 
+// Async with a staleness bound: ps 0 holds the chief's reply until worker
+// 1 pushes, and worker 1, which lost ps 1, pushes again only once the spare
+// the chief asks for stands in.  The chief puts the spare in place first
+// and waits for the held reply after (before, each waited for the other
+// until the timeout).
+BOOST_AUTO_TEST_CASE(async_the_chief_held_by_the_staleness_bound_still_puts_the_spare_in_place)
+{
+    recorder rec;
+    ps_job job(2, 2, bounded_config(1), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    w1.wait(w1.async_push());
+    w0.wait(w0.async_push());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
+    w0.wait(w0.async_push());           // one ahead of worker 1: within the bound
+    const auto held = w0.async_push();  // two ahead: held on both PS tasks
+    for (int p : {0, 1})                // the spare (server 2) holds nothing
+        BOOST_TEST_REQUIRE(eventually(
+            [&] { return job.server(p).activity().request.starts_with("the gradients of the slowest workers"); }));
+    BOOST_TEST_REQUIRE(!w0.test(held));
+    job.net().kill_ps(1);
+    expect_lost_ps(w0, held, 1);
+    expect_lost_ps(w1, w1.async_pull(), 1);
+
+    std::vector<std::size_t> chief, worker;
+    std::string chief_error;
+    std::thread t([&] { chief_error = what_of([&] { chief = w0.replace_lost_ps(2, false); }); });
+    const auto worker_error = what_of([&] {
+        worker = w1.replace_lost_ps();
+        w1.wait(w1.async_pull());
+        w1.wait(w1.async_push());  // the slowest worker's push: ps 0 answers the chief's held push
+    });
+    t.join();
+    BOOST_TEST(worker_error == "no error");
+    BOOST_TEST(worker == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(chief_error == "no error");
+    BOOST_TEST(chief == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    w0.wait(w0.async_pull());
+    BOOST_TEST(part(to_vector(w0.params()), w0.partition()[1]) == part(to_vector(w1.params()), w0.partition()[1]),
+               boost::test_tools::per_element());
+    w0.shutdown();
+    pull_until_done(w1);
+    for (int p : {0, 2}) {
+        const auto end = job.finish(p);
+        BOOST_TEST_REQUIRE(end.returned, "server " << p);
+        BOOST_TEST((end.outcome == server_outcome::done), "server " << p << ": " << end.what);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(two_ps_lost_with_one_spare_left_ends_the_client_naming_both)
 {
     recorder rec;
