@@ -2,7 +2,8 @@
 fault.  Pure functions of what was seen (the job's lines with the time each
 was read, its faults, Slurm's state) except for the three that look at the
 machine afterwards: the checkpoints (pstrain checkpoint inspect), processes
-left behind, and the nodes (sinfo).
+left behind, and the nodes (sinfo); and the PS processes' resident memory,
+sampled while the job ran (memory_growth).
 
 Outcomes of a fault:
   healed           the job completed, and a line after the fault says a spare
@@ -22,8 +23,10 @@ Outcomes of a fault:
 from __future__ import annotations
 
 import re
+import statistics
 import subprocess
 import time
+from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 from chaos_faults import DISK_KINDS, Fault, job_processes
@@ -217,6 +220,46 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
     if not fired and not completed and not job["hung"]:
         failures.append(f"no fault fired, and the job ended {job['state']} {job['exit']}")
     return failures
+
+
+def rss_kb(pid: int) -> Optional[int]:
+    """A process's resident memory (VmRSS, kB), None once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def memory_growth(
+    samples: Dict[int, List[Tuple[float, int]]],
+    who: Dict[int, str],
+    min_span: float = 60.0,
+    ratio: float = 1.2,
+    slack_kb: int = 16 * 1024,
+) -> Tuple[List[str], List[str]]:
+    """(failures, summary) of the PS processes' resident memory over a job.
+    Per process sampled for at least min_span seconds: the median of the last
+    quarter of its samples against that of the second quarter (the first,
+    its start and first steps, is left out); it grew when the last is above
+    ratio times the other plus slack_kb."""
+    failures, summary = [], []
+    for pid, series in sorted(samples.items(), key=lambda kv: who.get(kv[0], "")):
+        if len(series) < 8 or series[-1][0] - series[0][0] < min_span:
+            continue
+        q = len(series) // 4
+        early = statistics.median(kb for _, kb in series[q : 2 * q])
+        late = statistics.median(kb for _, kb in series[-q:])
+        span = series[-1][0] - series[0][0]
+        summary.append(f"{who.get(pid, pid)} {early / 1024:.0f}->{late / 1024:.0f} MB over {span:.0f} s")
+        if late > ratio * early + slack_kb:
+            failures.append(
+                f"{who.get(pid, pid)}: its resident memory grew from {early / 1024:.0f} MB to "
+                f"{late / 1024:.0f} MB over {span:.0f} s (more than {ratio:.1f}x + {slack_kb // 1024} MB)"
+            )
+    return failures, summary
 
 
 def inspect_checkpoints(ckpt: str) -> Tuple[List[str], str]:

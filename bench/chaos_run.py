@@ -41,8 +41,16 @@ from typing import List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chaos_checks import OUTCOMES, decide, inspect_checkpoints, left_behind, nodes_not_idle  # noqa: E402
-from chaos_faults import KINDS, Event, Injector, draw_plan, job_processes  # noqa: E402
+from chaos_checks import (  # noqa: E402
+    OUTCOMES,
+    decide,
+    inspect_checkpoints,
+    left_behind,
+    memory_growth,
+    nodes_not_idle,
+    rss_kb,
+)
+from chaos_faults import KINDS, Event, Injector, draw_plan, job_processes, job_tasks  # noqa: E402
 from chaos_jobs import ACTIVE, PSTRAIN, REPO, STEP_RE, Follower, cancel, done_line, job_kinds, job_state, submit  # noqa: E402
 
 
@@ -134,8 +142,16 @@ class Run:
         follower = Follower(jobdir / "job.out", t0)
         first_step, due, state, code, src = None, [], "", "", ""
         hung, next_state, job_state_at_bound = False, 0.0, ""
+        # The PS processes' resident memory, every few seconds from the first step.
+        rss, who, next_rss = {}, {}, 0.0
         while True:
             now = time.monotonic()
+            if first_step is not None and now >= next_rss:
+                next_rss = now + 5.0
+                for task in job_tasks(tag):
+                    if task.role == "ps" and (kb := rss_kb(task.pid)) is not None:
+                        rss.setdefault(task.pid, []).append((now, kb))
+                        who[task.pid] = f"ps {task.index} ({task.node}, pid {task.pid})"
             for t, line in follower.poll():
                 if first_step is None and STEP_RE.search(line):
                     first_step = t
@@ -223,6 +239,8 @@ class Run:
             subprocess.run(["umount", "-l", str(mnt)])
         self.injector.ckpt = None
         extra.extend(nodes_not_idle())
+        grew, job["ps_memory"] = memory_growth(rss, who)
+        extra.extend(grew)
         failures = decide(job, faults, baseline, self.opts.tolerance) + extra
         job["failures"] = failures
         acc = job["done"].get("test_accuracy") if job["done"] else None
@@ -231,6 +249,8 @@ class Run:
             f"  job {jobid} {kind_name}: {state} {code} ({src}) after {end - t0:.0f} s, test accuracy {acc}{base_acc}"
             f", {len(failures)} invariant(s) failed"
         )
+        if job["ps_memory"]:
+            say(f"  PS resident memory, second quarter -> last quarter: {'; '.join(job['ps_memory'])}")
         for f in faults:
             if f.fired is None or f.skipped:
                 say(
