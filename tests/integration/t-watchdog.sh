@@ -172,10 +172,15 @@ test_async_worker_paused_past_the_limit_comes_back_and_changes_nothing() {
 
 # Sync with a spare: the spare takes the paused PS's place from the last
 # checkpoint; the old PS, resumed, finds its workers gone and exits, and the
-# run ends where an uninterrupted run of the same seed ends.
+# run ends where an uninterrupted run of the same seed ends.  With
+# --shared-memory off, as between nodes: this cluster's nodes share one
+# host, and a PS stopped in the middle of its update writes the rest of its
+# old values into the workers' memory it mapped when it is resumed
+# (pstrain(1), Failures; issue 50), which moves the result by a step's noise
+# (0.8576 against 0.8575 in 2 of 10 runs).
 test_sync_ps_paused_past_the_limit_is_replaced_and_its_return_changes_nothing() {
   layout=(--ps=2 --ps-spares=1 --workers=2)
-  local flags=(--sync-replicas --train-steps 6000 --seed 3 --save-checkpoint-steps 500)
+  local flags=(--sync-replicas --train-steps 6000 --seed 3 --save-checkpoint-steps 500 --shared-memory off)
   RUN_TIMEOUT=200 run srun -N3 "${layout[@]}" --mpi=pmix "$pstrain" --device cpu --log-every 1000 --heartbeat-interval 1 \
     "${flags[@]}" --checkpoint-dir "$PWD/clean"
   expect_rc 0
