@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
-from chaos_faults import DISK_KINDS, Fault, job_processes
+from chaos_faults import DAEMON_KINDS, DISK_KINDS, Fault, job_processes
 from chaos_jobs import PSTRAIN, STEP_RE
 
 OUTCOMES = ("healed", "went on", "ended naming it", "ended unnamed", "hung", "wrong", "checkpoint lost")
@@ -215,6 +215,12 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
             f.outcome = "went on"
             f.note = "the job went on after it; another fault ended it"
         else:
+            if f.kind in DAEMON_KINDS:
+                failures.append(
+                    f"{f.kind} {f.target}: the job ended {job['state']} {job['exit']} after it: a restart of "
+                    "Slurm's daemons must leave a running job alone"
+                )
+                continue
             what = "the checkpoint directory's error" if f.kind in DISK_KINDS else "the task it took down"
             failures.append(f"{f.kind} {f.target}: the job ended {job['state']} {job['exit']} and no line names {what}")
     if not fired and not completed and not job["hung"]:
@@ -236,7 +242,7 @@ def rss_kb(pid: int) -> Optional[int]:
 def memory_growth(
     samples: Dict[int, List[Tuple[float, int]]],
     who: Dict[int, str],
-    min_span: float = 60.0,
+    min_span: float = 30.0,
     ratio: float = 1.2,
     slack_kb: int = 16 * 1024,
 ) -> Tuple[List[str], List[str]]:

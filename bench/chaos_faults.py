@@ -16,8 +16,10 @@ Kinds: kill (SIGKILL of a ps task, a worker or the chief), stop (SIGSTOP for
 the cluster's SlurmdTimeout, pstrain-cluster link), shape (5% loss and 2 ms delay on every link for 30 s, pstrain-cluster
 shape), full (the job's checkpoint directory, a tmpfs of its own, filled to
 the last byte for 10-60 s), readonly (that tmpfs remounted read-only for
-10-60 s).  Not yet: slurmctld or slurmd restarted, a requeue (issue 50,
-item 1).
+10-60 s), slurmctld (the controller restarted: pstrain-cluster restart),
+slurmd (one node's slurmd restarted).  Not yet: a requeue (issue 50, item
+1).  The daemons' kinds come last, so that a run limited to the kinds
+before them (--faults) draws what it drew before they were added.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
-KINDS = ("kill", "stop", "link", "shape", "full", "readonly")
+KINDS = ("kill", "stop", "link", "shape", "full", "readonly", "slurmctld", "slurmd")
 # The checkpoint directory's faults: they take no task down.
 DISK_KINDS = ("full", "readonly")
+# Slurm's daemons restarted: a running job must not notice.
+DAEMON_KINDS = ("slurmctld", "slurmd")
 ROLES = ("ps", "worker", "chief")
 # The processes that are a task's work (the trainer, pstrain serve, a user's
 # Python program), before their launchers (pstrain-run, bash, srun).
@@ -82,6 +86,10 @@ class Fault:
             return f"checkpoint directory full for {self.duration:.0f} s"
         if self.kind == "readonly":
             return f"checkpoint directory read-only for {self.duration:.0f} s"
+        if self.kind == "slurmctld":
+            return "slurmctld restarted"
+        if self.kind == "slurmd":
+            return f"slurmd of {self.node} restarted"
         return f"5% loss, 2 ms delay, every link, {self.duration:.0f} s"
 
 
@@ -111,6 +119,10 @@ def draw_fault(rng, shape: dict, exclude: Tuple[str, ...] = ()) -> Fault:
         return Fault(kind, node=f"n{rng.randrange(1, shape['nodes'] + 1)}", duration=round(rng.uniform(5, longest), 1))
     if kind in DISK_KINDS:
         return Fault(kind, duration=round(rng.uniform(10, 60), 1))
+    if kind == "slurmctld":
+        return Fault(kind)
+    if kind == "slurmd":
+        return Fault(kind, node=f"n{rng.randrange(1, shape['nodes'] + 1)}")
     return Fault("shape", duration=30.0)
 
 
@@ -125,7 +137,7 @@ def draw_plan(rng, shape: dict, kinds_allowed: Tuple[str, ...] = KINDS) -> List[
         if rng.random() < 0.25:
             # Not the same network or disk fault twice at once (one shaper,
             # one cable, one filesystem).
-            again = exclude + ((first.kind,) if first.kind in ("link", "shape", *DISK_KINDS) else ())
+            again = exclude + ((first.kind,) if first.kind in ("link", "shape", *DISK_KINDS, *DAEMON_KINDS) else ())
             faults.append(draw_fault(rng, shape, again))
         events.append(Event(at, faults))
     return sorted(events, key=lambda e: e.at)
@@ -229,6 +241,9 @@ class Injector:
                 fill(self.ckpt / ".chaos-fill")
             else:
                 remount(self.ckpt, "ro")
+        elif fault.kind in DAEMON_KINDS:
+            fault.target = fault.describe()
+            self.cluster("restart", "slurmctld" if fault.kind == "slurmctld" else fault.node)
         elif fault.kind == "link":
             on_node = [t for t in tasks if t.node == fault.node]
             fault.tasks = {(t.role, t.index) for t in on_node}

@@ -142,12 +142,12 @@ class Run:
         follower = Follower(jobdir / "job.out", t0)
         first_step, due, state, code, src = None, [], "", "", ""
         hung, next_state, job_state_at_bound = False, 0.0, ""
-        # The PS processes' resident memory, every few seconds from the first step.
+        # The PS processes' resident memory, every 2 s from the first step.
         rss, who, next_rss = {}, {}, 0.0
         while True:
             now = time.monotonic()
             if first_step is not None and now >= next_rss:
-                next_rss = now + 5.0
+                next_rss = now + 2.0
                 for task in job_tasks(tag):
                     if task.role == "ps" and (kb := rss_kb(task.pid)) is not None:
                         rss.setdefault(task.pid, []).append((now, kb))
