@@ -185,8 +185,7 @@ public:
     // A worker's side of a lost PS's replacement (see client::replace_lost_ps).
     std::vector<std::size_t> replace_lost_ps(bool rollback)
     {
-        if (state_ == client_state::healing && rollback) healing_step([&] { complete_held_steps(); });
-        const auto lost = abandon_calls_in_flight();
+        const auto lost = settle(abandon_calls_in_flight(rollback));
         for (const auto p : lost) {
             healing_step([&] { spares_.stand_in(p); });
             greet({p});
@@ -198,15 +197,11 @@ public:
     // The chief's side (see chief_client::replace_lost_ps).
     std::vector<std::size_t> replace_lost_ps(std::uint64_t step, bool rollback)
     {
-        if (state_ == client_state::healing && rollback) healing_step([&] { complete_held_steps(); });
         // Sync: every reply owed first, then the rollback.  Async: the
         // spares first, then the replies owed, since the staleness bound
         // may hold the chief's until workers that wait for a spare push.
-        const auto lost = rollback ? abandon_calls_in_flight() : healing_step([&] {
-            if (state_ != client_state::healing)
-                throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
-            return spares_.abandon(book_);
-        });
+        auto lost = abandon_calls_in_flight(rollback);
+        if (rollback) lost = settle(lost);
         const auto serving = spares_.serving(lost);
         if (rollback) wait(send(wire::kind::rollback, everything(), step, 0, &serving));
         for (const auto p : lost) {
@@ -215,7 +210,7 @@ public:
             const std::vector<std::size_t> only{p};
             wait(send(wire::kind::restore, everything(), step, 0, &only));
         }
-        if (!rollback) healing_step([&] { spares_.settle(book_, lost); });
+        if (!rollback) settle(lost);
         state_ = client_state::ready;
         return lost;
     }
@@ -335,12 +330,25 @@ private:
         }
     }
 
-    // The first step of a lost PS's replacement (spare_pool::settle).
-    std::vector<std::size_t> abandon_calls_in_flight()
+    // The first steps of a lost PS's replacement: with `rollback` (sync)
+    // the serving PS tasks' held steps completed (complete_held_steps),
+    // then every call in flight abandoned (spare_pool::abandon).  Returns
+    // the lost PS tasks.
+    std::vector<std::size_t> abandon_calls_in_flight(bool rollback)
     {
         if (state_ != client_state::healing)
             throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
-        return healing_step([&] { return spares_.settle(book_); });
+        return healing_step([&] {
+            if (rollback) complete_held_steps();
+            return spares_.abandon(book_);
+        });
+    }
+
+    // Then the replies the serving PS tasks owe (spare_pool::settle);
+    // returns the PS tasks lost by then.
+    std::vector<std::size_t> settle(const std::vector<std::size_t>& lost)
+    {
+        return healing_step([&] { return spares_.settle(book_, lost); });
     }
 
     // Sends `kind` to every PS and waits for every answer; the caller reads

@@ -9,10 +9,11 @@
 // silence is no loss to heal).  Its callers, all in client.cpp: a failed
 // call asks replaceable() whether its error becomes lost_ps, and else
 // enough_for() for the error that names every lost PS; replace_lost_ps()
-// then settles the calls in flight (settle), puts a spare in each lost
-// PS's place (the chief: take_over) or waits for the spare that says it
-// stands in (the others: stand_in), each routing the lost PS's messages to
-// that spare (exchange::reroute); the chief's shutdown ends the spares
+// then abandons the calls in flight and waits for what the other PS tasks
+// owe (abandon, settle), puts a spare in each lost PS's place (the chief:
+// take_over) or waits for the spare that says it stands in (the others:
+// stand_in), each routing the lost PS's messages to that spare
+// (exchange::reroute); the chief's shutdown ends the spares
 // still waiting.  What throws, throws pstrain::peer_error naming the peer;
 // the client breaks on it.
 //
@@ -68,8 +69,6 @@ public:
     // since.  Returns the PS tasks lost now; throws when the others did not
     // answer in time, or enough_for does.
     std::vector<std::size_t> settle(ticket_book& book, const std::vector<std::size_t>& lost);
-    // Both.
-    std::vector<std::size_t> settle(ticket_book& book) { return settle(book, abandon(book)); }
     // The chief: an idle spare is told to take PS p's place (one of `lost`),
     // and p's messages go to it.
     void take_over(std::size_t p, const std::vector<std::size_t>& lost);

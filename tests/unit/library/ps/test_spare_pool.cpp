@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(settling_waits_for_the_replies_the_serving_ps_tasks_owe)
     {
         // ps 0 never answers: the owed reply is waited for until the timeout.
         const auto begun = clock::now();
-        BOOST_TEST(what_of([&] { a.pool.settle(a.book); }) ==
+        BOOST_TEST(what_of([&] { a.pool.settle(a.book, a.pool.abandon(a.book)); }) ==
                    "ps 1: lost ps 1, and the other PS tasks did not answer what they owed within 1s "
                    "(--peer-timeout): training cannot go on");
         BOOST_TEST((clock::now() - begun >= 1s));
@@ -212,7 +212,8 @@ BOOST_AUTO_TEST_CASE(settling_waits_for_the_replies_the_serving_ps_tasks_owe)
     BOOST_TEST_REQUIRE(got.complete());
     const auto reply = wire::encode(wire::refusal{});
     a.net.ps(0).send(0, channel::control, &reply, sizeof reply);
-    BOOST_TEST(a.pool.settle(a.book) == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(a.pool.settle(a.book, a.pool.abandon(a.book)) == std::vector<std::size_t>{1},
+               boost::test_tools::per_element());
 }
 
 // ------------------------------------------------------- whole jobs
@@ -289,6 +290,40 @@ struct both_replaced {
     std::string chief_error, worker_error;
 };
 
+// Both replaced ps 1, without an error.
+void expect_ps_1_replaced(const both_replaced& r)
+{
+    BOOST_TEST(r.chief_error == "no error");
+    BOOST_TEST(r.worker_error == "no error");
+    BOOST_TEST(r.chief == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    BOOST_TEST(r.worker == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+}
+
+// Sync, two workers: three steps, a snapshot at step 2; the values at steps 2 and 3.
+std::pair<std::vector<float>, std::vector<float>> three_steps_with_a_snapshot_at_2(ps_job& job, chief_client& w0,
+                                                                                   client& w1)
+{
+    start(job, 2);
+    push_g0_and_g1(w0, w1);
+    push_g0_and_g1(w0, w1);
+    auto at_2 = to_vector(w0.params());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);  // the spare takes no snapshot: it holds no shard yet
+    push_g0_and_g1(w0, w1);
+    return {std::move(at_2), to_vector(w0.params())};
+}
+
+// The chief ends the job: ps 0 and the spare in ps 1's place (server 2) end done.
+void end_with_ps_0_and_the_spare(ps_job& job, chief_client& w0, client& w1)
+{
+    w0.shutdown();
+    pull_until_done(w1);
+    for (int p : {0, 2}) {
+        const auto end = job.finish(p);
+        BOOST_TEST_REQUIRE(end.returned, "server " << p);
+        BOOST_TEST((end.outcome == server_outcome::done), "server " << p << ": " << end.what);
+    }
+}
+
 both_replaced replace_at_once(chief_client& w0, client& w1, std::uint64_t step)
 {
     both_replaced r;
@@ -306,13 +341,7 @@ BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_
     ps_job job(2, 2, sync_config(), restoring_hooks(rec), with_spares(1));
     auto& w0 = job.chief();
     auto& w1 = job.worker(1);
-    start(job, 2);
-    push_g0_and_g1(w0, w1);
-    push_g0_and_g1(w0, w1);
-    const auto at_2 = to_vector(w0.params());
-    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);  // the spare takes no snapshot: it holds no shard yet
-    push_g0_and_g1(w0, w1);
-    const auto at_3 = to_vector(w0.params());
+    const auto [at_2, at_3] = three_steps_with_a_snapshot_at_2(job, w0, w1);
     BOOST_TEST(at_3 != at_2);
 
     job.net().kill_ps(1);
@@ -325,11 +354,7 @@ BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_
     BOOST_TEST(w0.spares_left() == 1u);
     BOOST_CHECK_THROW(w0.async_pull(), pstrain::error);  // not before the replacement
 
-    const auto r = replace_at_once(w0, w1, 2);
-    BOOST_TEST(r.chief_error == "no error");
-    BOOST_TEST(r.worker_error == "no error");
-    BOOST_TEST(r.chief == std::vector<std::size_t>{1}, boost::test_tools::per_element());
-    BOOST_TEST(r.worker == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    expect_ps_1_replaced(replace_at_once(w0, w1, 2));
     BOOST_TEST(w0.spares_left() == 0u);
     // Every shard is the snapshot's: ps 0 rolled back from step 5 (the
     // fillers completed step 4), the spare restored ps 1's shard.
@@ -345,13 +370,7 @@ BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_
     BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
     BOOST_TEST(w0.global_step() == 3u);
 
-    w0.shutdown();
-    pull_until_done(w1);
-    for (int p : {0, 2}) {
-        const auto end = job.finish(p);
-        BOOST_TEST_REQUIRE(end.returned, "server " << p);
-        BOOST_TEST((end.outcome == server_outcome::done), "server " << p << ": " << end.what);
-    }
+    end_with_ps_0_and_the_spare(job, w0, w1);
 }
 
 // The lost PS answered a step to the chief and not to worker 1: the chief
@@ -366,13 +385,7 @@ BOOST_AUTO_TEST_CASE(sync_the_chief_a_step_ahead_of_a_worker_that_lost_the_ps_st
     ps_job job(2, 2, sync_config(), restoring_hooks(rec), with_spares(1));
     auto& w0 = job.chief();
     auto& w1 = job.worker(1);
-    start(job, 2);
-    push_g0_and_g1(w0, w1);
-    push_g0_and_g1(w0, w1);
-    const auto at_2 = to_vector(w0.params());
-    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
-    push_g0_and_g1(w0, w1);
-    const auto at_3 = to_vector(w0.params());
+    const auto [at_2, at_3] = three_steps_with_a_snapshot_at_2(job, w0, w1);
 
     const auto ps0 = w0.partition()[0], ps1 = w0.partition()[1];
     fill(w0.grads(), g0);
@@ -387,11 +400,7 @@ BOOST_AUTO_TEST_CASE(sync_the_chief_a_step_ahead_of_a_worker_that_lost_the_ps_st
     expect_lost_ps(w0, w0.async_push(ps1), 1);
     expect_lost_ps(w1, w1.async_push(ps1), 1);  // worker 1 pushed nothing to ps 0
 
-    const auto r = replace_at_once(w0, w1, 2);
-    BOOST_TEST(r.chief_error == "no error");
-    BOOST_TEST(r.worker_error == "no error");
-    BOOST_TEST(r.chief == std::vector<std::size_t>{1}, boost::test_tools::per_element());
-    BOOST_TEST(r.worker == std::vector<std::size_t>{1}, boost::test_tools::per_element());
+    expect_ps_1_replaced(replace_at_once(w0, w1, 2));
     BOOST_CHECK_THROW(w0.test(held), pstrain::error);  // settled and abandoned: no longer outstanding
     for (client* w : {static_cast<client*>(&w0), &w1}) {
         w->wait(w->async_pull());
@@ -402,13 +411,7 @@ BOOST_AUTO_TEST_CASE(sync_the_chief_a_step_ahead_of_a_worker_that_lost_the_ps_st
     BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
     BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
 
-    w0.shutdown();
-    pull_until_done(w1);
-    for (int p : {0, 2}) {
-        const auto end = job.finish(p);
-        BOOST_TEST_REQUIRE(end.returned, "server " << p);
-        BOOST_TEST((end.outcome == server_outcome::done), "server " << p << ": " << end.what);
-    }
+    end_with_ps_0_and_the_spare(job, w0, w1);
 }
 
 BOOST_AUTO_TEST_CASE(async_only_the_lost_shard_goes_back_to_the_snapshot)
@@ -484,13 +487,7 @@ BOOST_AUTO_TEST_CASE(async_the_chief_held_by_the_staleness_bound_still_puts_the_
     w0.wait(w0.async_pull());
     BOOST_TEST(part(to_vector(w0.params()), w0.partition()[1]) == part(to_vector(w1.params()), w0.partition()[1]),
                boost::test_tools::per_element());
-    w0.shutdown();
-    pull_until_done(w1);
-    for (int p : {0, 2}) {
-        const auto end = job.finish(p);
-        BOOST_TEST_REQUIRE(end.returned, "server " << p);
-        BOOST_TEST((end.outcome == server_outcome::done), "server " << p << ": " << end.what);
-    }
+    end_with_ps_0_and_the_spare(job, w0, w1);
 }
 
 BOOST_AUTO_TEST_CASE(two_ps_lost_with_one_spare_left_ends_the_client_naming_both)
