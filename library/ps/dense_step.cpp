@@ -26,8 +26,9 @@ void dense_step::on_push(std::size_t i, const wire::push& m)
     if (state_.done) return reply_values(i, part, shared, values_status::done);
     if (!sync_) return apply_now(i, m, part, shared);
     if (m.step != state_.step) {  // computed on older values: dropped, with its batch's row updates
-        log::debug("a gradient from {} computed on the values of step {} dropped as stale at step {}", links_.name(i),
-                   m.step, state_.step);
+        if (log::current_level() >= log::level::debug)  // the name is made only then
+            log::debug("a gradient from {} computed on the values of step {} dropped as stale at step {}",
+                       links_.name(i), m.step, state_.step);
         ++state_.stale;
         ++links_[i].counters.stale;
         links_[i].position = m.position;
