@@ -10,6 +10,9 @@ Outcomes of a fault:
                    took a lost task's place or training went on after one
   went on          the job completed (or a step was logged after the fault
                    and before a later fault ended the job)
+  requeued         the job was requeued, came back, resumed from the newest
+                   complete checkpoint (or from the start, where there was
+                   none) and completed
   ended naming it  the job ended without completing, and a line names the
                    task the fault took down, with a reason (a disk fault:
                    a line names the checkpoint directory's error)
@@ -32,7 +35,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from chaos_faults import DAEMON_KINDS, DISK_KINDS, Fault, job_processes
 from chaos_jobs import PSTRAIN, STEP_RE
 
-OUTCOMES = ("healed", "went on", "ended naming it", "ended unnamed", "hung", "wrong", "checkpoint lost")
+OUTCOMES = ("healed", "went on", "requeued", "ended naming it", "ended unnamed", "hung", "wrong", "checkpoint lost")
 HEAL_RE = re.compile(r"taking the place of lost|training went on at global step|joined again")
 SPARE_RE = re.compile(r"\[ps (\d+)\]: taking the place of lost ps (\d+)")
 LOST_RE = re.compile(r"\blost (ps|worker) (\d+) \(([^)]*)\)")
@@ -49,6 +52,12 @@ DISK_LINE = re.compile(r"No space left on device|Read-only file system")
 # The documented end of a run whose final checkpoint could not be written:
 # the chief's done line is printed, the job fails.
 FINAL_CKPT_FAILED = "the final checkpoint was not written"
+# A job that starts from a checkpoint: pstrain's chief, a torch program's
+# (examples/torch); not a spare's restore of one PS's shard.
+RESUMED_RES = (
+    re.compile(r"\brestored (?!by a spare)\S.* from \S+ \(global step (\d+),"),
+    re.compile(r"\brestored from the checkpoint at global step (\d+)"),
+)
 
 
 def names(line: str) -> List[Tuple[str, int]]:
@@ -109,6 +118,51 @@ def step_after(lines, t: float) -> Optional[float]:
     return next((lt for lt, line in lines if lt > t and STEP_RE.search(line)), None)
 
 
+def resumed_at(lines: List[Tuple[float, str]], t: float) -> Optional[Tuple[int, str]]:
+    """The global step the job resumed from after time t, and the line."""
+    for lt, line in lines:
+        if lt < t:
+            continue
+        for rx in RESUMED_RES:
+            m = rx.search(line)
+            if m:
+                return int(m.group(1)), line.strip()
+    return None
+
+
+def check_restarts(lines: List[Tuple[float, str]], restarts: List[dict], faults: List[Fault]) -> List[str]:
+    """Each start after a requeue resumed from the newest complete checkpoint
+    there was while the job was pending (from the start where there was
+    none); notes it on the requeue fault."""
+    failures = []
+    for i, r in enumerate(restarts):
+        nxt = restarts[i + 1]["at"] if i + 1 < len(restarts) else float("inf")
+        found = resumed_at([x for x in lines if x[0] < nxt], r["at"])
+        fault = next((f for f in faults if f.kind == "requeue" and f.restarted == r["at"]), None)
+        what = f"restart {r['count']}"
+        if r["newest"] is None:
+            said = "no checkpoint yet: started from the beginning"
+            if found:
+                failures.append(f"{what}: no complete checkpoint was there, yet it resumed: {found[1]}")
+        elif found is None:
+            said = ""
+            failures.append(
+                f"{what}: the newest complete checkpoint was at global step {r['newest']}, and no line says the job "
+                "resumed from it"
+            )
+        elif found[0] != r["newest"]:
+            said = ""
+            failures.append(
+                f"{what}: resumed from global step {found[0]}, not from the newest complete checkpoint "
+                f"(global step {r['newest']}): {found[1]}"
+            )
+        else:
+            said = f"resumed from global step {found[0]}, the newest complete checkpoint"
+        if fault is not None and said:
+            fault.note = said
+    return failures
+
+
 def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: float) -> List[str]:
     """Sets each fired fault's outcome and seconds; returns the job's failed invariants."""
     # In the order they were written (JSON log lines carry their own time).
@@ -121,6 +175,7 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
     hit = touched(fired, alias)
     first = min((f.fired for f in fired), default=None)
 
+    failures.extend(check_restarts(lines, job.get("restarts", []), fired))
     final_failed = any(FINAL_CKPT_FAILED in line for _, line in lines) and any(f.kind in DISK_KINDS for f in fired)
     # Slurm's word against the job's own.
     if done and not completed and not job["hung"] and not final_failed:
@@ -181,6 +236,8 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
             f.outcome = "checkpoint lost"
         elif accuracy_off or (done and not completed and not final_failed):
             f.outcome = "wrong"
+        elif completed and f.kind == "requeue":
+            f.outcome = "requeued" if f.restarted is not None else "went on"
         elif completed:
             healed = any(t >= f.fired and HEAL_RE.search(line) for t, line in lines)
             f.outcome = "healed" if healed and f.kind != "shape" else "went on"
@@ -215,6 +272,12 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
             f.outcome = "went on"
             f.note = "the job went on after it; another fault ended it"
         else:
+            if f.kind == "requeue":
+                failures.append(
+                    f"requeue {f.target}: the job ended {job['state']} {job['exit']}: a requeued job must come "
+                    "back and complete"
+                )
+                continue
             if f.kind in DAEMON_KINDS:
                 failures.append(
                     f"{f.kind} {f.target}: the job ended {job['state']} {job['exit']} after it: a restart of "
@@ -266,6 +329,13 @@ def memory_growth(
                 f"{late / 1024:.0f} MB over {span:.0f} s (more than {ratio:.1f}x + {slack_kb // 1024} MB)"
             )
     return failures, summary
+
+
+def newest_step(ckpt: str) -> Optional[int]:
+    """The global step of the newest complete checkpoint in ckpt, None when there is none."""
+    r = subprocess.run([str(PSTRAIN), "checkpoint", "inspect", ckpt], capture_output=True, text=True, timeout=120)
+    m = re.search(r"^newest complete: ckpt-(\d+)\.json", r.stdout, re.M)
+    return int(m.group(1)) if m else None
 
 
 def inspect_checkpoints(ckpt: str) -> Tuple[List[str], str]:

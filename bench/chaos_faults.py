@@ -17,9 +17,13 @@ the cluster's SlurmdTimeout, pstrain-cluster link), shape (5% loss and 2 ms dela
 shape), full (the job's checkpoint directory, a tmpfs of its own, filled to
 the last byte for 10-60 s), readonly (that tmpfs remounted read-only for
 10-60 s), slurmctld (the controller restarted: pstrain-cluster restart),
-slurmd (one node's slurmd restarted).  Not yet: a requeue (issue 50, item
-1).  The daemons' kinds come last, so that a run limited to the kinds
-before them (--faults) draws what it drew before they were added.
+slurmd (one node's slurmd restarted), requeue (scontrol requeue of the
+running job: Slurm sends SIGTERM to its tasks, the chief checkpoints, and the
+job comes back; bench/chaos starts it again as soon as it is pending instead
+of after Slurm's two-minute requeue delay, and checks that it resumes from
+the newest complete checkpoint).  The kinds added last come last, so that a
+run limited to the kinds before them (--faults) draws what it drew before
+they were added.
 """
 
 from __future__ import annotations
@@ -33,11 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
-KINDS = ("kill", "stop", "link", "shape", "full", "readonly", "slurmctld", "slurmd")
+KINDS = ("kill", "stop", "link", "shape", "full", "readonly", "slurmctld", "slurmd", "requeue")
 # The checkpoint directory's faults: they take no task down.
 DISK_KINDS = ("full", "readonly")
 # Slurm's daemons restarted: a running job must not notice.
 DAEMON_KINDS = ("slurmctld", "slurmd")
+# Faults of the whole job or of one shared thing: never two of a kind at once.
+ONE_AT_A_TIME = ("link", "shape", *DISK_KINDS, *DAEMON_KINDS, "requeue")
 ROLES = ("ps", "worker", "chief")
 # The processes that are a task's work (the trainer, pstrain serve, a user's
 # Python program), before their launchers (pstrain-run, bash, srun).
@@ -70,6 +76,10 @@ class Fault:
     tasks: Set[Tuple[str, int]] = field(default_factory=set)
     skipped: str = ""
     undone: Optional[float] = None
+    # requeue: when the job was pending again and started at once, and the
+    # newest complete checkpoint then (None: there was none).
+    restarted: Optional[float] = None
+    newest: Optional[int] = None
     # Decided after the job.
     outcome: str = ""
     seconds: Optional[float] = None
@@ -90,6 +100,8 @@ class Fault:
             return "slurmctld restarted"
         if self.kind == "slurmd":
             return f"slurmd of {self.node} restarted"
+        if self.kind == "requeue":
+            return "the job requeued"
         return f"5% loss, 2 ms delay, every link, {self.duration:.0f} s"
 
 
@@ -119,7 +131,7 @@ def draw_fault(rng, shape: dict, exclude: Tuple[str, ...] = ()) -> Fault:
         return Fault(kind, node=f"n{rng.randrange(1, shape['nodes'] + 1)}", duration=round(rng.uniform(5, longest), 1))
     if kind in DISK_KINDS:
         return Fault(kind, duration=round(rng.uniform(10, 60), 1))
-    if kind == "slurmctld":
+    if kind in ("slurmctld", "requeue"):
         return Fault(kind)
     if kind == "slurmd":
         return Fault(kind, node=f"n{rng.randrange(1, shape['nodes'] + 1)}")
@@ -137,8 +149,9 @@ def draw_plan(rng, shape: dict, kinds_allowed: Tuple[str, ...] = KINDS) -> List[
         if rng.random() < 0.25:
             # Not the same network or disk fault twice at once (one shaper,
             # one cable, one filesystem).
-            again = exclude + ((first.kind,) if first.kind in ("link", "shape", *DISK_KINDS, *DAEMON_KINDS) else ())
-            faults.append(draw_fault(rng, shape, again))
+            again = exclude + ((first.kind,) if first.kind in ONE_AT_A_TIME else ())
+            if any(k not in again for k in KINDS):
+                faults.append(draw_fault(rng, shape, again))
         events.append(Event(at, faults))
     return sorted(events, key=lambda e: e.at)
 
@@ -195,6 +208,7 @@ class Injector:
         self.log = log
         self.pending: List[Tuple[float, Fault]] = []  # (when, fault) to undo
         self.ckpt: Optional[Path] = None  # the current job's checkpoint directory (a tmpfs)
+        self.jobid: Optional[str] = None  # the current job's
         self.fill_left = False  # a full fault's file that could not go while read-only
 
     def cluster(self, *args: str) -> str:
@@ -244,6 +258,13 @@ class Injector:
         elif fault.kind in DAEMON_KINDS:
             fault.target = fault.describe()
             self.cluster("restart", "slurmctld" if fault.kind == "slurmctld" else fault.node)
+        elif fault.kind == "requeue":
+            # Every task goes: a line of any of them may name another as lost.
+            fault.tasks = {(t.role, t.index) for t in tasks}
+            fault.target = f"job {self.jobid} requeued ({len(tasks)} tasks)"
+            r = subprocess.run(["scontrol", "requeue", str(self.jobid)], capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                fault.skipped = f"scontrol requeue {self.jobid}: {r.stderr.strip()}"
         elif fault.kind == "link":
             on_node = [t for t in tasks if t.node == fault.node]
             fault.tasks = {(t.role, t.index) for t in on_node}

@@ -10,9 +10,11 @@ each line was seen, and Slurm's word on how they ended.
          tasks every --save-every steps (the venv's torch and the package
          built into tests/python/pkg)
 
-Every job is submitted with --no-requeue (a requeue is not one of this run's
-faults yet) and with PSTRAIN_CHAOS_TAG in its environment, by which its
-processes are found.
+Every job is submitted with --requeue (as the job scripts ask, whatever the
+cluster's JobRequeue) and with PSTRAIN_CHAOS_TAG in its environment, by
+which its processes are found.  A job requeued (the requeue fault, or Slurm
+itself) is started again as soon as it is pending (release), and its output
+is followed on: the job scripts append to it.
 """
 
 from __future__ import annotations
@@ -204,7 +206,6 @@ def submit(kind: JobKind, jobdir: Path, tag: str) -> str:
         PSTRAIN_CHAOS_TAG=tag,
         PSTRAIN_SRUN=str(REPO / "scripts" / "pstrain-srun"),
         OMP_NUM_THREADS="1",
-        PSTRAIN_REQUEUE="0",
         **kind.env,
     )
     # Each pstrain log line with the time its task wrote it (Follower.stamp).
@@ -212,7 +213,7 @@ def submit(kind: JobKind, jobdir: Path, tag: str) -> str:
     cmd = [
         "sbatch",
         "--parsable",
-        "--no-requeue",
+        "--requeue",
         f"--job-name=chaos-{kind.name}",
         "-o",
         str(jobdir / "job.out"),
@@ -240,6 +241,21 @@ def job_state(jobid: str) -> Tuple[str, str, str]:
     state = re.search(r"JobState=(\S+)", r.stdout)
     code = re.search(r"\bExitCode=(\S+)", r.stdout)
     return (state.group(1) if state else ""), (code.group(1) if code else ""), "scontrol"
+
+
+def pending_restart(jobid: str) -> int:
+    """The job's restart count while it is pending after a requeue, else 0."""
+    r = subprocess.run(["scontrol", "show", "job", jobid], capture_output=True, text=True, timeout=30)
+    state = re.search(r"JobState=(\S+)", r.stdout)
+    restarts = re.search(r"\bRestarts=(\d+)", r.stdout)
+    if not state or state.group(1) != "PENDING" or not restarts:
+        return 0
+    return int(restarts.group(1))
+
+
+def release(jobid: str) -> None:
+    """Starts a requeued job now, not after Slurm's requeue delay (BeginTime)."""
+    subprocess.run(["scontrol", "update", f"JobId={jobid}", "StartTime=now"], capture_output=True, timeout=30)
 
 
 def done_line(lines: List[Tuple[float, str]]) -> Optional[dict]:

@@ -47,11 +47,29 @@ from chaos_checks import (  # noqa: E402
     inspect_checkpoints,
     left_behind,
     memory_growth,
+    newest_step,
     nodes_not_idle,
     rss_kb,
 )
 from chaos_faults import KINDS, Event, Injector, draw_plan, job_processes, job_tasks  # noqa: E402
-from chaos_jobs import ACTIVE, PSTRAIN, REPO, STEP_RE, Follower, cancel, done_line, job_kinds, job_state, submit  # noqa: E402
+from chaos_jobs import (  # noqa: E402
+    ACTIVE,
+    PSTRAIN,
+    REPO,
+    STEP_RE,
+    Follower,
+    cancel,
+    done_line,
+    job_kinds,
+    job_state,
+    pending_restart,
+    release,
+    submit,
+)
+
+# Seconds a requeue adds to a job's bound: its tasks checkpoint and exit,
+# Slurm requeues it, and it starts and bootstraps again.
+REQUEUE_SECONDS = 90
 
 
 def say(*parts) -> None:
@@ -131,10 +149,14 @@ class Run:
         self.injector.ckpt, self.injector.fill_left = (mnt if mounted else None), False
         t0 = time.monotonic()
         jobid = submit(kind, jobdir, tag)
-        self.current = jobid
+        self.current = self.injector.jobid = jobid
         faults = [f for e in events for f in e.faults]
         base_total = baseline["seconds"] if baseline else None
-        bound = (1.5 * base_total + sum(f.duration for f in faults) + self.opts.slack) if base_total else 900.0
+        # A requeue: the tasks' checkpoint and exit, the job's start again.
+        requeues = REQUEUE_SECONDS * sum(1 for f in faults if f.kind == "requeue")
+        bound = (
+            (1.5 * base_total + sum(f.duration for f in faults) + requeues + self.opts.slack) if base_total else 900.0
+        )
         say(
             f"{time.strftime('%H:%M:%S')} job {jobid} {kind_name}{' (fault-free)' if not events else ''}: "
             f"{len(faults)} fault(s) planned, bound {bound:.0f} s, log {jobdir}/job.out"
@@ -142,6 +164,7 @@ class Run:
         follower = Follower(jobdir / "job.out", t0)
         first_step, due, state, code, src = None, [], "", "", ""
         hung, next_state, job_state_at_bound = False, 0.0, ""
+        restarts: List[dict] = []  # each time the job was requeued and started again
         # The PS processes' resident memory, every 2 s from the first step.
         rss, who, next_rss = {}, {}, 0.0
         while True:
@@ -170,6 +193,8 @@ class Run:
                 next_state = now + 1.0
                 if state not in ACTIVE:
                     break
+                if state == "PENDING" and (count := pending_restart(jobid)) > len(restarts):
+                    self.restarted(jobid, count, now, ckpt, faults, restarts)
             if now - t0 > bound:
                 hung = True
                 job_state_at_bound = state or "running"
@@ -207,6 +232,7 @@ class Run:
             "state_at_bound": job_state_at_bound,
             "done": done_line(follower.lines),
             "faults": faults,
+            "restarts": restarts,
         }
         # What is left on the machine.
         for pid, _, _ in job_processes(tag):  # a task still stopped must be able to end
@@ -274,6 +300,23 @@ class Run:
             )
         )
         return job
+
+    def restarted(self, jobid: str, count: int, now: float, ckpt: Path, faults, restarts: List[dict]) -> None:
+        """The job is pending after a requeue (its tasks are gone): notes the
+        newest complete checkpoint, which it must resume, and starts it again."""
+        newest = newest_step(str(ckpt))
+        release(jobid)
+        restarts.append({"at": now, "count": count, "newest": newest})
+        fault = next(
+            (f for f in faults if f.kind == "requeue" and f.fired and not f.skipped and f.restarted is None), None
+        )
+        if fault is not None:
+            fault.restarted, fault.newest = now, newest
+        since = f" {now - fault.fired:.1f} s after the requeue" if fault is not None else " (not requeued by a fault)"
+        say(
+            f"  {time.strftime('%H:%M:%S')} job {jobid} pending again{since}, restart {count}: started now; "
+            f"newest complete checkpoint {'none' if newest is None else f'at global step {newest}'}"
+        )
 
     # ------------------------------------------------------------ baselines
     def baseline(self, kind_name: str) -> Optional[dict]:
