@@ -140,6 +140,9 @@ def check_restarts(lines: List[Tuple[float, str]], restarts: List[dict], faults:
         found = resumed_at([x for x in lines if x[0] < nxt], r["at"])
         fault = next((f for f in faults if f.kind == "requeue" and f.restarted == r["at"]), None)
         what = f"restart {r['count']}"
+        trained = any(r["at"] <= t < nxt and STEP_RE.search(line) for t, line in lines)
+        if found is None and not trained:  # it ended before training: decide() says whether rightly
+            continue
         if r["newest"] is None:
             said = "no checkpoint yet: started from the beginning"
             if found:
@@ -161,6 +164,26 @@ def check_restarts(lines: List[Tuple[float, str]], restarts: List[dict], faults:
         if fault is not None and said:
             fault.note = said
     return failures
+
+
+def disk_line_after_restart(lines, requeue: Fault, fired: List[Fault]) -> Optional[Tuple[float, str, str]]:
+    """When a requeued job started again while a disk fault was in force:
+    the first line after that naming the checkpoint directory's error
+    (time, line, which fault), else None."""
+    at = requeue.restarted
+    if at is None:
+        return None
+    for f in fired:
+        if (
+            f.kind not in DISK_KINDS
+            or f.fired > at
+            or (f.undone if f.undone is not None else f.fired + f.duration) < at
+        ):
+            continue
+        said = next(((t, line) for t, line in lines if t >= at and DISK_LINE.search(line)), None)
+        if said:
+            return said[0], said[1], f.describe()
+    return None
 
 
 def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: float) -> List[str]:
@@ -246,6 +269,16 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
             if said:
                 f.outcome = "ended naming it"
                 f.note = f"said after {said[0] - f.fired:.1f} s: {said[1].strip()}"
+            else:
+                f.outcome = "ended unnamed"
+        elif f.kind == "requeue":
+            # Only a disk fault in force when it started again may end a
+            # requeued job: pstrain refuses a checkpoint directory it cannot
+            # write at start-up, with a line that says so.
+            said = disk_line_after_restart(lines, f, fired)
+            if said:
+                f.outcome = "ended naming it"
+                f.note = f"started again while {said[2]}; said: {said[1].strip()}"
             else:
                 f.outcome = "ended unnamed"
         elif mine:

@@ -6,6 +6,7 @@
 #include "library/ps/activity_recorder.hpp"
 #include "library/ps/client_requests.hpp"
 #include "library/ps/exchange.hpp"
+#include "library/ps/process_fence.hpp"
 #include "library/ps/tensor_layout.hpp"
 #include "library/ps/protocol.hpp"
 #include "library/ps/row_requests.hpp"
@@ -37,7 +38,8 @@ public:
           partition_(make_partition(cfg_.num_params, static_cast<int>(num_ps_))),
           memory_(net.allocate(exchange_bytes(cfg_.num_params))), params_(static_cast<float*>(memory_->data())),
           grads_(params_ + cfg_.num_params), layout_(lay_out_tensors(cfg_)), tensors_(layout_.tensors),
-          moving_(layout_.moving), mapped_(num_ps_, 0), base_step_(num_ps_, 0), activity_(peer_names(net)),
+          moving_(layout_.moving), mapped_(num_ps_, 0), fences_(num_ps_), base_step_(num_ps_, 0),
+          activity_(peer_names(net)),
           exchange_(net, num_ps_, params_, cfg_.timeout, cfg_.worker_names, activity_, cfg_.precision),
           book_(partition_.size() + 1), spares_(net, exchange_, num_ps_, cfg_.index != 0)
     {
@@ -187,7 +189,9 @@ public:
     {
         const auto lost = settle(abandon_calls_in_flight(rollback));
         for (const auto p : lost) {
+            const auto was = net_.peer_name(exchange_.peer(p));
             healing_step([&] { spares_.stand_in(p); });
+            fence(p, was);
             greet({p});
         }
         state_ = client_state::ready;
@@ -205,7 +209,9 @@ public:
         const auto serving = spares_.serving(lost);
         if (rollback) wait(send(wire::kind::rollback, everything(), step, 0, &serving));
         for (const auto p : lost) {
+            const auto was = net_.peer_name(exchange_.peer(p));
             healing_step([&] { spares_.take_over(p, lost); });
+            fence(p, was);
             greet({p});
             const std::vector<std::size_t> only{p};
             wait(send(wire::kind::restore, everything(), step, 0, &only));
@@ -213,6 +219,32 @@ public:
         if (!rollback) settle(lost);
         state_ = client_state::ready;
         return lost;
+    }
+
+    // A lost PS (`name`) that mapped the buffers from another process on
+    // this host is killed once a spare stands in for it, before the spare
+    // maps them: stopped in the middle of an update, it would write the
+    // rest of it over the spare's values when it ran again
+    // (process_fence.hpp).
+    void fence(std::size_t p, const std::string& name)
+    {
+        auto f = std::exchange(fences_[p], std::nullopt);
+        if (!f) return;
+        std::string why;
+        switch (f->kill(std::chrono::seconds(5), why)) {
+        case process_fence::outcome::gone: break;
+        case process_fence::outcome::killed:
+            log::info("{} is lost but still ran on this host, where it maps this worker's parameters: killed it "
+                      "(pid {}) before its spare takes its place",
+                      name, f->pid());
+            break;
+        case process_fence::outcome::failed:
+            log::warn("{} (pid {}) is lost but may still run on this host, where it maps this worker's parameters, "
+                      "and could not be killed ({}): should it run again, it may write an old update into them once; "
+                      "--shared-memory off rules that out",
+                      name, f->pid(), why);
+            break;
+        }
     }
 
     // Sync training, before settling: each serving PS this worker has no
@@ -252,9 +284,10 @@ public:
     float* grads_;
     const tensor_layout layout_;
     const std::vector<shard_range>& tensors_;
-    const std::vector<shard_range>& moving_;  // moving-average ranges, merged, in order
-    std::vector<char> mapped_;                // per PS: it reads and writes the buffers in place
-    std::vector<std::uint64_t> base_step_;    // per PS: the step of the values last received
+    const std::vector<shard_range>& moving_;            // moving-average ranges, merged, in order
+    std::vector<char> mapped_;                          // per PS: it reads and writes the buffers in place
+    std::vector<std::optional<process_fence>> fences_;  // per PS that maps them from another process here
+    std::vector<std::uint64_t> base_step_;              // per PS: the step of the values last received
     std::uint64_t global_step_ = 0;
     std::uint64_t last_position_ = 0;  // the data position of the last push
     bool greeted_ = false, done_ = false, stopped_ = false;
@@ -442,7 +475,15 @@ private:
         hello_ = hello_of(cfg_, params_, grads_, key, moving_);
         const auto id = send(wire::kind::hello, everything(), 0, 0, only.empty() ? nullptr : &only);
         wait_ops(id);
-        for (auto& op : book_.at(id).ops) mapped_[op.ps] = wire::body<wire::welcome>(op.in).mapped != 0;
+        for (auto& op : book_.at(id).ops) {
+            const auto w = wire::body<wire::welcome>(op.in);
+            mapped_[op.ps] = w.mapped != 0;
+            fences_[op.ps].reset();
+            std::string why;
+            if (w.mapped && !(fences_[op.ps] = process_fence::open({w.pid, w.pid_namespace, w.start_ticks}, why)))
+                log::debug("no fence on {}, which maps this worker's buffers: {}",
+                           net_.peer_name(exchange_.peer(op.ps)), why);
+        }
         book_.close(id);
         if (!only.empty()) return;
         log_exchange_paths();

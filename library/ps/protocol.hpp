@@ -81,7 +81,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 13;        // 13: leave; 12: spares (take_over, standing_in) and rollback
+inline constexpr std::uint16_t version = 14;        // 14: welcome names the PS process; 13: leave; 12: spares
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -138,6 +138,11 @@ struct welcome {
     std::uint64_t range_begin = 0, range_end = 0;
     std::uint64_t num_params = 0;
     std::uint32_t mapped = 0;  // 1: the PS reads and writes the offered buffers
+    // When mapped: the PS's process (process_fence.hpp), which the worker
+    // kills before a spare takes that PS's place.
+    std::uint32_t pid = 0;
+    std::uint64_t pid_namespace = 0;
+    std::uint64_t start_ticks = 0;
 };
 
 struct init {

@@ -6,6 +6,7 @@
 #include "library/ps/activity_recorder.hpp"
 #include "library/ps/dense_step.hpp"
 #include "library/ps/membership.hpp"
+#include "library/ps/process_fence.hpp"
 #include "library/ps/protocol.hpp"
 #include "library/ps/request_check.hpp"
 #include "library/ps/served_shard.hpp"
@@ -253,7 +254,16 @@ private:
                             net_.peer_name(i), h.params_address, h.grads_address, why));
         members_.welcomed(i);
         p.greeted = true;
-        links_.reply(i, wire::encode(wire::welcome{range.begin, range.end, num_params_, mapped ? 1u : 0u}));
+        wire::welcome w{range.begin, range.end, num_params_, mapped ? 1u : 0u};
+        if (mapped) {
+            // Whom a worker on this host kills before a spare takes this
+            // PS's place (process_fence.hpp).
+            static const process_identity self = this_process();
+            w.pid = self.pid;
+            w.pid_namespace = self.pid_namespace;
+            w.start_ticks = self.start_ticks;
+        }
+        links_.reply(i, wire::encode(w));
     }
 
     // The shard at the chief's step, through the snapshot hook.  In sync
