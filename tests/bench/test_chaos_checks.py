@@ -1,0 +1,164 @@
+"""bench/chaos's judgement, on jobs made up here: what a requeue must do
+(resume from the newest complete checkpoint, or end naming a disk fault in
+force when it started again), what counts as growing memory, and the
+plans a seed draws (CI's seed 13 must draw what it always drew)."""
+
+from __future__ import annotations
+
+import random
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from chaos_checks import decide, memory_growth  # noqa: E402
+from chaos_faults import KINDS, Fault, draw_plan  # noqa: E402
+
+BASE = {"accuracy": 0.88, "seconds": 50.0, "train_seconds": 48.0}
+DONE = '{"event":"done","global_step":30000,"test_accuracy":0.88}'
+
+
+def job(lines, faults, state="COMPLETED", exit_code="0:0", restarts=()):
+    return {
+        "lines": lines,
+        "end": 100.0,
+        "faults": faults,
+        "state": state,
+        "exit": exit_code,
+        "state_from": "scontrol",
+        "hung": False,
+        "bound": 300.0,
+        "done": {"global_step": 30000, "test_accuracy": 0.88} if state == "COMPLETED" else None,
+        "ckpt_lost": False,
+        "restarts": list(restarts),
+    }
+
+
+def requeue(at=10.0, restarted=15.0, newest=21000):
+    f = Fault("requeue", fired=at, target="job 7 requeued (5 tasks)", restarted=restarted, newest=newest)
+    f.tasks = {("ps", 0), ("ps", 1), ("ps", 2), ("worker", 0), ("worker", 1)}
+    return f
+
+
+def run_lines(resumed_from):
+    return [
+        (5.0, "pstrain[worker 0]: step 21000/30000 loss 0.06"),
+        (5.1, "pstrain[worker 0]: checkpoint at global step 21000 saved: /c/ckpt-0000021000.json (2 shards)"),
+        (10.2, "pstrain[worker 0]: SIGTERM at global step 21601: saving a checkpoint, then stopping every task"),
+        (
+            16.0,
+            f"pstrain[worker 0]: restored 784-100-10 mlp from /c/ckpt-00000{resumed_from}.json "
+            f"(global step {resumed_from}, saved 2026 by 2 ps tasks); sync training to step 30000",
+        ),
+        (17.0, "pstrain[worker 0]: step 22000/30000 loss 0.06"),
+        (60.0, DONE),
+    ]
+
+
+class Requeue(unittest.TestCase):
+    def test_a_job_that_resumed_from_the_newest_checkpoint_was_requeued(self):
+        f = requeue()
+        failures = decide(
+            job(run_lines(21000), [f], restarts=[{"at": 15.0, "count": 1, "newest": 21000}]), [f], BASE, 0.01
+        )
+        self.assertEqual(failures, [])
+        self.assertEqual(f.outcome, "requeued")
+        self.assertEqual(f.note, "resumed from global step 21000, the newest complete checkpoint")
+
+    def test_resuming_an_older_checkpoint_fails(self):
+        f = requeue()
+        failures = decide(
+            job(run_lines(20000), [f], restarts=[{"at": 15.0, "count": 1, "newest": 21000}]), [f], BASE, 0.01
+        )
+        self.assertEqual(len(failures), 1)
+        self.assertIn(
+            "resumed from global step 20000, not from the newest complete checkpoint (global step 21000)", failures[0]
+        )
+
+    def test_a_spares_restore_is_not_the_jobs_resume(self):
+        f = requeue()
+        lines = [x for x in run_lines(21000) if "restored" not in x[1]]
+        lines.insert(
+            3,
+            (
+                16.0,
+                "pstrain[worker 0]: ps 1 restored by a spare from /c/ckpt-0000021000.json "
+                "(global step 21000): about 0 updates of its shard lost",
+            ),
+        )
+        failures = decide(job(lines, [f], restarts=[{"at": 15.0, "count": 1, "newest": 21000}]), [f], BASE, 0.01)
+        self.assertEqual(len(failures), 1)
+        self.assertIn("no line says the job resumed from it", failures[0])
+
+    def test_a_requeued_job_that_ends_fails_unless_a_disk_fault_was_in_force_when_it_started_again(self):
+        lines = run_lines(21000)[:3] + [
+            (
+                16.0,
+                "pstrain[worker 0]: error: checkpoint directory /c is not writable: Read-only file system: "
+                "choose a --checkpoint-dir on a shared filesystem this job can write",
+            ),
+        ]
+        restarts = [{"at": 15.0, "count": 1, "newest": 21000}]
+        f = requeue()
+        failures = decide(job(lines, [f], "FAILED", "1:0", restarts), [f], BASE, 0.01)
+        self.assertEqual(len(failures), 1)
+        self.assertIn("a requeued job must come back and complete", failures[0])
+        f, ro = requeue(), Fault("readonly", fired=9.0, duration=42.0, target="read-only")
+        failures = decide(job(lines, [f, ro], "FAILED", "1:0", restarts), [f, ro], BASE, 0.01)
+        self.assertEqual(failures, [])
+        self.assertEqual(f.outcome, "ended naming it")
+        self.assertTrue(f.note.startswith("started again while checkpoint directory read-only for 42 s"))
+
+
+class Memory(unittest.TestCase):
+    def series(self, values, every=2.0):
+        return [(i * every, kb) for i, kb in enumerate(values)]
+
+    def test_flat_memory_passes_and_is_summarised(self):
+        failures, summary = memory_growth({7: self.series([27000] * 40)}, {7: "ps 0 (n1, pid 7)"})
+        self.assertEqual(failures, [])
+        self.assertEqual(summary, ["ps 0 (n1, pid 7) 26->26 MB over 78 s"])
+
+    def test_memory_that_keeps_growing_fails(self):
+        failures, _ = memory_growth({7: self.series([27000 + 2000 * i for i in range(40)])}, {7: "ps 0"})
+        self.assertEqual(len(failures), 1)
+        self.assertIn("ps 0: its resident memory grew from", failures[0])
+
+    def test_a_start_that_grows_then_stays_passes(self):
+        failures, _ = memory_growth({7: self.series([10000 + 1700 * i for i in range(10)] + [27000] * 30)}, {7: "ps"})
+        self.assertEqual(failures, [])
+
+    def test_a_series_too_short_is_not_judged(self):
+        failures, summary = memory_growth({7: self.series([1000 * (i + 1) for i in range(10)])}, {7: "ps"})
+        self.assertEqual((failures, summary), ([], []))
+
+
+class Plans(unittest.TestCase):
+    def test_ci_seed_13_draws_what_it_always_drew(self):
+        # scripts/run-tests: bench/chaos --seed 13 --faults kill,stop,link,shape,full,readonly
+        rng = random.Random(13)
+        shape = {"ps": 3, "workers": 2, "nodes": 3, "slurmd_timeout": 60}
+        allowed = ("kill", "stop", "link", "shape", "full", "readonly")
+        first = [(e.at, [(f.kind, f.duration) for f in e.faults]) for e in draw_plan(rng, shape, allowed)]
+        second = [(e.at, [(f.kind, f.role, f.index) for f in e.faults]) for e in draw_plan(rng, shape, allowed)]
+        self.assertEqual(first, [(0.289, [("readonly", 50.1)])])
+        self.assertEqual(second[0], (0.25, [("stop", "ps", 2), ("full", None, None)]))
+        self.assertEqual(second[1], (0.584, [("kill", "worker", 1)]))
+
+    def test_a_plan_of_one_whole_job_kind_never_doubles_it(self):
+        rng = random.Random(7)
+        for _ in range(200):
+            for e in draw_plan(rng, {"ps": 3, "workers": 2, "nodes": 3}, ("requeue",)):
+                self.assertEqual([f.kind for f in e.faults], ["requeue"])
+
+    def test_every_kind_is_drawn(self):
+        rng = random.Random(1)
+        seen = {
+            f.kind for _ in range(300) for e in draw_plan(rng, {"ps": 3, "workers": 2, "nodes": 3}) for f in e.faults
+        }
+        self.assertEqual(seen, set(KINDS))
+
+
+if __name__ == "__main__":
+    unittest.main()
