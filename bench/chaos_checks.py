@@ -296,7 +296,9 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
             f.outcome = "ended unnamed"
     # A fault no line names, in a job that another fault ended (and named),
     # after which training went on: it took nothing down (a spare stopped
-    # while it waited, say).  Otherwise nothing said why the job ended.
+    # while it waited, say).  So too a disk fault while nothing tried the
+    # checkpoint directory (no line says its error: training had stalled
+    # on the other fault).  Otherwise nothing said why the job ended.
     for f in fired:
         if f.outcome != "ended unnamed":
             continue
@@ -304,6 +306,9 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
         if other and step_after(lines, f.fired) is not None:
             f.outcome = "went on"
             f.note = "the job went on after it; another fault ended it"
+        elif other and f.kind in DISK_KINDS:
+            f.outcome = "went on"
+            f.note = "nothing wrote to the checkpoint directory while it was in force; another fault ended the job"
         else:
             if f.kind == "requeue":
                 failures.append(

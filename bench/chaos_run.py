@@ -294,7 +294,11 @@ class Run:
         (jobdir / "result.json").write_text(
             json.dumps(
                 {k: v for k, v in job.items() if k not in ("lines", "faults")}
-                | {"faults": [{k: v for k, v in vars(f).items() if k != "tasks"} for f in faults]},
+                | {
+                    "faults": [
+                        {**{k: v for k, v in vars(f).items() if k != "tasks"}, "tasks": sorted(f.tasks)} for f in faults
+                    ]
+                },
                 indent=1,
                 default=str,
             )

@@ -111,6 +111,31 @@ class Requeue(unittest.TestCase):
         self.assertTrue(f.note.startswith("started again while checkpoint directory read-only for 42 s"))
 
 
+class Unnamed(unittest.TestCase):
+    def test_a_disk_fault_nothing_met_in_a_job_another_fault_ended_went_on(self):
+        # Worker 1 stopped for 66 s ends the sync job; the checkpoint
+        # directory went read-only 3 s later, and training, stalled, tried
+        # no checkpoint before the end.
+        stop = Fault("stop", role="worker", index=1, duration=66.0, fired=10.0, target="worker 1 for 66 s")
+        stop.tasks = {("worker", 1)}
+        ro = Fault("readonly", duration=55.0, fired=13.0, target="read-only for 55 s")
+        lines = [
+            (9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15"),
+            (41.0, "pstrain[worker 0]: error: ps 0 (n1) ended the job: it lost worker 1 (n2)"),
+            (42.0, "pstrain[ps 0]: error: lost worker 1 (n2) (silent for 30 s ...): sync training aggregates 2"),
+        ]
+        failures = decide(job(lines, [stop, ro], "FAILED", "1:0"), [stop, ro], BASE, 0.01)
+        self.assertEqual(failures, [])
+        self.assertEqual((stop.outcome, ro.outcome), ("ended naming it", "went on"))
+
+    def test_a_disk_fault_alone_that_ends_a_job_unnamed_fails(self):
+        ro = Fault("readonly", duration=55.0, fired=13.0, target="read-only for 55 s")
+        lines = [(9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15")]
+        failures = decide(job(lines, [ro], "FAILED", "1:0"), [ro], BASE, 0.01)
+        self.assertEqual(len(failures), 1)
+        self.assertIn("no line names the checkpoint directory's error", failures[0])
+
+
 class Memory(unittest.TestCase):
     def series(self, values, every=2.0):
         return [(i * every, kb) for i, kb in enumerate(values)]
