@@ -128,6 +128,25 @@ class Unnamed(unittest.TestCase):
         self.assertEqual(failures, [])
         self.assertEqual((stop.outcome, ro.outcome), ("ended naming it", "went on"))
 
+    def test_faults_before_a_requeue_that_a_disk_fault_then_ended_went_on(self):
+        # Worker 1 stopped and slurmctld restarted; 6 s later the job is
+        # requeued and starts again while its directory is read-only.
+        stop = Fault("stop", role="worker", index=1, duration=58.0, fired=10.0, target="worker 1 for 58 s")
+        stop.tasks = {("worker", 1)}
+        ctld = Fault("slurmctld", fired=10.0, target="slurmctld restarted")
+        ro = Fault("readonly", duration=31.0, fired=16.0, target="read-only for 31 s")
+        rq = requeue(at=16.0, restarted=21.0, newest=500)
+        rq.tasks = {("ps", 0), ("worker", 0), ("worker", 1)}
+        lines = [
+            (9.0, "cnn_fashion_mnist: step 500/3000 loss 0.5"),
+            (22.0, "pstrain[ps 0]: error: checkpoint directory /c is not writable: Read-only file system: choose"),
+        ]
+        restarts = [{"at": 21.0, "count": 1, "newest": 500}]
+        faults = [stop, ctld, ro, rq]
+        failures = decide(job(lines, faults, "FAILED", "1:0", restarts), faults, BASE, 0.01)
+        self.assertEqual(failures, [])
+        self.assertEqual([f.outcome for f in faults], ["went on", "went on", "ended naming it", "ended naming it"])
+
     def test_a_disk_fault_alone_that_ends_a_job_unnamed_fails(self):
         ro = Fault("readonly", duration=55.0, fired=13.0, target="read-only for 55 s")
         lines = [(9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15")]
