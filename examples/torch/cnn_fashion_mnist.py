@@ -365,4 +365,6 @@ if __name__ == "__main__":
     except Exception as e:  # pstrain's errors (pstrain.Error) name the task and the fix: one line
         if type(e).__module__.split(".")[0] != "pstrain":
             raise
-        sys.exit("%s: error: %s" % ("cnn_fashion_mnist", e))
+        # Named as the task's other lines are: which worker says what it lost.
+        role, index = os.environ.get("PSTRAIN_ROLE"), os.environ.get("PSTRAIN_TASK_INDEX")
+        sys.exit("%s%s: error: %s" % ("cnn_fashion_mnist", "[%s %s]" % (role, index) if role and index else "", e))

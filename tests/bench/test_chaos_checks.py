@@ -147,6 +147,34 @@ class Unnamed(unittest.TestCase):
         self.assertEqual(failures, [])
         self.assertEqual([f.outcome for f in faults], ["went on", "went on", "ended naming it", "ended naming it"])
 
+    def test_a_daemon_restart_while_a_cut_off_chief_stalls_training_went_on(self):
+        # The torch job's chief cut off for 27 s (named by the worker that
+        # lost it, with its own name: the example's error lines carry it),
+        # and n1's slurmd restarted 3 s later.
+        link = Fault("link", node="n2", duration=27.0, fired=10.0, target="n2 for 27 s (worker 0)")
+        link.tasks = {("worker", 0)}
+        slurmd = Fault("slurmd", node="n1", fired=13.0, target="slurmd of n1 restarted")
+        lines = [
+            (9.0, "cnn_fashion_mnist[worker 0]: step 1600/3000 loss 0.35"),
+            (40.0, "cnn_fashion_mnist[worker 0]: error: lost ps 0 (n1): silent for 30 s (heartbeats every 5 s)"),
+            (40.2, "cnn_fashion_mnist[worker 1]: error: ps 0 (n1) ended the job: it lost worker 0 (n2, the chief)"),
+        ]
+        failures = decide(job(lines, [link, slurmd], "FAILED", "1:0"), [link, slurmd], BASE, 0.01)
+        self.assertEqual(failures, [])
+        self.assertEqual((link.outcome, slurmd.outcome), ("ended naming it", "went on"))
+
+    def test_a_line_naming_an_untouched_task_fails(self):
+        # As above, but the line of the cut-off chief without its name: it
+        # cannot be told from a task that was not cut off.
+        link = Fault("link", node="n2", duration=27.0, fired=10.0, target="n2 for 27 s (worker 0)")
+        link.tasks = {("worker", 0)}
+        lines = [
+            (9.0, "cnn_fashion_mnist[worker 0]: step 1600/3000 loss 0.35"),
+            (40.0, "cnn_fashion_mnist: error: lost ps 0 (n1): silent for 30 s (heartbeats every 5 s)"),
+        ]
+        failures = decide(job(lines, [link], "FAILED", "1:0"), [link], BASE, 0.01)
+        self.assertIn("the first line naming a lost task names ps 0, which no fault touched", failures[0])
+
     def test_a_disk_fault_alone_that_ends_a_job_unnamed_fails(self):
         ro = Fault("readonly", duration=55.0, fired=13.0, target="read-only for 55 s")
         lines = [(9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15")]
