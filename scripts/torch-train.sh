@@ -4,7 +4,12 @@
 #
 #   sbatch --ps=2 --workers=4 torch-train.sh python3 my_model.py [ARGS...]
 #   sbatch --ps=1 --workers=2 torch-train.sh --checkpoint-dir /shared/ckpt python3 my_model.py
+#   sbatch --ps=1 --workers=2 --gres=gpu:2 torch-train.sh python3 my_model.py
 #
+# With --gres=gpu:N (or --gpus-per-task) the SPANK plugin gives each worker
+# its share of the GPUs on its node in CUDA_VISIBLE_DEVICES and the ps
+# tasks none; the program's pstrain.init() says its device (ctx.device:
+# "cuda:0" or "cpu").
 # The ps tasks run pstrain's own server, `pstrain serve` (no model flags: the
 # chief's hello says the shapes, the optimizer, sync or async and the
 # tables); the worker tasks run the program, whose pstrain.init() joins the

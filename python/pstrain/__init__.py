@@ -276,6 +276,27 @@ _context_connect = Context.connect
 Context.connect = _connect  # type: ignore[method-assign]
 
 
+def _device(self: Context) -> str:
+    """The device this task computes on, for ``model.to(ctx.device)``:
+    ``"cuda:0"`` for a worker that ``CUDA_VISIBLE_DEVICES`` gives a GPU
+    (pstrain's Slurm plugin gives each worker its share of the GPUs Slurm
+    allocated on its node, ``--gres=gpu:N``, the first of them being
+    ``cuda:0`` in the process, and the ps tasks none), else ``"cpu"``.  It
+    reads the environment only: whether CUDA works is the program's
+    framework's to say."""
+    import os
+
+    if self.role != "worker":
+        return "cpu"
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if not first or first.startswith("-") or first == "NoDevFiles":
+        return "cpu"
+    return "cuda:0"
+
+
+Context.device = property(_device)  # type: ignore[attr-defined]
+
+
 def shard_of_key(key: int, num_ps: int) -> int:
     """The PS (of ``num_ps``) that holds the rows of ``key`` (a 64-bit id)."""
     return _core.shard_of_key(key & 0xFFFFFFFFFFFFFFFF, num_ps)

@@ -122,6 +122,9 @@ class Context:
     @property
     def worker_names(self) -> List[str]:
         """How each worker is named in errors."""
+    @property
+    def device(self) -> str:
+        """ "cuda:0" for a worker given a GPU (CUDA_VISIBLE_DEVICES), else "cpu"."""
     def connect(
         self,
         tensors: Sequence[Tuple[str, Any]],

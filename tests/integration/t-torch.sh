@@ -259,9 +259,11 @@ program_without_finish() {  # NODES
   local py
   py=$(torch_python)
   use_package
-  submit_torch job.out --ps=1 --workers=2 "-N$1" -- "$py" "$as_users_write" --steps 40 --worker-steps 20
+  submit_torch job.out --ps=1 --workers=2 "-N$1" -- "$py" "$as_users_write" --steps 40 --worker-steps 20 --print-device
   finish_torch job.out 180
   [ "$job_state" = COMPLETED ] || fail "the job ended $job_state, not COMPLETED"
+  # No GPU asked for: the program is told the cpu.
+  expect_eq "$(grep -c '^device: worker [01] cpu CUDA_VISIBLE_DEVICES=<unset>$' job.out)" 2 "workers told the cpu"
   expect_eq "$(json "$result" global_step)" 40 "the chief's global step"
   grep -qE "pstrain\[ps 0\]: worker 1 \(n[0-9]+\) left \(its program ended\): sync training aggregates 1 gradients per step from global step 20 \(was 2\)" job.out ||
     fail "ps 0 did not say that worker 1 left at global step 20"
@@ -269,6 +271,22 @@ program_without_finish() {  # NODES
   expect_nothing_left
   expect_nodes_idle
 }
+# torch-train.sh with GPUs (the test cluster's, names only): on one node
+# with --gres=gpu:2, the plugin gives each worker one of them (and the ps
+# task none, t-plugin.sh), and ctx.device tells the program cuda:0.
+test_torch_train_sh_with_gpus_gives_each_worker_one_and_tells_the_program() {
+  local py
+  py=$(torch_python)
+  use_package
+  submit_torch job.out --ps=1 --workers=2 -N1 --gres=gpu:2 -- "$py" "$as_users_write" --steps 10 --print-device
+  finish_torch job.out 180
+  [ "$job_state" = COMPLETED ] || fail "the job ended $job_state, not COMPLETED"
+  grep -qx "device: worker 0 cuda:0 CUDA_VISIBLE_DEVICES=0" job.out || fail "worker 0 was not told cuda:0 with GPU 0"
+  grep -qx "device: worker 1 cuda:0 CUDA_VISIBLE_DEVICES=1" job.out || fail "worker 1 was not told cuda:0 with GPU 1"
+  expect_nothing_left
+  expect_nodes_idle
+}
+
 test_a_program_that_ends_without_finish_completes_on_one_node() { program_without_finish 1; }
 test_a_program_that_ends_without_finish_completes_on_three_nodes() { program_without_finish 3; }
 

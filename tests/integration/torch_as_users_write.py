@@ -11,6 +11,9 @@ opt.finish().
                      others' bootstrap ends within --timeout
   --second-bootstrap every worker also asks the library itself for a second
                      bootstrap, which must be refused in one line (printed)
+  --print-device     every worker prints ctx.device and its
+                     CUDA_VISIBLE_DEVICES (the model stays on the CPU: the
+                     test cluster's GPUs are names only)
 """
 
 import argparse
@@ -31,6 +34,7 @@ p.add_argument("--crash-worker", type=int)
 p.add_argument("--absent-worker", type=int)
 p.add_argument("--timeout", type=float, default=60.0)
 p.add_argument("--second-bootstrap", action="store_true")
+p.add_argument("--print-device", action="store_true")
 args = p.parse_args()
 
 me = int(os.environ.get("PSTRAIN_TASK_INDEX", "0"))
@@ -38,6 +42,9 @@ if args.absent_worker == me:
     time.sleep(600)
 
 ctx = pstrain.init(timeout=args.timeout)
+if args.print_device:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+    print(f"device: {ctx.name} {ctx.device} CUDA_VISIBLE_DEVICES={visible}", flush=True)
 if args.second_bootstrap:
     try:
         pstrain._core.connect_task(args.timeout, 5.0, None, None, None, None)

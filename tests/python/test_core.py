@@ -202,6 +202,35 @@ class InitTest(unittest.TestCase):
             pstrain._the_context, pstrain._the_arguments = None, ()
 
 
+    def test_the_device_is_a_workers_first_visible_gpu_else_the_cpu(self):
+        class Task:
+            def __init__(self, role):
+                self.role = role
+
+        device = pstrain.Context.device.fget
+        before = os.environ.get("CUDA_VISIBLE_DEVICES")
+        try:
+            for visible, worker, ps in [
+                ("3", "cuda:0", "cpu"),  # the plugin's binding: one GPU of the node's
+                ("2,3", "cuda:0", "cpu"),
+                ("", "cpu", "cpu"),  # what the plugin gives a ps task
+                ("-1", "cpu", "cpu"),
+                ("NoDevFiles", "cpu", "cpu"),
+                (None, "cpu", "cpu"),
+            ]:
+                if visible is None:
+                    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+                else:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = visible
+                self.assertEqual(device(Task("worker")), worker, f"CUDA_VISIBLE_DEVICES={visible}")
+                self.assertEqual(device(Task("ps")), ps, f"CUDA_VISIBLE_DEVICES={visible}")
+        finally:
+            if before is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
 class PeerErrorsTest(unittest.TestCase):
     def test_a_worker_with_another_model_gets_the_ps_refusal_naming_it(self):
         s = pstrain.Settings(sync=True)

@@ -319,6 +319,11 @@ int run_distributed(const train_options& o, bootstrap::job j)
     auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index),
                             j.me.role == role::worker && (o.sync_replicas || o.max_staleness >= 0));
     int code = 1;
+    // A worker whose loop returned ended the job in order, whatever its
+    // status (a final checkpoint not written: 1; stopped by SIGTERM: 143):
+    // what it queued (the chief's shutdown, to the spares too) is flushed,
+    // not dropped, or a spare would report the chief lost.
+    bool orderly = false;
     try {
         if (j.me.role == role::ps) {
             code = run_ps_task(o, j, *net, meter, dog.get());
@@ -332,6 +337,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
             });
             try {
                 code = run_training_loop(o, who, voting);
+                orderly = true;
             } catch (const error& e) {
                 if (!voting.voted())
                     vote.cast(e.what(), vote_within);  // reports it here, or stops with a line naming who did
@@ -354,7 +360,7 @@ int run_distributed(const train_options& o, bootstrap::job j)
     }
     {
         progress_meter::busy closing(meter, "closing its connections");  // bounded by the transport
-        net->close(code != 0);
+        net->close(code != 0 && !orderly);
     }
     log::debug("progress: {} spins, {} sleeps on the event fd", net->ucx_engine().spins(), net->ucx_engine().sleeps());
     return code;
