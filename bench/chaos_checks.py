@@ -298,8 +298,9 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
     # after which training went on: it took nothing down (a spare stopped
     # while it waited, say).  So too a disk fault while nothing tried the
     # checkpoint directory (no line says its error: training had stalled
-    # on the other fault), a restart of Slurm's daemons (they take no task
-    # down), and a fault before a requeue, which started every task again.
+    # on the other fault), a restart of Slurm's daemons and loss and delay
+    # on the links (they take no task down), and a fault before a requeue,
+    # which started every task again.
     # Otherwise nothing said why the job ended.
     for f in fired:
         if f.outcome != "ended unnamed":
@@ -311,7 +312,7 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
         elif other and f.kind in DISK_KINDS:
             f.outcome = "went on"
             f.note = "nothing wrote to the checkpoint directory while it was in force; another fault ended the job"
-        elif other and f.kind in DAEMON_KINDS:
+        elif other and (f.kind in DAEMON_KINDS or f.kind == "shape"):
             f.outcome = "went on"
             f.note = "training had stalled on another fault, which ended the job"
         elif other and any(g.kind == "requeue" and g.restarted is not None and g.fired >= f.fired for g in fired):

@@ -147,10 +147,10 @@ class Unnamed(unittest.TestCase):
         self.assertEqual(failures, [])
         self.assertEqual([f.outcome for f in faults], ["went on", "went on", "ended naming it", "ended naming it"])
 
-    def test_a_daemon_restart_while_a_cut_off_chief_stalls_training_went_on(self):
+    def test_loss_and_a_daemon_restart_while_a_cut_off_chief_stalls_training_went_on(self):
         # The torch job's chief cut off for 27 s (named by the worker that
         # lost it, with its own name: the example's error lines carry it),
-        # and n1's slurmd restarted 3 s later.
+        # loss and delay on every link 2 s later, and n1's slurmd restarted.
         link = Fault("link", node="n2", duration=27.0, fired=10.0, target="n2 for 27 s (worker 0)")
         link.tasks = {("worker", 0)}
         slurmd = Fault("slurmd", node="n1", fired=13.0, target="slurmd of n1 restarted")
@@ -159,9 +159,11 @@ class Unnamed(unittest.TestCase):
             (40.0, "cnn_fashion_mnist[worker 0]: error: lost ps 0 (n1): silent for 30 s (heartbeats every 5 s)"),
             (40.2, "cnn_fashion_mnist[worker 1]: error: ps 0 (n1) ended the job: it lost worker 0 (n2, the chief)"),
         ]
-        failures = decide(job(lines, [link, slurmd], "FAILED", "1:0"), [link, slurmd], BASE, 0.01)
+        shape = Fault("shape", duration=30.0, fired=12.0, target="5% loss, 2 ms delay, every link, 30 s")
+        faults = [link, shape, slurmd]
+        failures = decide(job(lines, faults, "FAILED", "1:0"), faults, BASE, 0.01)
         self.assertEqual(failures, [])
-        self.assertEqual((link.outcome, slurmd.outcome), ("ended naming it", "went on"))
+        self.assertEqual([f.outcome for f in faults], ["ended naming it", "went on", "went on"])
 
     def test_a_line_naming_an_untouched_task_fails(self):
         # As above, but the line of the cut-off chief without its name: it
