@@ -16,6 +16,9 @@ Outcomes of a fault:
   ended naming it  the job ended without completing, and a line names the
                    task the fault took down, with a reason (a disk fault:
                    a line names the checkpoint directory's error)
+  ended by another the job ended without completing, named by another
+                   fault's line, before anything showed this one's effect
+                   (no line names it, no step came after it)
   ended unnamed    the job ended without completing and no line names it
   hung             the job outlived its bound (and was cancelled)
   wrong            it completed with an accuracy off the fault-free run's,
@@ -35,7 +38,17 @@ from typing import Dict, List, Optional, Set, Tuple
 from chaos_faults import DAEMON_KINDS, DISK_KINDS, Fault, job_processes
 from chaos_jobs import PSTRAIN, STEP_RE
 
-OUTCOMES = ("healed", "went on", "requeued", "ended naming it", "ended unnamed", "hung", "wrong", "checkpoint lost")
+OUTCOMES = (
+    "healed",
+    "went on",
+    "requeued",
+    "ended naming it",
+    "ended by another",
+    "ended unnamed",
+    "hung",
+    "wrong",
+    "checkpoint lost",
+)
 HEAL_RE = re.compile(r"taking the place of lost|training went on at global step|joined again")
 SPARE_RE = re.compile(r"\[ps (\d+)\]: taking the place of lost ps (\d+)")
 LOST_RE = re.compile(r"\blost (ps|worker) (\d+) \(([^)]*)\)")
@@ -318,6 +331,11 @@ def decide(job: dict, faults: List[Fault], baseline: Optional[dict], tolerance: 
         elif other and any(g.kind == "requeue" and g.restarted is not None and g.fired >= f.fired for g in fired):
             f.outcome = "went on"
             f.note = "the job was requeued after it (every task started again); another fault ended the job"
+        elif other:
+            # The job's end is named (the other fault's line); whether this
+            # one would have ended it too cannot be seen.
+            f.outcome = "ended by another"
+            f.note = "another fault ended the job, and its line names what it took down, before this one showed"
         else:
             if f.kind == "requeue":
                 failures.append(

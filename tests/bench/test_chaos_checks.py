@@ -177,6 +177,22 @@ class Unnamed(unittest.TestCase):
         failures = decide(job(lines, [link], "FAILED", "1:0"), [link], BASE, 0.01)
         self.assertIn("the first line naming a lost task names ps 0, which no fault touched", failures[0])
 
+    def test_a_stopped_spare_while_a_cut_off_worker_ends_the_job_is_ended_by_another(self):
+        # Worker 1 cut off for 39 s ends the sync job (named); the spare,
+        # stopped 5 s after the cut, took nothing down that anyone saw.
+        link = Fault("link", node="n2", duration=39.0, fired=10.0, target="n2 for 39 s (worker 1)")
+        link.tasks = {("worker", 1)}
+        stop = Fault("stop", role="ps", index=2, duration=27.0, fired=15.0, target="ps 2 for 27 s")
+        stop.tasks = {("ps", 2)}
+        lines = [
+            (9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15"),
+            (40.0, "pstrain[ps 1]: error: lost worker 1 (n2) (silent for 30 s ...): sync training aggregates 2"),
+            (43.0, "pstrain[ps 2]: error: lost worker 0 (n1, the chief) while this spare waited: Endpoint timeout"),
+        ]
+        failures = decide(job(lines, [link, stop], "FAILED", "1:0"), [link, stop], BASE, 0.01)
+        self.assertEqual(failures, [])
+        self.assertEqual((link.outcome, stop.outcome), ("ended naming it", "ended by another"))
+
     def test_a_disk_fault_alone_that_ends_a_job_unnamed_fails(self):
         ro = Fault("readonly", duration=55.0, fired=13.0, target="read-only for 55 s")
         lines = [(9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15")]
