@@ -201,7 +201,6 @@ class InitTest(unittest.TestCase):
             pstrain._core.connect_task = real
             pstrain._the_context, pstrain._the_arguments = None, ()
 
-
     def test_the_device_is_a_workers_first_visible_gpu_else_the_cpu(self):
         class Task:
             def __init__(self, role):
