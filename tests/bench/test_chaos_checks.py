@@ -35,6 +35,17 @@ def job(lines, faults, state="COMPLETED", exit_code="0:0", restarts=()):
     }
 
 
+def hit(fault, *tasks):
+    """fault, having taken down `tasks` ((role, index) pairs) when it fired."""
+    fault.tasks = set(tasks)
+    return fault
+
+
+def ended(lines, faults, restarts=()):
+    """decide() on a job that ended FAILED 1:0 with `faults`; its failures."""
+    return decide(job(lines, faults, "FAILED", "1:0", restarts), faults, BASE, 0.01)
+
+
 def requeue(at=10.0, restarted=15.0, newest=21000):
     f = Fault("requeue", fired=at, target="job 7 requeued (5 tasks)", restarted=restarted, newest=newest)
     f.tasks = {("ps", 0), ("ps", 1), ("ps", 2), ("worker", 0), ("worker", 1)}
@@ -101,11 +112,11 @@ class Requeue(unittest.TestCase):
         ]
         restarts = [{"at": 15.0, "count": 1, "newest": 21000}]
         f = requeue()
-        failures = decide(job(lines, [f], "FAILED", "1:0", restarts), [f], BASE, 0.01)
+        failures = ended(lines, [f], restarts)
         self.assertEqual(len(failures), 1)
         self.assertIn("a requeued job must come back and complete", failures[0])
         f, ro = requeue(), Fault("readonly", fired=9.0, duration=42.0, target="read-only")
-        failures = decide(job(lines, [f, ro], "FAILED", "1:0", restarts), [f, ro], BASE, 0.01)
+        failures = ended(lines, [f, ro], restarts)
         self.assertEqual(failures, [])
         self.assertEqual(f.outcome, "ended naming it")
         self.assertTrue(f.note.startswith("started again while checkpoint directory read-only for 42 s"))
@@ -116,23 +127,25 @@ class Unnamed(unittest.TestCase):
         # Worker 1 stopped for 66 s ends the sync job; the checkpoint
         # directory went read-only 3 s later, and training, stalled, tried
         # no checkpoint before the end.
-        stop = Fault("stop", role="worker", index=1, duration=66.0, fired=10.0, target="worker 1 for 66 s")
-        stop.tasks = {("worker", 1)}
+        stop = hit(
+            Fault("stop", role="worker", index=1, duration=66.0, fired=10.0, target="worker 1 for 66 s"), ("worker", 1)
+        )
         ro = Fault("readonly", duration=55.0, fired=13.0, target="read-only for 55 s")
         lines = [
             (9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15"),
             (41.0, "pstrain[worker 0]: error: ps 0 (n1) ended the job: it lost worker 1 (n2)"),
             (42.0, "pstrain[ps 0]: error: lost worker 1 (n2) (silent for 30 s ...): sync training aggregates 2"),
         ]
-        failures = decide(job(lines, [stop, ro], "FAILED", "1:0"), [stop, ro], BASE, 0.01)
+        failures = ended(lines, [stop, ro])
         self.assertEqual(failures, [])
         self.assertEqual((stop.outcome, ro.outcome), ("ended naming it", "went on"))
 
     def test_faults_before_a_requeue_that_a_disk_fault_then_ended_went_on(self):
         # Worker 1 stopped and slurmctld restarted; 6 s later the job is
         # requeued and starts again while its directory is read-only.
-        stop = Fault("stop", role="worker", index=1, duration=58.0, fired=10.0, target="worker 1 for 58 s")
-        stop.tasks = {("worker", 1)}
+        stop = hit(
+            Fault("stop", role="worker", index=1, duration=58.0, fired=10.0, target="worker 1 for 58 s"), ("worker", 1)
+        )
         ctld = Fault("slurmctld", fired=10.0, target="slurmctld restarted")
         ro = Fault("readonly", duration=31.0, fired=16.0, target="read-only for 31 s")
         rq = requeue(at=16.0, restarted=21.0, newest=500)
@@ -143,7 +156,7 @@ class Unnamed(unittest.TestCase):
         ]
         restarts = [{"at": 21.0, "count": 1, "newest": 500}]
         faults = [stop, ctld, ro, rq]
-        failures = decide(job(lines, faults, "FAILED", "1:0", restarts), faults, BASE, 0.01)
+        failures = ended(lines, faults, restarts)
         self.assertEqual(failures, [])
         self.assertEqual([f.outcome for f in faults], ["went on", "went on", "ended naming it", "ended naming it"])
 
@@ -151,8 +164,7 @@ class Unnamed(unittest.TestCase):
         # The torch job's chief cut off for 27 s (named by the worker that
         # lost it, with its own name: the example's error lines carry it),
         # loss and delay on every link 2 s later, and n1's slurmd restarted.
-        link = Fault("link", node="n2", duration=27.0, fired=10.0, target="n2 for 27 s (worker 0)")
-        link.tasks = {("worker", 0)}
+        link = hit(Fault("link", node="n2", duration=27.0, fired=10.0, target="n2 for 27 s (worker 0)"), ("worker", 0))
         slurmd = Fault("slurmd", node="n1", fired=13.0, target="slurmd of n1 restarted")
         lines = [
             (9.0, "cnn_fashion_mnist[worker 0]: step 1600/3000 loss 0.35"),
@@ -161,42 +173,39 @@ class Unnamed(unittest.TestCase):
         ]
         shape = Fault("shape", duration=30.0, fired=12.0, target="5% loss, 2 ms delay, every link, 30 s")
         faults = [link, shape, slurmd]
-        failures = decide(job(lines, faults, "FAILED", "1:0"), faults, BASE, 0.01)
+        failures = ended(lines, faults)
         self.assertEqual(failures, [])
         self.assertEqual([f.outcome for f in faults], ["ended naming it", "went on", "went on"])
 
     def test_a_line_naming_an_untouched_task_fails(self):
         # As above, but the line of the cut-off chief without its name: it
         # cannot be told from a task that was not cut off.
-        link = Fault("link", node="n2", duration=27.0, fired=10.0, target="n2 for 27 s (worker 0)")
-        link.tasks = {("worker", 0)}
+        link = hit(Fault("link", node="n2", duration=27.0, fired=10.0, target="n2 for 27 s (worker 0)"), ("worker", 0))
         lines = [
             (9.0, "cnn_fashion_mnist[worker 0]: step 1600/3000 loss 0.35"),
             (40.0, "cnn_fashion_mnist: error: lost ps 0 (n1): silent for 30 s (heartbeats every 5 s)"),
         ]
-        failures = decide(job(lines, [link], "FAILED", "1:0"), [link], BASE, 0.01)
+        failures = ended(lines, [link])
         self.assertIn("the first line naming a lost task names ps 0, which no fault touched", failures[0])
 
     def test_a_stopped_spare_while_a_cut_off_worker_ends_the_job_is_ended_by_another(self):
         # Worker 1 cut off for 39 s ends the sync job (named); the spare,
         # stopped 5 s after the cut, took nothing down that anyone saw.
-        link = Fault("link", node="n2", duration=39.0, fired=10.0, target="n2 for 39 s (worker 1)")
-        link.tasks = {("worker", 1)}
-        stop = Fault("stop", role="ps", index=2, duration=27.0, fired=15.0, target="ps 2 for 27 s")
-        stop.tasks = {("ps", 2)}
+        link = hit(Fault("link", node="n2", duration=39.0, fired=10.0, target="n2 for 39 s (worker 1)"), ("worker", 1))
+        stop = hit(Fault("stop", role="ps", index=2, duration=27.0, fired=15.0, target="ps 2 for 27 s"), ("ps", 2))
         lines = [
             (9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15"),
             (40.0, "pstrain[ps 1]: error: lost worker 1 (n2) (silent for 30 s ...): sync training aggregates 2"),
             (43.0, "pstrain[ps 2]: error: lost worker 0 (n1, the chief) while this spare waited: Endpoint timeout"),
         ]
-        failures = decide(job(lines, [link, stop], "FAILED", "1:0"), [link, stop], BASE, 0.01)
+        failures = ended(lines, [link, stop])
         self.assertEqual(failures, [])
         self.assertEqual((link.outcome, stop.outcome), ("ended naming it", "ended by another"))
 
     def test_a_disk_fault_alone_that_ends_a_job_unnamed_fails(self):
         ro = Fault("readonly", duration=55.0, fired=13.0, target="read-only for 55 s")
         lines = [(9.0, "pstrain[worker 0]: step 7500/30000 loss 0.15")]
-        failures = decide(job(lines, [ro], "FAILED", "1:0"), [ro], BASE, 0.01)
+        failures = ended(lines, [ro])
         self.assertEqual(len(failures), 1)
         self.assertIn("no line names the checkpoint directory's error", failures[0])
 
