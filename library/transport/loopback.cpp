@@ -34,6 +34,8 @@ struct posted_receive {
 struct mailbox {
     std::deque<std::vector<std::uint8_t>> arrived;  // not yet received
     std::deque<posted_receive> waiting;             // receives posted before their message
+    bool holding = false;                           // loopback_network::hold_messages
+    std::deque<std::vector<std::uint8_t>> held;     // sent, still in flight
 };
 
 }  // namespace
@@ -86,9 +88,39 @@ struct loopback_network::state {
         if (bytes) std::memcpy(r.buffer, data, bytes);
         finish(*r.op, true, bytes);
     }
+    // Under the lock: a message reaches its mailbox.
+    static void put(mailbox& box, std::vector<std::uint8_t> message)
+    {
+        if (box.waiting.empty()) {
+            box.arrived.push_back(std::move(message));
+            return;
+        }
+        auto r = std::move(box.waiting.front());
+        box.waiting.pop_front();
+        deliver(message.data(), message.size(), r);
+    }
+    // The node's transport closes: what it holds in flight arrives first
+    // (flushed) or is dropped (force), then its peers see it gone.
+    void close(int node, bool force)
+    {
+        std::lock_guard lock(mu);
+        for (int other = 0; other < num_nodes; ++other)
+            for (auto ch : {channel::control, channel::payload}) {
+                auto& b = box(other, node, ch);
+                if (!force)
+                    for (auto& m : b.held) put(b, std::move(m));
+                b.held.clear();
+                b.holding = false;
+            }
+        kill_locked(node);
+    }
     void kill(int node)
     {
         std::lock_guard lock(mu);
+        kill_locked(node);
+    }
+    void kill_locked(int node)
+    {
         dead[static_cast<std::size_t>(node)] = 1;
         for (int other = 0; other < num_nodes; ++other)
             for (auto ch : {channel::control, channel::payload})
@@ -217,7 +249,9 @@ public:
         } else {
             auto& box = s_->box(to, node_, ch);
             const auto* bytes_in = static_cast<const std::uint8_t*>(data);
-            if (!box.waiting.empty()) {
+            if (box.holding) {
+                box.held.emplace_back(bytes_in, bytes_in + bytes);
+            } else if (!box.waiting.empty()) {
                 auto r = std::move(box.waiting.front());
                 box.waiting.pop_front();
                 net_state::deliver(bytes_in, bytes, r);
@@ -298,7 +332,7 @@ public:
         return std::make_unique<same_process_memory>(k.address, k.bytes);
     }
 
-    void close(bool) override {}
+    void close(bool force) override { s_->close(node_, force); }
 
 private:
     int peer_node(std::size_t peer) const
@@ -333,6 +367,15 @@ transport& loopback_network::ps(int i) { return *ps_.at(static_cast<std::size_t>
 transport& loopback_network::worker(int i) { return *workers_.at(static_cast<std::size_t>(i)); }
 void loopback_network::kill_ps(int i) { s_->kill(i); }
 void loopback_network::kill_worker(int i) { s_->kill(s_->num_ps + i); }
+
+void loopback_network::hold_messages(int worker, int ps)
+{
+    if (ps < 0 || ps >= s_->num_ps || worker < 0 || worker >= s_->num_nodes - s_->num_ps)
+        throw error(fmt::format("no link from worker {} to ps {} in a network of {} ps and {} workers", worker, ps,
+                                s_->num_ps, s_->num_nodes - s_->num_ps));
+    std::lock_guard lock(s_->mu);
+    for (auto ch : {channel::control, channel::payload}) s_->box(ps, s_->num_ps + worker, ch).holding = true;
+}
 
 transport& loopback_network::restart_worker(int i)
 {

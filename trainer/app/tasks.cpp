@@ -18,6 +18,7 @@
 #include <functional>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -318,41 +319,35 @@ int run_distributed(const train_options& o, bootstrap::job j)
     progress_meter meter;
     auto dog = watchdog_for(o, meter, j.peer_name(j.me.role, j.me.index),
                             j.me.role == role::worker && (o.sync_replicas || o.max_staleness >= 0));
-    int code = 1;
-    // A worker whose loop returned ended the job in order, whatever its
-    // status (a final checkpoint not written: 1; stopped by SIGTERM: 143):
-    // what it queued (the chief's shutdown, to the spares too) is flushed,
-    // not dropped, or a spare would report the chief lost.
-    bool orderly = false;
-    try {
-        if (j.me.role == role::ps) {
-            code = run_ps_task(o, j, *net, meter, dog.get());
-        } else {
-            auto who = role_of(o, j);
-            who.meter = &meter;
-            who.dog = dog.get();
-            voting_transport voting(*net, [&] {
-                progress_meter::busy waiting(meter, "waiting for every task to start");
-                vote.cast("", vote_within);
-            });
+    if (j.me.role == role::worker) {
+        auto who = role_of(o, j);
+        who.meter = &meter;
+        who.dog = dog.get();
+        voting_transport voting(*net, [&] {
+            progress_meter::busy waiting(meter, "waiting for every task to start");
+            vote.cast("", vote_within);
+        });
+        const int code = run_worker_task(o, who, voting, *net, [&](const std::exception_ptr& failure) {
+            if (voting.voted()) return;
             try {
-                code = run_training_loop(o, who, voting);
-                orderly = true;
+                std::rethrow_exception(failure);
             } catch (const error& e) {
-                if (!voting.voted())
-                    vote.cast(e.what(), vote_within);  // reports it here, or stops with a line naming who did
-                throw;
+                vote.cast(e.what(), vote_within);  // reports it here, or stops with a line naming who did
             } catch (...) {
                 // Not a configuration error: this task's own line says what,
                 // and the others learn that it could not start.
-                if (!voting.voted()) {
-                    try {
-                        vote.cast("could not start (see its error line)", vote_within);
-                    } catch (...) {}
-                }
-                throw;
+                try {
+                    vote.cast("could not start (see its error line)", vote_within);
+                } catch (...) {}
             }
-        }
+        });
+        log::debug("progress: {} spins, {} sleeps on the event fd", net->ucx_engine().spins(),
+                   net->ucx_engine().sleeps());
+        return code;
+    }
+    int code = 1;
+    try {
+        code = run_ps_task(o, j, *net, meter, dog.get());
     } catch (...) {
         progress_meter::busy closing(meter, "closing its connections");
         net->close(true);  // drops what is still queued for lost peers
@@ -360,9 +355,35 @@ int run_distributed(const train_options& o, bootstrap::job j)
     }
     {
         progress_meter::busy closing(meter, "closing its connections");  // bounded by the transport
-        net->close(code != 0 && !orderly);
+        net->close(code != 0);
     }
     log::debug("progress: {} spins, {} sleeps on the event fd", net->ucx_engine().spins(), net->ucx_engine().sleeps());
+    return code;
+}
+
+int run_worker_task(const train_options& o, const loop_role& who, ps::transport& loop_net, ps::transport& net,
+                    const std::function<void(const std::exception_ptr&)>& on_error)
+{
+    int code = 1;
+    std::exception_ptr failure;
+    try {
+        code = run_training_loop(o, who, loop_net);
+    } catch (...) {
+        failure = std::current_exception();
+        if (on_error) {
+            try {
+                on_error(failure);
+            } catch (...) {
+                failure = std::current_exception();
+            }
+        }
+    }
+    {
+        std::optional<progress_meter::busy> closing;
+        if (who.meter) closing.emplace(*who.meter, "closing its connections");  // bounded by the transport
+        net.close(failure != nullptr);
+    }
+    if (failure) std::rethrow_exception(failure);
     return code;
 }
 

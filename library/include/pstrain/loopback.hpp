@@ -30,6 +30,8 @@ public:
     transport& worker(int i);
 
     // The task dies: its peers see it failed, operations with it fail.
+    // (A task whose transport closes ends so too, once what it held in
+    // flight has arrived or been dropped: hold_messages.)
     void kill_ps(int i);
     void kill_worker(int i);
     // A new process takes killed worker i's place (transport::
@@ -37,6 +39,11 @@ public:
     // what the killed one sent or was sent is gone.  The killed one's
     // transport stays valid, and unused.
     transport& restart_worker(int i);
+    // Worker w's messages to PS p (a spare too) stay in flight from now
+    // on, as on a congested or lossy link: its sends complete, nothing
+    // arrives.  Closing w's transport lets them arrive (close(false), as
+    // UCX flushes what it queued) or drops them (close(true)).
+    void hold_messages(int worker, int ps);
 
     struct state;
 

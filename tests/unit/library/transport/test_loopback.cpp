@@ -245,3 +245,51 @@ BOOST_AUTO_TEST_CASE(mapping_the_networks_rkey_gives_the_same_address)
     BOOST_TEST((net.ps(0).map(0, longer) == nullptr));
     BOOST_TEST((net.ps(0).map(0, {}) == nullptr));
 }
+
+// A link that holds a worker's messages in flight (a congested or lossy
+// one): its sends complete, nothing arrives; closing the worker's transport
+// lets them arrive, in order, before the peer sees it gone; closing it with
+// force drops them, as UCX flushes or discards what it queued.
+BOOST_AUTO_TEST_CASE(held_messages_arrive_when_the_sender_closes_and_are_dropped_when_it_closes_with_force)
+{
+    for (const bool force : {false, true}) {
+        BOOST_TEST_CONTEXT("close(" << force << ")")
+        {
+            loopback_network net(2, 1);
+            auto &w = net.worker(0), &ps = net.ps(1);
+            std::uint32_t got = 0;
+            auto early = ps.recv(0, channel::control, &got, sizeof got);  // posted before the messages
+            net.hold_messages(0, 1);
+            std::vector<transfer> sends;
+            for (std::uint32_t i : {7u, 8u}) sends.push_back(w.send(1, channel::control, &i, sizeof i));
+            const std::uint32_t to_ps0 = 5;
+            w.send(0, channel::control, &to_ps0, sizeof to_ps0);  // another link: not held
+            for (auto& s : sends) BOOST_TEST((s.complete() && s.ok()));
+            BOOST_TEST(!settled(ps, early, 50ms));
+            std::uint32_t at_ps0 = 0;
+            BOOST_TEST(net.ps(0).recv(0, channel::control, &at_ps0, sizeof at_ps0).complete());
+            BOOST_TEST(at_ps0 == 5u);
+            BOOST_TEST(!ps.failed(0));
+
+            w.close(force);
+            BOOST_TEST_REQUIRE(settled(ps, early));
+            BOOST_TEST(ps.failed(0));
+            if (force) {
+                BOOST_TEST(!early.ok());
+            } else {
+                BOOST_TEST_REQUIRE(early.ok());
+                BOOST_TEST(got == 7u);
+                std::uint32_t second = 0;
+                auto late = ps.recv(0, channel::control, &second, sizeof second);
+                BOOST_TEST_REQUIRE((late.complete() && late.ok()));
+                BOOST_TEST(second == 8u);
+            }
+            std::uint32_t more = 0;
+            auto after = ps.recv(0, channel::control, &more, sizeof more);
+            BOOST_TEST((after.complete() && !after.ok()));
+        }
+    }
+    loopback_network net(1, 1);
+    BOOST_CHECK_THROW(net.hold_messages(1, 0), pstrain::error);
+    BOOST_CHECK_THROW(net.hold_messages(0, 1), pstrain::error);
+}
