@@ -1,5 +1,5 @@
 """bench/chaos: pstrain jobs under random faults on a --netns cluster, and
-invariants checked after every job (issue 50, items 1 and 2: a first version).
+invariants checked after every job (issue 50).
 
   bench/chaos [--minutes M] [--seed S] [--dir DIR] [--kinds sync,async,torch]
               [--baselines FILE] [--cluster-dir DIR] ...
@@ -12,8 +12,8 @@ Each job checkpoints into DIR/NN-KIND/ckpt, a tmpfs of its own (512 MB,
 mounted under the cluster's CLUSTER_DIR/shared, which every node sees, and
 unmounted after the job: the full and readonly faults act on it), and the
 newest complete checkpoint of a pstrain job is resumed by a standalone
-process for 20 steps (DIR/NN-KIND/resume.txt).  One line per fault, a table by fault kind, exit status 0 when no invariant
-failed, 1 otherwise.  Every job's output (and a copy with the seconds since
+process for 20 steps (DIR/NN-KIND/resume.txt).  One line per fault, a
+table by fault kind, exit status 0 when no invariant failed, 1 otherwise.  Every job's output (and a copy with the seconds since
 submission in front of each line) is kept under DIR/NN-KIND/.
 
 Needs a built tree and a cluster started with
