@@ -195,13 +195,20 @@ def auc(scores, labels):
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
+def on(device, numeric, bags, y):
+    """A batch on the worker's device (its GPU, when torch-train.sh gave it one)."""
+    if device is None or device.type == "cpu":
+        return numeric, bags, y
+    return numeric.to(device), [(i.to(device), o.to(device)) for i, o in bags], y.to(device)
+
+
 @torch.no_grad()
-def evaluate(model, test):
+def evaluate(model, test, device=None):
     model.eval()
     scores = []
     for i in range(0, len(test), 2048):
-        numeric, bags, _ = test.batch(torch.arange(i, min(i + 2048, len(test))))
-        scores.append(torch.sigmoid(model(numeric, bags)))
+        numeric, bags, _ = on(device, *test.batch(torch.arange(i, min(i + 2048, len(test)))))
+        scores.append(torch.sigmoid(model(numeric, bags)).cpu())
     model.train()
     p = torch.cat(scores).clamp(1e-7, 1 - 1e-7)
     y = test.labels
@@ -286,7 +293,11 @@ def train_distributed(args):
         EmbeddingBag(args.dim, mode="sum", optimizer="adagrad", lr=args.table_lr, init_range=0.05, seed=args.seed + f)
         for f in range(CATEGORICAL)
     ]
-    model = DLRM(tables, args.dim, args.interaction)
+    # The worker's GPU when torch-train.sh gave it one (--gres=gpu:N): the
+    # dense layers train there, the tables' rows of each batch are copied
+    # there, and the optimizer stages the parameters.
+    device = torch.device(ctx.device)
+    model = DLRM(tables, args.dim, args.interaction).to(device)
     opt = DistributedOptimizer(
         model.named_parameters(), optimizer="adam", lr=args.lr, sync=args.sync, context=ctx, embeddings=tables
     )
@@ -294,7 +305,7 @@ def train_distributed(args):
     # The chief stops at --steps and ends training; the others go on until
     # it has (a worker that left early would be a lost one to the ps).
     while not opt.done and (opt.global_step < args.steps or not ctx.is_chief):
-        numeric, bags, y = train.batch(next(it))
+        numeric, bags, y = on(device, *train.batch(next(it)))
         opt.zero_grad()
         try:
             loss = F.binary_cross_entropy_with_logits(model(numeric, bags), y)
@@ -315,7 +326,7 @@ def train_distributed(args):
         print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine), flush=True)
         return None
     step = opt.global_step
-    test_auc, logloss = evaluate(model, test)  # reads the rows from the ps tasks: before they end
+    test_auc, logloss = evaluate(model, test, device)  # reads the rows from the ps tasks: before they end
     opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
     samples = step * args.batch_size * (ctx.num_workers if args.sync else 1)
     return result_line(

@@ -14,6 +14,7 @@ from local_cluster import LocalCluster
 import pstrain
 import pstrain.torch
 from pstrain.torch import DistributedOptimizer, ElasticSampler, Embedding, EmbeddingBag
+from pstrain.torch.staging import StagedParameters, bucket_plan
 
 torch.set_num_threads(1)
 
@@ -172,6 +173,137 @@ class DenseTest(unittest.TestCase):
             opt.finish()
 
 
+class StagedTest(unittest.TestCase):
+    """A model that keeps its own storage (staged=True on the CPU: the
+    schedule a model on a GPU runs, with plain copies standing in for the
+    copy streams)."""
+
+    steps = DenseTest.steps
+    reference = DenseTest.reference
+    distributed = DenseTest.distributed
+    assert_same = DenseTest.assert_same
+
+    def test_the_buckets_go_last_tensor_first_up_to_their_caps(self):
+        self.assertEqual(bucket_plan([4, 4, 4, 4], first_cap=8, cap=12), [[3, 2], [1, 0]])
+        self.assertEqual(bucket_plan([4, 100, 4, 4, 4], first_cap=8, cap=8), [[4, 3], [2], [1], [0]])
+        self.assertEqual(bucket_plan([40], first_cap=8, cap=8), [[0]])
+        self.assertEqual(bucket_plan([1, 2, 3]), [[2, 1, 0]])
+
+    def test_staged_sync_and_async_workers_end_where_views_end_bit_for_bit(self):
+        x, y = batch(n=64)
+        for sync, optimizer in ((True, dict(optimizer="adam", lr=0.01)), (False, dict(optimizer="sgd", lr=0.2))):
+            with self.subTest(sync=sync):
+                views = self.distributed(small_model(), sync, x, y, num_workers=1, **optimizer)
+                staged = self.distributed(small_model(), sync, x, y, num_workers=1, staged=True, **optimizer)
+                self.assert_same(staged[0], views[0], 0)
+        x, y = batch()
+        expected = self.reference(small_model(), lambda p: torch.optim.Adam(p, lr=0.01), x, y)
+        got = self.distributed(small_model(), True, x, y, staged=True, optimizer="adam", lr=0.01)
+        self.assert_same(got[0], expected, 1e-5)
+        self.assert_same(got[1], expected, 1e-5)
+
+    def test_backward_copies_each_bucket_once_it_is_complete_last_layer_first(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*(torch.nn.Linear(16, 16) for _ in range(4)))
+        with LocalCluster() as cl:
+            ctx = cl.context(0)
+            params = StagedParameters(model.named_parameters(), first_bucket_bytes=1100, bucket_bytes=2200)
+            # 8 tensors (weights 1024 bytes, biases 64), the last first: 3.bias
+            # and 3.weight (1088 bytes), then layers 2 and 1 (2176), then 0.
+            self.assertEqual(params.buckets, [[7, 6], [5, 4, 3, 2], [1, 0]])
+            client = ctx.connect(tensors=params.tensors(), settings=pstrain.Settings(sync=False))
+            params.copy_in(client)
+            client.wait(client.init())
+            params.attach(client)
+            # While backward computes the first layer's gradient, the last
+            # layers' buckets are in the buffer already.
+            seen = []
+            model[0].weight.register_hook(lambda g: seen.append(list(params.copied_order)))
+            torch.nn.functional.mse_loss(model(torch.randn(4, 16)), torch.zeros(4, 16)).backward()
+            self.assertEqual(seen, [[0, 1]])
+            self.assertEqual(params.copied_order, [0, 1, 2])
+            for n, p in model.named_parameters():
+                np.testing.assert_array_equal(client.grad(n), p.grad.numpy(), err_msg=n)
+            params.release()
+            client.shutdown()
+
+    def test_clipping_between_backward_and_step_is_what_the_push_sends(self):
+        x, y = batch()
+        reference = small_model()
+        sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
+        model = small_model()
+        with LocalCluster() as cl:
+            opt = DistributedOptimizer(
+                model.named_parameters(), optimizer="sgd", lr=0.5, sync=False, context=cl.context(0), staged=True
+            )
+            for _ in range(3):
+                for m, o in ((model, opt), (reference, sgd)):
+                    o.zero_grad()
+                    torch.nn.functional.cross_entropy(m(x), y).backward()
+                    torch.nn.utils.clip_grad_norm_(m.parameters(), 0.05)  # in place, after the hooks copied
+                    o.step()
+            opt.finish()
+        self.assert_same(model, reference, 1e-7)
+
+    def test_set_to_none_and_a_parameter_backward_never_reached_step_right(self):
+        model = small_model()
+        spare = torch.nn.Linear(2, 2)  # in the optimizer, never in a forward
+        named = [*model.named_parameters(), *(("spare." + n, p) for n, p in spare.named_parameters())]
+        before = [p.detach().clone() for p in spare.parameters()]
+        with LocalCluster() as cl:
+            opt = DistributedOptimizer(named, optimizer="sgd", lr=0.1, sync=False, context=cl.context(0), staged=True)
+            x, y = batch()
+            for _ in range(2):
+                opt.zero_grad(set_to_none=True)
+                self.assertIsNone(model[2].bias.grad)
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                expected = (model[2].bias.detach() - 0.1 * model[2].bias.grad).clone()
+                opt.step()
+                np.testing.assert_allclose(model[2].bias.detach().numpy(), expected.numpy(), atol=1e-7)
+            opt.finish()
+        for p, b in zip(spare.parameters(), before):
+            np.testing.assert_array_equal(p.detach().numpy(), b.numpy())
+
+    def test_a_compiled_model_steps_as_the_eager_one_staged_or_not(self):
+        x, y = batch()
+        eager = self.distributed(small_model(), True, x, y, num_workers=1, optimizer="sgd", lr=0.1)[0]
+        for staged in (False, True):
+            with self.subTest(staged=staged):
+                model = small_model()
+                compiled = torch.compile(model, backend="aot_eager")  # AOTAutograd's graphs, no code generation
+                with LocalCluster() as cl:
+                    opt = DistributedOptimizer(
+                        model.named_parameters(),
+                        optimizer="sgd",
+                        lr=0.1,
+                        sync=True,
+                        context=cl.context(0),
+                        staged=staged,
+                    )
+                    for _ in range(self.steps):
+                        opt.zero_grad()
+                        torch.nn.functional.cross_entropy(compiled(x), y).backward()
+                        opt.step()
+                    opt.finish()
+                self.assert_same(model, eager, 0)
+
+    def test_a_parameter_on_a_device_it_cannot_stage_is_refused(self):
+        model = torch.nn.Linear(2, 2, device="meta")
+        with self.assertRaisesRegex(
+            pstrain.Error, r"^parameter 'weight' is on meta: pstrain stages cpu and cuda parameters; move the model$"
+        ):
+            DistributedOptimizer(model.named_parameters(), context=object())
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
+    def test_a_model_on_the_gpu_trains_as_on_the_cpu(self):
+        x, y = batch(n=64)
+        cpu = self.distributed(small_model(), True, x, y, optimizer="adam", lr=0.01)
+        gpu = self.distributed(small_model().cuda(), True, x.cuda(), y.cuda(), optimizer="adam", lr=0.01)
+        for (n, p), q in zip(gpu[0].named_parameters(), cpu[0].parameters()):
+            self.assertEqual(p.device.type, "cuda", n)
+            np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().numpy(), atol=1e-5, rtol=0, err_msg=n)
+
+
 class LeaveTest(unittest.TestCase):
     def test_a_worker_that_ends_leaves_and_sync_training_goes_on_with_the_chief(self):
         # Not elastic: a lost worker would end the job; one that left does not.
@@ -312,7 +444,9 @@ class BadInputTest(unittest.TestCase):
         with LocalCluster() as cl:
             opt = DistributedOptimizer(small_model().named_parameters(), context=cl.context(0), embeddings=[])
             with self.assertRaisesRegex(
-                pstrain.Error, r"^zero_grad\(set_to_none=True\) is refused: .*call zero_grad\(\)$"
+                pstrain.Error,
+                r"^zero_grad\(set_to_none=True\) is refused: .*call zero_grad\(\), or pass staged=True to the "
+                r"DistributedOptimizer$",
             ):
                 opt.zero_grad(set_to_none=True)
             opt.finish()
@@ -361,24 +495,26 @@ class EmbeddingTest(unittest.TestCase):
         opt.client.wait(opt.client.pull_rows(0, keys, out))
         return out
 
-    def check_against_torch(self, mode, ids, offsets=None, weights=None):
+    def check_against_torch(self, mode, ids, offsets=None, weights=None, device="cpu"):
         table = EmbeddingBag(4, mode=mode, optimizer="adagrad", lr=0.5, init_range=0.5)
         head = torch.nn.Linear(4, 1)
+        ids, offsets, weights = (None if t is None else t.to(device) for t in (ids, offsets, weights))
         with LocalCluster(num_ps=2) as cl:
             opt = self.connect(cl, [table], head)
             out = table(ids, offsets, weights)  # the first pull makes the rows
+            self.assertEqual(out.device.type, device)
             unique = sorted(set(ids.reshape(-1).tolist()))
             before = self.rows_of(opt, table, unique)
-            ref = torch.nn.EmbeddingBag(len(unique), 4, mode=mode)
+            ref = torch.nn.EmbeddingBag(len(unique), 4, mode=mode, device=device)
             with torch.no_grad():
                 ref.weight.copy_(torch.from_numpy(before))
-            index = torch.tensor([unique.index(i) for i in ids.reshape(-1).tolist()]).reshape(ids.shape)
-            expected = ref(index, offsets, weights)
+            index = torch.tensor([unique.index(i) for i in ids.reshape(-1).tolist()], device=device)
+            expected = ref(index.reshape(ids.shape), offsets, weights)
             torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
             out.pow(2).sum().backward()
             expected.pow(2).sum().backward()
             opt.step()
-            g = ref.weight.grad.numpy()
+            g = ref.weight.grad.cpu().numpy()
             after = self.rows_of(opt, table, unique)
             # Adagrad on the PS: a = 0.1 + g^2; w -= lr g / sqrt(a)
             np.testing.assert_allclose(after, before - 0.5 * g / np.sqrt(0.1 + g * g), atol=1e-6)
@@ -394,6 +530,11 @@ class EmbeddingTest(unittest.TestCase):
         self.check_against_torch(
             "sum", torch.tensor([4, 4, 6]), offsets=torch.tensor([0, 1]), weights=torch.tensor([0.5, 2.0, -1.0])
         )
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
+    def test_ids_on_the_gpu_give_the_rows_there_and_their_gradients_back(self):
+        self.check_against_torch("sum", torch.tensor([[3, 9, 3], [2**40, -7, 9]]), device="cuda")
+        self.check_against_torch("mean", torch.tensor([1, 2, 3, 2, 5]), offsets=torch.tensor([0, 2]), device="cuda")
 
     def test_a_batch_with_repeated_ids_pulls_and_pushes_each_key_once(self):
         table = EmbeddingBag(4, mode="sum")

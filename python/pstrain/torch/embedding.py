@@ -5,7 +5,9 @@ A table is a ``torch.nn.Module`` that holds its settings
 given it (``embeddings=[...]``), the client and its index among that
 optimizer's tables.  Each forward pulls the batch's unique ids once;
 ``step()`` collects each table's push (:meth:`_Table._push`) before the
-dense one.  Used from the training thread only.
+dense one.  Ids on a GPU get their rows (and the output) there; the rows'
+gradients come back to the host through autograd.  Used from the training
+thread only.
 """
 
 from __future__ import annotations
@@ -51,14 +53,20 @@ class _Table(torch.nn.Module):
         flat = ids.detach().reshape(-1).cpu()
         unique, place = torch.unique(flat, return_inverse=True)
         unique = unique.contiguous()
-        rows = torch.empty((unique.numel(), self.dim), dtype=torch.float32)
+        # Ids on a GPU: the rows come to the host (pinned, so their copy to
+        # the device is DMA), and autograd takes their gradients back.
+        device = ids.device
+        rows = torch.empty((unique.numel(), self.dim), dtype=torch.float32, pin_memory=device.type == "cuda")
         learning = self.training and torch.is_grad_enabled()
         read = self._client.pull_rows if learning else self._client.lookup_rows
         self._client.wait(read(self._index, _keys(unique), rows.numpy()))
         if learning:
             rows.requires_grad_(True)
             self._pending.append((unique, rows))
-        return rows, place.reshape(ids.shape)
+        place = place.reshape(ids.shape)
+        if device.type == "cpu":
+            return rows, place
+        return rows.to(device, non_blocking=True), place.to(device, non_blocking=True)
 
     def _push(self) -> Optional[int]:
         """Starts the push of the rows' summed gradients; returns its ticket (None: nothing to push)."""

@@ -4,7 +4,8 @@
 chief initialises or restores the PS tasks, every other worker pulls),
 and runs each step: the tables' row pushes, then the dense push, then the
 wait for the new values.  Its collaborators: :class:`.views.ParameterViews`
-(the parameters as views of the exchange buffers),
+(the parameters as views of the exchange buffers) or
+:class:`.staging.StagedParameters` (a GPU model's, staged through them),
 :class:`.preemption.Checkpoints` (checkpoints and SIGTERM), the tables of
 :mod:`.embedding`.  An optimizer is used from one thread (the training
 loop's); the at-exit finish runs on the interpreter's exit.
@@ -26,6 +27,7 @@ from pstrain import Error
 
 from .embedding import _Table
 from .preemption import Checkpoints, Preempted
+from .staging import StagedParameters
 from .views import ParameterViews
 
 # Optimizers that finish() at the interpreter's exit, unless finished before.
@@ -65,13 +67,21 @@ class DistributedOptimizer:
     the order every worker gives (None or empty: none; a table not given to
     an optimizer has no client, and its forward says so);
     ``wire_precision``: ``"fp32"`` (None: the default) or ``"bf16"``, what
-    gradients and values travel as (see :meth:`pstrain.Context.connect`).
+    gradients and values travel as (see :meth:`pstrain.Context.connect`);
+    ``staged``: whether the parameters keep their own storage (None: when
+    the model is on a GPU).
 
     On construction the client connects; the chief copies its parameters
     in and initialises the PS tasks, every other worker starts from the PS
-    values.  From then on each parameter's ``.data`` and ``.grad`` are views
-    of the exchange buffers.  Every worker must give the same parameters
-    (names, shapes, order).
+    values.  A CPU model's parameters then become views of the exchange
+    buffers (``.data`` and ``.grad``), so a step copies nothing. A model on
+    a GPU (or any with ``staged=True``) keeps its storage: backward copies
+    its gradients to the (pinned) exchange buffer bucket by bucket as it
+    produces them, and ``step()`` copies the new values back, which the
+    next forward waits for on the GPU (:mod:`.staging`); gradient clipping
+    between backward and ``step()`` and ``zero_grad(set_to_none=True)``
+    work there. Every worker must give the same parameters (names, shapes,
+    order).
 
     Checkpoints (``checkpoint_dir``, default ``$PSTRAIN_CHECKPOINT_DIR``,
     which torch-train.sh sets; the ps tasks' ``pstrain serve
@@ -106,9 +116,13 @@ class DistributedOptimizer:
         keep_checkpoints: int = 5,
         preemption_state: Any = None,
         wire_precision: Optional[str] = None,
+        staged: Optional[bool] = None,
         **optimizer_kwargs: Any,
     ) -> None:
-        self._views = ParameterViews(named_parameters)
+        named = list(named_parameters)
+        if staged is None:
+            staged = any(isinstance(p, torch.Tensor) and p.device.type != "cpu" for _, p in named)
+        self._params = StagedParameters(named) if staged else ParameterViews(named)
         self.embeddings = list(embeddings) if embeddings is not None else []
         for t in self.embeddings:
             if not isinstance(t, _Table):
@@ -133,7 +147,7 @@ class DistributedOptimizer:
         self.position = 0  # this worker's place in its data, kept with snapshots
         # wire_precision None: the connect()'s default ("fp32"; the tests' LocalCluster: its own).
         extra = {} if wire_precision is None else {"wire_precision": wire_precision}
-        self.client = self.context.connect(tensors=self._views.tensors(), settings=self.settings, **extra)
+        self.client = self.context.connect(tensors=self._params.tensors(), settings=self.settings, **extra)
         for i, t in enumerate(self.embeddings):
             t._attach(self.client, i)
         self._start()
@@ -158,20 +172,20 @@ class DistributedOptimizer:
     def _start(self) -> None:
         """The chief initialises the PS tasks with its values (or restores
         the newest checkpoint); every worker then takes the PS values, and
-        its parameters become views."""
+        its parameters become views (or take the values, staged)."""
         c = self.client
         if self.context.is_chief:
-            step = self._checkpoints.latest(self._views.tensors())
+            step = self._checkpoints.latest(self._params.tensors())
             if step is not None:
                 c.wait(c.restore(step))
                 self.restored_step = step
             else:
-                self._views.copy_in(c)
+                self._params.copy_in(c)
                 c.wait(c.init())
         else:
             c.wait(c.pull())
             self.restored_step = c.restored_step
-        self._views.attach(c)
+        self._params.attach(c)
 
     def save(self, state: Optional[Dict[str, Any]] = None) -> Optional[int]:
         """The chief: a checkpoint of the PS tasks' shards and tables at the
@@ -184,7 +198,7 @@ class DistributedOptimizer:
             return None
         return self._checkpoints.save(
             self.client,
-            self._views.tensors(),
+            self._params.tensors(),
             sync=self._sync,
             tables=bool(self.embeddings),
             state=state,
@@ -214,13 +228,9 @@ class DistributedOptimizer:
         raise Preempted()
 
     def zero_grad(self, set_to_none: bool = False) -> None:
-        """Zeroes every gradient in the exchange buffer, in place."""
-        if set_to_none:
-            raise Error(
-                "zero_grad(set_to_none=True) is refused: the gradients live in pstrain's exchange buffer; "
-                "call zero_grad()"
-            )
-        self.client.grads.fill(0.0)
+        """Zeroes every gradient (in the exchange buffer, in place; staged:
+        the parameters' own, or sets them to None)."""
+        self._params.zero_grad(self.client, set_to_none)
 
     def step(self, closure: Any = None) -> Optional[torch.Tensor]:
         """Sends the gradients (each table's rows first, then the dense
@@ -236,11 +246,12 @@ class DistributedOptimizer:
             raise Preempted()  # the chief stopped the job for preemption
         if self.client.done:
             return loss  # the chief ended training: nothing more is sent
-        self._views.adopt_moved(self.client)
+        self._params.before_push(self.client)
         tickets = [t for t in (e._push() for e in self.embeddings) if t is not None]
         tickets.append(self.client.push(position=self.position))
         for t in tickets:
             self.client.wait(t)
+        self._params.arrived(self.client)
         self.position += 1
         if self.client.stopped:
             raise Preempted()
@@ -279,6 +290,7 @@ class DistributedOptimizer:
         if self._finished:
             return
         self._finished = True
+        self._params.release()
         if self.context.is_chief:
             self.client.shutdown()
         elif not self.client.done:

@@ -25,12 +25,13 @@ def _check_parameter(name: str, p: torch.Tensor) -> None:
         raise Error(f"parameter '{name}' is {p.dtype}: pstrain trains float32 parameters; call model.float() first")
     if not p.is_contiguous():
         raise Error(
-            f"parameter '{name}' is not contiguous: make it so (p.data = p.data.contiguous()) before the optimizer"
+            f"parameter '{name}' is not contiguous: make it so (p.data = p.data.contiguous()) before the optimizer, "
+            "or pass staged=True"
         )
     if p.device.type != "cpu":
         raise Error(
-            f"parameter '{name}' is on {p.device}: pstrain's exchange buffers are in host memory; "
-            "keep the model on the cpu"
+            f"parameter '{name}' is on {p.device}: with staged=False the parameters are views of pstrain's host "
+            "buffers; leave staged unset (a model on a GPU is staged)"
         )
 
 
@@ -64,6 +65,25 @@ class ParameterViews:
             p.grad = torch.from_numpy(client.grad(n)).view(p.shape)
             p.grad.zero_()
             self._places.append((p, n, p.data.data_ptr(), p.grad.data_ptr()))
+
+    def before_push(self, client: pstrain.Client) -> None:
+        """Before the push: see adopt_moved."""
+        self.adopt_moved(client)
+
+    def arrived(self, client: pstrain.Client) -> None:
+        """After the push's reply: the values are in place already."""
+
+    def zero_grad(self, client: pstrain.Client, set_to_none: bool) -> None:
+        """Zeroes every gradient in the exchange buffer, in place."""
+        if set_to_none:
+            raise Error(
+                "zero_grad(set_to_none=True) is refused: the gradients live in pstrain's exchange buffer; "
+                "call zero_grad(), or pass staged=True to the DistributedOptimizer"
+            )
+        client.grads.fill(0.0)
+
+    def release(self) -> None:
+        """Nothing to give back."""
 
     def adopt_moved(self, client: pstrain.Client) -> None:
         """A parameter whose .grad or .data was replaced (model.zero_grad()
