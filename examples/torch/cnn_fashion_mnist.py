@@ -1,6 +1,7 @@
 """A small CNN on Fashion-MNIST, trained on pstrain's parameter servers.
 
     sbatch --ps=1 --workers=2 torch-train.sh python3 cnn_fashion_mnist.py --sync
+    sbatch --ps=1 --workers=2 --gres=gpu:2 torch-train.sh python3 cnn_fashion_mnist.py --sync   # a GPU per worker
     python3 cnn_fashion_mnist.py --single-process      # the same model with torch.optim, for comparison
 
 The model is conv(5x5, 8)-relu-maxpool, conv(5x5, 16)-relu-maxpool, then one
@@ -11,7 +12,9 @@ into the same tensors.  The chief (worker 0) initialises the parameters from
 --seed, evaluates on the test set when --steps updates have been applied,
 prints one JSON line as its last line and shuts the servers down, which ends
 the job.  Each worker reads every --num-workers-th training image (its shard)
-and shuffles it per epoch from --seed.
+and shuffles it per epoch from --seed.  A worker that torch-train.sh gave a
+GPU (pstrain.init()'s ctx.device) trains there: the optimizer stages the
+parameters through the ps exchange's pinned host buffers.
 
 --single-process trains the same model from the same seed for the same
 number of updates in this one process, with torch.optim, drawing its
@@ -261,6 +264,12 @@ def train_distributed(args, model, train, test):
 
     ctx = pstrain.init()
     name = "cnn_fashion_mnist[worker %d]" % ctx.task_index
+    # The worker's GPU when torch-train.sh gave it one (--gres=gpu:N): the
+    # model and the data go there, and the optimizer stages the parameters.
+    device = torch.device(ctx.device)
+    model.to(device)
+    train = tuple(t.to(device) for t in train)
+    test = tuple(t.to(device) for t in test)
     # The chief's parameters (from --seed) are the ones on the ps tasks; every
     # worker starts from them.
     opt = DistributedOptimizer(

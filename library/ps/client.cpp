@@ -99,10 +99,10 @@ public:
         const auto dim = check_rows(cfg_, "async_push_rows", table, keys, grads.size(), "gradient");
         return issue_sparse(dim, wire::kind::sparse_push, table, keys, nullptr, grads);
     }
-    ticket push(shard_range r, std::uint64_t position)
+    ticket push(shard_range r, std::uint64_t position, bool skip)
     {
         last_position_ = position;
-        return issue(wire::kind::push, r, 0, position);
+        return issue(wire::kind::push, r, 0, position, skip);
     }
 
     void wait(ticket t)
@@ -407,17 +407,17 @@ private:
     }
 
     // Sends `kind` to every PS whose shard meets `range`; returns its ticket.
-    ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position)
+    ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position, bool skip = false)
     {
         client_clock::scope timed(profile_, client_phase::issuing);
         check_range(range, cfg_.num_params);
         ready_to_issue();
-        return send(kind, range, step, position);
+        return send(kind, range, step, position, nullptr, skip);
     }
 
     // `kind` to every PS (of `*only`, when given: maybe none) whose shard meets `range`.
     ticket send(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position,
-                const std::vector<std::size_t>* only = nullptr)
+                const std::vector<std::size_t>* only = nullptr, bool skip = false)
     {
         const ticket id = book_.open();
         auto& t = book_.at(id);
@@ -433,7 +433,7 @@ private:
             op.shared = mapped_[p] && (kind == wire::kind::pull || kind == wire::kind::push);
             if (kind == wire::kind::stats) op.counters.assign(static_cast<std::size_t>(cfg_.num_workers), {});
             const request_source from{params_, grads_, base_step_, cfg_.precision, &hello_};
-            exchange_.post_and_send(op, encode_request(kind, op, from, step, position));
+            exchange_.post_and_send(op, encode_request(kind, op, from, step, position, skip));
         }
         return id;
     }
@@ -546,7 +546,10 @@ shard_range client::everything() const { return impl_->everything(); }
 shard_range client::tensor(std::size_t k) const { return impl_->tensor(k); }
 const std::vector<shard_range>& client::partition() const { return impl_->partition_; }
 ticket client::async_pull(shard_range range) { return impl_->pull(range); }
-ticket client::async_push(shard_range range, std::uint64_t position) { return impl_->push(range, position); }
+ticket client::async_push(shard_range range, std::uint64_t position, bool skip)
+{
+    return impl_->push(range, position, skip);
+}
 ticket client::async_pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
 {
     return impl_->pull_rows(table, keys, out);

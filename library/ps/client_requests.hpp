@@ -63,9 +63,10 @@ struct request_source {
     const hello_message* hello = nullptr;
 };
 // The frame of op's request of `kind` (into op.out); returns its payload,
-// if any (a bf16 push's is encoded into op.bytes).
+// if any (a bf16 push's is encoded into op.bytes).  `skip`: a push whose
+// gradient the PS is not to apply (wire::push::skip).
 const void* encode_request(wire::kind kind, operation& op, const request_source& from, std::uint64_t step,
-                           std::uint64_t position);
+                           std::uint64_t position, bool skip = false);
 
 // The log line that says how values and gradients travel: through the
 // buffers the PS tasks named in `shared` map, or messages with the others.

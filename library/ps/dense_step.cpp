@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -48,12 +49,17 @@ void dense_step::apply_now(std::size_t i, const wire::push& m, shard_range part,
     p.counters.staleness_sum += staleness;
     p.counters.staleness_max = std::max(p.counters.staleness_max, staleness);
     p.position = m.position;
-    {
-        server_clock::scope timed(profile_, updating);
-        shard_.apply(gradient(i, part, shared), part,
-                     [&](const float* values) { return links_.read_by_a_reply(values); });
+    if (m.skip) {
+        ++state_.skipped;
+        activity_.progressed();
+    } else {
+        {
+            server_clock::scope timed(profile_, updating);
+            shard_.apply(gradient(i, part, shared), part,
+                         [&](const float* values) { return links_.read_by_a_reply(values); });
+        }
+        advance();
     }
-    advance();
     if (bound_ && bound_->pushed(i) && !state_.done) bound_->hold(i, part, shared);
     else reply_values(i, part, shared, values_status::ok);
     release_held();
@@ -73,7 +79,7 @@ void dense_step::release_held()
 void dense_step::contribute(std::size_t i, const wire::push& m, bool shared)
 {
     const auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& c) { return c.worker > i; });
-    waiting_.insert(at, contribution{i, shared, m.position});
+    waiting_.insert(at, contribution{i, shared, m.position, m.skip != 0});
     ++links_[i].counters.gradients;
     if (waiting_.size() < static_cast<std::size_t>(replicas_)) return;
     complete_step();
@@ -92,9 +98,25 @@ void dense_step::complete_step()
     links_.drain_sends();
     workers_.clear();
     for (const auto& c : step) workers_.push_back(c.worker);
+    if (std::any_of(step.begin(), step.end(), [](const contribution& c) { return c.skip; })) return skip_step(step);
     sparse_.apply_held(workers_);
     apply_step(step);
     advance();
+    answer(step);
+}
+
+// A worker found inf or NaN in its gradient: nothing of the step is
+// applied, its rows neither; the global step stays (the workers' next
+// pushes make it), and every contributor gets the values as they are.
+void dense_step::skip_step(const std::vector<contribution>& step)
+{
+    for (const auto& c : step) {
+        sparse_.drop_held(c.worker);
+        links_[c.worker].position = c.position;
+    }
+    ++state_.skipped;
+    activity_.progressed();
+    log::debug("step {} skipped: a worker found inf or NaN in its gradient", state_.step.load());
     answer(step);
 }
 
@@ -168,8 +190,14 @@ void dense_step::advance()
     activity_.progressed();
     if (!state_.done && hooks_.step_completed && hooks_.step_completed(state_.step)) {
         state_.done = true;
-        log::info("global step {} reached: training done{}", state_.step,
-                  sync_ ? fmt::format(" ({} stale gradients dropped)", state_.stale) : "");
+        std::string dropped;
+        if (sync_) dropped = fmt::format("{} stale gradients dropped", state_.stale.load());
+        if (state_.skipped)
+            dropped += fmt::format("{}{} {} skipped for inf or NaN", dropped.empty() ? "" : ", ", state_.skipped,
+                                   sync_ ? (state_.skipped == 1 ? "step" : "steps")
+                                         : (state_.skipped == 1 ? "gradient" : "gradients"));
+        log::info("global step {} reached: training done{}", state_.step.load(),
+                  dropped.empty() ? "" : fmt::format(" ({})", dropped));
     }
 }
 

@@ -6,7 +6,11 @@
 // current step (a stale one is dropped, with its batch's row updates):
 // each push adds a contribution, and the one that completes the step
 // passes them all, in worker order, to the row updates, the shard's mean
-// and the replies.  Every applied update advances the global step.
+// and the replies.  Every applied update advances the global step.  A push
+// that says skip (the worker found inf or NaN: wire::push::skip) is
+// applied nowhere: async, that push; sync, its whole step (no update, no
+// row update, the global step stays, every contributor gets the values as
+// they are), so that every worker skips it alike.
 //
 // Used by the server's thread only.
 #pragma once
@@ -30,6 +34,7 @@ struct contribution {
     std::size_t worker = 0;
     bool shared = false;         // in the worker's mapped buffer
     std::uint64_t position = 0;  // the worker's data position once the step is applied
+    bool skip = false;           // the worker found inf or NaN: the step is skipped
 };
 
 class dense_step {
@@ -61,6 +66,7 @@ private:
     void apply_now(std::size_t i, const wire::push& m, shard_range part, bool shared);
     void contribute(std::size_t i, const wire::push& m, bool shared);
     void complete_step();
+    void skip_step(const std::vector<contribution>& step);
     const std::vector<contribution>& take_contributions();
     void apply_step(const std::vector<contribution>& step);
     void answer(const std::vector<contribution>& step);

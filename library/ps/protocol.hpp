@@ -81,7 +81,7 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 14;        // 14: welcome names the PS process; 13: leave; 12: spares
+inline constexpr std::uint16_t version = 15;        // 15: a push may skip; 14: welcome names the PS process; 13: leave
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -167,7 +167,10 @@ struct push {
     std::uint64_t range_begin = 0, range_end = 0;
     std::uint64_t position = 0;          // the worker's position in its data (opaque here)
     std::uint32_t in_shared_memory = 0;  // the gradient is in the mapped buffer, no payload
-};                                       // payload: the gradient, in the wire precision
+    // The worker found inf or NaN in this gradient (a loss scaler's
+    // overflow): nothing of it is applied (sync: nothing of its step).
+    std::uint32_t skip = 0;
+};  // payload: the gradient, in the wire precision
 
 enum class values_status : std::uint32_t { ok = 0, stale = 1, done = 2, stopped = 3 };
 

@@ -33,6 +33,7 @@ struct training_state {
     // (server::global_step, stale_gradients): atomics.
     std::atomic<std::uint64_t> step{0};   // the global step
     std::atomic<std::uint64_t> stale{0};  // sync: gradients dropped as stale
+    std::uint64_t skipped = 0;            // steps (async: pushes) skipped for a worker's inf or NaN
     std::uint64_t restored = 0;           // 1 + the restored snapshot's step, 0 when none
     bool done = false;                    // every reply from now on says done (or stopped)
     bool stopped = false;                 // ... stopped: the chief stopped the job for preemption

@@ -43,9 +43,12 @@ class Client:
         """The tensors' names, in the flat vector's order."""
     def pull(self, name: Optional[str] = None) -> Ticket:
         """Starts pulling tensor ``name``'s values (None: every tensor)."""
-    def push(self, name: Optional[str] = None, position: int = 0) -> Ticket:
+    def push(self, name: Optional[str] = None, position: int = 0, skip: bool = False) -> Ticket:
         """Starts pushing tensor ``name``'s gradient (None: every tensor); the
-        reply brings the new values.  Sync: the reply comes when the step is applied."""
+        reply brings the new values.  Sync: the reply comes when the step is applied.
+        ``skip``: the gradient has inf or NaN (a loss scaler's overflow) and
+        nothing of it is applied; sync: its whole step is skipped on every PS
+        (no update, the global step stays)."""
     def wait(self, ticket: Ticket) -> None:
         """Completes a ticket; releases the GIL while it waits.  Raises PeerError."""
     def test(self, ticket: Ticket) -> bool:

@@ -221,12 +221,13 @@ void bind_client(py::module_& m)
             py::arg("name") = py::none(), "Starts pulling tensor `name` (None: every tensor); returns a ticket.")
         .def(
             "push",
-            [](py_client& c, const py::object& name, std::uint64_t position) {
+            [](py_client& c, const py::object& name, std::uint64_t position, bool skip) {
                 auto r = c.range(name);
-                return unlocked([&] { return c.c().async_push(r, position); });
+                return unlocked([&] { return c.c().async_push(r, position, skip); });
             },
-            py::arg("name") = py::none(), py::arg("position") = 0,
-            "Starts pushing the gradient of tensor `name` (None: every tensor); returns a ticket.")
+            py::arg("name") = py::none(), py::arg("position") = 0, py::arg("skip") = false,
+            "Starts pushing the gradient of tensor `name` (None: every tensor); returns a ticket. skip: the "
+            "gradient has inf or NaN and nothing of it is applied (sync: nothing of its step, on every PS).")
         .def(
             "wait",
             [](py_client& c, ps::ticket t) {

@@ -304,6 +304,84 @@ class StagedTest(unittest.TestCase):
             np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().numpy(), atol=1e-5, rtol=0, err_msg=n)
 
 
+class MixedPrecisionTest(unittest.TestCase):
+    """torch.amp.GradScaler with DistributedOptimizer: gradients unscaled
+    before the push, a step with inf or NaN skipped on every worker alike."""
+
+    steps = DenseTest.steps
+    assert_same = DenseTest.assert_same
+
+    def scaled_run(self, num_workers, x, y, optimizer, overflow=None, clip=None, staged=False):
+        """Each worker's model after `steps` scaler steps; worker k's loss
+        is inf at its step `overflow[k]` (a gradient overflow)."""
+        models = [small_model() for _ in range(num_workers)]
+        share = len(x) // num_workers
+        self.global_steps = {}
+        with LocalCluster(num_ps=2, num_workers=num_workers) as cl:
+
+            def work(k):
+                m = models[k]
+                opt = DistributedOptimizer(
+                    m.named_parameters(), optimizer=optimizer, lr=0.01, sync=True, context=cl.context(k), staged=staged
+                )
+                scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+                xs, ys = x[k * share : (k + 1) * share], y[k * share : (k + 1) * share]
+                for step in range(self.steps):
+                    opt.zero_grad()
+                    loss = torch.nn.functional.cross_entropy(m(xs), ys)
+                    if overflow and overflow.get(k) == step:
+                        loss = loss * float("inf")
+                    scaler.scale(loss).backward()
+                    if clip is not None:
+                        scaler.unscale_(opt)
+                        torch.nn.utils.clip_grad_norm_(m.parameters(), clip)
+                    scaler.step(opt)
+                    scaler.update()
+                self.global_steps[k] = opt.global_step
+                if k == 0:
+                    opt.finish()
+
+            run_workers(num_workers, work)
+        return models
+
+    def reference(self, x, y, optimizer, skipped=(), clip=None):
+        """The optimizer on the whole batch (the workers' averaged
+        gradient), the skipped steps left out."""
+        model = small_model()
+        opt = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)(model.parameters(), lr=0.01)
+        for step in range(self.steps):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            if step not in skipped:
+                opt.step()
+        return model
+
+    # SGD where the scale would show: Adam's update hardly depends on it.
+    def test_scaled_gradients_are_unscaled_before_the_push(self):
+        x, y = batch()
+        for staged in (False, True):
+            with self.subTest(staged=staged):
+                got = self.scaled_run(2, x, y, "sgd", staged=staged)
+                self.assertEqual(self.global_steps, {0: self.steps, 1: self.steps})
+                self.assert_same(got[0], self.reference(x, y, "sgd"), 1e-6)
+
+    def test_an_overflow_on_one_worker_skips_the_step_on_every_ps_and_worker(self):
+        x, y = batch()
+        got = self.scaled_run(2, x, y, "adam", overflow={1: 2})
+        # The step of worker 1's overflow applied nothing, Adam's state neither.
+        self.assertEqual(self.global_steps, {0: self.steps - 1, 1: self.steps - 1})
+        expected = self.reference(x, y, "adam", skipped={2})
+        self.assert_same(got[0], expected, 1e-5)
+        self.assert_same(got[1], expected, 1e-5)
+
+    def test_unscale_then_clip_then_step_unscales_once(self):
+        x, y = batch()
+        got = self.scaled_run(1, x, y, "sgd", clip=0.05)
+        self.assert_same(got[0], self.reference(x, y, "sgd", clip=0.05), 1e-6)
+
+
 class LeaveTest(unittest.TestCase):
     def test_a_worker_that_ends_leaves_and_sync_training_goes_on_with_the_chief(self):
         # Not elastic: a lost worker would end the job; one that left does not.

@@ -151,7 +151,13 @@ public:
     // snapshots).  The reply brings the updated values into params().  In
     // sync mode a push covers whole shards, and its reply comes when the
     // step it joined is applied: waiting for it is the step barrier.
-    ticket async_push(shard_range range, std::uint64_t position = 0);
+    // `skip`: this worker found inf or NaN in the gradient (a loss scaler's
+    // overflow), and nothing of it is to be applied.  Sync: the step it
+    // joins is skipped on every PS (no update, no row update, the global
+    // step stays; its reply brings the values as they are), as a loss
+    // scaler skips the optimizer's step, but on every worker alike.
+    // Async: this push alone.
+    ticket async_push(shard_range range, std::uint64_t position = 0, bool skip = false);
     ticket async_push(std::uint64_t position = 0) { return async_push(everything(), position); }
     // Sparse: the rows of `keys` of embedding table `table` into
     // out[i * dim ...]; each key goes to the PS shard_of_key names (keys may

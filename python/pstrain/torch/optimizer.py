@@ -95,11 +95,25 @@ class DistributedOptimizer:
     ``SystemExit``: the program exits with status 143, which
     torch-train.sh turns into a requeue).
 
+    Mixed precision: under ``torch.autocast`` the parameters (the PS's
+    masters) stay float32. With ``torch.amp.GradScaler``, ``scaler.step(opt)``
+    calls :meth:`step` every time (``_step_supports_amp_scaling``): the
+    gradients are unscaled before the push (unless ``scaler.unscale_(opt)``
+    did it, e.g. for clipping), and a step whose gradients hold inf or NaN
+    is pushed as skipped, so the PS tasks apply nothing of it, on every
+    worker alike in sync training (each worker's scaler keeps its own
+    scale). :attr:`param_groups` is what the scaler reads.
+
     A program may end without :meth:`finish`: at the interpreter's exit an
     unfinished optimizer finishes (the chief ends the job; another worker
     leaves it, and its PS tasks let it go instead of counting it lost),
     unless the program ends with an uncaught exception.
     """
+
+    # torch.amp.GradScaler then calls step() itself (with grad_scale and
+    # found_inf set) instead of leaving a step with inf out: the PS must hear
+    # of it, or a sync step would wait for this worker.
+    _step_supports_amp_scaling = True
 
     def __init__(
         self,
@@ -227,6 +241,27 @@ class DistributedOptimizer:
         self.client.shutdown(stop=True)
         raise Preempted()
 
+    @property
+    def param_groups(self) -> List[Dict[str, Any]]:
+        """One group: the parameters and the table rows this step pulled
+        (what ``torch.amp.GradScaler`` unscales and checks for inf)."""
+        rows = [r for t in self.embeddings for _, r in t._pending]
+        return [{"params": [p for _, p in self._params.named] + rows}]
+
+    def _unscaled(self) -> bool:
+        """Under GradScaler.step: the gradients unscaled (unless unscale_()
+        did it); whether they hold inf or NaN, so the step is skipped."""
+        scale = getattr(self, "grad_scale", None)
+        found_inf = getattr(self, "found_inf", None)
+        skip = found_inf is not None and bool(found_inf.item())
+        if scale is not None and not skip:
+            inverse = scale.double().reciprocal().float()
+            with torch.no_grad():
+                for p in self.param_groups[0]["params"]:
+                    if p.grad is not None:
+                        p.grad.mul_(inverse.to(p.grad.device))
+        return skip
+
     def zero_grad(self, set_to_none: bool = False) -> None:
         """Zeroes every gradient (in the exchange buffer, in place; staged:
         the parameters' own, or sets them to None)."""
@@ -235,7 +270,9 @@ class DistributedOptimizer:
     def step(self, closure: Any = None) -> Optional[torch.Tensor]:
         """Sends the gradients (each table's rows first, then the dense
         ones) and waits for the new values (sync: the step barrier).
-        Raises :class:`Preempted` once the job stopped for preemption."""
+        Under ``GradScaler.step``, unscaled first, or pushed as skipped when
+        they hold inf or NaN. Raises :class:`Preempted` once the job
+        stopped for preemption."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -246,9 +283,12 @@ class DistributedOptimizer:
             raise Preempted()  # the chief stopped the job for preemption
         if self.client.done:
             return loss  # the chief ended training: nothing more is sent
+        skip = self._unscaled()
         self._params.before_push(self.client)
-        tickets = [t for t in (e._push() for e in self.embeddings) if t is not None]
-        tickets.append(self.client.push(position=self.position))
+        tickets = [] if skip else [t for t in (e._push() for e in self.embeddings) if t is not None]
+        for e in self.embeddings if skip else []:
+            e._pending = []  # their rows' gradients hold inf or NaN: nothing of them is pushed
+        tickets.append(self.client.push(position=self.position, skip=skip))
         for t in tickets:
             self.client.wait(t)
         self._params.arrived(self.client)

@@ -225,6 +225,58 @@ BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
     BOOST_TEST((job.finish().outcome == server_outcome::done));
 }
 
+// A worker that found inf or NaN in its gradient (a loss scaler's
+// overflow) pushes it as skipped: the step it joins applies nothing on any
+// PS, the global step stays, every contributor gets the values as they are,
+// and the next step is applied as the first would have been.
+BOOST_DATA_TEST_CASE(sync_a_skipped_push_skips_its_whole_step_on_every_ps, bdata::make({false, true}), share)
+{
+    ps_job job(2, 2, sync_config(), {}, sharing(share));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    auto t0 = w0.async_push();
+    auto t1 = w1.async_push(w1.everything(), 0, true);
+    w0.wait(t0);
+    w1.wait(t1);
+    for (client* w : std::vector<client*>{&w0, &w1}) {
+        BOOST_TEST(to_vector(w->params()) == initial, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 0u);
+    }
+    t0 = w0.async_push();
+    t1 = w1.async_push();
+    w0.wait(t0);
+    w1.wait(t1);
+    BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 1u);
+    w0.shutdown();
+    pull_until_done(w1);
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+    BOOST_TEST(job.server(0).stale_gradients() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(async_a_skipped_push_is_not_applied_and_the_next_one_is)
+{
+    ps_job job(1, 2, async_config(), {}, sharing(false));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w1.grads(), g1);
+    w1.wait(w1.async_push(w1.everything(), 0, true));
+    BOOST_TEST(to_vector(w1.params()) == initial, boost::test_tools::per_element());
+    BOOST_TEST(w1.global_step() == 0u);
+    fill(w0.grads(), g0);
+    w0.wait(w0.async_push());
+    BOOST_TEST(w0.global_step() == 1u);
+    BOOST_TEST(to_vector(w0.params()) != initial);
+    w0.shutdown();
+    pull_until_done(w1);
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
 // ----------------------------------------------------------------- async
 
 BOOST_DATA_TEST_CASE(async_applies_each_push_on_arrival, bdata::make({false, true}), share)
