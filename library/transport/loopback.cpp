@@ -99,19 +99,24 @@ struct loopback_network::state {
         box.waiting.pop_front();
         deliver(message.data(), message.size(), r);
     }
+    // Under the lock: what the link from `sender` to `receiver` holds
+    // arrives (or, `drop`, is lost), and it holds nothing more.
+    void flush(int receiver, int sender, bool drop)
+    {
+        for (auto ch : {channel::control, channel::payload}) {
+            auto& b = box(receiver, sender, ch);
+            if (!drop)
+                for (auto& m : b.held) put(b, std::move(m));
+            b.held.clear();
+            b.holding = false;
+        }
+    }
     // The node's transport closes: what it holds in flight arrives first
     // (flushed) or is dropped (force), then its peers see it gone.
     void close(int node, bool force)
     {
         std::lock_guard lock(mu);
-        for (int other = 0; other < num_nodes; ++other)
-            for (auto ch : {channel::control, channel::payload}) {
-                auto& b = box(other, node, ch);
-                if (!force)
-                    for (auto& m : b.held) put(b, std::move(m));
-                b.held.clear();
-                b.holding = false;
-            }
+        for (int other = 0; other < num_nodes; ++other) flush(other, node, force);
         kill_locked(node);
     }
     void kill(int node)
@@ -375,6 +380,16 @@ void loopback_network::hold_messages(int worker, int ps)
                                 s_->num_ps, s_->num_nodes - s_->num_ps));
     std::lock_guard lock(s_->mu);
     for (auto ch : {channel::control, channel::payload}) s_->box(ps, s_->num_ps + worker, ch).holding = true;
+}
+
+void loopback_network::release_messages(int worker, int ps)
+{
+    if (ps < 0 || ps >= s_->num_ps || worker < 0 || worker >= s_->num_nodes - s_->num_ps)
+        throw error(fmt::format("no link from worker {} to ps {} in a network of {} ps and {} workers", worker, ps,
+                                s_->num_ps, s_->num_nodes - s_->num_ps));
+    std::lock_guard lock(s_->mu);
+    s_->flush(ps, s_->num_ps + worker, false);
+    s_->changed();
 }
 
 transport& loopback_network::restart_worker(int i)

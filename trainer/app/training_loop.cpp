@@ -243,7 +243,18 @@ private:
                 step(), preempted_exit_status);
             return preempted_exit_status;
         }
-        if (!chief()) return 0;
+        if (!chief()) {
+            // Training ended: every PS lets this worker go, even one that
+            // has not said so yet (async: its step is behind another's by
+            // a push the chief has not made), instead of counting it lost.
+            if (!who_.standalone) client_.leave();
+            return 0;
+        }
+        // Async: the reply that said done may be one PS's while another's
+        // values are older (the chief was stopped or slow while the other
+        // workers made the last steps): the final checkpoint, evaluation
+        // and line are of every PS's final values.
+        if (!who_.standalone && !o_.sync_replicas) client_.wait(client_.async_pull());
         const bool saved = o_.checkpoint_dir.empty() || schedule_.last_saved() == step() || save_checkpoint();
         auto done = [&] {
             progress_meter::busy busy(meter_, "evaluating");

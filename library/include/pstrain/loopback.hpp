@@ -44,6 +44,8 @@ public:
     // arrives.  Closing w's transport lets them arrive (close(false), as
     // UCX flushes what it queued) or drops them (close(true)).
     void hold_messages(int worker, int ps);
+    // What that link holds arrives now, and it holds nothing more.
+    void release_messages(int worker, int ps);
 
     struct state;
 

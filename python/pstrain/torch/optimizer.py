@@ -333,7 +333,9 @@ class DistributedOptimizer:
         self._params.release()
         if self.context.is_chief:
             self.client.shutdown()
-        elif not self.client.done:
+        else:
+            # Also once a reply said done: another PS may not have said so
+            # yet (async, a push of the chief's behind), and would count it lost.
             self.client.leave()
 
     def __enter__(self) -> DistributedOptimizer:

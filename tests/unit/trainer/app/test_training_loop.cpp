@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +80,79 @@ BOOST_AUTO_TEST_CASE(a_store_that_keeps_failing_ends_with_status_1_and_leaves_no
     BOOST_TEST(r.status == 1);
     // No manifest, no shard, no temporary file: nothing a resume could take for a checkpoint.
     BOOST_TEST(files_in(dir.path).empty(), fmt::format("{}", fmt::join(files_in(dir.path), " ")));
+}
+
+// Async: the chief, stopped (or slow) while the other worker made the last
+// steps, hears done from one PS whose values are final and has older ones
+// from the other, which its held push reaches last.  Its final checkpoint
+// and evaluation are of every PS's final values (bench/chaos found it:
+// "eval at global step 23409" of a job that ended at 30000, half of the
+// model 6600 updates old), and the other worker leaves the lagging PS
+// instead of being lost to it.
+BOOST_AUTO_TEST_CASE(an_async_chief_behind_the_end_evaluates_and_saves_every_ps_final_values)
+{
+    using namespace pstrain;
+    scratch_directory dir;
+    auto o = linear_run(dir.path, 40);
+    o.standalone = false;
+    int status = -1;
+    std::string worker_end = "running";
+    const auto log = stderr_of([&] {
+        checkpoint::prepare_directory(o.checkpoint_dir);
+        ps::loopback_network net(2, 2);
+        std::vector<std::unique_ptr<ps::server>> servers;
+        for (int p = 0; p < 2; ++p) {
+            auto hooks = trainer::server_hooks_for(o);
+            if (p == 1)  // from global step 5 on, the chief's messages to ps 1 stay in flight
+                hooks.step_completed = [&net, end = hooks.step_completed](std::uint64_t step) {
+                    if (step == 5) net.hold_messages(0, 1);
+                    return end(step);
+                };
+            servers.push_back(std::make_unique<ps::server>(net.ps(p), trainer::server_config_for(o, p, 2), hooks));
+        }
+        std::vector<std::thread> ps_threads;
+        for (auto& s : servers) ps_threads.emplace_back([&s] { s->run(); });
+        const auto role = [](int index) {
+            trainer::loop_role who;
+            who.index = index;
+            who.num_ps = 2;
+            who.num_workers = 2;
+            who.worker_names = {"worker 0", "worker 1"};
+            who.name = who.worker_names[static_cast<std::size_t>(index)];
+            return who;
+        };
+        std::thread worker([&] {
+            try {
+                trainer::run_worker_task(o, role(1), net.worker(1), net.worker(1));  // and its connections closed
+                worker_end = "ended";
+            } catch (const std::exception& e) {
+                worker_end = e.what();
+            }
+        });
+        // Once worker 1 has made the last steps, the held push reaches ps 1.
+        std::thread release([&] {
+            worker.join();
+            net.release_messages(0, 1);
+        });
+        auto chief = role(0);
+        chief.after_shutdown = [&] {
+            for (auto& t : ps_threads) t.join();
+        };
+        try {
+            status = trainer::run_training_loop(o, chief, net.worker(0));
+        } catch (...) {
+            net.kill_worker(0);
+        }
+        release.join();
+        for (auto& t : ps_threads)
+            if (t.joinable()) t.join();
+    });
+    BOOST_TEST_MESSAGE(log);
+    BOOST_TEST(status == 0);
+    BOOST_TEST(worker_end == "ended");
+    BOOST_TEST(contains(log, "eval at global step 40:"), log);
+    BOOST_TEST(complete_steps(dir.path).front() == 40u, log);
+    BOOST_TEST(!contains(log, "lost worker 1"), log);
 }
 
 // A chief whose final checkpoint was not written (status 1) ended the job
