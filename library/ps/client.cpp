@@ -258,18 +258,36 @@ public:
     // completes, and the chief's own filler or push is answered only once
     // every live worker has given one: no filler arrives after the
     // rollback, which discards what they did.
+    // Each worker decides by what it had when it learned of the loss
+    // (pushes_at_loss_): another worker's filler may have answered its held
+    // push since, and a filler of the step after that would hold that step
+    // for a push that never comes.  A reply of p in a ticket that stays
+    // open (the lost PS's part never came) counts: the filler joins the
+    // step p is at, not the one the ticket was for, which p would drop as
+    // stale while it holds the other workers' pushes.
     void complete_held_steps()
     {
         for (const auto p : spares_.serving(spares_.lost())) {
-            bool pushing = false;
-            book_.for_each_op([&](operation& op) {
-                pushing = pushing ||
-                          (op.ps == p && op.out.kind == static_cast<std::uint16_t>(wire::kind::push) && op.pending());
-            });
-            if (pushing) continue;
+            if (pushes_at_loss_.at(p).pushing) continue;
+            base_step_[p] = pushes_at_loss_[p].step;
             const std::vector<std::size_t> only{p};
             send(wire::kind::push, partition_[p], 0, last_position_, &only);
         }
+    }
+
+    // When a loss is learned: for each PS, whether a push to it was
+    // unanswered, and the step of its newest reply (see complete_held_steps).
+    void note_pushes_at_loss()
+    {
+        pushes_at_loss_.assign(num_ps_, {});
+        for (std::size_t p = 0; p < num_ps_; ++p) pushes_at_loss_[p].step = base_step_[p];
+        book_.for_each_op([&](operation& op) {
+            if (op.ps >= num_ps_) return;
+            auto& at = pushes_at_loss_[op.ps];
+            if (op.out.kind == static_cast<std::uint16_t>(wire::kind::push) && op.pending()) at.pushing = true;
+            if (op.whole() && op.in.kind == static_cast<std::uint16_t>(wire::kind::values))
+                at.step = std::max(at.step, wire::body<wire::values>(op.in).step);
+        });
     }
 
     shard_range everything() const { return {0, cfg_.num_params}; }
@@ -288,6 +306,11 @@ public:
     std::vector<char> mapped_;                          // per PS: it reads and writes the buffers in place
     std::vector<std::optional<process_fence>> fences_;  // per PS that maps them from another process here
     std::vector<std::uint64_t> base_step_;              // per PS: the step of the values last received
+    struct push_at_loss {
+        bool pushing = false;    // a push to the PS was unanswered
+        std::uint64_t step = 0;  // the step of its newest reply
+    };
+    std::vector<push_at_loss> pushes_at_loss_;  // per PS, when a loss was learned (note_pushes_at_loss)
     std::uint64_t global_step_ = 0;
     std::uint64_t last_position_ = 0;  // the data position of the last push
     bool greeted_ = false, done_ = false, stopped_ = false;
@@ -345,6 +368,7 @@ private:
             throw;
         } catch (const peer_error& e) {
             if (const auto p = spares_.replaceable(lost, e.peer())) {
+                note_pushes_at_loss();
                 state_ = client_state::healing;
                 throw lost_ps(e.peer(), e.what(), *p, base_step_[*p]);
             }

@@ -382,6 +382,15 @@ void loopback_network::hold_messages(int worker, int ps)
     for (auto ch : {channel::control, channel::payload}) s_->box(ps, s_->num_ps + worker, ch).holding = true;
 }
 
+void loopback_network::hold_replies(int ps, int worker)
+{
+    if (ps < 0 || ps >= s_->num_ps || worker < 0 || worker >= s_->num_nodes - s_->num_ps)
+        throw error(fmt::format("no link from ps {} to worker {} in a network of {} ps and {} workers", ps, worker,
+                                s_->num_ps, s_->num_nodes - s_->num_ps));
+    std::lock_guard lock(s_->mu);
+    for (auto ch : {channel::control, channel::payload}) s_->box(s_->num_ps + worker, ps, ch).holding = true;
+}
+
 void loopback_network::release_messages(int worker, int ps)
 {
     if (ps < 0 || ps >= s_->num_ps || worker < 0 || worker >= s_->num_nodes - s_->num_ps)

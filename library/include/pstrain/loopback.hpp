@@ -46,6 +46,9 @@ public:
     void hold_messages(int worker, int ps);
     // What that link holds arrives now, and it holds nothing more.
     void release_messages(int worker, int ps);
+    // The other way: PS p's messages (replies) to worker w stay in flight,
+    // until p dies (they are lost with it) or closes.
+    void hold_replies(int ps, int worker);
 
     struct state;
 

@@ -414,6 +414,60 @@ BOOST_AUTO_TEST_CASE(sync_the_chief_a_step_ahead_of_a_worker_that_lost_the_ps_st
     end_with_ps_0_and_the_spare(job, w0, w1);
 }
 
+// The same with whole-vector pushes, as pstrain's workers make them: the
+// lost PS's reply to worker 1 never came, ps 0's did, in the same ticket,
+// which stays open.  Worker 1's filler must join the step ps 0 is at (its
+// reply said so), not the one the ticket was for, or ps 0 drops it as
+// stale and holds the chief's push until the timeout (before the fix: "the
+// other PS tasks did not answer what they owed within 3s").  Found by
+// bench/chaos: a sync job whose ps, stopped after it had answered the
+// chief, was never replaced by its spare.  And each worker decides on its
+// fillers by what it had when it learned of the loss: worker 1's filler
+// may answer the chief's held push before the chief decides, and a filler
+// of the step after it would hold that step for nobody.
+BOOST_AUTO_TEST_CASE(sync_a_worker_whose_whole_push_the_lost_ps_did_not_answer_fills_the_step_ps_0_is_at)
+{
+    recorder rec;
+    ps_job job(2, 2, sync_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    const auto [at_2, at_3] = three_steps_with_a_snapshot_at_2(job, w0, w1);
+
+    job.net().hold_replies(1, 1);  // ps 1's replies to worker 1 stay in flight
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto behind = w1.async_push();
+    w0.wait(w0.async_push());  // the step applied on both PS; only the chief heard from both
+    const auto ahead = w0.async_push();
+    BOOST_TEST_REQUIRE(eventually([&] {
+        const auto a = job.server(0).activity();
+        return a.waiting && a.request.starts_with("the missing gradients of a sync step");
+    }));
+    job.net().kill_ps(1);
+    expect_lost_ps(w1, behind, 1);
+    expect_lost_ps(w0, ahead, 1);
+
+    // Worker 1 first: its filler completes the step of the chief's held
+    // push before the chief decides.
+    const auto held_at = job.server(0).global_step();
+    both_replaced r;
+    std::thread worker([&] { r.worker_error = what_of([&] { r.worker = w1.replace_lost_ps(true); }); });
+    BOOST_TEST_REQUIRE(eventually([&] { return job.server(0).global_step() > held_at; }));
+    r.chief_error = what_of([&] { r.chief = w0.replace_lost_ps(2, true); });
+    worker.join();
+    expect_ps_1_replaced(r);
+    for (client* w : {static_cast<client*>(&w0), &w1}) {
+        w->wait(w->async_pull());
+        BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 2u);
+    }
+    push_g0_and_g1(w0, w1);
+    BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
+
+    end_with_ps_0_and_the_spare(job, w0, w1);
+}
+
 BOOST_AUTO_TEST_CASE(async_only_the_lost_shard_goes_back_to_the_snapshot)
 {
     recorder rec;
