@@ -324,6 +324,24 @@ void end_with_ps_0_and_the_spare(ps_job& job, chief_client& w0, client& w1)
     }
 }
 
+// After a sync replacement: both workers pull the snapshot's values (step
+// 2), and training goes on from there, through the spare, to the values of
+// step 3 as before the loss.
+void expect_back_at_2_and_on_to_3(chief_client& w0, client& w1, const std::vector<float>& at_2,
+                                  const std::vector<float>& at_3)
+{
+    for (client* w : {static_cast<client*>(&w0), &w1}) {
+        w->wait(w->async_pull());
+        BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 2u);
+        BOOST_TEST(w->restored_step().value_or(0) == 2u);
+    }
+    push_g0_and_g1(w0, w1);
+    BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 3u);
+}
+
 both_replaced replace_at_once(chief_client& w0, client& w1, std::uint64_t step)
 {
     both_replaced r;
@@ -358,17 +376,7 @@ BOOST_AUTO_TEST_CASE(sync_a_spare_takes_the_lost_ps_place_and_every_shard_rolls_
     BOOST_TEST(w0.spares_left() == 0u);
     // Every shard is the snapshot's: ps 0 rolled back from step 5 (the
     // fillers completed step 4), the spare restored ps 1's shard.
-    for (client* w : {static_cast<client*>(&w0), &w1}) {
-        w->wait(w->async_pull());
-        BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
-        BOOST_TEST(w->global_step() == 2u);
-        BOOST_TEST(w->restored_step().value_or(0) == 2u);
-    }
-    // Training goes on from there, through the spare, to the same values as before the loss.
-    push_g0_and_g1(w0, w1);
-    BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
-    BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
-    BOOST_TEST(w0.global_step() == 3u);
+    expect_back_at_2_and_on_to_3(w0, w1, at_2, at_3);
 
     end_with_ps_0_and_the_spare(job, w0, w1);
 }
@@ -402,14 +410,7 @@ BOOST_AUTO_TEST_CASE(sync_the_chief_a_step_ahead_of_a_worker_that_lost_the_ps_st
 
     expect_ps_1_replaced(replace_at_once(w0, w1, 2));
     BOOST_CHECK_THROW(w0.test(held), pstrain::error);  // settled and abandoned: no longer outstanding
-    for (client* w : {static_cast<client*>(&w0), &w1}) {
-        w->wait(w->async_pull());
-        BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
-        BOOST_TEST(w->global_step() == 2u);
-    }
-    push_g0_and_g1(w0, w1);
-    BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
-    BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
+    expect_back_at_2_and_on_to_3(w0, w1, at_2, at_3);
 
     end_with_ps_0_and_the_spare(job, w0, w1);
 }
@@ -456,14 +457,7 @@ BOOST_AUTO_TEST_CASE(sync_a_worker_whose_whole_push_the_lost_ps_did_not_answer_f
     r.chief_error = what_of([&] { r.chief = w0.replace_lost_ps(2, true); });
     worker.join();
     expect_ps_1_replaced(r);
-    for (client* w : {static_cast<client*>(&w0), &w1}) {
-        w->wait(w->async_pull());
-        BOOST_TEST(to_vector(w->params()) == at_2, boost::test_tools::per_element());
-        BOOST_TEST(w->global_step() == 2u);
-    }
-    push_g0_and_g1(w0, w1);
-    BOOST_TEST(to_vector(w0.params()) == at_3, boost::test_tools::per_element());
-    BOOST_TEST(to_vector(w1.params()) == at_3, boost::test_tools::per_element());
+    expect_back_at_2_and_on_to_3(w0, w1, at_2, at_3);
 
     end_with_ps_0_and_the_spare(job, w0, w1);
 }
