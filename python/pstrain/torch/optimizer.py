@@ -285,9 +285,12 @@ class DistributedOptimizer:
             return loss  # the chief ended training: nothing more is sent
         skip = self._unscaled()
         self._params.before_push(self.client)
-        tickets = [] if skip else [t for t in (e._push() for e in self.embeddings) if t is not None]
-        for e in self.embeddings if skip else []:
-            e._pending = []  # their rows' gradients hold inf or NaN: nothing of them is pushed
+        if skip:
+            tickets = []
+            for e in self.embeddings:
+                e._pending = []  # their rows' gradients hold inf or NaN: nothing of them is pushed
+        else:
+            tickets = [t for t in (e._push() for e in self.embeddings) if t is not None]
         tickets.append(self.client.push(position=self.position, skip=skip))
         for t in tickets:
             self.client.wait(t)
