@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -373,31 +374,42 @@ transport& loopback_network::worker(int i) { return *workers_.at(static_cast<std
 void loopback_network::kill_ps(int i) { s_->kill(i); }
 void loopback_network::kill_worker(int i) { s_->kill(s_->num_ps + i); }
 
+namespace {
+
+// The nodes of the link between worker w and PS p: (worker's, PS's).
+std::pair<int, int> link_nodes(const net_state& s, int worker, int ps)
+{
+    if (ps < 0 || ps >= s.num_ps || worker < 0 || worker >= s.num_nodes - s.num_ps)
+        throw error(fmt::format("no link between worker {} and ps {} in a network of {} ps and {} workers", worker, ps,
+                                s.num_ps, s.num_nodes - s.num_ps));
+    return {s.num_ps + worker, ps};
+}
+
+void hold(net_state& s, int receiver, int sender)
+{
+    std::lock_guard lock(s.mu);
+    for (auto ch : {channel::control, channel::payload}) s.box(receiver, sender, ch).holding = true;
+}
+
+}  // namespace
+
 void loopback_network::hold_messages(int worker, int ps)
 {
-    if (ps < 0 || ps >= s_->num_ps || worker < 0 || worker >= s_->num_nodes - s_->num_ps)
-        throw error(fmt::format("no link from worker {} to ps {} in a network of {} ps and {} workers", worker, ps,
-                                s_->num_ps, s_->num_nodes - s_->num_ps));
-    std::lock_guard lock(s_->mu);
-    for (auto ch : {channel::control, channel::payload}) s_->box(ps, s_->num_ps + worker, ch).holding = true;
+    const auto [w, p] = link_nodes(*s_, worker, ps);
+    hold(*s_, p, w);
 }
 
 void loopback_network::hold_replies(int ps, int worker)
 {
-    if (ps < 0 || ps >= s_->num_ps || worker < 0 || worker >= s_->num_nodes - s_->num_ps)
-        throw error(fmt::format("no link from ps {} to worker {} in a network of {} ps and {} workers", ps, worker,
-                                s_->num_ps, s_->num_nodes - s_->num_ps));
-    std::lock_guard lock(s_->mu);
-    for (auto ch : {channel::control, channel::payload}) s_->box(s_->num_ps + worker, ps, ch).holding = true;
+    const auto [w, p] = link_nodes(*s_, worker, ps);
+    hold(*s_, w, p);
 }
 
 void loopback_network::release_messages(int worker, int ps)
 {
-    if (ps < 0 || ps >= s_->num_ps || worker < 0 || worker >= s_->num_nodes - s_->num_ps)
-        throw error(fmt::format("no link from worker {} to ps {} in a network of {} ps and {} workers", worker, ps,
-                                s_->num_ps, s_->num_nodes - s_->num_ps));
+    const auto [w, p] = link_nodes(*s_, worker, ps);
     std::lock_guard lock(s_->mu);
-    s_->flush(ps, s_->num_ps + worker, false);
+    s_->flush(p, w, false);
     s_->changed();
 }
 
