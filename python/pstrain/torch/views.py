@@ -4,7 +4,7 @@
 optimizer (float32, contiguous, on the cpu), copies the chief's values in,
 then makes each parameter's ``.data`` and ``.grad`` views of the client's
 values and gradients buffers, so a step copies nothing.  Before each step
-:meth:`ParameterViews.adopt_moved` puts back a gradient the program
+:meth:`ParameterViews.before_push` puts back a gradient the program
 replaced (``model.zero_grad()`` sets them to None) and refuses a parameter
 given new storage.  Used by :class:`DistributedOptimizer` from the training
 thread only.
@@ -66,10 +66,6 @@ class ParameterViews:
             p.grad.zero_()
             self._places.append((p, n, p.data.data_ptr(), p.grad.data_ptr()))
 
-    def before_push(self, client: pstrain.Client) -> None:
-        """Before the push: see adopt_moved."""
-        self.adopt_moved(client)
-
     def arrived(self, client: pstrain.Client) -> None:
         """After the push's reply: the values are in place already."""
 
@@ -85,7 +81,7 @@ class ParameterViews:
     def release(self) -> None:
         """Nothing to give back."""
 
-    def adopt_moved(self, client: pstrain.Client) -> None:
+    def before_push(self, client: pstrain.Client) -> None:
         """A parameter whose .grad or .data was replaced (model.zero_grad()
         sets grads to None) goes back to its view, with its values copied.
         Each step checks the storage addresses only (no views are made)."""
