@@ -43,6 +43,11 @@ class JobKind:
     script: str
     args: List[str]  # "{ckpt}": the job's checkpoint directory; "{job}": its own directory
     env: Dict[str, str] = field(default_factory=dict)
+    # Fault-free runs that make its baseline: one where a run's result is a
+    # function of its seed (sync: the same accuracy to the last digit), more
+    # where the order of updates follows timing (async), so that the accepted
+    # accuracy covers what the job reaches without any fault.
+    baseline_runs: int = 1
 
     def command(self, ckpt: str, job: str) -> List[str]:
         return [*self.sbatch, self.script, *[a.replace("{ckpt}", ckpt).replace("{job}", job) for a in self.args]]
@@ -104,6 +109,7 @@ def job_kinds(opts) -> Dict[str, JobKind]:
             str(REPO / "scripts" / "train.sh"),
             [*common, "--train-steps", str(opts.async_steps), "--log-every", str(opts.log_every), *ckpt, *stall],
             env,
+            opts.async_baselines,
         ),
     }
     py = torch_python()

@@ -4,9 +4,11 @@ invariants checked after every job (issue 50).
   bench/chaos [--minutes M] [--seed S] [--dir DIR] [--kinds sync,async,torch]
               [--baselines FILE] [--cluster-dir DIR] ...
 
-First one fault-free run of each job kind (its test accuracy and times are
-the baseline; --baselines FILE reuses those of an earlier run with the same
-job flags), then jobs of each kind in turn for M minutes, each with faults
+First fault-free runs of each job kind (their test accuracies and the first
+one's times are the baseline: one run of a sync job, whose accuracy is a
+function of its seed, --async-baselines of an async one, whose update order
+follows timing; --baselines FILE reuses and extends those of an earlier run
+with the same job flags), then jobs of each kind in turn for M minutes, each with faults
 drawn from the seed (chaos_faults.py), then the checks (chaos_checks.py).
 Each job checkpoints into DIR/NN-KIND/ckpt, a tmpfs of its own (512 MB,
 mounted under the cluster's CLUSTER_DIR/shared, which every node sees, and
@@ -93,6 +95,12 @@ def parse_args(argv=None):
     p.add_argument("--log-every", type=int, default=500)
     p.add_argument("--stall-timeout", type=int, default=60)
     p.add_argument("--tolerance", type=float, default=0.01, help="test accuracy against the baseline's")
+    p.add_argument(
+        "--async-baselines",
+        type=int,
+        default=5,
+        help="fault-free async runs whose accuracies, spread by timing, make its baseline (default 5)",
+    )
     p.add_argument(
         "--slack",
         type=float,
@@ -270,7 +278,8 @@ class Run:
         failures = decide(job, faults, baseline, self.opts.tolerance) + extra
         job["failures"] = failures
         acc = job["done"].get("test_accuracy") if job["done"] else None
-        base_acc = f" (fault-free {baseline['accuracy']})" if baseline else ""
+        accs = baseline.get("accuracies") or [baseline["accuracy"]] if baseline else []
+        base_acc = f" (fault-free {min(accs)}{'' if len(accs) == 1 else f'-{max(accs)}'})" if accs else ""
         say(
             f"  job {jobid} {kind_name}: {state} {code} ({src}) after {end - t0:.0f} s, test accuracy {acc}{base_acc}"
             f", {len(failures)} invariant(s) failed"
@@ -324,25 +333,34 @@ class Run:
 
     # ------------------------------------------------------------ baselines
     def baseline(self, kind_name: str) -> Optional[dict]:
-        key = self.kinds[kind_name].key()
+        """The kind's fault-free runs: their accuracies (one per run, as many
+        as the kind asks for) and the times of the first."""
+        kind = self.kinds[kind_name]
+        key = kind.key()
         b = self.baselines.get(kind_name)
-        if b and b.get("key") == key:
-            return b
-        say(f"{time.strftime('%H:%M:%S')} baseline: a fault-free {kind_name} job")
-        job = self.run_job(kind_name, [], None)
-        if job["failures"] or not job["done"] or job["first_step"] is None:
-            say(f"chaos: the fault-free {kind_name} job failed: see {job['dir']}/job.out")
-            return None
-        b = {
-            "key": key,
-            "job": job["id"],
-            "accuracy": job["done"].get("test_accuracy"),
-            "seconds": round(job["end"] - job["start"], 1),
-            "train_seconds": round(job["end"] - job["first_step"], 1),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        }
-        self.baselines[kind_name] = b
-        self.baselines_file.write_text(json.dumps(self.baselines, indent=1))
+        if not b or b.get("key") != key:
+            b = None
+        accuracies = b.get("accuracies", [b["accuracy"]]) if b else []
+        jobs = b.get("jobs", [b["job"]]) if b else []
+        while len(accuracies) < kind.baseline_runs or not b:
+            n = len(accuracies) + 1
+            say(f"{time.strftime('%H:%M:%S')} baseline: a fault-free {kind_name} job ({n} of {kind.baseline_runs})")
+            job = self.run_job(kind_name, [], None)
+            if job["failures"] or not job["done"] or job["first_step"] is None:
+                say(f"chaos: the fault-free {kind_name} job failed: see {job['dir']}/job.out")
+                return None
+            accuracies.append(job["done"].get("test_accuracy"))
+            jobs.append(job["id"])
+            if not b:
+                b = {
+                    "key": key,
+                    "seconds": round(job["end"] - job["start"], 1),
+                    "train_seconds": round(job["end"] - job["first_step"], 1),
+                    "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                }
+            b.update(job=jobs[0], jobs=jobs, accuracy=accuracies[0], accuracies=accuracies)
+            self.baselines[kind_name] = b
+            self.baselines_file.write_text(json.dumps(self.baselines, indent=1))
         return b
 
     # ------------------------------------------------------------ the table
@@ -403,8 +421,10 @@ class Run:
             failed_baseline |= bases[k] is None
         for k, b in bases.items():
             if b:
+                accs = b["accuracies"]
+                acc = f"{accs[0]}" if len(accs) == 1 else f"{min(accs)}-{max(accs)} in {len(accs)} runs"
                 say(
-                    f"chaos: baseline {k}: test accuracy {b['accuracy']}, {b['seconds']} s "
+                    f"chaos: baseline {k}: test accuracy {acc}, {b['seconds']} s "
                     f"({b['train_seconds']} s from the first step), job {b['job']} of {b['date']}"
                 )
         order = [k for k in self.order if bases[k]]

@@ -210,6 +210,29 @@ class Unnamed(unittest.TestCase):
         self.assertIn("no line names the checkpoint directory's error", failures[0])
 
 
+class Accuracy(unittest.TestCase):
+    """A completed job's accuracy against its fault-free runs: one value for
+    a sync job, the range several async runs reached for an async one."""
+
+    def judged(self, accuracy, baseline):
+        j = job([(60.0, DONE)], [])
+        j["done"]["test_accuracy"] = accuracy
+        return decide(j, [], baseline, 0.01)
+
+    def test_one_fault_free_run_allows_the_tolerance_either_side(self):
+        self.assertEqual(self.judged(0.8705, BASE), [])
+        failures = self.judged(0.8695, BASE)
+        self.assertEqual(failures, ["test accuracy 0.8695 against 0.88 fault-free (tolerance 0.01)"])
+
+    def test_several_fault_free_runs_allow_the_tolerance_beyond_their_range(self):
+        base = dict(BASE, accuracy=0.8855, accuracies=[0.8855, 0.8766, 0.8821])
+        self.assertEqual(self.judged(0.8727, base), [])
+        self.assertEqual(self.judged(0.8950, base), [])
+        failures = self.judged(0.8660, base)
+        self.assertEqual(failures, ["test accuracy 0.866 against 0.8766-0.8855 in 3 runs fault-free (tolerance 0.01)"])
+        self.assertEqual(len(self.judged(0.8960, base)), 1)
+
+
 class Memory(unittest.TestCase):
     def series(self, values, every=2.0):
         return [(i * every, kb) for i, kb in enumerate(values)]
