@@ -44,6 +44,7 @@ public:
           book_(partition_.size() + 1), spares_(net, exchange_, num_ps_, cfg_.index != 0)
     {
         if (num_ps_ == 0) throw error("a parameter-server client needs at least one PS");
+        step_parts_.resize(num_ps_);
     }
 
     ~impl()
@@ -99,21 +100,33 @@ public:
         const auto dim = check_rows(cfg_, "async_push_rows", table, keys, grads.size(), "gradient");
         return issue_sparse(dim, wire::kind::sparse_push, table, keys, nullptr, grads);
     }
+    // A step's pushes: the whole vector, or its buckets, each issued before
+    // any is waited for; the first push after they were all waited for
+    // begins the next step.
     ticket push(shard_range r, std::uint64_t position, bool skip)
     {
         last_position_ = position;
-        return issue(wire::kind::push, r, 0, position, skip);
+        if (step_pushes_.empty())
+            for (auto& parts : step_parts_) parts.clear();
+        const ticket id = issue(wire::kind::push, r, 0, position, skip);
+        step_pushes_.push_back(id);
+        for (const auto& op : book_.at(id).ops) step_parts_[op.ps].push_back(op.part);
+        return id;
     }
 
     void wait(ticket t)
     {
         auto& pending = book_.at(t);
+        const auto push = std::find(step_pushes_.begin(), step_pushes_.end(), t);
+        const bool ends_step = push != step_pushes_.end() && step_pushes_.size() == 1;
+        if (push != step_pushes_.end()) step_pushes_.erase(push);
         try {
             complete(pending);
         } catch (...) {
             fail(t);
         }
         book_.close(t);
+        if (ends_step) profile_.step_done();
     }
 
     bool test(ticket t) { return exchange_.test(book_.at(t).ops); }
@@ -265,13 +278,17 @@ public:
     // open (the lost PS's part never came) counts: the filler joins the
     // step p is at, not the one the ticket was for, which p would drop as
     // stale while it holds the other workers' pushes.
+    // A filler is of the buckets this worker pushed to p in its last step,
+    // in the order it pushed them: the buckets every worker pushes (a whole
+    // shard would overlap the buckets the others hold there).
     void complete_held_steps()
     {
         for (const auto p : spares_.serving(spares_.lost())) {
             if (pushes_at_loss_.at(p).pushing) continue;
             base_step_[p] = pushes_at_loss_[p].step;
             const std::vector<std::size_t> only{p};
-            send(wire::kind::push, partition_[p], 0, last_position_, &only);
+            if (step_parts_[p].empty()) send(wire::kind::push, partition_[p], 0, last_position_, &only);
+            for (const auto& part : step_parts_[p]) send(wire::kind::push, part, 0, last_position_, &only);
         }
     }
 
@@ -313,6 +330,10 @@ public:
     std::vector<push_at_loss> pushes_at_loss_;  // per PS, when a loss was learned (note_pushes_at_loss)
     std::uint64_t global_step_ = 0;
     std::uint64_t last_position_ = 0;  // the data position of the last push
+    std::vector<ticket> step_pushes_;  // the current step's push tickets not waited for yet
+    // Per PS: the parts of the flat vector the current (or last) step's
+    // pushes sent it, in order: its buckets, or its whole shard.
+    std::vector<std::vector<shard_range>> step_parts_;
     bool greeted_ = false, done_ = false, stopped_ = false;
     bool left_ = false;     // leave() was called
     bool started_ = false;  // the first request has been answered (the profile's start ends)
@@ -397,6 +418,7 @@ private:
             throw error("replace_lost_ps: no PS was lost (call it after a lost_ps error)");
         return healing_step([&] {
             if (rollback) complete_held_steps();
+            step_pushes_.clear();
             return spares_.abandon(book_);
         });
     }
@@ -531,8 +553,6 @@ private:
         client_clock::scope timed(profile_, client_phase::checking);
         exchange_.wait(t.ops, profile_, started_ ? client_phase::waiting : client_phase::starting);
         started_ = true;
-        if (!t.ops.empty() && t.ops.front().out.kind == static_cast<std::uint16_t>(wire::kind::push))
-            profile_.step_done();
         for (auto& op : t.ops) {
             if (op.expected == wire::kind::rows) {
                 const auto r = wire::body<wire::rows>(op.in);

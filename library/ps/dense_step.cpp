@@ -26,17 +26,35 @@ void dense_step::on_push(std::size_t i, const wire::push& m)
     else wire::widen(links_[i].slot.data(), part.size(), links_.precision());  // FP32 from here on
     if (state_.done) return reply_values(i, part, shared, values_status::done);
     if (!sync_) return apply_now(i, m, part, shared);
-    if (m.step != state_.step) {  // computed on older values: dropped, with its batch's row updates
-        if (log::current_level() >= log::level::debug)  // the name is made only then
-            log::debug("a gradient from {} computed on the values of step {} dropped as stale at step {}",
-                       links_.name(i), m.step, state_.step);
+    // Computed on older values, or a bucket this step has applied without
+    // it (a worker that joined in the middle of the step): dropped.
+    if (m.step != state_.step || applied_in_this_step(part)) return drop_stale(i, m, part, shared);
+    contribute(i, m, part, shared);  // request_check refused a second push to this step before an answer
+}
+
+// Sync: a stale gradient is dropped, with its batch's row updates; it
+// counts once per step, however many buckets it comes in.
+void dense_step::drop_stale(std::size_t i, const wire::push& m, shard_range part, bool shared)
+{
+    auto& p = links_[i];
+    if (log::current_level() >= log::level::debug)  // the name is made only then
+        log::debug("a gradient of [{}, {}) from {} computed on the values of step {} dropped as stale at step {}",
+                   part.begin, part.end, links_.name(i), m.step, state_.step);
+    if (p.counted_step != m.step) {
         ++state_.stale;
-        ++links_[i].counters.stale;
-        links_[i].position = m.position;
-        sparse_.drop_held(i);
-        return reply_values(i, part, shared, values_status::stale);
+        ++p.counters.stale;
+        p.counted_step = m.step;
     }
-    contribute(i, m, shared);  // request_check refused a second push to this step
+    p.position = m.position;
+    sparse_.drop_held(i);
+    reply_values(i, part, shared, values_status::stale);
+}
+
+bool dense_step::applied_in_this_step(shard_range part) const
+{
+    if (covered_ == 0) return false;
+    return std::none_of(pending_.begin(), pending_.end(), [&](const bucket& b) { return b.part == part; }) &&
+           std::find(buckets_.begin(), buckets_.end(), part) != buckets_.end();
 }
 
 // Async: the gradient applies on arrival; its reply waits while the push
@@ -76,33 +94,79 @@ void dense_step::release_held()
 // Sync: its position counts once the step is applied (a snapshot of the
 // current step, which the chief's request may come in between, must not
 // skip a batch whose gradient is not in it).
-void dense_step::contribute(std::size_t i, const wire::push& m, bool shared)
+void dense_step::contribute(std::size_t i, const wire::push& m, shard_range part, bool shared)
 {
-    const auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& c) { return c.worker > i; });
-    waiting_.insert(at, contribution{i, shared, m.position, m.skip != 0});
-    ++links_[i].counters.gradients;
-    if (waiting_.size() < static_cast<std::size_t>(replicas_)) return;
-    complete_step();
+    auto b = std::find_if(pending_.begin(), pending_.end(), [&](const bucket& x) { return x.part == part; });
+    if (b == pending_.end()) {
+        b = pending_.insert(pending_.end(), bucket{part, {}});
+        buckets_.push_back(part);
+    }
+    const auto at = std::find_if(b->from.begin(), b->from.end(), [&](const auto& c) { return c.worker > i; });
+    b->from.insert(at, contribution{i, shared, m.position, m.skip != 0});
+    auto& p = links_[i];
+    if (p.counted_step != m.step) {
+        ++p.counters.gradients;
+        p.counted_step = m.step;
+    }
+    complete_buckets();
 }
 
 void dense_step::set_replicas(int replicas)
 {
     replicas_ = replicas;
-    if (!waiting_.empty() && waiting_.size() >= static_cast<std::size_t>(replicas_)) complete_step();
+    complete_buckets();
 }
 
-// The waiting gradients make the step: their mean applied, each answered.
-void dense_step::complete_step()
+// Every pending bucket with its gradients is applied and answered.
+void dense_step::complete_buckets()
 {
-    const auto& step = take_contributions();
+    for (std::size_t k = 0; k < pending_.size();) {
+        if (!pending_[k].from.empty() && pending_[k].from.size() >= static_cast<std::size_t>(replicas_))
+            complete_bucket(k);
+        else ++k;
+    }
+}
+
+// A bucket's gradients are in: their mean applied and answered; the
+// bucket that covers the rest of the shard ends the step.
+void dense_step::complete_bucket(std::size_t k)
+{
+    applying_ = std::move(pending_[k]);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(k));
+    const auto& step = applying_.from;
     links_.drain_sends();
-    workers_.clear();
-    for (const auto& c : step) workers_.push_back(c.worker);
-    if (std::any_of(step.begin(), step.end(), [](const contribution& c) { return c.skip; })) return skip_step(step);
-    sparse_.apply_held(workers_);
-    apply_step(step);
+    if (std::any_of(step.begin(), step.end(), [](const contribution& c) { return c.skip; })) {
+        end_step();
+        return skip_step(step);
+    }
+    covered_ += applying_.part.size();
+    const bool last = covered_ == shard_.range().size();
+    if (last) {
+        workers_.clear();
+        for (const auto& c : step) workers_.push_back(c.worker);
+        sparse_.apply_held(workers_);
+    }
+    if (update_ == 0) update_ = shard_.shard().begin_update();
+    apply_bucket(applying_);
+    if (!last) return answer(applying_, state_.step + 1);
+    end_step();
     advance();
-    answer(step);
+    answer(applying_, state_.step);
+}
+
+// The step's buckets are forgotten: the next one starts empty.
+void dense_step::end_step()
+{
+    buckets_.clear();
+    covered_ = 0;
+    update_ = 0;
+}
+
+void dense_step::answer_waiting()
+{
+    for (auto& b : pending_) answer(b, state_.step);
+    pending_.clear();
+    end_step();
 }
 
 // A worker found inf or NaN in its gradient: nothing of the step is
@@ -117,40 +181,42 @@ void dense_step::skip_step(const std::vector<contribution>& step)
     ++state_.skipped;
     activity_.progressed();
     log::debug("step {} skipped: a worker found inf or NaN in its gradient", state_.step.load());
-    answer(step);
+    answer(applying_, state_.step);
 }
 
-// The current step's contributions, taken: the next step begins empty.
-const std::vector<contribution>& dense_step::take_contributions()
+std::size_t dense_step::contributions() const
 {
-    applying_.swap(waiting_);
-    waiting_.clear();
-    return applying_;
+    std::size_t n = 0;
+    for (const auto& b : pending_) n += b.from.size();
+    return n;
 }
+
+bool dense_step::step_begun() const { return covered_ > 0 || !pending_.empty(); }
 
 bool dense_step::contributed(std::size_t i) const
 {
-    return std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& c) { return c.worker == i; });
+    return std::any_of(pending_.begin(), pending_.end(), [&](const bucket& b) {
+        return std::any_of(b.from.begin(), b.from.end(), [&](const auto& c) { return c.worker == i; });
+    });
 }
 
-// The mean of the step's gradients, its new values also written into the
+// The mean of the bucket's gradients, its new values also written into the
 // mapped buffers of the contributors on this host.
-void dense_step::apply_step(const std::vector<contribution>& step)
+void dense_step::apply_bucket(const bucket& b)
 {
     server_clock::scope timed(profile_, updating);
     grads_.clear();
     copies_.clear();
-    const auto& range = shard_.range();
-    for (const auto& c : step) {
+    for (const auto& c : b.from) {
         auto& w = links_[c.worker];
         w.position = c.position;
-        grads_.push_back(gradient(c.worker, range, c.shared).data());
+        grads_.push_back(gradient(c.worker, b.part, c.shared).data());
         if (c.shared) {
             copies_.push_back(w.mapped_params);
             w.values_written = true;
         }
     }
-    shard_.apply_mean(grads_, 1.0f / static_cast<float>(step.size()), copies_);
+    shard_.apply_mean(b.part, grads_, 1.0f / static_cast<float>(b.from.size()), copies_, update_);
 }
 
 // Where worker i's gradient of `part` is: in its mapped buffer (same host)
@@ -161,20 +227,21 @@ std::span<const float> dense_step::gradient(std::size_t i, shard_range part, boo
     return {shared ? p.mapped_grads + (part.begin - shard_.range().begin) : p.slot.data(), part.size()};
 }
 
-// Every live worker whose gradient is in the step gets the new values.
-void dense_step::answer(const std::vector<contribution>& step)
+// Every live worker whose gradient is in the bucket gets its new values.
+void dense_step::answer(const bucket& b, std::uint64_t step)
 {
-    for (const auto& c : step)
-        if (!links_[c.worker].lost) reply_values(c.worker, shard_.range(), c.shared, values_status::ok);
+    for (const auto& c : b.from)
+        if (!links_[c.worker].lost) reply_values(c.worker, b.part, c.shared, values_status::ok, step);
 }
 
-void dense_step::reply_values(std::size_t i, shard_range part, bool shared, values_status status)
+void dense_step::reply_values(std::size_t i, shard_range part, bool shared, values_status status,
+                              std::optional<std::uint64_t> step)
 {
     values_reply v;
     v.part = part;
     v.shared = shared;
     v.status = state_.status(status);
-    v.step = state_.step;
+    v.step = step.value_or(state_.step);
     v.restored = state_.restored;
     v.values = shard_.values(part);
     v.buffer = shard_.shard().values().data();

@@ -3,14 +3,23 @@
 // (and, with a staleness bound, the reply of a worker too far ahead of the
 // slowest waits: staleness_bound.hpp).
 // Sync, a step aggregates exactly replicas_to_aggregate gradients of the
-// current step (a stale one is dropped, with its batch's row updates):
-// each push adds a contribution, and the one that completes the step
-// passes them all, in worker order, to the row updates, the shard's mean
-// and the replies.  Every applied update advances the global step.  A push
-// that says skip (the worker found inf or NaN: wire::push::skip) is
-// applied nowhere: async, that push; sync, its whole step (no update, no
-// row update, the global step stays, every contributor gets the values as
-// they are), so that every worker skips it alike.
+// current step (a stale one is dropped, with its batch's row updates), in
+// buckets: a push is of the whole shard or of a bucket, a range of it that
+// every worker pushes alike (the overlapped step pushes each bucket as
+// backward produces it).  Each push adds a contribution to its bucket, and
+// the one that completes a bucket passes them all, in worker order, to the
+// bucket's mean and its replies, at once: the bucket's new values go back
+// while the rest of the step is still coming.  The bucket that completes
+// the step's cover of the shard also passes them to the row updates, and
+// advances the global step; every bucket of a step applies the same
+// optimizer update (Adam's bias correction), so a bucketed step's values
+// are those of a whole-shard push, bit for bit.  The replies of a step's
+// earlier buckets say the step it becomes.  Async, every applied update
+// advances the global step.  A push that says skip (the worker found inf
+// or NaN: wire::push::skip) is applied nowhere: async, that push; sync,
+// its whole step (no update, no row update, the global step stays, every
+// contributor gets the values as they are), so that every worker skips it
+// alike: a skip is of the whole shard (request_check).
 //
 // Used by the server's thread only.
 #pragma once
@@ -25,6 +34,8 @@
 #include "library/ps/worker_link.hpp"
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
 namespace pstrain::ps {
@@ -37,39 +48,57 @@ struct contribution {
     bool skip = false;           // the worker found inf or NaN: the step is skipped
 };
 
+// Sync: a bucket of the current step and its contributions, in worker order.
+struct bucket {
+    shard_range part;
+    std::vector<contribution> from;
+};
+
 class dense_step {
 public:
     dense_step(worker_links& links, served_shard& shard, sparse_service& sparse, training_state& state,
                server_clock& profile, activity_recorder& activity, const server_hooks& hooks, bool sync, int replicas,
                staleness_bound* bound = nullptr);
 
-    // A push, checked by check_request (sync: of the whole shard).
+    // A push, checked by check_request (sync: whole shards or buckets
+    // alike on every worker).
     void on_push(std::size_t i, const wire::push& m);
-    // The values of `part` to worker i, with the PS's step and `status`
-    // (done or stopped once training has ended).
-    void reply_values(std::size_t i, shard_range part, bool shared, wire::values_status status);
+    // The values of `part` to worker i, with the PS's step (or `step`) and
+    // `status` (done or stopped once training has ended).
+    void reply_values(std::size_t i, shard_range part, bool shared, wire::values_status status,
+                      std::optional<std::uint64_t> step = std::nullopt);
     // Sync: from now on a step aggregates `replicas` gradients (membership:
     // elastic training lost or took back a worker, or one left); a step that
     // has that many already is applied now.
     void set_replicas(int replicas);
-    // Sync: the gradients waiting for a step that will not come are answered.
-    void answer_waiting() { answer(take_contributions()); }
+    // Sync: the gradients waiting for a step that will not come are
+    // answered, and the step starts over (a rollback restores the shard).
+    void answer_waiting();
     // Async with a staleness bound: the held replies that may go now (all
     // of them once training has ended; none to lost workers) are sent.
     void release_held();
 
-    // Sync: gradients the current step has, and whether worker i gave one.
-    std::size_t contributions() const { return waiting_.size(); }
+    // Sync: the gradients (of whole shards or buckets) waiting in the
+    // current step; whether it has begun (a gradient came, or a bucket is
+    // applied); whether worker i's push waits in it.
+    std::size_t contributions() const;
+    bool step_begun() const;
     bool contributed(std::size_t i) const;
+    // Sync: the ranges of the current step's buckets, pending and applied
+    // (empty: nothing pushed to it yet).
+    std::span<const shard_range> step_buckets() const { return buckets_; }
 
 private:
     void apply_now(std::size_t i, const wire::push& m, shard_range part, bool shared);
-    void contribute(std::size_t i, const wire::push& m, bool shared);
-    void complete_step();
+    void drop_stale(std::size_t i, const wire::push& m, shard_range part, bool shared);
+    bool applied_in_this_step(shard_range part) const;
+    void contribute(std::size_t i, const wire::push& m, shard_range part, bool shared);
+    void complete_buckets();
+    void complete_bucket(std::size_t k);
     void skip_step(const std::vector<contribution>& step);
-    const std::vector<contribution>& take_contributions();
-    void apply_step(const std::vector<contribution>& step);
-    void answer(const std::vector<contribution>& step);
+    void apply_bucket(const bucket& b);
+    void end_step();
+    void answer(const bucket& b, std::uint64_t step);
     std::span<const float> gradient(std::size_t i, shard_range part, bool shared) const;
     void advance();
 
@@ -82,9 +111,13 @@ private:
     const server_hooks& hooks_;
     const bool sync_;
     int replicas_;
-    staleness_bound* bound_;              // async: the clocks and held replies (none: never held)
-    std::vector<contribution> waiting_;   // sync: the current step's, in worker order
-    std::vector<contribution> applying_;  // sync: the step being applied and answered
+    staleness_bound* bound_;  // async: the clocks and held replies (none: never held)
+    // Sync: the current step.
+    std::vector<bucket> pending_;       // its buckets short of gradients
+    std::vector<shard_range> buckets_;  // the ranges of its buckets, pending and applied
+    std::uint64_t covered_ = 0;         // elements of the shard its applied buckets cover
+    std::uint64_t update_ = 0;          // the optimizer update its buckets apply (0: none applied yet)
+    bucket applying_;                   // the bucket being applied and answered
     // Scratch of a step (kept: no allocation per step).
     std::vector<std::size_t> workers_;
     std::vector<const float*> grads_;

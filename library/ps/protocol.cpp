@@ -296,7 +296,19 @@ std::string describe(const refusal& r)
         return fmt::format("a model of {} parameters where the chief's has {}: do all tasks build the same model?",
                            r.detail_begin, r.detail_end);
     case refusal_code::needs_whole_shard:
-        return "sync training aggregates whole-shard gradients: push the whole shard (every tensor of it) together";
+        return fmt::format("a push of [{}, {}), part of the shard, where sync training with backup workers "
+                           "(replicas to aggregate below the workers) aggregates whole-shard gradients: push the "
+                           "whole shard (every tensor of it) together",
+                           r.detail_begin, r.detail_end);
+    case refusal_code::bucket_skips:
+        return fmt::format("a push of the bucket [{}, {}) that skips its step: a skip is of the whole shard (check "
+                           "every gradient of the step, then push the whole shard with skip)",
+                           r.detail_begin, r.detail_end);
+    case refusal_code::bucket_mismatch:
+        return fmt::format("a push of the bucket [{}, {}), which overlaps the bucket [{}, {}) of the same sync step "
+                           "that another worker pushed: every worker must push the same buckets (the same model "
+                           "and bucket size)",
+                           r.detail_begin, r.detail_end, r.other_begin, r.other_end);
     case refusal_code::wrong_peer:
         return fmt::format("a hello from worker {} of {} on the connection of worker {}: is a task of another job step "
                            "talking to this PS?",

@@ -81,7 +81,8 @@
 namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
-inline constexpr std::uint16_t version = 15;        // 15: a push may skip; 14: welcome names the PS process; 13: leave
+inline constexpr std::uint16_t version =
+    16;  // 16: sync pushes of buckets; 15: a push may skip; 14: welcome names the PS process; 13: leave
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -232,6 +233,8 @@ enum class refusal_code : std::uint32_t {
     pushed_twice,
     precision_mismatch,
     not_elastic,
+    bucket_skips,
+    bucket_mismatch,
 };
 
 struct refusal {
@@ -246,9 +249,11 @@ struct refusal {
                                       // tables_mismatch: the worker's tables, this PS's;
                                       // rows_without_step: the row updates held, the most held for one worker;
                                       // pushed_twice: the sync step the worker already pushed to;
+                                      // needs_whole_shard, bucket_skips, bucket_mismatch: the range pushed;
                                       // precision_mismatch: the worker's wire precision, this PS's
     std::uint64_t detail_end = 0;
     std::uint32_t peer_index = 0;  // wrong_peer, precision_mismatch: the worker the PS knows the connection as
+    std::uint64_t other_begin = 0, other_end = 0;  // bucket_mismatch: the step's bucket the pushed one overlaps
 };
 
 struct stats {

@@ -68,8 +68,23 @@ maybe_refusal push(const wire::frame& f, const request_context& ctx)
     if (auto r =
             payload_is(f, m.in_shared_memory ? 0 : wire::numbers_bytes(m.range_end - m.range_begin, ctx.precision)))
         return r;
-    if (ctx.whole_shard_pushes && shard_range{m.range_begin, m.range_end} != ctx.range)
-        return refusal_of(refusal_code::needs_whole_shard, m.range_begin, m.range_end);
+    if (ctx.sync_pushes) {
+        const shard_range part{m.range_begin, m.range_end};
+        if (part != ctx.range) {
+            if (!ctx.buckets) return refusal_of(refusal_code::needs_whole_shard, m.range_begin, m.range_end);
+            if (m.skip) return refusal_of(refusal_code::bucket_skips, m.range_begin, m.range_end);
+        }
+        // A bucket that overlaps another of the step without being it: the
+        // workers bucket the gradient differently, and no step could complete.
+        if (m.step == ctx.step)
+            for (const auto& b : ctx.step_buckets)
+                if (b != part && b.begin < part.end && part.begin < b.end) {
+                    auto r = refusal_of(refusal_code::bucket_mismatch, m.range_begin, m.range_end);
+                    r.other_begin = b.begin;
+                    r.other_end = b.end;
+                    return r;
+                }
+    }
     // One gradient per worker and sync step: a second would count twice in the mean.
     if (ctx.pushed_to_step && m.step == *ctx.pushed_to_step) return refusal_of(refusal_code::pushed_twice, m.step, 0);
     return std::nullopt;

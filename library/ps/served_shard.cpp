@@ -44,17 +44,17 @@ void served_shard::apply_in_blocks(std::span<const float> grads, std::size_t at)
 // Each block's sum (in the order of `grads`, so a run is the same whatever
 // the arrival order), update and copies done while the block is in cache;
 // a large shard's blocks spread over the update threads.
-void served_shard::apply_mean(std::span<const float* const> grads, float scale, std::span<float* const> copies)
+void served_shard::apply_mean(shard_range part, std::span<const float* const> grads, float scale,
+                              std::span<float* const> copies, std::uint64_t update)
 {
-    const std::uint64_t update = shard_.begin_update();
-    const std::size_t n = range().size();
+    const std::size_t first = part.begin - range().begin, n = part.size();
     const float* values = shard_.values().data();
     const auto one_block = [&](std::size_t b) {
-        const std::size_t at = b * update_block, len = std::min(update_block, n - at);
+        const std::size_t from = b * update_block, len = std::min(update_block, n - from), at = first + from;
         float* sum = sum_.data() + at;
         std::fill(sum, sum + len, 0.0f);
         for (const float* g : grads)
-            for (std::size_t e = 0; e < len; ++e) sum[e] += g[at + e];
+            for (std::size_t e = 0; e < len; ++e) sum[e] += g[from + e];
         for (std::size_t e = 0; e < len; ++e) sum[e] *= scale;
         shard_.apply_block({sum, len}, at, update);
         for (float* copy : copies) std::copy(values + at, values + at + len, copy + at);

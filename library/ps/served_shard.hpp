@@ -4,9 +4,10 @@
 // place; in blocks over the update threads when the shard is large; or,
 // while a reply in flight still reads the values, into a back buffer
 // that then becomes the values (the old ones stay where the reply reads
-// them, without a copy).  A sync step's mean of whole-shard gradients is
-// summed, applied and copied into the workers' mapped buffers block by
-// block, each block while it is in cache.
+// them, without a copy).  A sync step's mean of a bucket's gradients (of
+// the whole shard, or of a range of it) is summed, applied and copied into
+// the workers' mapped buffers block by block, each block while it is in
+// cache.
 //
 // Used by the server's thread only (the update threads work inside its calls).
 #pragma once
@@ -51,9 +52,13 @@ public:
     // in flight still reads a values buffer.
     void apply(std::span<const float> grads, shard_range part,
                const std::function<bool(const float*)>& read_by_a_reply);
-    // Sync: the mean of whole-shard gradients (`grads`, summed in this
-    // order), its new values also copied to each of `copies`.
-    void apply_mean(std::span<const float* const> grads, float scale, std::span<float* const> copies);
+    // Sync: the mean of gradients of `part` (`grads`, each pointing at the
+    // part's first element, summed in this order) applied as optimizer
+    // update `update` (parameter_shard::begin_update: the same for every
+    // bucket of a step), its new values also copied to each of `copies`
+    // (buffers of the whole shard).
+    void apply_mean(shard_range part, std::span<const float* const> grads, float scale, std::span<float* const> copies,
+                    std::uint64_t update);
 
 private:
     // A back buffer that no reply in flight reads.  At most one more

@@ -151,8 +151,8 @@ private:
             for (std::size_t i = 0; i < n; ++i) activity_.pending(i, !links_[i].lost && !links_[i].told_done);
         } else if (cfg_.training.sync) {
             // The step waits for the gradients it has not got.
-            activity_.begin(dense_->contributions() > 0 ? "the missing gradients of a sync step"
-                                                        : "the gradients of a sync step",
+            activity_.begin(dense_->step_begun() ? "the missing gradients of a sync step"
+                                                 : "the gradients of a sync step",
                             state_.step, true);
             for (std::size_t i = 0; i < n; ++i) activity_.pending(i, !links_[i].lost && !dense_->contributed(i));
         } else if (bound_.holding()) {
@@ -203,8 +203,13 @@ private:
         c.mapped = links_[i].mapped_params != nullptr;
         c.range = shard_->range();
         c.num_params = num_params_;
-        c.whole_shard_pushes = cfg_.training.sync && !state_.done;
-        if (c.whole_shard_pushes && dense_ && dense_->contributed(i)) c.pushed_to_step = state_.step;
+        c.sync_pushes = cfg_.training.sync && !state_.done;
+        c.buckets = members_.replicas_wanted() >= static_cast<int>(links_.size());
+        c.step = state_.step;
+        if (c.sync_pushes && dense_) {
+            c.step_buckets = dense_->step_buckets();
+            if (dense_->contributed(i)) c.pushed_to_step = state_.step;
+        }
         c.table_dims = sparse_.dims();
         c.precision = cfg_.precision;
         return c;

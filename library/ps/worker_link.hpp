@@ -57,6 +57,9 @@ struct worker_link {
     bool told_done = false;          // a reply said done or stopped: it leaves now
     std::uint64_t position = 0;      // its data position after its last gradient this shard applied (or dropped)
     wire::worker_counters counters;  // its gradients, for stats
+    // Sync: the step its last counted push was computed at (a step's
+    // gradient counts once, however many buckets it comes in).
+    std::optional<std::uint64_t> counted_step;
 
     // A whole message is here: its frame, and its payload if it has one.
     bool ready()

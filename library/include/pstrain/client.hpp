@@ -149,14 +149,22 @@ public:
     // The gradient in grads() of `range`, computed on the values last
     // received; `position` is this worker's place in its data (kept with
     // snapshots).  The reply brings the updated values into params().  In
-    // sync mode a push covers whole shards, and its reply comes when the
-    // step it joined is applied: waiting for it is the step barrier.
+    // sync mode its reply comes when the step it joined is applied: waiting
+    // for it is the step barrier.  A sync push is of whole shards, or of
+    // buckets: an overlapped step pushes the gradient range by range as
+    // backward produces it (the last layers first), and each PS applies a
+    // bucket and answers it with its new values as soon as every worker's
+    // gradient of it is in, the whole step's update bit for bit.  Buckets
+    // must be the same ranges on every worker, each step issued whole (every
+    // bucket of it pushed) before any of its tickets is waited for, and
+    // not with backup workers (replicas_to_aggregate below the workers),
+    // whose step aggregates whole shards.
     // `skip`: this worker found inf or NaN in the gradient (a loss scaler's
     // overflow), and nothing of it is to be applied.  Sync: the step it
     // joins is skipped on every PS (no update, no row update, the global
     // step stays; its reply brings the values as they are), as a loss
-    // scaler skips the optimizer's step, but on every worker alike.
-    // Async: this push alone.
+    // scaler skips the optimizer's step, but on every worker alike; a skip
+    // is of the whole vector.  Async: this push alone.
     ticket async_push(shard_range range, std::uint64_t position = 0, bool skip = false);
     ticket async_push(std::uint64_t position = 0) { return async_push(everything(), position); }
     // Sparse: the rows of `keys` of embedding table `table` into

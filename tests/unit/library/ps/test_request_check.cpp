@@ -36,9 +36,10 @@ std::optional<wire::refusal_code> code_of(const wire::frame& f, const request_co
     return static_cast<wire::refusal_code>(r->code);
 }
 
-wire::frame push(std::uint64_t b, std::uint64_t e, std::uint32_t shared = 0)
+wire::frame push(std::uint64_t b, std::uint64_t e, std::uint32_t shared = 0, std::uint64_t step = 0,
+                 std::uint32_t skip = 0)
 {
-    return wire::encode(wire::push{0, b, e, 0, shared}, shared ? 0 : wire::float_bytes(e - b));
+    return wire::encode(wire::push{step, b, e, 0, shared, skip}, shared ? 0 : wire::float_bytes(e - b));
 }
 
 wire::frame hello(std::uint64_t num_params, std::uint32_t index, std::uint32_t workers, std::uint32_t tables)
@@ -83,14 +84,44 @@ BOOST_AUTO_TEST_CASE(pushes_outside_the_shard_unmapped_or_of_the_wrong_length_ar
     BOOST_TEST((code_of(f, worker_1()) == wire::refusal_code::bad_length));
 }
 
-BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard_until_training_is_done)
+// Sync: a push is of the whole shard or of a bucket; with backup workers a
+// bucket is refused (its step's buckets would aggregate other workers), and
+// so is a bucket that skips (the step's other buckets may be applied).
+BOOST_AUTO_TEST_CASE(sync_takes_buckets_but_not_with_backup_workers_nor_one_that_skips)
 {
     auto c = worker_1();
-    c.whole_shard_pushes = true;
-    BOOST_TEST((code_of(push(8, 12), c) == wire::refusal_code::needs_whole_shard));
-    BOOST_TEST(!code_of(push(8, 16), c).has_value());
-    c.whole_shard_pushes = false;  // done: answered with done, not refused
+    c.sync_pushes = true;
     BOOST_TEST(!code_of(push(8, 12), c).has_value());
+    BOOST_TEST(!code_of(push(8, 16), c).has_value());
+    BOOST_TEST((code_of(push(8, 12, 0, 0, 1), c) == wire::refusal_code::bucket_skips));
+    BOOST_TEST(!code_of(push(8, 16, 0, 0, 1), c).has_value());
+    c.buckets = false;
+    BOOST_TEST((code_of(push(8, 12), c) == wire::refusal_code::needs_whole_shard));
+    BOOST_TEST(wire::describe(*check_request(push(8, 12), std::nullopt, c))
+                   .starts_with("a push of [8, 12), part of the shard, where sync training with backup workers"));
+    BOOST_TEST(!code_of(push(8, 16), c).has_value());
+    c.sync_pushes = false;  // done: answered with done, not refused
+    BOOST_TEST(!code_of(push(8, 12), c).has_value());
+}
+
+// Every worker buckets a step alike: a bucket that overlaps one of the
+// step's without being it would leave both short of gradients for ever.
+// A push of another step (stale) is the dense step's to drop.
+BOOST_AUTO_TEST_CASE(a_bucket_that_overlaps_another_of_the_step_is_refused_naming_both)
+{
+    auto c = worker_1();
+    c.sync_pushes = true;
+    c.step = 5;
+    const std::vector<shard_range> step_buckets{{12, 16}, {8, 12}};
+    c.step_buckets = step_buckets;
+    BOOST_TEST(!code_of(push(12, 16, 0, 5), c).has_value());
+    BOOST_TEST(!code_of(push(8, 12, 0, 5), c).has_value());
+    BOOST_TEST((code_of(push(10, 16, 0, 5), c) == wire::refusal_code::bucket_mismatch));
+    BOOST_TEST((code_of(push(8, 16, 0, 5), c) == wire::refusal_code::bucket_mismatch));
+    BOOST_TEST(wire::describe(*check_request(push(10, 14, 0, 5), std::nullopt, c)) ==
+               "a push of the bucket [10, 14), which overlaps the bucket [12, 16) of the same sync step that another "
+               "worker pushed: every worker must push the same buckets (the same model and bucket size)");
+    BOOST_TEST(!code_of(push(10, 16, 0, 4), c).has_value());
 }
 
 // One gradient per worker and sync step: a second push to the step the
@@ -100,7 +131,7 @@ BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard_until_training_is_
 BOOST_AUTO_TEST_CASE(a_second_push_to_the_step_a_worker_has_pushed_to_is_refused)
 {
     auto c = worker_1();
-    c.whole_shard_pushes = true;
+    c.sync_pushes = true;
     c.pushed_to_step = 0;
     BOOST_TEST((code_of(push(8, 16), c) == wire::refusal_code::pushed_twice));
     const auto r = check_request(push(8, 16), std::nullopt, c);

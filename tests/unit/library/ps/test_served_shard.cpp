@@ -18,6 +18,14 @@ optimizer_config sgd(float lr)
     return c;
 }
 
+optimizer_config adam()
+{
+    optimizer_config c;
+    c.kind = optimizer_kind::adam;
+    c.learning_rate = 0.001f;
+    return c;
+}
+
 std::vector<float> values_of(const served_shard& s)
 {
     const auto v = s.shard().values();
@@ -76,8 +84,46 @@ BOOST_AUTO_TEST_CASE(a_sync_step_applies_the_mean_and_copies_the_new_values)
     std::vector<float> copy(n, -9.0f);
     const std::vector<const float*> grads{a.data(), b.data()};
     const std::vector<float*> copies{copy.data()};
-    s.apply_mean(grads, 0.5f, copies);
+    s.apply_mean({0, n}, grads, 0.5f, copies, s.shard().begin_update());
     BOOST_TEST(values_of(s) == std::vector<float>(n, -2.0f), boost::test_tools::per_element());
     BOOST_TEST(copy == std::vector<float>(n, -2.0f), boost::test_tools::per_element());
     BOOST_TEST(s.shard().updates() == 1u);
+}
+
+// The overlapped step's buckets: ranges of the shard (not on block
+// boundaries), in backward's order, each its own apply_mean with the step's
+// one update, make the values and the optimizer state of the whole-shard
+// mean, bit for bit, step after step.
+BOOST_AUTO_TEST_CASE(buckets_of_a_step_make_the_values_of_the_whole_shard_bit_for_bit)
+{
+    const std::size_t n = 2 * served_shard::update_block + 1001;
+    const std::uint64_t b = 100;  // the shard's first element
+    served_shard whole({b, b + n}, adam(), 1), bucketed({b, b + n}, adam(), 1);
+    std::vector<float> init(n);
+    for (std::size_t i = 0; i < n; ++i) init[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+    whole.shard().assign(init);
+    bucketed.shard().assign(init);
+    const std::vector<shard_range> buckets{{b + 5000, b + n}, {b + 17, b + 5000}, {b, b + 17}};
+    std::vector<float> g0(n), g1(n), copy_whole(n), copy_bucketed(n);
+    for (int step = 0; step < 5; ++step) {
+        for (std::size_t i = 0; i < n; ++i) {
+            g0[i] = 0.001f * static_cast<float>((i * 7 + step) % 113) - 0.05f;
+            g1[i] = 0.003f * static_cast<float>((i * 3 + step) % 59) - 0.07f;
+        }
+        const std::vector<const float*> all{g0.data(), g1.data()};
+        const std::vector<float*> to_whole{copy_whole.data()}, to_bucketed{copy_bucketed.data()};
+        whole.apply_mean({b, b + n}, all, 0.5f, to_whole, whole.shard().begin_update());
+        const std::uint64_t update = bucketed.shard().begin_update();
+        for (const auto& r : buckets) {
+            const std::size_t at = r.begin - b;
+            const std::vector<const float*> part{g0.data() + at, g1.data() + at};
+            bucketed.apply_mean(r, part, 0.5f, to_bucketed, update);
+        }
+        BOOST_TEST(values_of(bucketed) == values_of(whole), boost::test_tools::per_element());
+        BOOST_TEST(copy_bucketed == copy_whole, boost::test_tools::per_element());
+    }
+    const auto sw = whole.shard().state(), sb = bucketed.shard().state();
+    BOOST_TEST(std::vector<float>(sb.begin(), sb.end()) == std::vector<float>(sw.begin(), sw.end()),
+               boost::test_tools::per_element());
+    BOOST_TEST(bucketed.shard().updates() == 5u);
 }

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -97,6 +98,11 @@ std::vector<float> part(const std::vector<float>& v, shard_range r)
 }
 
 }  // namespace
+
+namespace pstrain::ps {
+// For Boost.Test's data test cases.
+std::ostream& operator<<(std::ostream& o, wire_precision p) { return o << name_of(p); }
+}  // namespace pstrain::ps
 
 // ------------------------------------------------------------------ sync
 
@@ -201,7 +207,9 @@ BOOST_DATA_TEST_CASE(a_stale_gradient_is_dropped_and_answered_with_the_current_v
     BOOST_TEST(job.server(0).global_step() == 2u);
 }
 
-BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
+// With backup workers a step's buckets could aggregate other workers'
+// gradients each: a push of part of the shard is refused.
+BOOST_AUTO_TEST_CASE(sync_with_backup_workers_refuses_a_push_of_part_of_the_shard)
 {
     ps_job job(1, 2, sync_config(1));
     auto& w0 = job.chief();
@@ -223,6 +231,91 @@ BOOST_AUTO_TEST_CASE(sync_refuses_a_push_of_part_of_the_shard)
     job.net().kill_worker(1);
     w0.shutdown();
     BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
+// The overlapped step's buckets (test_served_shard checks the arithmetic):
+// two workers push each step's gradient bucket by bucket, the last one
+// first, one bucket across the two PS tasks' boundary, each worker all of
+// its buckets before it waits for any; they reach the values of a job of
+// whole pushes, bit for bit, with Adam, fp32 and bf16 on the wire, through
+// shared memory and messages, and the global step counts steps, not
+// buckets.
+BOOST_DATA_TEST_CASE(sync_buckets_reach_the_values_of_whole_pushes_bit_for_bit,
+                     bdata::make({false, true}) * bdata::make({wire_precision::fp32, wire_precision::bf16}), share,
+                     precision)
+{
+    constexpr std::uint64_t n = 10007;
+    auto cfg = sync_config();
+    cfg.training.optimizer.kind = optimizer_kind::adam;
+    cfg.training.optimizer.learning_rate = 0.01f;
+    cfg.precision = precision;
+    auto o = sharing(share);
+    o.num_params = n;
+    o.precisions = {precision, precision};
+    const std::vector<shard_range> buckets{{7000, n}, {3000, 7000}, {1200, 3000}, {0, 1200}};
+    std::vector<float> init(n);
+    for (std::uint64_t i = 0; i < n; ++i) init[i] = 0.01f * static_cast<float>(i % 89) - 0.4f;
+    const auto run = [&](bool bucketed) {
+        ps_job job(2, 2, cfg, {}, o);
+        BOOST_TEST_REQUIRE(job.chief().partition().size() == 2u);
+        BOOST_TEST_REQUIRE((job.chief().partition()[0].end > 3000 && job.chief().partition()[0].end < 7000));
+        start(job, 2, init);
+        for (int step = 0; step < 5; ++step) {
+            std::vector<ticket> tickets;
+            for (int w = 0; w < 2; ++w) {
+                auto& c = job.worker(w);
+                auto g = c.grads();
+                for (std::uint64_t i = 0; i < n; ++i)
+                    g[i] = 0.001f * static_cast<float>((i * (3 + 4 * w) + step) % 101) - 0.05f;
+                if (!bucketed) tickets.push_back(c.async_push());
+                else
+                    for (const auto& b : buckets) tickets.push_back(c.async_push(b));
+            }
+            const std::size_t per_worker = tickets.size() / 2;
+            for (std::size_t t = 0; t < tickets.size(); ++t)
+                job.worker(static_cast<int>(t / per_worker)).wait(tickets[t]);
+            BOOST_TEST(job.chief().global_step() == static_cast<std::uint64_t>(step + 1));
+            BOOST_TEST(to_vector(job.worker(1).params()) == to_vector(job.chief().params()),
+                       boost::test_tools::per_element());
+        }
+        auto values = to_vector(job.chief().params());
+        job.chief().shutdown();
+        pull_until_done(job.worker(1));
+        const auto end = job.finish();
+        BOOST_TEST(!end.threw, end.what);
+        BOOST_TEST(job.server(0).global_step() == 5u);
+        BOOST_TEST(job.server(1).global_step() == 5u);
+        return values;
+    };
+    const auto whole = run(false);
+    BOOST_TEST(whole != init, "the steps changed nothing");
+    BOOST_TEST(run(true) == whole, boost::test_tools::per_element());
+}
+
+// Every worker buckets its gradient alike: a bucket that overlaps another
+// worker's bucket of the step without being it is refused, naming both,
+// instead of leaving the step waiting for ever.
+BOOST_AUTO_TEST_CASE(sync_a_bucket_that_overlaps_another_workers_is_refused)
+{
+    ps_job job(1, 2, sync_config());
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    fill(w1.grads(), g1);
+    const auto t0 = w0.async_push({3, 6});
+    BOOST_TEST(held_for_the_step(job, w0, 0, t0), "a bucket of one worker of two was applied");
+    try {
+        w1.wait(w1.async_push({2, 6}));
+        BOOST_ERROR("a bucket [2, 6) over the step's [3, 6) was accepted");
+    } catch (const pstrain::peer_error& e) {
+        BOOST_TEST(e.peer() == "ps 0");
+        BOOST_TEST(std::string(e.what()).find("overlaps the bucket [3, 6) of the same sync step") != std::string::npos,
+                   e.what());
+    }
+    job.net().kill_worker(1);
+    w0.shutdown();
+    job.finish();
 }
 
 // A worker that found inf or NaN in its gradient (a loss scaler's

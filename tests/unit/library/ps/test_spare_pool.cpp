@@ -462,6 +462,64 @@ BOOST_AUTO_TEST_CASE(sync_a_worker_whose_whole_push_the_lost_ps_did_not_answer_f
     end_with_ps_0_and_the_spare(job, w0, w1);
 }
 
+// The same with buckets, as the overlapped step pushes them: [4, 6) on
+// ps 1, [1, 4) across both PS tasks, [0, 1) on ps 0, each worker all of a
+// step's buckets before it waits.  Ps 1's replies to worker 1 stay in
+// flight, the chief's next step waits on ps 0 for worker 1's buckets; ps 1
+// is lost.  Worker 1's fillers must be the buckets it pushed, in its order:
+// a whole shard would overlap the chief's held bucket [1, 3) and be refused.
+BOOST_AUTO_TEST_CASE(sync_bucketed_fillers_are_the_buckets_the_worker_pushed)
+{
+    recorder rec;
+    ps_job job(2, 2, sync_config(), restoring_hooks(rec), with_spares(1));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    BOOST_TEST_REQUIRE(w0.partition()[0].end == 3u);
+    const std::vector<shard_range> buckets{{4, 6}, {1, 4}, {0, 1}};
+    const auto push_buckets = [&](client& w, const std::vector<float>& g) {
+        fill(w.grads(), g);
+        std::vector<ticket> tickets;
+        for (const auto& b : buckets) tickets.push_back(w.async_push(b));
+        return tickets;
+    };
+    const auto bucketed_step = [&] {
+        const auto t0 = push_buckets(w0, g0), t1 = push_buckets(w1, g1);
+        for (const auto t : t0) w0.wait(t);
+        for (const auto t : t1) w1.wait(t);
+    };
+    start(job, 2);
+    bucketed_step();
+    bucketed_step();
+    const auto at_2 = to_vector(w0.params());
+    BOOST_TEST(at_2 == after_two_steps, boost::test_tools::per_element());
+    BOOST_TEST_REQUIRE(w0.snapshot(2).size() == 2u);
+    bucketed_step();
+    const auto at_3 = to_vector(w0.params());
+
+    job.net().hold_replies(1, 1);  // ps 1's replies to worker 1 stay in flight
+    const auto behind = push_buckets(w1, g1);
+    for (const auto t : push_buckets(w0, g0)) w0.wait(t);  // step 4 applied on both PS
+    const auto ahead = push_buckets(w0, g0);
+    BOOST_TEST_REQUIRE(eventually([&] {
+        const auto a = job.server(0).activity();
+        return a.waiting && a.request.starts_with("the missing gradients of a sync step");
+    }));
+    job.net().kill_ps(1);
+    expect_lost_ps(w1, behind.front(), 1);
+    expect_lost_ps(w0, ahead.front(), 1);
+
+    const auto held_at = job.server(0).global_step();
+    both_replaced r;
+    std::thread worker([&] { r.worker_error = what_of([&] { r.worker = w1.replace_lost_ps(true); }); });
+    BOOST_TEST_REQUIRE(eventually([&] { return job.server(0).global_step() > held_at; }));
+    r.chief_error = what_of([&] { r.chief = w0.replace_lost_ps(2, true); });
+    worker.join();
+    expect_ps_1_replaced(r);
+    expect_back_at_2_and_on_to_3(w0, w1, at_2, at_3);
+
+    end_with_ps_0_and_the_spare(job, w0, w1);
+}
+
 BOOST_AUTO_TEST_CASE(async_only_the_lost_shard_goes_back_to_the_snapshot)
 {
     recorder rec;
