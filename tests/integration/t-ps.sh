@@ -270,6 +270,28 @@ test_shared_memory_same_result_as_messages() {
   fi
 }
 
+# The overlapped step (--bucket-mb): each worker pushes the gradient in
+# buckets as backward completes them, and each PS applies a bucket as soon
+# as both workers' are in.  Sync training's numbers are those of one push
+# after backward, exactly, through shared memory and through messages, with
+# a bucket across the two PS tasks' shards.
+test_buckets_same_result_as_one_push() {
+  local a b c flags=(--device cpu --sync-replicas --train-steps 300 --seed 7 --hidden-units 128,64)
+  run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0
+  expect_rc 0
+  expect_not_contains "buckets as backward completes them"
+  a=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0.01
+  expect_rc 0
+  expect_contains "pstrain[worker 0]: sync steps push the gradient in 2 buckets as backward completes them, the last layers first (0.03 MB, 0.38 MB; --bucket-mb 0.01)"
+  b=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  expect_eq "$b" "$a" "final test cross-entropy with buckets (one push gave $a)"
+  run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0.01 --shared-memory off
+  expect_rc 0
+  c=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  expect_eq "$c" "$a" "final test cross-entropy with buckets through messages (one push gave $a)"
+}
+
 # kill_during ROLE INDEX pstrain-args...: starts the job, kills the task
 # after the first progress, waits for the step; sets $out, $rc, $elapsed.
 kill_during() {

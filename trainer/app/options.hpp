@@ -44,6 +44,9 @@ struct train_options {
     // distributed (without PMIx: the classic example's flags)
     bool sync_replicas = false;
     int replicas_to_aggregate = 0;  // 0: all workers
+    // sync: the overlapped step's buckets, in MB (0: the whole gradient in
+    // one push after backward); not with backup workers
+    double bucket_mb = 4;
     // async: the most steps a worker may run ahead of the slowest live one (0: lock-step)
     int max_staleness = ps::unbounded_staleness;
     // sync: a lost worker lowers the gradients per step instead of ending the job

@@ -19,7 +19,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -88,6 +90,8 @@ public:
                                   : "async"),
           recovery_(o, client_, chief() ? &chief_calls() : nullptr, meter_, recovery_parts())
     {
+        if (o.sync_replicas && o.bucket_mb > 0 && s_.net && s_.backend->host_memory() && replicas_ >= who.slots())
+            plan_buckets();
         if (s_.ctr) {
             ctr_.emplace(o, *s_.ctr, client_, who.index, who.num_workers);
             if (chief()) {
@@ -182,14 +186,52 @@ private:
             report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
     }
 
+    // Sync, the overlapped step: the gradient is pushed in buckets from
+    // the model's backward, each as soon as backward has completed it
+    // (push_ready), and each PS applies a bucket and sends its values back
+    // while backward goes on.  Off with backup workers (their step
+    // aggregates whole shards), for one bucket, and on a GPU, whose
+    // gradient reaches the host at the end of backward.
+    void plan_buckets()
+    {
+        const auto bytes = static_cast<std::size_t>(o_.bucket_mb * (1 << 20));
+        buckets_ = model::backward_buckets(s_.net->tensors(), std::max<std::size_t>(bytes, 1));
+        if (buckets_.size() < 2) return buckets_.clear();
+        pushes_.reserve(buckets_.size());
+        s_.net->on_gradient_ready([this](std::size_t from, double loss) { push_ready(from, loss); });
+        if (!chief()) return;
+        std::vector<std::string> sizes;
+        for (const auto& b : buckets_)
+            sizes.push_back(
+                fmt::format("{:.2f} MB", static_cast<double>((b.end - b.begin) * sizeof(float)) / (1 << 20)));
+        log::info("sync steps push the gradient in {} buckets as backward completes them, the last layers first "
+                  "({}; --bucket-mb {})",
+                  buckets_.size(), fmt::join(sizes, ", "), o_.bucket_mb);
+    }
+
+    // Backward has completed the gradient from `from` on: every bucket
+    // inside it not pushed yet is pushed.  A batch whose loss is not
+    // finite pushes nothing.
+    void push_ready(std::size_t from, double loss)
+    {
+        if (next_bucket_ == 0) check_loss(loss, step());
+        for (; next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= from; ++next_bucket_)
+            pushes_.push_back(
+                client_.async_push({buckets_[next_bucket_].begin, buckets_[next_bucket_].end}, position_));
+    }
+
     // One step: a batch's gradient pushed and the new values in; the
     // chief's exit status when it stops the job (SIGTERM).
     std::optional<int> one_step(std::vector<std::uint32_t>& rows)
     {
         ++position_;
+        pushes_.clear();
+        next_bucket_ = 0;
         const auto batch = compute(rows);
         check_loss(batch.loss, step());
-        client_.step(position_);
+        if (buckets_.empty()) client_.step(position_);
+        else
+            for (const auto t : pushes_) client_.wait(t);  // the next forward reads every bucket's values
         if (ctr_) ctr_->finish();
         recovery_.went_on(report_ ? &*report_ : nullptr);
         if (!who_.standalone && !client_.done() &&
@@ -541,6 +583,9 @@ private:
     data::dataset augmented_;                 // the augmented batch
     std::vector<std::uint32_t> identity_;     // 0..batch-1
     int replicas_;
+    std::vector<model::flat_range> buckets_;       // sync, overlapped: the step's buckets, last first (none: one push)
+    std::vector<ps::ticket> pushes_;               // this step's bucket pushes
+    std::size_t next_bucket_ = 0;                  // the first bucket of this step not pushed yet
     data_split split_;                             // the data among the live workers (ps 0's, as last seen)
     std::uint64_t position_ = 0;                   // batches drawn, across restarts
     std::chrono::nanoseconds compute_time_{0};     // in the model's compute_gradients, for --profile

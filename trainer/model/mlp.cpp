@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -67,9 +68,12 @@ public:
         staging_->gather(d, rows, act_[0].get(), labels_.get());
         forward(p, n);
         auto sums = be_.softmax_xent(act_.back().get(), labels_.get(), delta_z_.get(), n, classes_);
-        backward(p, staging_->gradients(grads), n);
+        const double loss = sums.loss / n;
+        float* g = staging_->gradients(grads);
+        backward(p, g, n, g == grads.data() ? std::optional(loss) : std::nullopt);
         staging_->gradients_out(grads);
-        return {sums.loss / n, static_cast<double>(sums.correct) / n};
+        gradient_ready_from(0, loss);
+        return {loss, static_cast<double>(sums.correct) / n};
     }
 
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override
@@ -118,8 +122,9 @@ private:
         }
     }
 
-    // delta_z_ holds d loss / d logits on entry.
-    void backward(const float* p, float* g, int n)
+    // delta_z_ holds d loss / d logits on entry.  `loss`: `g` is the host
+    // gradient, and each layer's completion is told to the hook.
+    void backward(const float* p, float* g, int n, std::optional<double> loss)
     {
         const std::size_t layers = widths_.size() - 1;
         for (std::size_t l = layers; l-- > 0;) {
@@ -128,6 +133,7 @@ private:
             float* dx = l > 0 ? delta_a_.get() : nullptr;
             be_.linear_backward(act_[l].get(), p + w.offset, delta_z_.get(), dx, g + w.offset, g + b.offset, n,
                                 widths_[l], widths_[l + 1]);
+            if (loss) gradient_ready_from(w.offset, *loss);
             if (l > 0) be_.relu_backward(pre_[l].get(), delta_a_.get(), delta_z_.get(), std::size_t(n) * widths_[l]);
         }
     }
@@ -175,6 +181,7 @@ public:
         auto sums = be_.squared_error(y_.get(), t_.get(), dy_.get(), n);
         be_.linear_backward(x_.get(), params_.get(), dy_.get(), nullptr, grads_.get(), grads_.get() + 1, n, 1, 1);
         be_.copy_to_host(grads.data(), grads_.get(), 2 * sizeof(float));
+        gradient_ready_from(0, sums.loss / n);
         return {sums.loss / n, 0.0};
     }
 

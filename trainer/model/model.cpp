@@ -98,4 +98,19 @@ void truncated_normal(std::span<float> out, float stddev, std::uint64_t seed)
     }
 }
 
+std::vector<flat_range> backward_buckets(const std::vector<tensor_spec>& tensors, std::size_t bytes)
+{
+    std::vector<flat_range> buckets;
+    if (tensors.empty()) return buckets;
+    std::size_t end = tensors.back().offset + tensors.back().size;
+    for (std::size_t k = tensors.size(); k-- > 0;) {
+        const std::size_t begin = tensors[k].offset;
+        if ((end - begin) * sizeof(float) >= bytes || k == 0) {
+            buckets.push_back({begin, end});
+            end = begin;
+        }
+    }
+    return buckets;
+}
+
 }  // namespace pstrain::model

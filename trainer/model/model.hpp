@@ -8,6 +8,7 @@
 #include "trainer/model/spec.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -68,6 +69,25 @@ public:
                                            std::span<const std::uint32_t> rows, std::span<float> grads) = 0;
 
     virtual eval_result evaluate(std::span<const float> params, const data::dataset& d) = 0;
+
+    // The overlapped step's hook, called by compute_gradients: each time
+    // backward has completed the gradient of elements [from, num_params())
+    // in the host `grads` (the last layers come first), with the batch's
+    // mean loss (known before backward); and once with from 0 at the end.
+    // A backend whose gradient reaches the host only at the end (a GPU's)
+    // calls it only then.  It may throw: compute_gradients then stops.
+    using gradient_ready = std::function<void(std::size_t from, double loss)>;
+    void on_gradient_ready(gradient_ready hook) { ready_ = std::move(hook); }
+
+protected:
+    // Backward completed [from, num_params()) in the host gradient.
+    void gradient_ready_from(std::size_t from, double loss) const
+    {
+        if (ready_) ready_(from, loss);
+    }
+
+private:
+    gradient_ready ready_;
 };
 
 // What a model of dense examples moves between the host and its backend's
@@ -94,6 +114,18 @@ private:
     compute::host_array<float> inputs_;
     compute::host_array<std::int32_t> labels_;
 };
+
+// A range of the flat vector, [begin, end).
+struct flat_range {
+    std::size_t begin = 0, end = 0;
+    bool operator==(const flat_range&) const = default;
+};
+
+// The overlapped step's buckets: the tensors from the last to the first
+// (the order backward completes them), grouped into ranges of whole tensors
+// of at least `bytes` each (the last one, the first tensors, may be
+// smaller), last first.  Together they cover the flat vector.
+std::vector<flat_range> backward_buckets(const std::vector<tensor_spec>& tensors, std::size_t bytes);
 
 // "256,128" -> {256, 128}; throws pstrain::error naming the flag and the fix.
 std::vector<int> parse_hidden_units(const std::string& text);

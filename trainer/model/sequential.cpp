@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -169,9 +170,12 @@ public:
         staging_->gather(d, rows, input_buffer_.get(), labels_.get());
         forward(p, n, true);
         auto sums = loss(n, dy_.get());
-        backward(p, staging_->gradients(grads), n);
+        const double mean_loss = sums.loss / n;
+        float* g = staging_->gradients(grads);
+        backward(p, g, n, g == grads.data() ? std::optional(mean_loss) : std::nullopt);
         staging_->gradients_out(grads);
-        return {sums.loss / n, static_cast<double>(sums.correct) / n};
+        gradient_ready_from(0, mean_loss);
+        return {mean_loss, static_cast<double>(sums.correct) / n};
     }
 
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override
@@ -275,8 +279,10 @@ private:
         return be_.softmax_xent(out, labels_.get(), dy, n, classes_);
     }
 
-    // dy_ holds d loss / d (last output) on entry.
-    void backward(const float* p, float* g, int n)
+    // dy_ holds d loss / d (last output) on entry.  `loss`: `g` is the
+    // host gradient, and each weighted layer's completion is told to the
+    // hook.
+    void backward(const float* p, float* g, int n, std::optional<double> loss)
     {
         float* dy = dy_.get();
         float* dx = dx_.get();
@@ -293,11 +299,13 @@ private:
                 const auto& w = tensors_[s.weights];
                 be_.linear_backward(x, p + w.offset, dy, need_dx ? dx : nullptr, g + w.offset, g + w.offset + w.size, n,
                                     static_cast<int>(s.in.size()), s.spec.units);
+                if (loss) gradient_ready_from(w.offset, *loss);
                 break;
             }
             case layer_kind::conv2d: {
                 const auto& w = tensors_[s.weights];
                 s.conv->backward(x, p + w.offset, dy, need_dx ? dx : nullptr, g + w.offset, g + w.offset + w.size, n);
+                if (loss) gradient_ready_from(w.offset, *loss);
                 break;
             }
             case layer_kind::maxpool:
@@ -328,6 +336,7 @@ private:
                 kernels_->moving_average_delta(st, p + tm.offset, g + tm.offset, s.groups, batchnorm_momentum);
                 kernels_->moving_average_delta(st + s.groups, p + tv.offset, g + tv.offset, s.groups,
                                                batchnorm_momentum);
+                if (loss) gradient_ready_from(tg.offset, *loss);
                 break;
             }
             case layer_kind::input:

@@ -475,6 +475,21 @@ BOOST_AUTO_TEST_CASE(max_staleness_with_sync_replicas_is_one_line_naming_the_fix
                  "them");
 }
 
+BOOST_AUTO_TEST_CASE(bucket_mb_is_4_unless_given_and_0_turns_the_overlap_off)
+{
+    BOOST_TEST(accepted({}).bucket_mb == 4.0);
+    BOOST_TEST(accepted({"--sync-replicas", "--bucket-mb", "0.5"}).bucket_mb == 0.5);
+    BOOST_TEST(accepted({"--bucket-mb", "0"}).bucket_mb == 0.0);  // async: the whole push, as asked
+}
+
+BOOST_AUTO_TEST_CASE(bucket_mb_in_async_training_or_negative_is_one_line_naming_the_fix)
+{
+    expect_error({"--bucket-mb", "2"},
+                 "--bucket-mb 2: async training pushes the whole gradient after backward (each push is one update of "
+                 "the model): add --sync-replicas, or leave --bucket-mb out");
+    expect_error({"--sync-replicas", "--bucket-mb", "-1"}, "--bucket-mb");
+}
+
 BOOST_AUTO_TEST_CASE(elastic_is_off_unless_given)
 {
     BOOST_TEST(!accepted({"--sync-replicas"}).elastic);

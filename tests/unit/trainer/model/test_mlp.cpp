@@ -192,3 +192,23 @@ BOOST_AUTO_TEST_CASE(a_bf16_mlp_learns_as_the_fp32_one_does)
     BOOST_TEST(c16.back() < 0.5 * c16.front(), "from " << c16.front() << " to " << c16.back());
     BOOST_TEST((c16 != c32), "the bf16 model's products are bf16's");
 }
+
+// The overlapped step's buckets of the 784-256-128-10 MLP (w0 200704, b0
+// 256, w1 32768, b1 128, w2 1280, b2 10 floats): whole tensors, last
+// first, each at least the size asked for but the first tensors' bucket,
+// covering the vector; one bucket when the size exceeds the model.
+BOOST_AUTO_TEST_CASE(backward_buckets_group_whole_tensors_last_first)
+{
+    compute::cpu_backend be(1);
+    auto m = model::make_mlp(be, 784, {256, 128}, 10, 100);
+    using r = model::flat_range;
+    const std::size_t b1 = 200704 + 256 + 32768, w2 = b1 + 128, n = w2 + 1280 + 10;
+    BOOST_TEST_REQUIRE(m->num_params() == n);
+    BOOST_TEST((model::backward_buckets(m->tensors(), 4096) == std::vector<r>{{w2, n}, {200960, w2}, {0, 200960}}));
+    BOOST_TEST(
+        (model::backward_buckets(m->tensors(), 100 * 1024) == std::vector<r>{{200704 + 256, n}, {0, 200704 + 256}}));
+    BOOST_TEST(
+        (model::backward_buckets(m->tensors(), 1) ==
+         std::vector<r>{{w2 + 1280, n}, {w2, w2 + 1280}, {b1, w2}, {200960, b1}, {200704, 200960}, {0, 200704}}));
+    BOOST_TEST((model::backward_buckets(m->tensors(), n * 4 + 1) == std::vector<r>{{0, n}}));
+}

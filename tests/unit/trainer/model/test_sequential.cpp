@@ -429,3 +429,42 @@ BOOST_DATA_TEST_CASE(bf16_gradients_are_within_bf16_rounding_of_fp32_ones, bdata
                                   << worst / largest);
     }
 }
+
+// The overlapped step's hook: during backward, the last layers first, each
+// call says [from, end) of the host gradient is complete (it is the final
+// gradient already), with the batch's loss; the calls go down to 0, and
+// the gradient is the one computed without a hook.
+BOOST_DATA_TEST_CASE(the_gradient_ready_hook_tells_each_finished_tail_of_the_gradient_in_backward_order,
+                     bdata::make({std::string("mlp"),
+                                  std::string("conv2d:4:3x3:relu,batchnorm,maxpool:2,flatten,dense:8:relu,dense:3")}),
+                     kind)
+{
+    compute::cpu_backend be(1);
+    auto d = testing::make_image_data(6, 1, 8, 8, 3, 5);
+    auto m = kind == "mlp" ? model::make_mlp(be, 64, {12, 7}, 3, 8) : build(be, kind, d);
+    std::vector<float> p(m->num_params()), g(m->num_params()), without(m->num_params());
+    m->initialize(p, 2);
+    const std::vector<std::uint32_t> rows{0, 1, 2, 3, 4, 5};
+    const auto plain = m->compute_gradients(p, d, rows, without);
+    struct call {
+        std::size_t from;
+        double loss;
+        std::vector<float> tail;
+    };
+    std::vector<call> calls;
+    m->on_gradient_ready([&](std::size_t from, double loss) {
+        calls.push_back({from, loss, std::vector<float>(g.begin() + static_cast<std::ptrdiff_t>(from), g.end())});
+    });
+    const auto r = m->compute_gradients(p, d, rows, g);
+    BOOST_TEST(g == without, boost::test_tools::per_element());
+    BOOST_TEST(r.loss == plain.loss);
+    BOOST_TEST_REQUIRE(calls.size() >= 3u);  // every weighted layer, then the end
+    BOOST_TEST(calls.back().from == 0u);
+    BOOST_TEST(calls.front().from > 0u);
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+        if (k > 0) BOOST_TEST(calls[k].from <= calls[k - 1].from);
+        BOOST_TEST(calls[k].loss == r.loss);
+        BOOST_TEST(calls[k].tail == std::vector<float>(g.begin() + static_cast<std::ptrdiff_t>(calls[k].from), g.end()),
+                   boost::test_tools::per_element());
+    }
+}
