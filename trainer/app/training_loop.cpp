@@ -214,10 +214,26 @@ private:
     // finite pushes nothing.
     void push_ready(std::size_t from, double loss)
     {
-        if (next_bucket_ == 0) check_loss(loss, step());
+        if (next_bucket_ == 0) {
+            check_loss(loss, step());
+            first_push_ = clock::now();
+        }
         for (; next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= from; ++next_bucket_)
             pushes_.push_back(
                 client_.async_push({buckets_[next_bucket_].begin, buckets_[next_bucket_].end}, position_));
+    }
+
+    // --profile, the overlapped step: how much of the exchange, from the
+    // first bucket's push to the last values in, ran while backward went on.
+    std::string overlap_line() const
+    {
+        const auto ms = [&](std::chrono::nanoseconds t) {
+            return std::chrono::duration<double, std::milli>(t).count() / static_cast<double>(local_steps_);
+        };
+        const double hidden = ms(overlapped_), span = hidden + ms(exposed_);
+        return fmt::format("overlap of {}: the exchange took {:.3f} ms per step from the first bucket's push to the "
+                           "last values in, {:.3f} ms ({:.1f}%) of it while backward went on",
+                           who_.name, span, hidden, span > 0 ? 100 * hidden / span : 0.0);
     }
 
     // One step: a batch's gradient pushed and the new values in; the
@@ -230,8 +246,12 @@ private:
         const auto batch = compute(rows);
         check_loss(batch.loss, step());
         if (buckets_.empty()) client_.step(position_);
-        else
+        else {
+            const auto backward_done = clock::now();
             for (const auto t : pushes_) client_.wait(t);  // the next forward reads every bucket's values
+            overlapped_ += backward_done - first_push_;
+            exposed_ += clock::now() - backward_done;
+        }
         if (ctr_) ctr_->finish();
         recovery_.went_on(report_ ? &*report_ : nullptr);
         if (!who_.standalone && !client_.done() &&
@@ -275,9 +295,11 @@ private:
         if (ctr_ && ctr_->bad_lines() > 0)
             log::warn("{} malformed lines skipped in {} pass{} over this worker's share of {} (--skip-bad-lines)",
                       ctr_->bad_lines(), ctr_->epoch(), ctr_->epoch() == 1 ? "" : "es", o_.data_dir);
-        if (o_.profile)
+        if (o_.profile) {
             log::info("{}", profile_line(who_.name, client_.profile(),
                                          profile_part{"compute", ctr_ ? ctr_->model_time() : compute_time_}));
+            if (!buckets_.empty() && local_steps_ > 0) log::info("{}", overlap_line());
+        }
         if (client_.stopped()) {
             log::info(
                 "the chief stopped the job at global step {} (SIGTERM): exiting with status {} so that a requeued "
@@ -586,6 +608,9 @@ private:
     std::vector<model::flat_range> buckets_;       // sync, overlapped: the step's buckets, last first (none: one push)
     std::vector<ps::ticket> pushes_;               // this step's bucket pushes
     std::size_t next_bucket_ = 0;                  // the first bucket of this step not pushed yet
+    clock::time_point first_push_;                 // this step's first bucket's push
+    std::chrono::nanoseconds overlapped_{0};       // --profile: exchange time while backward went on
+    std::chrono::nanoseconds exposed_{0};          // --profile: exchange time after backward
     data_split split_;                             // the data among the live workers (ps 0's, as last seen)
     std::uint64_t position_ = 0;                   // batches drawn, across restarts
     std::chrono::nanoseconds compute_time_{0};     // in the model's compute_gradients, for --profile
