@@ -97,10 +97,7 @@ void dense_step::release_held()
 void dense_step::contribute(std::size_t i, const wire::push& m, shard_range part, bool shared)
 {
     auto b = std::find_if(pending_.begin(), pending_.end(), [&](const bucket& x) { return x.part == part; });
-    if (b == pending_.end()) {
-        b = pending_.insert(pending_.end(), bucket{part, {}});
-        buckets_.push_back(part);
-    }
+    if (b == pending_.end()) b = open_bucket(part);
     const auto at = std::find_if(b->from.begin(), b->from.end(), [&](const auto& c) { return c.worker > i; });
     b->from.insert(at, contribution{i, shared, m.position, m.skip != 0});
     auto& p = links_[i];
@@ -109,6 +106,20 @@ void dense_step::contribute(std::size_t i, const wire::push& m, shard_range part
         p.counted_step = m.step;
     }
     complete_buckets();
+}
+
+// A new bucket of the step, in storage an earlier bucket left (a step
+// allocates nothing once the first steps have).
+std::vector<bucket>::iterator dense_step::open_bucket(shard_range part)
+{
+    bucket b{part, {}};
+    if (!spare_lists_.empty()) {
+        b.from = std::move(spare_lists_.back());
+        spare_lists_.pop_back();
+        b.from.clear();
+    }
+    buckets_.push_back(part);
+    return pending_.insert(pending_.end(), std::move(b));
 }
 
 void dense_step::set_replicas(int replicas)
@@ -131,6 +142,7 @@ void dense_step::complete_buckets()
 // bucket that covers the rest of the shard ends the step.
 void dense_step::complete_bucket(std::size_t k)
 {
+    spare_lists_.push_back(std::move(applying_.from));
     applying_ = std::move(pending_[k]);
     pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(k));
     const auto& step = applying_.from;
@@ -164,7 +176,10 @@ void dense_step::end_step()
 
 void dense_step::answer_waiting()
 {
-    for (auto& b : pending_) answer(b, state_.step);
+    for (auto& b : pending_) {
+        answer(b, state_.step);
+        spare_lists_.push_back(std::move(b.from));
+    }
     pending_.clear();
     end_step();
 }

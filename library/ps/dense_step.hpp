@@ -93,6 +93,7 @@ private:
     void drop_stale(std::size_t i, const wire::push& m, shard_range part, bool shared);
     bool applied_in_this_step(shard_range part) const;
     void contribute(std::size_t i, const wire::push& m, shard_range part, bool shared);
+    std::vector<bucket>::iterator open_bucket(shard_range part);
     void complete_buckets();
     void complete_bucket(std::size_t k);
     void skip_step(const std::vector<contribution>& step);
@@ -118,6 +119,7 @@ private:
     std::uint64_t covered_ = 0;         // elements of the shard its applied buckets cover
     std::uint64_t update_ = 0;          // the optimizer update its buckets apply (0: none applied yet)
     bucket applying_;                   // the bucket being applied and answered
+    std::vector<std::vector<contribution>> spare_lists_;  // storage of earlier buckets, for the next ones
     // Scratch of a step (kept: no allocation per step).
     std::vector<std::size_t> workers_;
     std::vector<const float*> grads_;
