@@ -90,8 +90,7 @@ public:
                                   : "async"),
           recovery_(o, client_, chief() ? &chief_calls() : nullptr, meter_, recovery_parts())
     {
-        if (o.sync_replicas && o.bucket_mb > 0 && s_.net && s_.backend->host_memory() && replicas_ >= who.slots())
-            plan_buckets();
+        if (o.sync_replicas && o.bucket_mb > 0 && s_.net && replicas_ >= who.slots()) plan_buckets();
         if (s_.ctr) {
             ctr_.emplace(o, *s_.ctr, client_, who.index, who.num_workers);
             if (chief()) {
@@ -189,9 +188,10 @@ private:
     // Sync, the overlapped step: the gradient is pushed in buckets from
     // the model's backward, each as soon as backward has completed it
     // (push_ready), and each PS applies a bucket and sends its values back
-    // while backward goes on.  Off with backup workers (their step
-    // aggregates whole shards), for one bucket, and on a GPU, whose
-    // gradient reaches the host at the end of backward.
+    // while backward goes on (on a GPU, each layer's gradient comes to the
+    // pinned exchange buffer on a copy stream while the next layers'
+    // kernels run: device_staging::gradient_done_from).  Off with backup
+    // workers (their step aggregates whole shards) and for one bucket.
     void plan_buckets()
     {
         const auto bytes = static_cast<std::size_t>(o_.bucket_mb * (1 << 20));

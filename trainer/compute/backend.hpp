@@ -39,6 +39,20 @@ public:
     virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
     virtual void synchronize() = 0;
+    // The overlapped step's gradient copies: copy_to_host behind the work
+    // queued so far, without waiting for it (a GPU: on a copy stream of its
+    // own, after an event of the compute stream, so that the kernels queued
+    // next run meanwhile); returns the copy's number, 0, 1, ... since the
+    // last wait_copies().  copy_landed(k): copy k is in host memory (the
+    // host may read it).  wait_copies(): every copy started has landed.
+    // The default copies at once.
+    virtual std::size_t start_copy_to_host(void* dst, const void* src, std::size_t bytes)
+    {
+        copy_to_host(dst, src, bytes);
+        return started_copies_++;
+    }
+    virtual bool copy_landed(std::size_t k) { return k < started_copies_; }
+    virtual void wait_copies() { started_copies_ = 0; }
 
     // y[rows x out] = x[rows x in] * w[in x out] + b[out]
     virtual void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in,
@@ -63,6 +77,9 @@ public:
     // The kernels of layer models on this device, sharing its stream.
     // Throws pstrain::error with the fix when this build has none for it.
     virtual std::unique_ptr<layer_kernels> make_layer_kernels() = 0;
+
+private:
+    std::size_t started_copies_ = 0;  // the default start_copy_to_host's
 };
 
 enum class device_kind { automatic, cpu, cuda };

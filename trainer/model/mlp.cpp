@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include <fmt/format.h>
 
@@ -69,8 +68,7 @@ public:
         forward(p, n);
         auto sums = be_.softmax_xent(act_.back().get(), labels_.get(), delta_z_.get(), n, classes_);
         const double loss = sums.loss / n;
-        float* g = staging_->gradients(grads);
-        backward(p, g, n, g == grads.data() ? std::optional(loss) : std::nullopt);
+        backward(p, staging_->gradients(grads), n, grads, loss);
         staging_->gradients_out(grads);
         gradient_ready_from(0, loss);
         return {loss, static_cast<double>(sums.correct) / n};
@@ -122,9 +120,10 @@ private:
         }
     }
 
-    // delta_z_ holds d loss / d logits on entry.  `loss`: `g` is the host
-    // gradient, and each layer's completion is told to the hook.
-    void backward(const float* p, float* g, int n, std::optional<double> loss)
+    // delta_z_ holds d loss / d logits on entry.  With a hook, each
+    // layer's gradient starts for `host` as soon as it is complete, and
+    // what has landed there is told.
+    void backward(const float* p, float* g, int n, std::span<float> host, double loss)
     {
         const std::size_t layers = widths_.size() - 1;
         for (std::size_t l = layers; l-- > 0;) {
@@ -133,7 +132,7 @@ private:
             float* dx = l > 0 ? delta_a_.get() : nullptr;
             be_.linear_backward(act_[l].get(), p + w.offset, delta_z_.get(), dx, g + w.offset, g + b.offset, n,
                                 widths_[l], widths_[l + 1]);
-            if (loss) gradient_ready_from(w.offset, *loss);
+            if (overlapping()) gradient_ready_from(staging_->gradient_done_from(host, w.offset), loss);
             if (l > 0) be_.relu_backward(pre_[l].get(), delta_a_.get(), delta_z_.get(), std::size_t(n) * widths_[l]);
         }
     }

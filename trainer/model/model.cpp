@@ -40,11 +40,36 @@ const float* device_staging::parameters(std::span<const float> host)
     return params_.get();
 }
 
-float* device_staging::gradients(std::span<float> host) { return be_.host_memory() ? host.data() : grads_.get(); }
+float* device_staging::gradients(std::span<float> host)
+{
+    if (be_.host_memory()) return host.data();
+    copied_from_ = landed_from_ = host.size();
+    copies_.clear();
+    next_landing_ = 0;
+    return grads_.get();
+}
+
+std::size_t device_staging::gradient_done_from(std::span<float> host, std::size_t from)
+{
+    if (be_.host_memory()) return from;
+    if (from < copied_from_) {
+        const std::size_t k =
+            be_.start_copy_to_host(host.data() + from, grads_.get() + from, (copied_from_ - from) * sizeof(float));
+        copies_.push_back({k, from});
+        copied_from_ = from;
+    }
+    // The copies land in the order they started (one copy stream).
+    for (; next_landing_ < copies_.size() && be_.copy_landed(copies_[next_landing_].number); ++next_landing_)
+        landed_from_ = copies_[next_landing_].from;
+    return landed_from_;
+}
 
 void device_staging::gradients_out(std::span<float> host)
 {
-    if (!be_.host_memory()) be_.copy_to_host(host.data(), grads_.get(), host.size_bytes());
+    if (be_.host_memory()) return;
+    if (copied_from_ > 0) gradient_done_from(host, 0);
+    be_.wait_copies();
+    landed_from_ = 0;
 }
 
 void device_staging::gather(const data::dataset& d, std::span<const std::uint32_t> rows, float* x, std::int32_t* labels)

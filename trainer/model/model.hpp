@@ -80,6 +80,8 @@ public:
     void on_gradient_ready(gradient_ready hook) { ready_ = std::move(hook); }
 
 protected:
+    // Whether a hook wants to hear of each layer.
+    bool overlapping() const { return static_cast<bool>(ready_); }
     // Backward completed [from, num_params()) in the host gradient.
     void gradient_ready_from(std::size_t from, double loss) const
     {
@@ -104,6 +106,13 @@ public:
     // brings it to `host`.
     float* gradients(std::span<float> host);
     void gradients_out(std::span<float> host);
+    // The overlapped step: backward has completed the gradient from `from`
+    // on.  On a device, the part of it not on its way yet starts coming to
+    // `host` behind the kernels (backend::start_copy_to_host), while the
+    // next layers' kernels run; returns the offset from which `host` is
+    // complete now (host memory: `from`).  gradients_out waits for the
+    // rest.
+    std::size_t gradient_done_from(std::span<float> host, std::size_t from);
     // Rows `rows` of d into x (rows x d.cols) and their labels, both in the
     // backend's memory.
     void gather(const data::dataset& d, std::span<const std::uint32_t> rows, float* x, std::int32_t* labels);
@@ -113,6 +122,15 @@ private:
     compute::device_array<float> params_, grads_;
     compute::host_array<float> inputs_;
     compute::host_array<std::int32_t> labels_;
+    // This step's gradient copies to the host (a device's), in the order
+    // they started: the copy's number and the offset it starts at.
+    struct started_copy {
+        std::size_t number = 0, from = 0;
+    };
+    std::vector<started_copy> copies_;
+    std::size_t next_landing_ = 0;  // the first copy not known to have landed
+    std::size_t copied_from_ = 0;   // copies started cover [copied_from_, end)
+    std::size_t landed_from_ = 0;   // the host holds [landed_from_, end)
 };
 
 // A range of the flat vector, [begin, end).

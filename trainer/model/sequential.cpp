@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -171,8 +170,7 @@ public:
         forward(p, n, true);
         auto sums = loss(n, dy_.get());
         const double mean_loss = sums.loss / n;
-        float* g = staging_->gradients(grads);
-        backward(p, g, n, g == grads.data() ? std::optional(mean_loss) : std::nullopt);
+        backward(p, staging_->gradients(grads), n, grads, mean_loss);
         staging_->gradients_out(grads);
         gradient_ready_from(0, mean_loss);
         return {mean_loss, static_cast<double>(sums.correct) / n};
@@ -279,11 +277,14 @@ private:
         return be_.softmax_xent(out, labels_.get(), dy, n, classes_);
     }
 
-    // dy_ holds d loss / d (last output) on entry.  `loss`: `g` is the
-    // host gradient, and each weighted layer's completion is told to the
-    // hook.
-    void backward(const float* p, float* g, int n, std::optional<double> loss)
+    // dy_ holds d loss / d (last output) on entry.  With a hook, each
+    // weighted layer's gradient starts for `host` as soon as it is
+    // complete, and what has landed there is told.
+    void backward(const float* p, float* g, int n, std::span<float> host, double loss)
     {
+        const auto done_from = [&](std::size_t from) {
+            if (overlapping()) gradient_ready_from(staging_->gradient_done_from(host, from), loss);
+        };
         float* dy = dy_.get();
         float* dx = dx_.get();
         const std::size_t last = fused_softmax_ ? steps_.size() - 1 : steps_.size();
@@ -299,13 +300,13 @@ private:
                 const auto& w = tensors_[s.weights];
                 be_.linear_backward(x, p + w.offset, dy, need_dx ? dx : nullptr, g + w.offset, g + w.offset + w.size, n,
                                     static_cast<int>(s.in.size()), s.spec.units);
-                if (loss) gradient_ready_from(w.offset, *loss);
+                done_from(w.offset);
                 break;
             }
             case layer_kind::conv2d: {
                 const auto& w = tensors_[s.weights];
                 s.conv->backward(x, p + w.offset, dy, need_dx ? dx : nullptr, g + w.offset, g + w.offset + w.size, n);
-                if (loss) gradient_ready_from(w.offset, *loss);
+                done_from(w.offset);
                 break;
             }
             case layer_kind::maxpool:
@@ -336,7 +337,7 @@ private:
                 kernels_->moving_average_delta(st, p + tm.offset, g + tm.offset, s.groups, batchnorm_momentum);
                 kernels_->moving_average_delta(st + s.groups, p + tv.offset, g + tv.offset, s.groups,
                                                batchnorm_momentum);
-                if (loss) gradient_ready_from(tg.offset, *loss);
+                done_from(tg.offset);
                 break;
             }
             case layer_kind::input:

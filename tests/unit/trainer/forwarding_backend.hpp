@@ -8,6 +8,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace pstrain::testing {
 
@@ -83,8 +85,42 @@ public:
         ++copies_out;
         std::memcpy(dst, src, bytes);
     }
+    // The overlapped step's copies land late, as a copy stream's do: each
+    // one on the second copy_landed() that asks for it (or at
+    // wait_copies), with what the device held when it started.
+    std::size_t start_copy_to_host(void* dst, const void* src, std::size_t bytes) override
+    {
+        ++copies_out;
+        const auto* b = static_cast<const unsigned char*>(src);
+        in_flight_.push_back({dst, std::vector<unsigned char>(b, b + bytes)});
+        return in_flight_.size() - 1;
+    }
+    bool copy_landed(std::size_t k) override
+    {
+        auto& c = in_flight_.at(k);
+        if (!std::exchange(c.asked, true)) return false;
+        land(c);
+        return true;
+    }
+    void wait_copies() override
+    {
+        for (auto& c : in_flight_) land(c);
+        in_flight_.clear();
+    }
 
     int copies_in = 0, copies_out = 0;
+
+private:
+    struct copy {
+        void* dst;
+        std::vector<unsigned char> bytes;
+        bool asked = false, landed = false;
+    };
+    static void land(copy& c)
+    {
+        if (!std::exchange(c.landed, true)) std::memcpy(c.dst, c.bytes.data(), c.bytes.size());
+    }
+    std::vector<copy> in_flight_;
 };
 
 }  // namespace pstrain::testing

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -59,6 +60,20 @@ struct stream_owner {
     ~stream_owner()
     {
         if (s) cudaStreamDestroy(s);
+    }
+};
+
+// Events, created once and reused: the overlapped step's gradient copies
+// wait on one (recorded on the compute stream) and record one each when
+// they land.
+struct event_owner {
+    cudaEvent_t e = nullptr;
+    event_owner() { check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"); }
+    event_owner(const event_owner&) = delete;
+    event_owner& operator=(const event_owner&) = delete;
+    ~event_owner()
+    {
+        if (e) cudaEventDestroy(e);
     }
 };
 
@@ -157,6 +172,33 @@ public:
         synchronize();
     }
     void synchronize() override { check(cudaStreamSynchronize(stream_.s), "cudaStreamSynchronize"); }
+    // On the copy stream, behind an event of the compute stream: the
+    // kernels queued next run while the gradient comes to the (pinned)
+    // host buffer.
+    std::size_t start_copy_to_host(void* dst, const void* src, std::size_t bytes) override
+    {
+        const std::size_t k = started_;
+        if (k == landed_.size()) landed_.push_back(std::make_unique<event_owner>());
+        check(cudaEventRecord(computed_.e, stream_.s), "cudaEventRecord");
+        check(cudaStreamWaitEvent(copies_.s, computed_.e, 0), "cudaStreamWaitEvent");
+        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, copies_.s), "cudaMemcpyAsync(device to host)");
+        check(cudaEventRecord(landed_[k]->e, copies_.s), "cudaEventRecord");
+        ++started_;
+        return k;
+    }
+    bool copy_landed(std::size_t k) override
+    {
+        if (k >= started_) return false;
+        const cudaError_t e = cudaEventQuery(landed_[k]->e);
+        if (e == cudaErrorNotReady) return false;
+        check(e, "cudaEventQuery");
+        return true;
+    }
+    void wait_copies() override
+    {
+        check(cudaStreamSynchronize(copies_.s), "cudaStreamSynchronize(copies)");
+        started_ = 0;
+    }
 
     void linear_forward(const float* x, const float* w, const float* b, float* y, int rows, int in, int out) override
     {
@@ -258,6 +300,10 @@ private:
 
     precision precision_;
     stream_owner stream_;
+    stream_owner copies_;  // the overlapped step's gradient copies to the host
+    event_owner computed_;
+    std::vector<std::unique_ptr<event_owner>> landed_;  // one per copy of a step
+    std::size_t started_ = 0;                           // copies since wait_copies
     cublas_owner blas_;
     scratch<std::uint16_t> x16_, w16_, dy16_;  // bf16 operands
     std::string name_;
