@@ -198,6 +198,39 @@ BOOST_AUTO_TEST_CASE(gradients_match_the_cpu_oracle)
     BOOST_TEST(eg.loss == ec.loss, boost::test_tools::tolerance(1e-5));
 }
 
+// The overlapped step on the GPU: each layer's gradient comes to a pinned
+// host buffer on the copy stream while the next layers' kernels run; the
+// hook hears only what has landed (its tail is already the final gradient),
+// going down to 0, and the gradient is the one computed without a hook.
+BOOST_AUTO_TEST_CASE(the_overlapped_steps_gradient_copies_land_before_the_hook_hears_of_them)
+{
+    auto gpu = compute::make_cuda_backend();
+    auto d = make_random_data(64, 784, 10, 1);
+    auto m = model::make_mlp(*gpu, 784, {512, 256}, 10, 64);
+    const std::size_t n = m->num_params();
+    std::vector<float> p(n), without(n);
+    m->initialize(p, 3);
+    compute::host_array<float> g(*gpu, n);  // pinned, as the exchange buffers are
+    std::vector<std::uint32_t> rows(64);
+    std::iota(rows.begin(), rows.end(), 0u);
+    m->compute_gradients(p, d, rows, without);
+    std::vector<std::pair<std::size_t, std::vector<float>>> calls;
+    const std::span<float> host(g.data(), n);
+    m->on_gradient_ready([&](std::size_t from, double) {
+        calls.emplace_back(from, std::vector<float>(host.begin() + static_cast<std::ptrdiff_t>(from), host.end()));
+    });
+    m->compute_gradients(p, d, rows, host);
+    BOOST_TEST(std::vector<float>(host.begin(), host.end()) == without, boost::test_tools::per_element());
+    BOOST_TEST_REQUIRE(!calls.empty());
+    BOOST_TEST(calls.back().first == 0u);
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+        if (k > 0) BOOST_TEST(calls[k].first <= calls[k - 1].first);
+        BOOST_TEST(calls[k].second ==
+                       std::vector<float>(host.begin() + static_cast<std::ptrdiff_t>(calls[k].first), host.end()),
+                   boost::test_tools::per_element());
+    }
+}
+
 BOOST_AUTO_TEST_CASE(training_curve_matches_the_cpu_run)
 {
     auto curve = [](compute::backend& be) {
