@@ -139,7 +139,10 @@ void dense_step::complete_buckets()
 }
 
 // A bucket's gradients are in: their mean applied and answered; the
-// bucket that covers the rest of the shard ends the step.
+// bucket that covers the rest of the shard ends the step.  A bucket with
+// a skip (a worker that skips pushes every bucket of its step with skip:
+// request_check refuses a skip once a bucket is applied) makes the step
+// skipped: none of its buckets is applied.
 void dense_step::complete_bucket(std::size_t k)
 {
     spare_lists_.push_back(std::move(applying_.from));
@@ -147,21 +150,22 @@ void dense_step::complete_bucket(std::size_t k)
     pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(k));
     const auto& step = applying_.from;
     links_.drain_sends();
-    if (std::any_of(step.begin(), step.end(), [](const contribution& c) { return c.skip; })) {
-        end_step();
-        return skip_step(step);
-    }
+    if (std::any_of(step.begin(), step.end(), [](const contribution& c) { return c.skip; })) skipping_ = true;
     covered_ += applying_.part.size();
     const bool last = covered_ == shard_.range().size();
-    if (last) {
-        workers_.clear();
-        for (const auto& c : step) workers_.push_back(c.worker);
-        sparse_.apply_held(workers_);
+    if (!skipping_) {
+        if (last) {
+            workers_.clear();
+            for (const auto& c : step) workers_.push_back(c.worker);
+            sparse_.apply_held(workers_);
+        }
+        if (update_ == 0) update_ = shard_.shard().begin_update();
+        apply_bucket(applying_);
     }
-    if (update_ == 0) update_ = shard_.shard().begin_update();
-    apply_bucket(applying_);
-    if (!last) return answer(applying_, state_.step + 1);
+    if (!last) return answer(applying_, skipping_ ? state_.step.load() : state_.step + 1);
+    const bool skipped = skipping_;
     end_step();
+    if (skipped) return skip_step(step);
     advance();
     answer(applying_, state_.step);
 }
@@ -172,6 +176,7 @@ void dense_step::end_step()
     buckets_.clear();
     covered_ = 0;
     update_ = 0;
+    skipping_ = false;
 }
 
 void dense_step::answer_waiting()
@@ -207,6 +212,8 @@ std::size_t dense_step::contributions() const
 }
 
 bool dense_step::step_begun() const { return covered_ > 0 || !pending_.empty(); }
+
+bool dense_step::step_applied() const { return covered_ > 0 && !skipping_; }
 
 bool dense_step::contributed(std::size_t i) const
 {

@@ -19,7 +19,9 @@
 // or NaN: wire::push::skip) is applied nowhere: async, that push; sync,
 // its whole step (no update, no row update, the global step stays, every
 // contributor gets the values as they are), so that every worker skips it
-// alike: a skip is of the whole shard (request_check).
+// alike: a worker that skips pushes every bucket of its step with skip,
+// and a bucket with a skip applies nothing (request_check refuses a skip
+// once a bucket of the step is applied).
 //
 // Used by the server's thread only.
 #pragma once
@@ -83,6 +85,7 @@ public:
     // applied); whether worker i's push waits in it.
     std::size_t contributions() const;
     bool step_begun() const;
+    bool step_applied() const;  // a bucket of the current step is applied (a skip can no longer come)
     bool contributed(std::size_t i) const;
     // Sync: the ranges of the current step's buckets, pending and applied
     // (empty: nothing pushed to it yet).
@@ -118,6 +121,7 @@ private:
     std::vector<shard_range> buckets_;  // the ranges of its buckets, pending and applied
     std::uint64_t covered_ = 0;         // elements of the shard its applied buckets cover
     std::uint64_t update_ = 0;          // the optimizer update its buckets apply (0: none applied yet)
+    bool skipping_ = false;             // a bucket of it said skip: none of its buckets is applied
     bucket applying_;                   // the bucket being applied and answered
     std::vector<std::vector<contribution>> spare_lists_;  // storage of earlier buckets, for the next ones
     // Scratch of a step (kept: no allocation per step).

@@ -301,8 +301,9 @@ std::string describe(const refusal& r)
                            "whole shard (every tensor of it) together",
                            r.detail_begin, r.detail_end);
     case refusal_code::bucket_skips:
-        return fmt::format("a push of the bucket [{}, {}) that skips its step: a skip is of the whole shard (check "
-                           "every gradient of the step, then push the whole shard with skip)",
+        return fmt::format("a push of [{}, {}) that skips its sync step after buckets of the step were applied: a "
+                           "worker that skips pushes every bucket of the step with skip (check every gradient "
+                           "first), so that none is applied",
                            r.detail_begin, r.detail_end);
     case refusal_code::bucket_mismatch:
         return fmt::format("a push of the bucket [{}, {}), which overlaps the bucket [{}, {}) of the same sync step "

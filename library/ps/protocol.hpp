@@ -169,7 +169,8 @@ struct push {
     std::uint64_t position = 0;          // the worker's position in its data (opaque here)
     std::uint32_t in_shared_memory = 0;  // the gradient is in the mapped buffer, no payload
     // The worker found inf or NaN in this gradient (a loss scaler's
-    // overflow): nothing of it is applied (sync: nothing of its step).
+    // overflow): nothing of it is applied (sync: nothing of its step; a
+    // bucketed step's every bucket says it).
     std::uint32_t skip = 0;
 };  // payload: the gradient, in the wire precision
 

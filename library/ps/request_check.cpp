@@ -70,10 +70,10 @@ maybe_refusal push(const wire::frame& f, const request_context& ctx)
         return r;
     if (ctx.sync_pushes) {
         const shard_range part{m.range_begin, m.range_end};
-        if (part != ctx.range) {
-            if (!ctx.buckets) return refusal_of(refusal_code::needs_whole_shard, m.range_begin, m.range_end);
-            if (m.skip) return refusal_of(refusal_code::bucket_skips, m.range_begin, m.range_end);
-        }
+        if (part != ctx.range && !ctx.buckets)
+            return refusal_of(refusal_code::needs_whole_shard, m.range_begin, m.range_end);
+        if (m.skip && m.step == ctx.step && ctx.step_applied)
+            return refusal_of(refusal_code::bucket_skips, m.range_begin, m.range_end);
         // A bucket that overlaps another of the step without being it: the
         // workers bucket the gradient differently, and no step could complete.
         if (m.step == ctx.step)

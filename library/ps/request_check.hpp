@@ -29,12 +29,13 @@ struct request_context {
     shard_range range;             // this PS's shard
     std::uint64_t num_params = 0;  // the model's size, from the chief's hello
     // Sync training, not yet done: a push is of the whole shard, or a
-    // bucket (a range of it) that every worker pushes alike; a skip is of
-    // the whole shard.
+    // bucket (a range of it) that every worker pushes alike; a skip comes
+    // before any bucket of its step is applied.
     bool sync_pushes = false;
     bool buckets = true;                              // sync: buckets may be pushed (not with backup workers)
     std::uint64_t step = 0;                           // sync: the current step
     std::span<const shard_range> step_buckets;        // sync: the current step's buckets, pending and applied
+    bool step_applied = false;                        // sync: a bucket of the current step is applied
     std::optional<std::uint64_t> pushed_to_step;      // sync: the step whose gradient the sender has pushed, unanswered
     std::span<const std::uint32_t> table_dims;        // this PS's embedding tables
     wire_precision precision = wire_precision::fp32;  // what this PS's pushes and rows travel as

@@ -208,6 +208,7 @@ private:
         c.step = state_.step;
         if (c.sync_pushes && dense_) {
             c.step_buckets = dense_->step_buckets();
+            c.step_applied = dense_->step_applied();
             if (dense_->contributed(i)) c.pushed_to_step = state_.step;
         }
         c.table_dims = sparse_.dims();

@@ -3,7 +3,7 @@
 Use them through the pstrain package (pstrain.Client, pstrain.init, ...).
 """
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -43,9 +43,13 @@ class Client:
         """The tensors' names, in the flat vector's order."""
     def pull(self, name: Optional[str] = None) -> Ticket:
         """Starts pulling tensor ``name``'s values (None: every tensor)."""
-    def push(self, name: Optional[str] = None, position: int = 0, skip: bool = False) -> Ticket:
-        """Starts pushing tensor ``name``'s gradient (None: every tensor); the
-        reply brings the new values.  Sync: the reply comes when the step is applied.
+    def push(self, name: Union[None, str, Sequence[str]] = None, position: int = 0, skip: bool = False) -> Ticket:
+        """Starts pushing tensor ``name``'s gradient (None: every tensor; a
+        list of names: those tensors, next to each other in the vector); the
+        reply brings the new values.  Sync: the reply comes when the step is
+        applied, or, for a bucket (a list of tensors every worker pushes
+        alike, each step's buckets all pushed before any is waited for),
+        when every worker's gradient of that bucket is in.
         ``skip``: the gradient has inf or NaN (a loss scaler's overflow) and
         nothing of it is applied; sync: its whole step is skipped on every PS
         (no update, the global step stays)."""

@@ -16,7 +16,9 @@
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -75,9 +77,22 @@ public:
         if (it == index_.end()) fail("no tensor named '" + name + "': connect() was given " + names_text());
         return it->second;
     }
+    // None: every tensor; a name: that tensor; a list of names: the
+    // tensors, next to each other in the vector (a bucket).
     ps::shard_range range(const py::object& name) const
     {
-        return name.is_none() ? c_->everything() : c_->tensor(tensor_index(name.cast<std::string>()));
+        if (name.is_none()) return c_->everything();
+        if (py::isinstance<py::str>(name)) return c_->tensor(tensor_index(name.cast<std::string>()));
+        const auto names = name.cast<std::vector<std::string>>();
+        if (names.empty()) fail("an empty list of tensor names: give at least one");
+        std::vector<ps::shard_range> parts;
+        for (const auto& n : names) parts.push_back(c_->tensor(tensor_index(n)));
+        std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+        for (std::size_t k = 1; k < parts.size(); ++k)
+            if (parts[k].begin != parts[k - 1].end)
+                fail("tensors " + names_of(names) +
+                     " are not next to each other in the vector: give tensors that are, or one at a time");
+        return {parts.front().begin, parts.back().end};
     }
     // A float32 view of `buffer` for tensor `name`, whose base is `self`.
     static py::array view(py::object self, std::span<float> buffer, const std::string& name)
@@ -111,6 +126,12 @@ public:
     void release(ps::ticket t) { held_.erase(t); }
 
 private:
+    static std::string names_of(const std::vector<std::string>& names)
+    {
+        std::string s;
+        for (const auto& n : names) s += (s.empty() ? "'" : ", '") + n + "'";
+        return s;
+    }
     std::string names_text() const
     {
         std::string s;

@@ -226,8 +226,10 @@ void bind_client(py::module_& m)
                 return unlocked([&] { return c.c().async_push(r, position, skip); });
             },
             py::arg("name") = py::none(), py::arg("position") = 0, py::arg("skip") = false,
-            "Starts pushing the gradient of tensor `name` (None: every tensor); returns a ticket. skip: the "
-            "gradient has inf or NaN and nothing of it is applied (sync: nothing of its step, on every PS).")
+            "Starts pushing the gradient of tensor `name` (None: every tensor; a list of names: those tensors, "
+            "next to each other in the vector: a bucket of a sync step); returns a ticket. skip: the gradient has "
+            "inf or NaN and nothing of it is applied (sync: nothing of its step, on every PS; a skip is of every "
+            "tensor).")
         .def(
             "wait",
             [](py_client& c, ps::ticket t) {

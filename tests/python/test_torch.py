@@ -82,6 +82,7 @@ class DenseTest(unittest.TestCase):
                     torch.nn.functional.cross_entropy(m(xs), ys).backward()
                     opt.step()
                 self.live_workers[k] = opt.live_workers
+                self.bucketed = opt._bucketed
                 self.sampled[k] = sorted(ElasticSampler(9, opt, seed=3))
                 trained.wait(60)  # the chief ends the job after every worker's last step
                 if k == 0:
@@ -202,6 +203,32 @@ class StagedTest(unittest.TestCase):
         self.assert_same(got[0], expected, 1e-5)
         self.assert_same(got[1], expected, 1e-5)
 
+    # The overlapped sync step: a staged model's gradient pushed bucket by
+    # bucket (here four of the small model's tensors, one bucket across the
+    # two PS tasks' shards), each PS applying a bucket as soon as both
+    # workers' are in: the values of one push, bit for bit.
+    def test_sync_buckets_end_where_one_push_ends_bit_for_bit(self):
+        x, y = batch(n=64)
+        views = self.distributed(small_model(), True, x, y, optimizer="adam", lr=0.01)
+        self.assertFalse(self.bucketed)
+        got = self.distributed(
+            small_model(), True, x, y, staged=True, bucket_cap_mb=100 / (1 << 20), optimizer="adam", lr=0.01
+        )
+        self.assertTrue(self.bucketed)
+        self.assertEqual(self.global_step, self.steps)
+        self.assert_same(got[0], views[0], 0)
+        self.assert_same(got[1], views[0], 0)
+
+    def test_bucket_cap_mb_is_for_staged_models_and_above_0(self):
+        with LocalCluster(num_ps=1, num_workers=1) as cl:
+            for kwargs, said in (
+                (dict(bucket_cap_mb=1), "give staged=True (or a model on a GPU) to push in buckets"),
+                (dict(bucket_cap_mb=0, staged=True), "bucket_cap_mb=0: give the buckets' size in MB"),
+            ):
+                with self.subTest(**kwargs), self.assertRaises(pstrain.Error) as e:
+                    DistributedOptimizer(small_model().named_parameters(), context=cl.context(0), **kwargs)
+                self.assertIn(said, str(e.exception))
+
     def test_backward_copies_each_bucket_once_it_is_complete_last_layer_first(self):
         torch.manual_seed(0)
         model = torch.nn.Sequential(*(torch.nn.Linear(16, 16) for _ in range(4)))
@@ -311,7 +338,7 @@ class MixedPrecisionTest(unittest.TestCase):
     steps = DenseTest.steps
     assert_same = DenseTest.assert_same
 
-    def scaled_run(self, num_workers, x, y, optimizer, overflow=None, clip=None, staged=False):
+    def scaled_run(self, num_workers, x, y, optimizer, overflow=None, clip=None, staged=False, **extra):
         """Each worker's model after `steps` scaler steps; worker k's loss
         is inf at its step `overflow[k]` (a gradient overflow)."""
         models = [small_model() for _ in range(num_workers)]
@@ -322,7 +349,13 @@ class MixedPrecisionTest(unittest.TestCase):
             def work(k):
                 m = models[k]
                 opt = DistributedOptimizer(
-                    m.named_parameters(), optimizer=optimizer, lr=0.01, sync=True, context=cl.context(k), staged=staged
+                    m.named_parameters(),
+                    optimizer=optimizer,
+                    lr=0.01,
+                    sync=True,
+                    context=cl.context(k),
+                    staged=staged,
+                    **extra,
                 )
                 scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
                 xs, ys = x[k * share : (k + 1) * share], y[k * share : (k + 1) * share]
@@ -375,6 +408,20 @@ class MixedPrecisionTest(unittest.TestCase):
         expected = self.reference(x, y, "adam", skipped={2})
         self.assert_same(got[0], expected, 1e-5)
         self.assert_same(got[1], expected, 1e-5)
+
+    # Buckets: the scaler's step unscales before any bucket goes, a clipped
+    # gradient goes as clipped, and the overflow's worker pushes every
+    # bucket as skipped, so that no PS applies any bucket of that step.
+    def test_bucketed_staged_steps_unscale_clip_and_skip_as_one_push_does(self):
+        x, y = batch()
+        tiny = 100 / (1 << 20)
+        got = self.scaled_run(2, x, y, "adam", overflow={1: 2}, staged=True, bucket_cap_mb=tiny)
+        self.assertEqual(self.global_steps, {0: self.steps - 1, 1: self.steps - 1})
+        expected = self.reference(x, y, "adam", skipped={2})
+        self.assert_same(got[0], expected, 1e-5)
+        self.assert_same(got[1], expected, 1e-5)
+        got = self.scaled_run(1, x, y, "sgd", clip=0.05, staged=True, bucket_cap_mb=tiny)
+        self.assert_same(got[0], self.reference(x, y, "sgd", clip=0.05), 1e-6)
 
     def test_unscale_then_clip_then_step_unscales_once(self):
         x, y = batch()

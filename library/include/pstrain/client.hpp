@@ -163,8 +163,10 @@ public:
     // overflow), and nothing of it is to be applied.  Sync: the step it
     // joins is skipped on every PS (no update, no row update, the global
     // step stays; its reply brings the values as they are), as a loss
-    // scaler skips the optimizer's step, but on every worker alike; a skip
-    // is of the whole vector.  Async: this push alone.
+    // scaler skips the optimizer's step, but on every worker alike; a
+    // worker that skips a bucketed step pushes every bucket of it with skip
+    // (before any bucket of the step can be applied).  Async: this push
+    // alone.
     ticket async_push(shard_range range, std::uint64_t position = 0, bool skip = false);
     ticket async_push(std::uint64_t position = 0) { return async_push(everything(), position); }
     // Sparse: the rows of `keys` of embedding table `table` into

@@ -27,7 +27,7 @@ from pstrain import Error
 
 from .embedding import _Table
 from .preemption import Checkpoints, Preempted
-from .staging import StagedParameters
+from .staging import FIRST_BUCKET_BYTES, StagedParameters
 from .views import ParameterViews
 
 # Optimizers that finish() at the interpreter's exit, unless finished before.
@@ -69,7 +69,9 @@ class DistributedOptimizer:
     ``wire_precision``: ``"fp32"`` (None: the default) or ``"bf16"``, what
     gradients and values travel as (see :meth:`pstrain.Context.connect`);
     ``staged``: whether the parameters keep their own storage (None: when
-    the model is on a GPU).
+    the model is on a GPU); ``bucket_cap_mb``: a staged model's gradient
+    buckets, in MB (None: the first up to 1 MB, the others up to 25, as
+    DDP's).
 
     On construction the client connects; the chief copies its parameters
     in and initialises the PS tasks, every other worker starts from the PS
@@ -80,7 +82,12 @@ class DistributedOptimizer:
     produces them, and ``step()`` copies the new values back, which the
     next forward waits for on the GPU (:mod:`.staging`); gradient clipping
     between backward and ``step()`` and ``zero_grad(set_to_none=True)``
-    work there. Every worker must give the same parameters (names, shapes,
+    work there. In sync training (without backup workers) ``step()``
+    pushes such a model's gradient bucket by bucket, each as soon as its
+    copies are done, and each PS applies a bucket and answers it while the
+    next ones come, the values bit for bit those of one push; each bucket's
+    values go back to the device as soon as its reply is in. A step that
+    GradScaler skips pushes every bucket as skipped. Every worker must give the same parameters (names, shapes,
     order).
 
     Checkpoints (``checkpoint_dir``, default ``$PSTRAIN_CHECKPOINT_DIR``,
@@ -131,12 +138,26 @@ class DistributedOptimizer:
         preemption_state: Any = None,
         wire_precision: Optional[str] = None,
         staged: Optional[bool] = None,
+        bucket_cap_mb: Optional[float] = None,
         **optimizer_kwargs: Any,
     ) -> None:
         named = list(named_parameters)
         if staged is None:
             staged = any(isinstance(p, torch.Tensor) and p.device.type != "cpu" for _, p in named)
-        self._params = StagedParameters(named) if staged else ParameterViews(named)
+        if bucket_cap_mb is not None and not (bucket_cap_mb > 0):
+            raise Error(f"bucket_cap_mb={bucket_cap_mb}: give the buckets' size in MB (more than 0), or leave it out")
+        if bucket_cap_mb is not None and not staged:
+            raise Error(
+                "bucket_cap_mb: a CPU model's parameters are views of the exchange buffers and push once; "
+                "give staged=True (or a model on a GPU) to push in buckets"
+            )
+        if not staged:
+            self._params: Any = ParameterViews(named)
+        elif bucket_cap_mb is None:
+            self._params = StagedParameters(named)
+        else:
+            cap = int(bucket_cap_mb * (1 << 20))
+            self._params = StagedParameters(named, first_bucket_bytes=min(cap, FIRST_BUCKET_BYTES), bucket_bytes=cap)
         self.embeddings = list(embeddings) if embeddings is not None else []
         for t in self.embeddings:
             if not isinstance(t, _Table):
@@ -158,6 +179,15 @@ class DistributedOptimizer:
         self._sync = bool(sync)
         self._started = time.monotonic()
         self.context = context if context is not None else pstrain.init()
+        # Sync and staged: each bucket is pushed as soon as its copies are
+        # done and each PS applies it while the next come (not with backup
+        # workers, whose step aggregates whole shards, nor for one bucket).
+        self._bucketed = (
+            isinstance(self._params, StagedParameters)
+            and self._sync
+            and (not replicas_to_aggregate or replicas_to_aggregate >= self.context.num_workers)
+            and len(self._params.buckets) > 1
+        )
         self.position = 0  # this worker's place in its data, kept with snapshots
         # wire_precision None: the connect()'s default ("fp32"; the tests' LocalCluster: its own).
         extra = {} if wire_precision is None else {"wire_precision": wire_precision}
@@ -284,6 +314,11 @@ class DistributedOptimizer:
         if self.client.done:
             return loss  # the chief ended training: nothing more is sent
         skip = self._unscaled()
+        if self._bucketed:
+            self._step_in_buckets(skip)
+            if self.client.stopped:
+                raise Preempted()
+            return loss
         self._params.before_push(self.client)
         if skip:
             tickets = []
@@ -299,6 +334,26 @@ class DistributedOptimizer:
         if self.client.stopped:
             raise Preempted()
         return loss
+
+    def _step_in_buckets(self, skip: bool) -> None:
+        """The overlapped sync step: each table's rows, then the dense
+        gradient bucket by bucket, each as soon as its copies are done; each
+        bucket's values go to the device as soon as its reply is in.  A
+        skipped step pushes every bucket as skipped, and no rows."""
+        if skip:
+            tickets = []
+            for e in self.embeddings:
+                e._pending = []  # their rows' gradients hold inf or NaN: nothing of them is pushed
+        else:
+            tickets = [t for t in (e._push() for e in self.embeddings) if t is not None]
+        buckets = self._params.push_buckets(self.client, self.position, skip)
+        for t in tickets:
+            self.client.wait(t)
+        for b, t in buckets:
+            self.client.wait(t)
+            self._params.bucket_arrived(b)
+        self._params.end_step()
+        self.position += 1
 
     @property
     def done(self) -> bool:

@@ -245,6 +245,34 @@ class StagedParameters:
             if event is not None:
                 event.synchronize()
 
+    def push_buckets(self, client: pstrain.Client, position: int, skip: bool = False) -> List[Tuple[int, Any]]:
+        """Sync, the overlapped step: each bucket pushed as soon as its
+        copies are done, the last layer's first (a gradient changed since
+        its copy copied again first), so that each PS applies and answers
+        one bucket while the next ones come; (bucket, ticket) pairs, for
+        :meth:`bucket_arrived`.  ``skip``: every bucket says so, and no PS
+        applies any bucket of the step (the other workers' neither)."""
+        self._copies.values_read()
+        tickets = []
+        for b in range(len(self.buckets)):
+            if b not in self._copied or self._changed_since_copied(b):
+                self._copy_bucket(b)
+            event, _ = self._copied[b]
+            if event is not None:
+                event.synchronize()
+            names = [self.named[i][0] for i in self.buckets[b]]
+            tickets.append((b, client.push(names, position=position, skip=skip)))
+        return tickets
+
+    def bucket_arrived(self, b: int) -> None:
+        """After bucket b's reply: its new values into its parameters (the
+        next forward waits for them on the device)."""
+        self._copies.to_device([(self._values[i], self.named[i][1]) for i in self.buckets[b]])
+
+    def end_step(self) -> None:
+        """Every bucket's values are in: a new step begins."""
+        self._begin_step()
+
     def arrived(self, client: pstrain.Client) -> None:
         """After the push's reply: the new values into the parameters (the
         next forward waits for them on the device); a new step begins."""

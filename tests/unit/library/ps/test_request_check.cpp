@@ -86,15 +86,21 @@ BOOST_AUTO_TEST_CASE(pushes_outside_the_shard_unmapped_or_of_the_wrong_length_ar
 
 // Sync: a push is of the whole shard or of a bucket; with backup workers a
 // bucket is refused (its step's buckets would aggregate other workers), and
-// so is a bucket that skips (the step's other buckets may be applied).
-BOOST_AUTO_TEST_CASE(sync_takes_buckets_but_not_with_backup_workers_nor_one_that_skips)
+// so is a skip once a bucket of its step is applied (a worker that skips
+// pushes every bucket of the step with skip, before any can apply).
+BOOST_AUTO_TEST_CASE(sync_takes_buckets_but_not_with_backup_workers_nor_a_skip_after_a_bucket_applied)
 {
     auto c = worker_1();
     c.sync_pushes = true;
     BOOST_TEST(!code_of(push(8, 12), c).has_value());
     BOOST_TEST(!code_of(push(8, 16), c).has_value());
-    BOOST_TEST((code_of(push(8, 12, 0, 0, 1), c) == wire::refusal_code::bucket_skips));
+    BOOST_TEST(!code_of(push(8, 12, 0, 0, 1), c).has_value());
     BOOST_TEST(!code_of(push(8, 16, 0, 0, 1), c).has_value());
+    c.step_applied = true;
+    BOOST_TEST((code_of(push(8, 12, 0, 0, 1), c) == wire::refusal_code::bucket_skips));
+    BOOST_TEST(!code_of(push(8, 12, 0, 1, 1), c).has_value());  // another step's: the dense step's to judge
+    BOOST_TEST(!code_of(push(8, 12), c).has_value());
+    c.step_applied = false;
     c.buckets = false;
     BOOST_TEST((code_of(push(8, 12), c) == wire::refusal_code::needs_whole_shard));
     BOOST_TEST(wire::describe(*check_request(push(8, 12), std::nullopt, c))

@@ -292,6 +292,40 @@ BOOST_DATA_TEST_CASE(sync_buckets_reach_the_values_of_whole_pushes_bit_for_bit,
     BOOST_TEST(run(true) == whole, boost::test_tools::per_element());
 }
 
+// A worker that found inf or NaN pushes every bucket of its step with
+// skip: no bucket of the step is applied on any PS (the others' buckets
+// neither), the global step stays, and the next step is applied as the
+// first would have been.
+BOOST_DATA_TEST_CASE(sync_a_bucketed_step_that_one_worker_skips_applies_no_bucket, bdata::make({false, true}), share)
+{
+    ps_job job(2, 2, sync_config(), {}, sharing(share));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    const std::vector<shard_range> buckets{{4, 6}, {1, 4}, {0, 1}};
+    const auto bucketed_step = [&](bool skip) {
+        fill(w0.grads(), g0);
+        fill(w1.grads(), g1);
+        std::vector<ticket> t0, t1;
+        for (const auto& b : buckets) t0.push_back(w0.async_push(b));
+        for (const auto& b : buckets) t1.push_back(w1.async_push(b, 0, skip));
+        for (const auto t : t0) w0.wait(t);
+        for (const auto t : t1) w1.wait(t);
+    };
+    bucketed_step(true);
+    for (client* w : std::vector<client*>{&w0, &w1}) {
+        BOOST_TEST(to_vector(w->params()) == initial, boost::test_tools::per_element());
+        BOOST_TEST(w->global_step() == 0u);
+    }
+    bucketed_step(false);
+    BOOST_TEST(to_vector(w0.params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(to_vector(w1.params()) == after_one_step, boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 1u);
+    w0.shutdown();
+    pull_until_done(w1);
+    BOOST_TEST((job.finish().outcome == server_outcome::done));
+}
+
 // Every worker buckets its gradient alike: a bucket that overlaps another
 // worker's bucket of the step without being it is refused, naming both,
 // instead of leaving the step waiting for ever.
