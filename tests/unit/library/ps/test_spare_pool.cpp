@@ -342,6 +342,29 @@ void expect_back_at_2_and_on_to_3(chief_client& w0, client& w1, const std::vecto
     BOOST_TEST(w0.global_step() == 3u);
 }
 
+// Sync: ps 0 waits for the missing gradients of a step it holds.
+void until_ps_0_holds_a_step(ps_job& job)
+{
+    BOOST_TEST_REQUIRE(eventually([&] {
+        const auto a = job.server(0).activity();
+        return a.waiting && a.request.starts_with("the missing gradients of a sync step");
+    }));
+}
+
+// Worker 1's replacement first (in a thread): its fillers complete the step
+// ps 0 holds the chief's push in before the chief replaces the PS and rolls
+// back to `step`.
+both_replaced replace_worker_1_first(ps_job& job, chief_client& w0, client& w1, std::uint64_t step)
+{
+    const auto held_at = job.server(0).global_step();
+    both_replaced r;
+    std::thread worker([&] { r.worker_error = what_of([&] { r.worker = w1.replace_lost_ps(true); }); });
+    BOOST_TEST_REQUIRE(eventually([&] { return job.server(0).global_step() > held_at; }));
+    r.chief_error = what_of([&] { r.chief = w0.replace_lost_ps(step, true); });
+    worker.join();
+    return r;
+}
+
 both_replaced replace_at_once(chief_client& w0, client& w1, std::uint64_t step)
 {
     both_replaced r;
@@ -399,10 +422,7 @@ BOOST_AUTO_TEST_CASE(sync_the_chief_a_step_ahead_of_a_worker_that_lost_the_ps_st
     fill(w0.grads(), g0);
     fill(w1.grads(), g1);
     const auto held = w0.async_push(ps0);
-    BOOST_TEST_REQUIRE(eventually([&] {
-        const auto a = job.server(0).activity();
-        return a.waiting && a.request.starts_with("the missing gradients of a sync step");
-    }));
+    until_ps_0_holds_a_step(job);
     BOOST_TEST_REQUIRE(!w0.test(held));
     job.net().kill_ps(1);
     expect_lost_ps(w0, w0.async_push(ps1), 1);
@@ -440,23 +460,14 @@ BOOST_AUTO_TEST_CASE(sync_a_worker_whose_whole_push_the_lost_ps_did_not_answer_f
     const auto behind = w1.async_push();
     w0.wait(w0.async_push());  // the step applied on both PS; only the chief heard from both
     const auto ahead = w0.async_push();
-    BOOST_TEST_REQUIRE(eventually([&] {
-        const auto a = job.server(0).activity();
-        return a.waiting && a.request.starts_with("the missing gradients of a sync step");
-    }));
+    until_ps_0_holds_a_step(job);
     job.net().kill_ps(1);
     expect_lost_ps(w1, behind, 1);
     expect_lost_ps(w0, ahead, 1);
 
     // Worker 1 first: its filler completes the step of the chief's held
     // push before the chief decides.
-    const auto held_at = job.server(0).global_step();
-    both_replaced r;
-    std::thread worker([&] { r.worker_error = what_of([&] { r.worker = w1.replace_lost_ps(true); }); });
-    BOOST_TEST_REQUIRE(eventually([&] { return job.server(0).global_step() > held_at; }));
-    r.chief_error = what_of([&] { r.chief = w0.replace_lost_ps(2, true); });
-    worker.join();
-    expect_ps_1_replaced(r);
+    expect_ps_1_replaced(replace_worker_1_first(job, w0, w1, 2));
     expect_back_at_2_and_on_to_3(w0, w1, at_2, at_3);
 
     end_with_ps_0_and_the_spare(job, w0, w1);
@@ -500,21 +511,12 @@ BOOST_AUTO_TEST_CASE(sync_bucketed_fillers_are_the_buckets_the_worker_pushed)
     const auto behind = push_buckets(w1, g1);
     for (const auto t : push_buckets(w0, g0)) w0.wait(t);  // step 4 applied on both PS
     const auto ahead = push_buckets(w0, g0);
-    BOOST_TEST_REQUIRE(eventually([&] {
-        const auto a = job.server(0).activity();
-        return a.waiting && a.request.starts_with("the missing gradients of a sync step");
-    }));
+    until_ps_0_holds_a_step(job);
     job.net().kill_ps(1);
     expect_lost_ps(w1, behind.front(), 1);
     expect_lost_ps(w0, ahead.front(), 1);
 
-    const auto held_at = job.server(0).global_step();
-    both_replaced r;
-    std::thread worker([&] { r.worker_error = what_of([&] { r.worker = w1.replace_lost_ps(true); }); });
-    BOOST_TEST_REQUIRE(eventually([&] { return job.server(0).global_step() > held_at; }));
-    r.chief_error = what_of([&] { r.chief = w0.replace_lost_ps(2, true); });
-    worker.join();
-    expect_ps_1_replaced(r);
+    expect_ps_1_replaced(replace_worker_1_first(job, w0, w1, 2));
     expect_back_at_2_and_on_to_3(w0, w1, at_2, at_3);
 
     end_with_ps_0_and_the_spare(job, w0, w1);
