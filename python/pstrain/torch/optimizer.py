@@ -320,12 +320,7 @@ class DistributedOptimizer:
                 raise Preempted()
             return loss
         self._params.before_push(self.client)
-        if skip:
-            tickets = []
-            for e in self.embeddings:
-                e._pending = []  # their rows' gradients hold inf or NaN: nothing of them is pushed
-        else:
-            tickets = [t for t in (e._push() for e in self.embeddings) if t is not None]
+        tickets = self._push_rows(skip)
         tickets.append(self.client.push(position=self.position, skip=skip))
         for t in tickets:
             self.client.wait(t)
@@ -335,17 +330,21 @@ class DistributedOptimizer:
             raise Preempted()
         return loss
 
+    def _push_rows(self, skip: bool) -> List[Any]:
+        """Each table's rows of this step pushed first (none when the step
+        is skipped: their gradients hold inf or NaN); their tickets."""
+        if skip:
+            for e in self.embeddings:
+                e._pending = []
+            return []
+        return [t for t in (e._push() for e in self.embeddings) if t is not None]
+
     def _step_in_buckets(self, skip: bool) -> None:
         """The overlapped sync step: each table's rows, then the dense
         gradient bucket by bucket, each as soon as its copies are done; each
         bucket's values go to the device as soon as its reply is in.  A
         skipped step pushes every bucket as skipped, and no rows."""
-        if skip:
-            tickets = []
-            for e in self.embeddings:
-                e._pending = []  # their rows' gradients hold inf or NaN: nothing of them is pushed
-        else:
-            tickets = [t for t in (e._push() for e in self.embeddings) if t is not None]
+        tickets = self._push_rows(skip)
         buckets = self._params.push_buckets(self.client, self.position, skip)
         for t in tickets:
             self.client.wait(t)
