@@ -103,12 +103,12 @@ public:
     // A step's pushes: the whole vector, or its buckets, each issued before
     // any is waited for; the first push after they were all waited for
     // begins the next step.
-    ticket push(shard_range r, std::uint64_t position, bool skip)
+    ticket push(shard_range r, std::uint64_t position, push_marks marks)
     {
         last_position_ = position;
         if (step_pushes_.empty())
             for (auto& parts : step_parts_) parts.clear();
-        const ticket id = issue(wire::kind::push, r, 0, position, skip);
+        const ticket id = issue(wire::kind::push, r, 0, position, marks);
         step_pushes_.push_back(id);
         for (const auto& op : book_.at(id).ops) step_parts_[op.ps].push_back(op.part);
         return id;
@@ -453,17 +453,17 @@ private:
     }
 
     // Sends `kind` to every PS whose shard meets `range`; returns its ticket.
-    ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position, bool skip = false)
+    ticket issue(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position, push_marks marks = {})
     {
         client_clock::scope timed(profile_, client_phase::issuing);
         check_range(range, cfg_.num_params);
         ready_to_issue();
-        return send(kind, range, step, position, nullptr, skip);
+        return send(kind, range, step, position, nullptr, marks);
     }
 
     // `kind` to every PS (of `*only`, when given: maybe none) whose shard meets `range`.
     ticket send(wire::kind kind, shard_range range, std::uint64_t step, std::uint64_t position,
-                const std::vector<std::size_t>* only = nullptr, bool skip = false)
+                const std::vector<std::size_t>* only = nullptr, push_marks marks = {})
     {
         const ticket id = book_.open();
         auto& t = book_.at(id);
@@ -479,7 +479,7 @@ private:
             op.shared = mapped_[p] && (kind == wire::kind::pull || kind == wire::kind::push);
             if (kind == wire::kind::stats) op.counters.assign(static_cast<std::size_t>(cfg_.num_workers), {});
             const request_source from{params_, grads_, base_step_, cfg_.precision, &hello_};
-            exchange_.post_and_send(op, encode_request(kind, op, from, step, position, skip));
+            exchange_.post_and_send(op, encode_request(kind, op, from, step, position, marks));
         }
         return id;
     }
@@ -592,7 +592,11 @@ const std::vector<shard_range>& client::partition() const { return impl_->partit
 ticket client::async_pull(shard_range range) { return impl_->pull(range); }
 ticket client::async_push(shard_range range, std::uint64_t position, bool skip)
 {
-    return impl_->push(range, position, skip);
+    return impl_->push(range, position, {.skip = skip});
+}
+ticket client::async_push_bucket(shard_range range, std::uint64_t position, bool skip)
+{
+    return impl_->push(range, position, {.skip = skip, .bucket = true});
 }
 ticket client::async_pull_rows(std::size_t table, std::span<const std::uint64_t> keys, std::span<float> out)
 {

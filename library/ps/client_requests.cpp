@@ -72,7 +72,7 @@ wire::kind reply_kind(wire::kind kind)
 }
 
 const void* encode_request(wire::kind kind, operation& op, const request_source& from, std::uint64_t step,
-                           std::uint64_t position, bool skip)
+                           std::uint64_t position, push_marks marks)
 {
     const auto& part = op.part;
     const std::uint32_t shared = op.shared ? 1 : 0;
@@ -87,7 +87,8 @@ const void* encode_request(wire::kind kind, operation& op, const request_source&
     case wire::kind::rollback: op.out = wire::encode(wire::rollback{step}); return nullptr;
     case wire::kind::pull: op.out = wire::encode(wire::pull{part.begin, part.end, shared}); return nullptr;
     case wire::kind::push:
-        op.out = wire::encode(wire::push{from.base_step[op.ps], part.begin, part.end, position, shared, skip ? 1u : 0u},
+        op.out = wire::encode(wire::push{from.base_step[op.ps], part.begin, part.end, position, shared,
+                                         marks.skip ? 1u : 0u, marks.bucket ? 1u : 0u},
                               op.shared ? 0 : wire::dense_bytes(part, from.precision));
         if (op.shared) return nullptr;
         if (from.precision == wire_precision::fp32) return from.grads + part.begin;

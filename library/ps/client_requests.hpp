@@ -62,11 +62,16 @@ struct request_source {
     wire_precision precision = wire_precision::fp32;
     const hello_message* hello = nullptr;
 };
+// What a push says besides its range: its gradient is not to be applied
+// (wire::push::skip); it is a bucket of an overlapped step (wire::push::bucket).
+struct push_marks {
+    bool skip = false;
+    bool bucket = false;
+};
 // The frame of op's request of `kind` (into op.out); returns its payload,
-// if any (a bf16 push's is encoded into op.bytes).  `skip`: a push whose
-// gradient the PS is not to apply (wire::push::skip).
+// if any (a bf16 push's is encoded into op.bytes).
 const void* encode_request(wire::kind kind, operation& op, const request_source& from, std::uint64_t step,
-                           std::uint64_t position, bool skip = false);
+                           std::uint64_t position, push_marks marks = {});
 
 // The log line that says how values and gradients travel: through the
 // buffers the PS tasks named in `shared` map, or messages with the others.

@@ -25,7 +25,7 @@ void dense_step::on_push(std::size_t i, const wire::push& m)
     if (shared) links_.received_mapped(wire::dense_bytes(part));
     else wire::widen(links_[i].slot.data(), part.size(), links_.precision());  // FP32 from here on
     if (state_.done) return reply_values(i, part, shared, values_status::done);
-    if (!sync_) return apply_now(i, m, part, shared);
+    if (!sync_) return m.bucket ? apply_bucket_now(i, m, part, shared) : apply_now(i, m, part, shared);
     // Computed on older values, or a bucket this step has applied without
     // it (a worker that joined in the middle of the step): dropped.
     if (m.step != state_.step || applied_in_this_step(part)) return drop_stale(i, m, part, shared);
@@ -61,24 +61,85 @@ bool dense_step::applied_in_this_step(shard_range part) const
 // puts the worker beyond the staleness bound.
 void dense_step::apply_now(std::size_t i, const wire::push& m, shard_range part, bool shared)
 {
-    auto& p = links_[i];
-    const std::uint64_t staleness = state_.step > m.step ? state_.step - m.step : 0;
-    ++p.counters.gradients;
-    p.counters.staleness_sum += staleness;
-    p.counters.staleness_max = std::max(p.counters.staleness_max, staleness);
-    p.position = m.position;
-    if (m.skip) {
+    links_[i].position = m.position;
+    if (!m.skip) {
+        server_clock::scope timed(profile_, updating);
+        shard_.apply(gradient(i, part, shared), part,
+                     [&](const float* values, shard_range read) { return links_.read_by_a_reply(values, read); });
+    }
+    answer_async(i, part, shared, count_async_step(i, m.step, m.skip != 0));
+}
+
+// Async, a bucket of an overlapped step: applied on arrival as the step's
+// one update, and answered at once; the bucket that completes the step's
+// cover of the shard counts the step, and its reply is the one the
+// staleness bound may hold.  A bucket that overlaps the step's (the worker
+// began another step before this PS had the whole of its last one: a lost
+// PS, or a program that pushes part of the vector) counts the step before
+// as it is, and begins the next.
+void dense_step::apply_bucket_now(std::size_t i, const wire::push& m, shard_range part, bool shared)
+{
+    auto& s = async_step_of(i);
+    const bool overlaps = std::any_of(s.parts.begin(), s.parts.end(),
+                                      [&](const shard_range& r) { return r.begin < part.end && part.begin < r.end; });
+    if (overlaps) {
+        count_async_step(i, m.step, s.skip);
+        s.restart();
+    }
+    s.parts.push_back(part);
+    s.covered += part.size();
+    links_[i].position = m.position;
+    if (m.skip) s.skip = true;
+    else {
+        server_clock::scope timed(profile_, updating);
+        if (s.update == 0) s.update = shard_.shard().begin_update();
+        shard_.apply(
+            gradient(i, part, shared), part,
+            [&](const float* values, shard_range read) { return links_.read_by_a_reply(values, read); }, s.update);
+    }
+    if (s.covered < shard_.range().size()) {
+        reply_values(i, part, shared, values_status::ok);
+        return release_held();
+    }
+    const bool hold = count_async_step(i, m.step, s.skip);
+    s.restart();
+    answer_async(i, part, shared, hold);
+}
+
+// Worker i's overlapped step here; a new process's starts empty.
+async_step& dense_step::async_step_of(std::size_t i)
+{
+    if (async_steps_.size() < links_.size()) async_steps_.resize(links_.size());
+    auto& s = async_steps_[i];
+    if (s.process != links_[i].process) {
+        s.restart();
+        s.process = links_[i].process;
+    }
+    return s;
+}
+
+// Async: one gradient of worker i's (a push, or an overlapped step's
+// buckets), computed on the values of `step`, applied or skipped; true
+// when it puts the worker beyond the staleness bound.
+bool dense_step::count_async_step(std::size_t i, std::uint64_t step, bool skipped)
+{
+    auto& c = links_[i].counters;
+    const std::uint64_t staleness = state_.step > step ? state_.step - step : 0;
+    ++c.gradients;
+    c.staleness_sum += staleness;
+    c.staleness_max = std::max(c.staleness_max, staleness);
+    if (skipped) {
         ++state_.skipped;
         activity_.progressed();
-    } else {
-        {
-            server_clock::scope timed(profile_, updating);
-            shard_.apply(gradient(i, part, shared), part,
-                         [&](const float* values) { return links_.read_by_a_reply(values); });
-        }
-        advance();
-    }
-    if (bound_ && bound_->pushed(i) && !state_.done) bound_->hold(i, part, shared);
+    } else advance();
+    return bound_ && bound_->pushed(i);
+}
+
+// Async: the reply to worker i's push that ended a step, held while the
+// step puts the worker beyond the staleness bound (`hold`).
+void dense_step::answer_async(std::size_t i, shard_range part, bool shared, bool hold)
+{
+    if (hold && !state_.done) bound_->hold(i, part, shared);
     else reply_values(i, part, shared, values_status::ok);
     release_held();
 }

@@ -15,7 +15,12 @@
 // optimizer update (Adam's bias correction), so a bucketed step's values
 // are those of a whole-shard push, bit for bit.  The replies of a step's
 // earlier buckets say the step it becomes.  Async, every applied update
-// advances the global step.  A push that says skip (the worker found inf
+// advances the global step: a whole push, or a worker's overlapped step,
+// whose buckets (wire::push::bucket) are each applied on arrival and
+// answered at once, all of them as the one optimizer update that a whole
+// push is; the step counts (the global step, the worker's counters, the
+// staleness bound, which holds its last bucket's reply) once its buckets
+// cover the shard.  A push that says skip (the worker found inf
 // or NaN: wire::push::skip) is applied nowhere: async, that push; sync,
 // its whole step (no update, no row update, the global step stays, every
 // contributor gets the values as they are), so that every worker skips it
@@ -56,6 +61,24 @@ struct bucket {
     std::vector<contribution> from;
 };
 
+// Async: a worker's overlapped step on this shard, as far as its buckets came.
+struct async_step {
+    std::uint64_t process = 0;       // the worker's process it is of (worker_link::process)
+    std::vector<shard_range> parts;  // its buckets so far
+    std::uint64_t covered = 0;       // the elements they cover
+    std::uint64_t update = 0;        // the optimizer update they apply (0: none applied yet)
+    bool skip = false;               // a bucket of it said skip
+
+    // The next step (keeps the storage).
+    void restart()
+    {
+        parts.clear();
+        covered = 0;
+        update = 0;
+        skip = false;
+    }
+};
+
 class dense_step {
 public:
     dense_step(worker_links& links, served_shard& shard, sparse_service& sparse, training_state& state,
@@ -93,6 +116,10 @@ public:
 
 private:
     void apply_now(std::size_t i, const wire::push& m, shard_range part, bool shared);
+    void apply_bucket_now(std::size_t i, const wire::push& m, shard_range part, bool shared);
+    async_step& async_step_of(std::size_t i);
+    bool count_async_step(std::size_t i, std::uint64_t step, bool skipped);
+    void answer_async(std::size_t i, shard_range part, bool shared, bool hold);
     void drop_stale(std::size_t i, const wire::push& m, shard_range part, bool shared);
     bool applied_in_this_step(shard_range part) const;
     void contribute(std::size_t i, const wire::push& m, shard_range part, bool shared);
@@ -124,6 +151,8 @@ private:
     bool skipping_ = false;             // a bucket of it said skip: none of its buckets is applied
     bucket applying_;                   // the bucket being applied and answered
     std::vector<std::vector<contribution>> spare_lists_;  // storage of earlier buckets, for the next ones
+    // Async: each worker's overlapped step.
+    std::vector<async_step> async_steps_;
     // Scratch of a step (kept: no allocation per step).
     std::vector<std::size_t> workers_;
     std::vector<const float*> grads_;

@@ -82,7 +82,7 @@ namespace pstrain::ps::wire {
 
 inline constexpr std::uint32_t magic = 0x70737472;  // "pstr"
 inline constexpr std::uint16_t version =
-    16;  // 16: sync pushes of buckets; 15: a push may skip; 14: welcome names the PS process; 13: leave
+    17;  // 17: async pushes of buckets; 16: sync pushes of buckets; 15: a push may skip; 14: welcome names the PS process; 13: leave
 
 enum class kind : std::uint16_t {
     hello = 1,
@@ -172,6 +172,10 @@ struct push {
     // overflow): nothing of it is applied (sync: nothing of its step; a
     // bucketed step's every bucket says it).
     std::uint32_t skip = 0;
+    // One bucket of an overlapped step, whose buckets together cover the
+    // whole vector (async: the step is one optimizer update and counts once
+    // its buckets cover the shard; sync pushes are of steps anyway).
+    std::uint32_t bucket = 0;
 };  // payload: the gradient, in the wire precision
 
 enum class values_status : std::uint32_t { ok = 0, stale = 1, done = 2, stopped = 3 };

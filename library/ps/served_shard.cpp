@@ -16,24 +16,26 @@ served_shard::served_shard(shard_range range, optimizer_config cfg, int update_t
 }
 
 void served_shard::apply(std::span<const float> grads, shard_range part,
-                         const std::function<bool(const float*)>& read_by_a_reply)
+                         const std::function<bool(const float*, shard_range)>& read_by_a_reply, std::uint64_t update)
 {
-    if (read_by_a_reply(shard_.values().data())) shard_.apply_into(free_back_buffer(read_by_a_reply), grads, part);
-    else if (pool_ && part.size() >= threaded_update_elements) apply_in_blocks(grads, part.begin - range().begin);
-    else shard_.apply(grads, part);
+    if (read_by_a_reply(shard_.values().data(), part))
+        shard_.apply_into(free_back_buffer(read_by_a_reply), grads, part, update);
+    else if (pool_ && part.size() >= threaded_update_elements)
+        apply_in_blocks(grads, part.begin - range().begin, update > 0 ? update : shard_.begin_update());
+    else shard_.apply(grads, part, update);
 }
 
-float_buffer& served_shard::free_back_buffer(const std::function<bool(const float*)>& read_by_a_reply)
+// A buffer no reply reads any of: it becomes the values whole.
+float_buffer& served_shard::free_back_buffer(const std::function<bool(const float*, shard_range)>& read_by_a_reply)
 {
     for (auto& b : back_buffers_)
-        if (b.empty() || !read_by_a_reply(b.data())) return b;
+        if (b.empty() || !read_by_a_reply(b.data(), range())) return b;
     return back_buffers_.emplace_back();
 }
 
 // One gradient onto elements [at, at + grads.size()) of the shard, in place, on the update threads.
-void served_shard::apply_in_blocks(std::span<const float> grads, std::size_t at)
+void served_shard::apply_in_blocks(std::span<const float> grads, std::size_t at, std::uint64_t update)
 {
-    const std::uint64_t update = shard_.begin_update();
     const std::size_t blocks = (grads.size() + update_block - 1) / update_block;
     pool_->run(blocks, [&](std::size_t b) {
         const std::size_t from = b * update_block;

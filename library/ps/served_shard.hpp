@@ -48,10 +48,12 @@ public:
         return shard_.values().subspan(part.begin - range().begin, part.size());
     }
 
-    // One gradient of `part`; `read_by_a_reply(values)` says whether a reply
-    // in flight still reads a values buffer.
+    // One gradient of `part` as optimizer update `update` (0: a new one;
+    // an async overlapped step's buckets share one); `read_by_a_reply(values,
+    // part)` says whether a reply in flight still reads `part` of a values
+    // buffer (a reply of another part leaves this one free to change in place).
     void apply(std::span<const float> grads, shard_range part,
-               const std::function<bool(const float*)>& read_by_a_reply);
+               const std::function<bool(const float*, shard_range)>& read_by_a_reply, std::uint64_t update = 0);
     // Sync: the mean of gradients of `part` (`grads`, each pointing at the
     // part's first element, summed in this order) applied as optimizer
     // update `update` (parameter_shard::begin_update: the same for every
@@ -63,8 +65,8 @@ public:
 private:
     // A back buffer that no reply in flight reads.  At most one more
     // buffer than workers.
-    float_buffer& free_back_buffer(const std::function<bool(const float*)>& read_by_a_reply);
-    void apply_in_blocks(std::span<const float> grads, std::size_t at);
+    float_buffer& free_back_buffer(const std::function<bool(const float*, shard_range)>& read_by_a_reply);
+    void apply_in_blocks(std::span<const float> grads, std::size_t at, std::uint64_t update);
 
     parameter_shard shard_;
     std::vector<float> sum_;  // sync: a step's sum

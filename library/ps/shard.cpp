@@ -85,12 +85,11 @@ void parameter_shard::update_part(std::span<const float> in, std::span<float> ou
     optimize(end);
 }
 
-void parameter_shard::apply(std::span<const float> grads, shard_range part)
+void parameter_shard::apply(std::span<const float> grads, shard_range part, std::uint64_t update)
 {
     const std::size_t at = part.begin - range_.begin;
     auto values = std::span(values_).subspan(at, part.size());
-    ++updates_;
-    update_part(values, values, grads, at, updates_);
+    update_part(values, values, grads, at, update > 0 ? update : begin_update());
 }
 
 void parameter_shard::apply_block(std::span<const float> grads, std::size_t at, std::uint64_t update)
@@ -99,16 +98,16 @@ void parameter_shard::apply_block(std::span<const float> grads, std::size_t at, 
     update_part(values, values, grads, at, update);
 }
 
-void parameter_shard::apply_into(float_buffer& back, std::span<const float> grads, shard_range part)
+void parameter_shard::apply_into(float_buffer& back, std::span<const float> grads, shard_range part,
+                                 std::uint64_t update)
 {
     if (back.size() != values_.size() || back.page_offset() != values_.page_offset())
         back = float_buffer(values_.size(), values_.page_offset());
     const std::size_t at = part.begin - range_.begin;
     // Outside `part` the new values are the old ones.
     if (part.size() != values_.size()) std::copy(values_.begin(), values_.end(), back.begin());
-    ++updates_;
     update_part(std::span(values_).subspan(at, part.size()), std::span(back).subspan(at, part.size()), grads, at,
-                updates_);
+                update > 0 ? update : begin_update());
     values_.swap(back);
 }
 

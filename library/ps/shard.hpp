@@ -35,14 +35,16 @@ public:
     void assign(std::span<const float> values);
     void restore(std::span<const float> values, std::span<const float> state, std::uint64_t updates);
     // Applies one gradient of `part` (a range of the flat vector inside
-    // this shard; `grads` holds part.size() values).
-    void apply(std::span<const float> grads, shard_range part);
+    // this shard; `grads` holds part.size() values) as optimizer update
+    // `update` (what begin_update returned: an async overlapped step's
+    // buckets share one; 0: a new update).
+    void apply(std::span<const float> grads, shard_range part, std::uint64_t update = 0);
     void apply(std::span<const float> grads) { apply(grads, range_); }
     // The same, writing the new values into `back` (a back buffer, sized
     // to the shard's here) and swapping it with the shard's values:
     // afterwards `back` holds the old values, untouched (a reply may still
     // be sending them).
-    void apply_into(float_buffer& back, std::span<const float> grads, shard_range part);
+    void apply_into(float_buffer& back, std::span<const float> grads, shard_range part, std::uint64_t update = 0);
     void apply_into(float_buffer& back, std::span<const float> grads) { apply_into(back, grads, range_); }
     // One update in blocks (a server fuses each block's aggregation, update
     // and copies, and may spread the blocks over threads): begin_update()

@@ -148,6 +148,7 @@ void worker_links::reply_values(std::size_t i, const values_reply& v)
         p.out = wire::encode(m);
     } else if (wire::reply_precision(p.in.kind, precision_) == wire_precision::fp32) {  // p.in: what it answers
         p.sending = v.buffer;
+        p.sending_part = v.part;
         p.out = wire::encode(m, v.values.size_bytes());
         p.payload_send = net_.send(i, channel::payload, v.values.data(), v.values.size_bytes());
     } else {
@@ -229,10 +230,14 @@ void worker_links::drain_sends()
         clock::now() + far_future);
 }
 
-bool worker_links::read_by_a_reply(const float* values)
+bool worker_links::read_by_a_reply(const float* values, shard_range part)
 {
-    for (std::size_t k = 0; k < links_.size(); ++k)
-        if (links_[k].sending == values && !links_[k].payload_send.complete() && !net_.failed(k)) return true;
+    for (std::size_t k = 0; k < links_.size(); ++k) {
+        auto& p = links_[k];
+        if (p.sending == values && p.sending_part.begin < part.end && part.begin < p.sending_part.end &&
+            !p.payload_send.complete() && !net_.failed(k))
+            return true;
+    }
     return false;
 }
 

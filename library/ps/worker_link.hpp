@@ -35,6 +35,7 @@ struct worker_link {
     wire::frame out;
     transfer send, payload_send;
     const float* sending = nullptr;                // the values buffer its payload reads until payload_send is complete
+    shard_range sending_part;                      // the part of it that it reads (of the flat vector)
     std::vector<wire::worker_counters> stats_out;  // a stats reply's payload until payload_send is complete
     std::vector<float> rows_out;                   // a rows reply's rows
     std::vector<std::uint8_t> numbers_out;  // bf16: a values or rows reply's payload until payload_send is complete
@@ -129,8 +130,8 @@ public:
     void wait_for_payload_send(std::size_t i);
     // Before the values change: every reply in flight has left.
     void drain_sends();
-    // A reply in flight still reads `values`.
-    bool read_by_a_reply(const float* values);
+    // A reply in flight still reads `part` (of the flat vector) of the values buffer `values`.
+    bool read_by_a_reply(const float* values, shard_range part);
 
     // Maps worker i's buffers that its hello offers (its rkey is in the
     // slot): true when they are mapped here; `why` says why they are refused.

@@ -43,7 +43,9 @@ class Client:
         """The tensors' names, in the flat vector's order."""
     def pull(self, name: Optional[str] = None) -> Ticket:
         """Starts pulling tensor ``name``'s values (None: every tensor)."""
-    def push(self, name: Union[None, str, Sequence[str]] = None, position: int = 0, skip: bool = False) -> Ticket:
+    def push(
+        self, name: Union[None, str, Sequence[str]] = None, position: int = 0, skip: bool = False, bucket: bool = False
+    ) -> Ticket:
         """Starts pushing tensor ``name``'s gradient (None: every tensor; a
         list of names: those tensors, next to each other in the vector); the
         reply brings the new values.  Sync: the reply comes when the step is
@@ -52,7 +54,11 @@ class Client:
         when every worker's gradient of that bucket is in.
         ``skip``: the gradient has inf or NaN (a loss scaler's overflow) and
         nothing of it is applied; sync: its whole step is skipped on every PS
-        (no update, the global step stays)."""
+        (no update, the global step stays).  ``bucket``: one bucket of an
+        overlapped step, whose buckets cover every tensor once; async: each
+        PS applies it on arrival as the step's one optimizer update and
+        counts the step (global step, staleness bound) once its buckets are
+        in."""
     def wait(self, ticket: Ticket) -> None:
         """Completes a ticket; releases the GIL while it waits.  Raises PeerError."""
     def test(self, ticket: Ticket) -> bool:

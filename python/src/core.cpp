@@ -221,15 +221,18 @@ void bind_client(py::module_& m)
             py::arg("name") = py::none(), "Starts pulling tensor `name` (None: every tensor); returns a ticket.")
         .def(
             "push",
-            [](py_client& c, const py::object& name, std::uint64_t position, bool skip) {
+            [](py_client& c, const py::object& name, std::uint64_t position, bool skip, bool bucket) {
                 auto r = c.range(name);
-                return unlocked([&] { return c.c().async_push(r, position, skip); });
+                return unlocked([&] {
+                    return bucket ? c.c().async_push_bucket(r, position, skip) : c.c().async_push(r, position, skip);
+                });
             },
-            py::arg("name") = py::none(), py::arg("position") = 0, py::arg("skip") = false,
+            py::arg("name") = py::none(), py::arg("position") = 0, py::arg("skip") = false, py::arg("bucket") = false,
             "Starts pushing the gradient of tensor `name` (None: every tensor; a list of names: those tensors, "
             "next to each other in the vector: a bucket of a sync step); returns a ticket. skip: the gradient has "
             "inf or NaN and nothing of it is applied (sync: nothing of its step, on every PS; a skip is of every "
-            "tensor).")
+            "tensor). bucket: one bucket of an overlapped step, whose buckets cover every tensor once (async: "
+            "each PS applies it on arrival as the step's one update and counts the step once the buckets are in).")
         .def(
             "wait",
             [](py_client& c, ps::ticket t) {

@@ -292,6 +292,28 @@ test_buckets_same_result_as_one_push() {
   expect_eq "$c" "$a" "final test cross-entropy with buckets through messages (one push gave $a)"
 }
 
+# The async overlapped step: each PS applies each bucket on arrival, every
+# bucket of a step as its one update (Adam's bias correction), and counts
+# the step once its buckets are in.  A worker alone ends where one push
+# after backward ends, exactly, at the same global step, through shared
+# memory and through messages, with a bucket across the two PS tasks' shards.
+test_async_buckets_same_result_as_one_push() {
+  local a b c flags=(--device cpu --optimizer adam --learning-rate 0.001 --train-steps 300 --seed 7 --hidden-units 128,64)
+  run srun -N3 -n3 --ps=2 --workers=1 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0
+  expect_rc 0
+  a=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  run srun -N3 -n3 --ps=2 --workers=1 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0.01
+  expect_rc 0
+  expect_contains "pstrain[worker 0]: async steps push the gradient in 2 buckets as backward completes them"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 300 "global step with async buckets"
+  b=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  expect_eq "$b" "$a" "final test cross-entropy with async buckets (one push gave $a)"
+  run srun -N3 -n3 --ps=2 --workers=1 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0.01 --shared-memory off
+  expect_rc 0
+  c=$(field "$(last_json <<<"$out")" test_cross_entropy)
+  expect_eq "$c" "$a" "final test cross-entropy with async buckets through messages (one push gave $a)"
+}
+
 # kill_during ROLE INDEX pstrain-args...: starts the job, kills the task
 # after the first progress, waits for the step; sets $out, $rc, $elapsed.
 kill_during() {

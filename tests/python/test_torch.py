@@ -219,6 +219,29 @@ class StagedTest(unittest.TestCase):
         self.assert_same(got[0], views[0], 0)
         self.assert_same(got[1], views[0], 0)
 
+    # The overlapped async step: one worker's staged model pushes bucket by
+    # bucket, each PS applying every bucket on arrival as the step's one
+    # Adam update: the values of one push, bit for bit, and one global step
+    # a step, not a bucket.
+    def test_async_buckets_end_where_one_push_ends_bit_for_bit(self):
+        x, y = batch(n=64)
+        views = self.distributed(small_model(), False, x, y, num_workers=1, optimizer="adam", lr=0.01)
+        got = self.distributed(
+            small_model(),
+            False,
+            x,
+            y,
+            num_workers=1,
+            staged=True,
+            bucket_cap_mb=100 / (1 << 20),
+            optimizer="adam",
+            lr=0.01,
+        )
+        self.assertTrue(self.bucketed)
+        self.assertEqual(self.global_step, self.steps)
+        self.assertEqual(self.worker_stats[0]["gradients"], self.steps)
+        self.assert_same(got[0], views[0], 0)
+
     def test_bucket_cap_mb_is_for_staged_models_and_above_0(self):
         with LocalCluster(num_ps=1, num_workers=1) as cl:
             for kwargs, said in (

@@ -70,7 +70,6 @@ struct choice_words {
 // The flags whose conversion or check asks whether they were given at all.
 struct given_flags {
     CLI::Option* staleness = nullptr;
-    CLI::Option* buckets = nullptr;
     CLI::Option* model = nullptr;
     CLI::Option* hidden_units = nullptr;
 };
@@ -109,13 +108,13 @@ void add_job_flags(CLI::App& app, train_options& o, given_flags& given)
                    "gradients per sync step (default: all workers; fewer means backup workers)")
         ->check(CLI::Range(1, 65535))
         ->group(dist);
-    given.buckets =
-        app.add_option("--bucket-mb", o.bucket_mb,
-                       "sync: push the gradient in buckets of about this many MB as backward completes them (the "
-                       "last layers first); each PS applies a bucket and sends its values back while backward goes "
-                       "on (0: one push after backward; default 4; not with backup workers)")
-            ->check(CLI::NonNegativeNumber)
-            ->group(dist);
+    app.add_option("--bucket-mb", o.bucket_mb,
+                   "push the gradient in buckets of about this many MB as backward completes them (the last "
+                   "layers first); each PS applies a bucket (sync: once every worker's is in; async: on "
+                   "arrival) and sends its values back while backward goes on (0: one push after backward; "
+                   "default 4; not with backup workers)")
+        ->check(CLI::NonNegativeNumber)
+        ->group(dist);
     given.staleness =
         app.add_option("--max-staleness,--max_staleness", o.max_staleness,
                        "async: a worker more than N steps ahead of the slowest live worker waits for it (stale "
@@ -499,10 +498,6 @@ void check_flags(const given_flags& given, const train_options& o)
         throw error(fmt::format("--max-staleness {}: give 0 (lock-step) or more steps, or leave it out for no "
                                 "bound",
                                 o.max_staleness));
-    if (given.buckets->count() > 0 && o.bucket_mb > 0 && !o.sync_replicas)
-        throw error(fmt::format("--bucket-mb {}: async training pushes the whole gradient after backward (each push "
-                                "is one update of the model): add --sync-replicas, or leave --bucket-mb out",
-                                o.bucket_mb));
     if (auto why = job_shape_refusal(o)) throw error(*why);
     if (o.heartbeat_interval > 0 && o.heartbeat_interval < 0.1)
         throw error(fmt::format("--heartbeat-interval {}: give 0 (no heartbeats) or at least 0.1 seconds",

@@ -90,7 +90,7 @@ public:
                                   : "async"),
           recovery_(o, client_, chief() ? &chief_calls() : nullptr, meter_, recovery_parts())
     {
-        if (o.sync_replicas && o.bucket_mb > 0 && s_.net && replicas_ >= who.slots()) plan_buckets();
+        if (o.bucket_mb > 0 && s_.net && (!o.sync_replicas || replicas_ >= who.slots())) plan_buckets();
         if (s_.ctr) {
             ctr_.emplace(o, *s_.ctr, client_, who.index, who.num_workers);
             if (chief()) {
@@ -185,13 +185,14 @@ private:
             report_->on_status([this](const std::string& status, bool final) { comment_->update(status, final); });
     }
 
-    // Sync, the overlapped step: the gradient is pushed in buckets from
-    // the model's backward, each as soon as backward has completed it
-    // (push_ready), and each PS applies a bucket and sends its values back
-    // while backward goes on (on a GPU, each layer's gradient comes to the
-    // pinned exchange buffer on a copy stream while the next layers'
-    // kernels run: device_staging::gradient_done_from).  Off with backup
-    // workers (their step aggregates whole shards) and for one bucket.
+    // The overlapped step: the gradient is pushed in buckets from the
+    // model's backward, each as soon as backward has completed it
+    // (push_ready), and each PS applies a bucket (sync: once every worker's
+    // is in; async: on arrival, as the step's one update) and sends its
+    // values back while backward goes on (on a GPU, each layer's gradient
+    // comes to the pinned exchange buffer on a copy stream while the next
+    // layers' kernels run: device_staging::gradient_done_from).  Off with
+    // backup workers (their step aggregates whole shards) and for one bucket.
     void plan_buckets()
     {
         const auto bytes = static_cast<std::size_t>(o_.bucket_mb * (1 << 20));
@@ -204,9 +205,9 @@ private:
         for (const auto& b : buckets_)
             sizes.push_back(
                 fmt::format("{:.2f} MB", static_cast<double>((b.end - b.begin) * sizeof(float)) / (1 << 20)));
-        log::info("sync steps push the gradient in {} buckets as backward completes them, the last layers first "
+        log::info("{} steps push the gradient in {} buckets as backward completes them, the last layers first "
                   "({}; --bucket-mb {})",
-                  buckets_.size(), fmt::join(sizes, ", "), o_.bucket_mb);
+                  o_.sync_replicas ? "sync" : "async", buckets_.size(), fmt::join(sizes, ", "), o_.bucket_mb);
     }
 
     // Backward has completed the gradient from `from` on: every bucket
@@ -220,7 +221,7 @@ private:
         }
         for (; next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= from; ++next_bucket_)
             pushes_.push_back(
-                client_.async_push({buckets_[next_bucket_].begin, buckets_[next_bucket_].end}, position_));
+                client_.async_push_bucket({buckets_[next_bucket_].begin, buckets_[next_bucket_].end}, position_));
     }
 
     // --profile, the overlapped step: how much of the exchange, from the

@@ -169,6 +169,17 @@ public:
     // alone.
     ticket async_push(shard_range range, std::uint64_t position = 0, bool skip = false);
     ticket async_push(std::uint64_t position = 0) { return async_push(everything(), position); }
+    // One bucket of an overlapped step: the step's buckets together cover
+    // the whole vector, each once.  Sync: as async_push (a sync push is of
+    // a step anyway).  Async: each PS applies each bucket on arrival and
+    // answers it at once, every bucket of the step as the one optimizer
+    // update (Adam's bias correction) that a whole push is, so that a worker
+    // alone gets the values of whole pushes bit for bit; the step counts
+    // (the global step, the staleness bound, the counters) once its
+    // buckets cover the PS's shard.  A bucket that overlaps one of this
+    // worker's step begins the next step (the one before counts as it is).
+    // `skip`: every bucket of a skipping step says it, and none is applied.
+    ticket async_push_bucket(shard_range range, std::uint64_t position = 0, bool skip = false);
     // Sparse: the rows of `keys` of embedding table `table` into
     // out[i * dim ...]; each key goes to the PS shard_of_key names (keys may
     // repeat, but deduplicate() first saves bytes).  `keys` may change after

@@ -82,11 +82,12 @@ class DistributedOptimizer:
     produces them, and ``step()`` copies the new values back, which the
     next forward waits for on the GPU (:mod:`.staging`); gradient clipping
     between backward and ``step()`` and ``zero_grad(set_to_none=True)``
-    work there. In sync training (without backup workers) ``step()``
-    pushes such a model's gradient bucket by bucket, each as soon as its
-    copies are done, and each PS applies a bucket and answers it while the
-    next ones come, the values bit for bit those of one push; each bucket's
-    values go back to the device as soon as its reply is in. A step that
+    work there. ``step()`` pushes such a model's gradient bucket by bucket
+    (sync: without backup workers), each as soon as its copies are done,
+    and each PS applies a bucket (sync: once every worker's is in; async: on
+    arrival, every bucket of the step as its one update) and answers it
+    while the next ones come, the values bit for bit those of one push;
+    each bucket's values go back to the device as soon as its reply is in. A step that
     GradScaler skips pushes every bucket as skipped. Every worker must give the same parameters (names, shapes,
     order).
 
@@ -179,13 +180,13 @@ class DistributedOptimizer:
         self._sync = bool(sync)
         self._started = time.monotonic()
         self.context = context if context is not None else pstrain.init()
-        # Sync and staged: each bucket is pushed as soon as its copies are
-        # done and each PS applies it while the next come (not with backup
-        # workers, whose step aggregates whole shards, nor for one bucket).
+        # Staged: each bucket is pushed as soon as its copies are done and
+        # each PS applies it while the next come (sync: once every worker's
+        # is in; async: on arrival; not with backup workers, whose step
+        # aggregates whole shards, nor for one bucket).
         self._bucketed = (
             isinstance(self._params, StagedParameters)
-            and self._sync
-            and (not replicas_to_aggregate or replicas_to_aggregate >= self.context.num_workers)
+            and (not self._sync or not replicas_to_aggregate or replicas_to_aggregate >= self.context.num_workers)
             and len(self._params.buckets) > 1
         )
         self.position = 0  # this worker's place in its data, kept with snapshots

@@ -246,7 +246,7 @@ class StagedParameters:
                 event.synchronize()
 
     def push_buckets(self, client: pstrain.Client, position: int, skip: bool = False) -> List[Tuple[int, Any]]:
-        """Sync, the overlapped step: each bucket pushed as soon as its
+        """The overlapped step: each bucket pushed as soon as its
         copies are done, the last layer's first (a gradient changed since
         its copy copied again first), so that each PS applies and answers
         one bucket while the next ones come; (bucket, ticket) pairs, for
@@ -261,7 +261,7 @@ class StagedParameters:
             if event is not None:
                 event.synchronize()
             names = [self.named[i][0] for i in self.buckets[b]]
-            tickets.append((b, client.push(names, position=position, skip=skip)))
+            tickets.append((b, client.push(names, position=position, skip=skip, bucket=True)))
         return tickets
 
     def bucket_arrived(self, b: int) -> None:

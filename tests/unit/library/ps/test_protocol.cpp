@@ -589,6 +589,8 @@ BOOST_AUTO_TEST_CASE(frames_carry_64_bit_fields_intact)
     m.range_end = 8589934599;
     m.position = ~std::uint64_t(0) - 5;
     m.in_shared_memory = 1;
+    m.skip = 1;
+    m.bucket = 1;
     const auto f = wire::encode(m, wire::float_bytes(m.range_end - m.range_begin));
     BOOST_TEST(f.magic == wire::magic);
     BOOST_TEST(f.version == wire::version);
@@ -601,6 +603,8 @@ BOOST_AUTO_TEST_CASE(frames_carry_64_bit_fields_intact)
     BOOST_TEST(back.range_end == m.range_end);
     BOOST_TEST(back.position == m.position);
     BOOST_TEST(back.in_shared_memory == 1u);
+    BOOST_TEST(back.skip == 1u);
+    BOOST_TEST(back.bucket == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(check_envelope_names_what_is_wrong)

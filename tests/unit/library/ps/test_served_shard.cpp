@@ -4,6 +4,7 @@
 
 #include "library/ps/served_shard.hpp"
 
+#include <span>
 #include <vector>
 
 using namespace pstrain::ps;
@@ -32,7 +33,7 @@ std::vector<float> values_of(const served_shard& s)
     return {v.begin(), v.end()};
 }
 
-const auto nobody_reads = [](const float*) { return false; };
+const auto nobody_reads = [](const float*, shard_range) { return false; };
 
 }  // namespace
 
@@ -52,16 +53,72 @@ BOOST_AUTO_TEST_CASE(while_a_reply_reads_the_values_a_push_goes_into_a_back_buff
     served_shard s({0, 4}, sgd(1.0f), 1);
     s.shard().assign(std::vector<float>{1, 2, 3, 4});
     const float* read = s.shard().values().data();
-    s.apply(std::vector<float>{1, 1, 1, 1}, {0, 4}, [&](const float* v) { return v == read; });
+    s.apply(std::vector<float>{1, 1, 1, 1}, {0, 4}, [&](const float* v, shard_range) { return v == read; });
     BOOST_TEST(values_of(s) == (std::vector<float>{0, 1, 2, 3}), boost::test_tools::per_element());
     BOOST_TEST(s.shard().values().data() != read);
     BOOST_TEST((std::vector<float>(read, read + 4) == std::vector<float>{1, 2, 3, 4}),
                boost::test_tools::per_element());
     // Another while that reply still reads the first buffer: a buffer that nobody reads, not the first.
     const float* second = s.shard().values().data();
-    s.apply(std::vector<float>{1, 1, 1, 1}, {0, 4}, [&](const float* v) { return v == read || v == second; });
+    s.apply(std::vector<float>{1, 1, 1, 1}, {0, 4},
+            [&](const float* v, shard_range) { return v == read || v == second; });
     BOOST_TEST(s.shard().values().data() != read);
     BOOST_TEST(values_of(s) == (std::vector<float>{-1, 0, 1, 2}), boost::test_tools::per_element());
+}
+
+// A reply that reads another part of the values (an async bucket's,
+// while the next bucket comes) leaves this part free to change in place.
+BOOST_AUTO_TEST_CASE(while_a_reply_reads_another_part_a_push_applies_in_place)
+{
+    served_shard s({0, 4}, sgd(1.0f), 1);
+    s.shard().assign(std::vector<float>{1, 2, 3, 4});
+    const float* read = s.shard().values().data();
+    const shard_range reply_part{0, 2};
+    const auto reads = [&](const float* v, shard_range part) {
+        return v == read && part.begin < reply_part.end && reply_part.begin < part.end;
+    };
+    s.apply(std::vector<float>{1, 1}, {2, 4}, reads);
+    BOOST_TEST(s.shard().values().data() == read);
+    BOOST_TEST(values_of(s) == (std::vector<float>{1, 2, 2, 3}), boost::test_tools::per_element());
+    s.apply(std::vector<float>{1, 1}, {1, 3}, reads);  // overlaps the reply's part: a back buffer
+    BOOST_TEST(s.shard().values().data() != read);
+    BOOST_TEST(values_of(s) == (std::vector<float>{1, 1, 1, 3}), boost::test_tools::per_element());
+    BOOST_TEST((std::vector<float>(read, read + 2) == std::vector<float>{1, 2}), boost::test_tools::per_element());
+}
+
+// An async overlapped step's buckets share one optimizer update: Adam's
+// values are those of one whole push, bit for bit, in place, into a back
+// buffer, and on the update threads alike.
+BOOST_AUTO_TEST_CASE(buckets_applied_as_one_update_give_the_values_of_one_whole_push)
+{
+    const std::size_t n = served_shard::threaded_update_elements + 1000;
+    std::vector<float> init(n), grads(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        init[i] = 0.01f * static_cast<float>(i % 89) - 0.4f;
+        grads[i] = 0.001f * static_cast<float>((i * 7) % 101) - 0.05f;
+    }
+    const std::vector<shard_range> buckets{{n - 700, n}, {300, n - 700}, {0, 300}};
+    const auto run = [&](bool bucketed, int threads, bool read) {
+        served_shard s({0, n}, adam(), threads);
+        s.shard().assign(init);
+        for (int step = 0; step < 3; ++step) {
+            const float* reading = s.shard().values().data();
+            const auto reads = [&](const float* v, shard_range) { return read && v == reading; };
+            if (!bucketed) s.apply(grads, {0, n}, reads);
+            else {
+                const auto update = s.shard().begin_update();
+                for (const auto& b : buckets)
+                    s.apply(std::span<const float>(grads).subspan(b.begin, b.size()), b, reads, update);
+            }
+        }
+        BOOST_TEST(s.shard().updates() == 3u);
+        return values_of(s);
+    };
+    const auto whole = run(false, 1, false);
+    BOOST_TEST(whole != init);
+    BOOST_TEST(run(true, 1, false) == whole, boost::test_tools::per_element());
+    BOOST_TEST(run(true, 3, false) == whole, boost::test_tools::per_element());
+    BOOST_TEST(run(true, 1, true) == whole, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_large_shard_applies_a_push_in_blocks_on_the_update_threads_as_one_update)

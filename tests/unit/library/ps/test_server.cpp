@@ -478,6 +478,136 @@ BOOST_DATA_TEST_CASE(async_push_and_pull_of_a_sub_range_touch_only_that_range, b
     BOOST_TEST(job.server(1).global_step() == 2u);
 }
 
+// The async overlapped step: each worker pushes a step's gradient bucket
+// by bucket (the last first, one bucket across the two PS tasks'
+// boundary); every bucket is applied on arrival as the step's one Adam
+// update.  Two workers that take turns reach the values of whole pushes
+// bit for bit, with fp32 and bf16 on the wire, through shared memory and
+// messages; the global step and each worker's counters count steps, not
+// buckets.
+BOOST_DATA_TEST_CASE(async_buckets_reach_the_values_of_whole_pushes_bit_for_bit,
+                     bdata::make({false, true}) * bdata::make({wire_precision::fp32, wire_precision::bf16}), share,
+                     precision)
+{
+    constexpr std::uint64_t n = 10007;
+    auto cfg = async_config();
+    cfg.training.optimizer.kind = optimizer_kind::adam;
+    cfg.training.optimizer.learning_rate = 0.01f;
+    cfg.precision = precision;
+    auto o = sharing(share);
+    o.num_params = n;
+    o.precisions = {precision, precision};
+    const std::vector<shard_range> buckets{{7000, n}, {3000, 7000}, {1200, 3000}, {0, 1200}};
+    std::vector<float> init(n);
+    for (std::uint64_t i = 0; i < n; ++i) init[i] = 0.01f * static_cast<float>(i % 89) - 0.4f;
+    const auto run = [&](bool bucketed) {
+        ps_job job(2, 2, cfg, {}, o);
+        BOOST_TEST_REQUIRE((job.chief().partition()[0].end > 3000 && job.chief().partition()[0].end < 7000));
+        start(job, 2, init);
+        for (int step = 0; step < 6; ++step) {
+            const int w = step % 2;
+            auto& c = job.worker(w);
+            auto g = c.grads();
+            for (std::uint64_t i = 0; i < n; ++i)
+                g[i] = 0.001f * static_cast<float>((i * (3 + 4 * w) + step) % 101) - 0.05f;
+            std::vector<ticket> tickets;
+            if (!bucketed) tickets.push_back(c.async_push());
+            else
+                for (const auto& b : buckets) tickets.push_back(c.async_push_bucket(b));
+            for (const auto t : tickets) c.wait(t);
+            BOOST_TEST(c.global_step() == static_cast<std::uint64_t>(step + 1));
+        }
+        job.chief().wait(job.chief().async_pull());
+        auto values = to_vector(job.chief().params());
+        const auto stats = job.chief().stats();
+        for (const auto& ps : stats) {
+            BOOST_TEST(ps.step == 6u);
+            for (const auto& worker : ps.workers) BOOST_TEST(worker.gradients == 3u);
+        }
+        job.chief().shutdown();
+        pull_until_done(job.worker(1));
+        const auto end = job.finish();
+        BOOST_TEST(!end.threw, end.what);
+        return values;
+    };
+    const auto whole = run(false);
+    BOOST_TEST(whole != init, "the steps changed nothing");
+    BOOST_TEST(run(true) == whole, boost::test_tools::per_element());
+}
+
+// A bucket's reply comes as soon as it is applied, before the step's other
+// buckets are in; the step counts once the buckets cover the shard.
+BOOST_DATA_TEST_CASE(async_a_bucket_is_answered_at_once_and_the_step_counts_when_the_shard_is_covered,
+                     bdata::make({false, true}), share)
+{
+    ps_job job(1, 2, async_config(), {}, sharing(share));
+    auto& w0 = job.chief();
+    start(job, 2);
+    fill(w0.grads(), g0);
+    w0.wait(w0.async_push_bucket({3, 6}));
+    // SGD 0.5 on [3, 6) alone, and no step yet.
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{1, 2, 3, 5, 4.75f, 4}), boost::test_tools::per_element());
+    BOOST_TEST(job.server(0).global_step() == 0u);
+    w0.wait(w0.async_push_bucket({0, 3}));
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{0.5f, 2, 2, 5, 4.75f, 4}),
+               boost::test_tools::per_element());
+    BOOST_TEST(w0.global_step() == 1u);
+    // A bucket that overlaps the step's own begins the next step: [0, 3)
+    // alone, then [0, 3) again counts it as a step of its own.
+    w0.wait(w0.async_push_bucket({0, 3}));
+    BOOST_TEST(job.server(0).global_step() == 1u);
+    w0.wait(w0.async_push_bucket({0, 3}));
+    BOOST_TEST(job.server(0).global_step() == 2u);
+    w0.shutdown();
+    pull_until_done(job.worker(1));
+    BOOST_TEST(!job.finish().threw);
+}
+
+// A worker that found inf or NaN pushes every bucket of its step with
+// skip: none is applied, and the step counts as one skipped gradient.
+BOOST_AUTO_TEST_CASE(async_a_bucketed_step_that_skips_applies_nothing_and_counts_once)
+{
+    ps_job job(2, 2, async_config(), {}, sharing(false));
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w1.grads(), g1);
+    const std::vector<shard_range> buckets{{4, 6}, {1, 4}, {0, 1}};
+    std::vector<ticket> tickets;
+    for (const auto& b : buckets) tickets.push_back(w1.async_push_bucket(b, 0, true));
+    for (const auto t : tickets) w1.wait(t);
+    BOOST_TEST(to_vector(w1.params()) == initial, boost::test_tools::per_element());
+    BOOST_TEST(w1.global_step() == 0u);
+    for (const auto& ps : w1.stats()) BOOST_TEST(ps.workers[1].gradients == 1u);
+    job.chief().shutdown();
+    pull_until_done(w1);
+    for (int p = 0; p < 2; ++p) BOOST_TEST(!job.finish(p).threw);
+}
+
+// With a staleness bound a step's earlier buckets are answered at once and
+// the reply of the bucket that ends it is the one held.
+BOOST_AUTO_TEST_CASE(async_the_staleness_bound_holds_the_reply_of_the_bucket_that_ends_the_step)
+{
+    ps_job job(1, 2, bounded_config(0));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w0.grads(), g0);
+    w0.wait(w0.async_push_bucket({3, 6}));
+    const auto last = w0.async_push_bucket({0, 3});
+    BOOST_TEST_REQUIRE(held_by_the_bound(job, w0, 0, last));
+    BOOST_TEST(job.server(0).global_step() == 1u);
+    fill(w1.grads(), g1);
+    w1.wait(w1.async_push());
+    w0.wait(last);
+    // The held reply of [0, 3) brings both gradients there, initial - 0.5 *
+    // (g0 + g1); [3, 6) is as its reply brought it before worker 1 pushed.
+    BOOST_TEST(to_vector(w0.params()) == (std::vector<float>{-1, 1, 2, 5, 4.75f, 4}), boost::test_tools::per_element());
+    BOOST_TEST(job.server(0).staleness().replies_held == 1u);
+    w0.shutdown();
+    pull_until_done(w1);
+    BOOST_TEST(!job.finish().threw);
+}
+
 BOOST_AUTO_TEST_CASE(two_ps_tasks_split_the_vector_as_make_partition_says)
 {
     recorder rec;

@@ -19,6 +19,32 @@
 using namespace pstrain::testing;
 using steps = std::vector<std::uint64_t>;
 
+// The async overlapped step (--bucket-mb): the linear model's two tensors
+// go as two buckets, which the PS applies on arrival as the step's one Adam
+// update; a worker alone ends where one push after backward ends, bit for
+// bit, at the same global step.
+BOOST_AUTO_TEST_CASE(async_buckets_end_where_one_push_ends_bit_for_bit)
+{
+    const auto final_shard = [](double bucket_mb) {
+        scratch_directory dir;
+        auto o = linear_run(dir.path, 40);
+        o.optimizer = pstrain::ps::optimizer_kind::adam;
+        o.learning_rate = 0.05f;
+        o.bucket_mb = bucket_mb;
+        const auto r = run_linear(o);
+        BOOST_TEST(r.status == 0, r.stderr_text);
+        BOOST_TEST(contains(r.stderr_text, "async steps push the gradient in 2 buckets") == (bucket_mb > 0),
+                   r.stderr_text);
+        BOOST_TEST_REQUIRE(complete_steps(dir.path).front() == 40u);
+        return pstrain::checkpoint::read_shard(dir.path, pstrain::checkpoint::shard_name(40, 0, 1));
+    };
+    const auto one_push = final_shard(0);
+    const auto buckets = final_shard(1e-9);  // a bucket a tensor
+    BOOST_TEST(buckets.meta.updates == one_push.meta.updates);
+    BOOST_TEST(buckets.values == one_push.values, boost::test_tools::per_element());
+    BOOST_TEST(buckets.state == one_push.state, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(a_store_that_works_saves_every_second_step_and_at_the_end)
 {
     scratch_directory dir;
