@@ -151,11 +151,32 @@ void check_output(const char* layer, int n, int c, int h, int w, const window2d&
 // rank an FFT algorithm first that wants gigabytes.
 constexpr std::size_t max_workspace = std::size_t(512) << 20;
 
+// Algorithms that multiply in a transformed domain (FFT, Winograd): their
+// transforms round intermediate values of their own.
+bool transformed(cudnnConvolutionFwdAlgo_t a)
+{
+    return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool transformed(cudnnConvolutionBwdDataAlgo_t a)
+{
+    return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool transformed(cudnnConvolutionBwdFilterAlgo_t a)
+{
+    return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 // The first of cuDNN's heuristic choices (fastest expected first) that runs
 // within max_workspace, preferring a deterministic one: the same batch gives
 // the same gradient bits on every worker and every run.  At fp32 only FMA
 // math (no TF32, as the CPU); at bf16 the tensor cores' too (no conversion
-// of the operands beyond the bf16 they already are).
+// of the operands beyond the bf16 they already are), and a direct
+// algorithm before an FFT or Winograd one: --precision bf16 promises the
+// product sums of the rounded operands, accumulated in FP32 and rounded
+// once, and a transform at bf16 rounds its transformed operands again.
 template <typename Perf>
 Perf pick(const std::vector<Perf>& perfs, int returned, const char* what, bool bf16)
 {
@@ -164,10 +185,15 @@ Perf pick(const std::vector<Perf>& perfs, int returned, const char* what, bool b
                           (bf16 && (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_DEFAULT_MATH));
         return p.status == CUDNN_STATUS_SUCCESS && math && p.memory <= max_workspace;
     };
-    for (int i = 0; i < returned; ++i)
-        if (usable(perfs[i]) && perfs[i].determinism == CUDNN_DETERMINISTIC) return perfs[i];
-    for (int i = 0; i < returned; ++i)
-        if (usable(perfs[i])) return perfs[i];
+    const auto direct = [bf16](const Perf& p) { return !bf16 || !transformed(p.algo); };
+    const auto deterministic = [](const Perf& p) { return p.determinism == CUDNN_DETERMINISTIC; };
+    // Deterministic and direct, deterministic, direct, any.
+    for (const bool need_determinism : {true, false})
+        for (const bool need_direct : {true, false})
+            for (int i = 0; i < returned; ++i)
+                if (usable(perfs[i]) && (deterministic(perfs[i]) || !need_determinism) &&
+                    (direct(perfs[i]) || !need_direct))
+                    return perfs[i];
     throw error(std::string(what) + ": cuDNN offers no " + (bf16 ? "bf16" : "FP32 (FMA)") +
                 " algorithm within 512 MiB of workspace for this convolution on this GPU: run the model with " +
                 (bf16 ? "--precision fp32, or with " : "") + "--device cpu");

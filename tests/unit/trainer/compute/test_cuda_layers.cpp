@@ -2,7 +2,8 @@
 // against the naive oracle: each layer's forward and backward at odd shapes
 // (1x1 kernels, strides, TensorFlow's asymmetric "same" padding, batch 1,
 // non-square images), dropout's masks element for element, and whole layer
-// models' gradients, evaluation and training curve; at --precision bf16,
+// models' gradients, evaluation and training (each step's gradient beside
+// the CPU's, and a run of the GPU's own that learns); at --precision bf16,
 // each convolution against the CPU's FP32 one of the bf16-rounded operands.  Tolerance
 // atol + rtol * |ref|, atol growing with the reduction's length.  Exits 77
 // (automake's SKIP) when no CUDA device is visible.  Run on a GPU node with
@@ -165,7 +166,9 @@ std::vector<float> rounded_to_bf16(std::vector<float> v)
 // At bf16 cuDNN multiplies the rounded x, kernel and dy (products exact in
 // float32, sums in float32), and writes y, dx and dk in bf16: each is the
 // CPU's float32 convolution of the rounded operands within one more bf16
-// rounding, 2^-8 relative, beside expect_close's accumulation bound.  The
+// rounding, 2^-8 relative, beside expect_close's accumulation bound (which
+// is why cudnn_layers.cu picks a direct algorithm at bf16: an FFT or
+// Winograd one rounds its transformed operands again).  The
 // bias and its gradient stay float32: y - b is compared, and db is the
 // column sum of the unrounded dy.
 BOOST_DATA_TEST_CASE(bf16_conv2d_is_the_convolution_of_the_rounded_operands, bdata::make(window_cases), k)
@@ -348,7 +351,14 @@ BOOST_DATA_TEST_CASE(batchnorm_matches_the_cpu, bdata::make({3, 5}) ^ bdata::mak
 
 // Whole models: the same step's loss and gradients, evaluation (70 rows in
 // batches of 32: a second batch size, whose plans are made then), and 100
-// Adam steps following the CPU's curve.
+// Adam steps.  At every step of the CPU's run the GPU computes the loss and
+// gradient of the same parameters, within the kernels' rounding; the GPU's
+// own run learns as much as the CPU's.  The two runs' curves are not
+// compared step by step: training amplifies a difference of a few
+// FLT_EPSILON step after step (a ReLU or a max pooling window that chooses
+// otherwise, a near-zero gradient whose sign Adam turns into a whole step),
+// and on the H100 the first model's curves drifted 3% apart by step 45
+// while the same step's gradients agreed.
 BOOST_DATA_TEST_CASE(
     layer_models_match_the_cpu,
     bdata::make({std::string("conv2d:8:5x5:relu,maxpool:2,conv2d:16:5x5:relu,maxpool:2,flatten,dense:64:relu,"
@@ -373,12 +383,48 @@ BOOST_DATA_TEST_CASE(
     BOOST_TEST(eg.loss == ec.loss, boost::test_tools::tolerance(1e-4));
     BOOST_TEST(std::abs(eg.accuracy - ec.accuracy) <= 1.0 / 70);
 
-    auto curve_c = testing::adam_loss_curve(*mc, d, 0.002f, 5, 100, 32);
-    auto curve_g = testing::adam_loss_curve(*mg, d, 0.002f, 5, 100, 32);
-    for (std::size_t i = 0; i < curve_c.size(); ++i)
-        BOOST_TEST_REQUIRE(std::abs(curve_g[i] - curve_c[i]) <= 2e-3 + 2e-2 * std::abs(curve_c[i]),
-                           "step " << i << ": cuda " << curve_g[i] << " cpu " << curve_c[i]);
-    BOOST_TEST(curve_c.back() < curve_c.front());
+    // The CPU's run, the GPU computing each of its steps beside it: the
+    // loss to 1e-4 and the gradient to 1e-3 of its norm (the first step's
+    // element-wise bound above, summed over a gradient).
+    ps::optimizer_config adam;
+    adam.kind = ps::optimizer_kind::adam;
+    adam.learning_rate = 0.002f;
+    ps::parameter_shard shard({0, mc->num_params()}, adam);
+    mc->initialize(p, 5);
+    shard.assign(p);
+    data::sampler order(d.rows, 1, 0, 5, false);
+    std::vector<double> curve_c;
+    for (int step = 0; step < 100; ++step) {
+        order.next_batch(32, rows);
+        const auto sc = mc->compute_gradients(shard.values(), d, rows, gc);
+        const auto sg = mg->compute_gradients(shard.values(), d, rows, gg);
+        BOOST_TEST_REQUIRE(std::abs(sg.loss - sc.loss) <= 1e-4 * std::abs(sc.loss) + 1e-6,
+                           "step " << step << ": cuda loss " << sg.loss << " cpu " << sc.loss);
+        double diff = 0, norm = 0;
+        for (std::size_t i = 0; i < gc.size(); ++i) {
+            diff += (double(gg[i]) - gc[i]) * (double(gg[i]) - gc[i]);
+            norm += double(gc[i]) * gc[i];
+        }
+        BOOST_TEST_REQUIRE(std::sqrt(diff) <= 1e-3 * std::sqrt(norm) + 1e-6,
+                           "step " << step << ": |cuda - cpu gradient| " << std::sqrt(diff) << " of |cpu| "
+                                   << std::sqrt(norm));
+        curve_c.push_back(sc.loss);
+        shard.apply(gc);
+    }
+    // The GPU's own run (the same data order, dropout masks and Adam) learns
+    // at least half as much as the CPU's, between the means of the first
+    // and last 20 steps.
+    const auto curve_g = testing::adam_loss_curve(*mg, d, 0.002f, 5, 100, 32);
+    const auto mean = [](const std::vector<double>& c, std::size_t from) {
+        return std::accumulate(c.begin() + long(from), c.begin() + long(from + 20), 0.0) / 20;
+    };
+    // (On the CPU the three models fall from 2.16 to 0.12, 2.29 to 1.41 and
+    // 0.026 to 1e-6.)
+    const double cpu_fall = mean(curve_c, 0) - mean(curve_c, 80);
+    BOOST_TEST_REQUIRE(cpu_fall > 0.25 * mean(curve_c, 0), "the CPU's run learns: " << cpu_fall);
+    BOOST_TEST(mean(curve_g, 0) - mean(curve_g, 80) >= 0.5 * cpu_fall,
+               "the GPU's run learns: " << mean(curve_g, 0) << " -> " << mean(curve_g, 80) << ", the CPU's "
+                                        << mean(curve_c, 0) << " -> " << mean(curve_c, 80));
 }
 
 #include "tests/unit/trainer/compute/cuda_main.hpp"
