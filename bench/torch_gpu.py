@@ -4,7 +4,7 @@ cuda` (784-1024-1024-10 or the cnn preset on Fashion-MNIST, standardised
 pixels, Adam, shuffled epochs), for bench/gpu-vs-torch.  Benchmark only.
 
   torch_gpu.py [--model mlp|cnn] [--steps N] [--batch 100] [--lr 0.001] [--data DIR]
-               [--device cuda] [--autocast]
+               [--device cuda] [--autocast] [--ps sync|async]
 
 FP32 with TF32 off (cuBLAS and cuDNN), as pstrain computes; --autocast:
 the forward pass under torch.autocast(device, dtype=torch.bfloat16),
@@ -13,6 +13,12 @@ set lives on the device, as pstrain's batches are gathered there; each
 step draws the next batch of a shuffled epoch.  cuDNN picks its
 algorithms by its heuristics (torch.backends.cudnn.benchmark off), as
 pstrain's do.
+
+--ps sync|async: the same program with pstrain.torch's
+DistributedOptimizer instead of torch.optim.Adam (Adam on the ps tasks,
+the model staged through the exchange's pinned buffers): the task's role
+from TF_CONFIG (bench/gpu-vs-torch starts `pstrain serve` beside it); the
+chief prints the JSON line and ends the job.
 
 Prints one JSON line: steady_samples_per_sec over the last half (steps
 N/2 to N: bench/steady_timer.py, the device synchronised at both ends),
@@ -49,6 +55,7 @@ def main():
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--device", default="cuda")
     p.add_argument("--autocast", action="store_true")
+    p.add_argument("--ps", choices=["sync", "async"])
     a = p.parse_args()
     dev = torch.device(a.device)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -61,7 +68,16 @@ def main():
         model = make_cnn().to(dev)
     else:
         model = make_model([1024, 1024]).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    if a.ps:
+        import pstrain
+        from pstrain.torch import DistributedOptimizer
+
+        ctx = pstrain.init()
+        opt = DistributedOptimizer(
+            model.named_parameters(), optimizer="adam", lr=a.lr, sync=a.ps == "sync", context=ctx
+        )
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     loss_fn = torch.nn.CrossEntropyLoss()
     gen = torch.Generator(device=dev).manual_seed(1)
     order, pos = torch.randperm(len(x), generator=gen, device=dev), 0
@@ -75,13 +91,19 @@ def main():
             order, pos = torch.randperm(len(x), generator=gen, device=dev), 0
         rows = order[pos : pos + a.batch]
         pos += a.batch
-        opt.zero_grad(set_to_none=True)
+        if a.ps:
+            opt.zero_grad()  # a CPU model's gradients are views of the exchange buffer: kept, zeroed
+        else:
+            opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.autocast):
             loss = loss_fn(model(x[rows]), y[rows])
         loss.backward()
         opt.step()
     sync()
     out = steady.fields(a.steps, a.batch)
+    if a.ps and not ctx.is_chief:
+        opt.finish()
+        return
     out.update(
         {
             "model": a.model,
@@ -89,9 +111,12 @@ def main():
             "autocast": a.autocast,
             "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
             "torch": torch.__version__,
+            "ps": a.ps,
             "test_accuracy": accuracy(model, tx, ty, 1000),
         }
     )
+    if a.ps:
+        opt.finish()
     print(json.dumps(out))
 
 
