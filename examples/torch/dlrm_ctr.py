@@ -58,6 +58,11 @@ def parse_args(argv=None):
         action="store_true",
         help="train here with torch.nn.EmbeddingBag and torch.optim instead, no parameter server",
     )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="--single-process: where it trains (cuda for a GPU); a worker trains on pstrain.init()'s device",
+    )
     args = p.parse_args(argv)
     for name in ("steps", "batch_size", "dim", "threads"):
         if getattr(args, name) < 1:
@@ -167,7 +172,7 @@ class LocalTable(nn.Module):
 
     def __init__(self, ids, dim):
         super().__init__()
-        self.known = torch.unique(ids)
+        self.register_buffer("known", torch.unique(ids))  # moves with the model to its device
         self.bag = nn.EmbeddingBag(len(self.known), dim, mode="sum", sparse=True)
         nn.init.uniform_(self.bag.weight, -0.05, 0.05)
 
@@ -236,7 +241,31 @@ def files(data_dir):
     return train, test
 
 
-def result_line(step, seconds, samples, test_auc, logloss, ps, workers, mode):
+class HalfwayClock:
+    """The steady state of the benchmarks: samples/s over the last half of
+    the steps (from the first step at or past half of them to the end), the
+    device's queued work waited for at both ends."""
+
+    def __init__(self, steps, device):
+        self.half, self.device = steps // 2, device
+        self.t0 = self.step0 = None
+
+    def _now(self):
+        if self.device is not None and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.time()
+
+    def mark(self, step):
+        if self.t0 is None and step >= self.half:
+            self.t0, self.step0 = self._now(), step
+
+    def samples_per_sec(self, step, samples_per_step):
+        if self.t0 is None or step <= self.step0:
+            return float("nan")
+        return (step - self.step0) * samples_per_step / max(self._now() - self.t0, 1e-9)
+
+
+def result_line(step, seconds, samples, test_auc, logloss, ps, workers, mode, steady):
     return {
         "event": "done",
         "global_step": step,
@@ -244,6 +273,7 @@ def result_line(step, seconds, samples, test_auc, logloss, ps, workers, mode):
         "test_logloss": round(logloss, 4),
         "train_seconds": round(seconds, 2),
         "samples_per_sec": round(samples / max(seconds, 1e-9), 1),
+        "steady_samples_per_sec": round(steady, 1),
         "ps": ps,
         "workers": workers,
         "mode": mode,
@@ -254,17 +284,19 @@ def train_single(args):
     train_files, test_file = files(args.data)
     train, test = CtrData(train_files), CtrData([test_file])
     torch.manual_seed(args.seed)
+    device = torch.device(args.device)
     tables = [LocalTable(torch.cat([a, b]), args.dim) for a, b in zip(train.ids, test.ids)]
-    model = DLRM(tables, args.dim, args.interaction)
+    model = DLRM(tables, args.dim, args.interaction).to(device)
     dense = [p for n, p in model.named_parameters() if not n.startswith("tables.")]
     rows = [p for n, p in model.named_parameters() if n.startswith("tables.")]
     opt, table_opt = (
         torch.optim.Adam(dense, lr=args.lr),
         torch.optim.Adagrad(rows, lr=args.table_lr, initial_accumulator_value=0.1),
     )
-    it, t0 = batches(len(train), args.batch_size, args.seed, 0), time.time()
+    it, t0, clock = batches(len(train), args.batch_size, args.seed, 0), time.time(), HalfwayClock(args.steps, device)
     for step in range(1, args.steps + 1):
-        numeric, bags, y = train.batch(next(it))
+        clock.mark(step - 1)
+        numeric, bags, y = on(device, *train.batch(next(it)))
         opt.zero_grad()
         table_opt.zero_grad()
         loss = F.binary_cross_entropy_with_logits(model(numeric, bags), y)
@@ -273,9 +305,17 @@ def train_single(args):
         table_opt.step()
         if args.log_every and step % args.log_every == 0:
             print("dlrm_ctr[single]: step %d/%d loss %.4f" % (step, args.steps, loss.item()), flush=True)
+    steady = clock.samples_per_sec(args.steps, args.batch_size)
     seconds = time.time() - t0
     return result_line(
-        args.steps, seconds, args.steps * args.batch_size, *evaluate(model, test), 0, 1, "single-process"
+        args.steps,
+        seconds,
+        args.steps * args.batch_size,
+        *evaluate(model, test, device),
+        0,
+        1,
+        "single-process",
+        steady,
     )
 
 
@@ -302,9 +342,12 @@ def train_distributed(args):
         model.named_parameters(), optimizer="adam", lr=args.lr, sync=args.sync, context=ctx, embeddings=tables
     )
     it, t0, mine = batches(len(train), args.batch_size, args.seed, ctx.task_index), time.time(), 0
+    clock = HalfwayClock(args.steps, device)
+    per_step = args.batch_size * (ctx.num_workers if args.sync else 1)
     # The chief stops at --steps and ends training; the others go on until
     # it has (a worker that left early would be a lost one to the ps).
     while not opt.done and (opt.global_step < args.steps or not ctx.is_chief):
+        clock.mark(opt.global_step)
         numeric, bags, y = on(device, *train.batch(next(it)))
         opt.zero_grad()
         try:
@@ -326,11 +369,20 @@ def train_distributed(args):
         print("%s: stopped at global step %d after %d steps of its own" % (name, opt.global_step, mine), flush=True)
         return None
     step = opt.global_step
+    steady = clock.samples_per_sec(step, per_step)
     test_auc, logloss = evaluate(model, test, device)  # reads the rows from the ps tasks: before they end
     opt.finish()  # the chief ends training: the ps tasks' servers exit, and the job ends with this program
     samples = step * args.batch_size * (ctx.num_workers if args.sync else 1)
     return result_line(
-        step, seconds, samples, test_auc, logloss, ctx.num_ps, ctx.num_workers, "sync" if args.sync else "async"
+        step,
+        seconds,
+        samples,
+        test_auc,
+        logloss,
+        ctx.num_ps,
+        ctx.num_workers,
+        "sync" if args.sync else "async",
+        steady,
     )
 
 
