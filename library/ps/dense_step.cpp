@@ -76,16 +76,21 @@ void dense_step::apply_now(std::size_t i, const wire::push& m, shard_range part,
 // staleness bound may hold.  A bucket that overlaps the step's (the worker
 // began another step before this PS had the whole of its last one: a lost
 // PS, or a program that pushes part of the vector) counts the step before
-// as it is, and begins the next.
+// as it is, and begins the next; should that put the worker beyond the
+// bound, the next step's last reply is held (no reply of the step before
+// is left to hold), and should it end training, the bucket is not applied.
 void dense_step::apply_bucket_now(std::size_t i, const wire::push& m, shard_range part, bool shared)
 {
     auto& s = async_step_of(i);
     const bool overlaps = std::any_of(s.parts.begin(), s.parts.end(),
                                       [&](const shard_range& r) { return r.begin < part.end && part.begin < r.end; });
     if (overlaps) {
-        count_async_step(i, m.step, s.skip);
+        const bool hold = count_async_step(i, s.step, s.skip);
         s.restart();
+        s.hold = hold;
+        if (state_.done) return reply_values(i, part, shared, values_status::done);
     }
+    if (s.parts.empty()) s.step = m.step;
     s.parts.push_back(part);
     s.covered += part.size();
     links_[i].position = m.position;
@@ -101,7 +106,7 @@ void dense_step::apply_bucket_now(std::size_t i, const wire::push& m, shard_rang
         reply_values(i, part, shared, values_status::ok);
         return release_held();
     }
-    const bool hold = count_async_step(i, m.step, s.skip);
+    const bool hold = count_async_step(i, s.step, s.skip) || s.hold;
     s.restart();
     answer_async(i, part, shared, hold);
 }

@@ -67,7 +67,9 @@ struct async_step {
     std::vector<shard_range> parts;  // its buckets so far
     std::uint64_t covered = 0;       // the elements they cover
     std::uint64_t update = 0;        // the optimizer update they apply (0: none applied yet)
+    std::uint64_t step = 0;          // the global step of the values it was computed on (its first bucket's)
     bool skip = false;               // a bucket of it said skip
+    bool hold = false;               // the step before, cut short, put the worker beyond the staleness bound
 
     // The next step (keeps the storage).
     void restart()
@@ -76,6 +78,7 @@ struct async_step {
         covered = 0;
         update = 0;
         skip = false;
+        hold = false;
     }
 };
 

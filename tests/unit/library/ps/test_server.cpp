@@ -769,6 +769,34 @@ BOOST_AUTO_TEST_CASE(sync_stats_count_aggregated_and_stale_gradients_on_every_ps
 
 // ------------------------------------------------------------------ hooks
 
+// An async step cut short (a bucket that overlaps its own): the step before
+// counts, with the staleness of the values it was computed on, and when it
+// is the last step of training the new bucket is not applied.
+BOOST_AUTO_TEST_CASE(async_a_step_cut_short_counts_with_its_own_staleness_and_may_end_training)
+{
+    recorder rec;
+    ps_job job(1, 2, async_config(), rec.hooks(2));
+    auto& w0 = job.chief();
+    auto& w1 = job.worker(1);
+    start(job, 2);
+    fill(w1.grads(), g1);
+    w1.wait(w1.async_push());  // step 1: worker 0's values below are one step old
+    fill(w0.grads(), g0);
+    w0.wait(w0.async_push_bucket({3, 6}));  // computed on step 0's values, half of the shard
+    const auto before = to_vector(w0.params());
+    w0.wait(w0.async_push_bucket({3, 6}));  // overlaps: the step before counts, step 2 ends training
+    BOOST_TEST(w0.done());
+    BOOST_TEST(to_vector(w0.params()) == before, boost::test_tools::per_element());
+    for (const auto& ps : w0.stats()) {
+        BOOST_TEST(ps.step == 2u);
+        BOOST_TEST(ps.workers[0].gradients == 1u);
+        BOOST_TEST(ps.workers[0].staleness_max == 1u, "staleness of the step computed on step 0's values at step 1");
+    }
+    w0.shutdown();
+    pull_until_done(w1);
+    BOOST_TEST(!job.finish().threw);
+}
+
 BOOST_AUTO_TEST_CASE(the_step_completed_hook_ends_training_at_the_step_it_decides)
 {
     recorder rec;
