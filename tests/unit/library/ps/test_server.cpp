@@ -233,6 +233,40 @@ BOOST_AUTO_TEST_CASE(sync_with_backup_workers_refuses_a_push_of_part_of_the_shar
     BOOST_TEST((job.finish().outcome == server_outcome::done));
 }
 
+// The overlapped step's cases: Adam on n values over two PS tasks, four
+// buckets (the last first, one across the shards' boundary), a start and
+// each worker's gradient of each step.
+struct bucket_case {
+    static constexpr std::uint64_t n = 10007;
+    server_config cfg;
+    job_options o;
+    const std::vector<shard_range> buckets{{7000, n}, {3000, 7000}, {1200, 3000}, {0, 1200}};
+    std::vector<float> init = std::vector<float>(n);
+
+    bucket_case(server_config base, bool share, wire_precision precision) : cfg(base), o(sharing(share))
+    {
+        cfg.training.optimizer.kind = optimizer_kind::adam;
+        cfg.training.optimizer.learning_rate = 0.01f;
+        cfg.precision = precision;
+        o.num_params = n;
+        o.precisions = {precision, precision};
+        for (std::uint64_t i = 0; i < n; ++i) init[i] = 0.01f * static_cast<float>(i % 89) - 0.4f;
+    }
+    // A job whose PS 0 ends between the second and third buckets, started.
+    void start_job(ps_job& job) const
+    {
+        BOOST_TEST_REQUIRE(job.chief().partition().size() == 2u);
+        BOOST_TEST_REQUIRE((job.chief().partition()[0].end > 3000 && job.chief().partition()[0].end < 7000));
+        start(job, 2, init);
+    }
+    void fill_gradient(client& c, int w, int step) const
+    {
+        auto g = c.grads();
+        for (std::uint64_t i = 0; i < n; ++i)
+            g[i] = 0.001f * static_cast<float>((i * (3 + 4 * w) + step) % 101) - 0.05f;
+    }
+};
+
 // The overlapped step's buckets (test_served_shard checks the arithmetic):
 // two workers push each step's gradient bucket by bucket, the last one
 // first, one bucket across the two PS tasks' boundary, each worker all of
@@ -244,32 +278,18 @@ BOOST_DATA_TEST_CASE(sync_buckets_reach_the_values_of_whole_pushes_bit_for_bit,
                      bdata::make({false, true}) * bdata::make({wire_precision::fp32, wire_precision::bf16}), share,
                      precision)
 {
-    constexpr std::uint64_t n = 10007;
-    auto cfg = sync_config();
-    cfg.training.optimizer.kind = optimizer_kind::adam;
-    cfg.training.optimizer.learning_rate = 0.01f;
-    cfg.precision = precision;
-    auto o = sharing(share);
-    o.num_params = n;
-    o.precisions = {precision, precision};
-    const std::vector<shard_range> buckets{{7000, n}, {3000, 7000}, {1200, 3000}, {0, 1200}};
-    std::vector<float> init(n);
-    for (std::uint64_t i = 0; i < n; ++i) init[i] = 0.01f * static_cast<float>(i % 89) - 0.4f;
+    const bucket_case k(sync_config(), share, precision);
     const auto run = [&](bool bucketed) {
-        ps_job job(2, 2, cfg, {}, o);
-        BOOST_TEST_REQUIRE(job.chief().partition().size() == 2u);
-        BOOST_TEST_REQUIRE((job.chief().partition()[0].end > 3000 && job.chief().partition()[0].end < 7000));
-        start(job, 2, init);
+        ps_job job(2, 2, k.cfg, {}, k.o);
+        k.start_job(job);
         for (int step = 0; step < 5; ++step) {
             std::vector<ticket> tickets;
             for (int w = 0; w < 2; ++w) {
                 auto& c = job.worker(w);
-                auto g = c.grads();
-                for (std::uint64_t i = 0; i < n; ++i)
-                    g[i] = 0.001f * static_cast<float>((i * (3 + 4 * w) + step) % 101) - 0.05f;
+                k.fill_gradient(c, w, step);
                 if (!bucketed) tickets.push_back(c.async_push());
                 else
-                    for (const auto& b : buckets) tickets.push_back(c.async_push(b));
+                    for (const auto& b : k.buckets) tickets.push_back(c.async_push(b));
             }
             const std::size_t per_worker = tickets.size() / 2;
             for (std::size_t t = 0; t < tickets.size(); ++t)
@@ -288,7 +308,7 @@ BOOST_DATA_TEST_CASE(sync_buckets_reach_the_values_of_whole_pushes_bit_for_bit,
         return values;
     };
     const auto whole = run(false);
-    BOOST_TEST(whole != init, "the steps changed nothing");
+    BOOST_TEST(whole != k.init, "the steps changed nothing");
     BOOST_TEST(run(true) == whole, boost::test_tools::per_element());
 }
 
@@ -489,31 +509,18 @@ BOOST_DATA_TEST_CASE(async_buckets_reach_the_values_of_whole_pushes_bit_for_bit,
                      bdata::make({false, true}) * bdata::make({wire_precision::fp32, wire_precision::bf16}), share,
                      precision)
 {
-    constexpr std::uint64_t n = 10007;
-    auto cfg = async_config();
-    cfg.training.optimizer.kind = optimizer_kind::adam;
-    cfg.training.optimizer.learning_rate = 0.01f;
-    cfg.precision = precision;
-    auto o = sharing(share);
-    o.num_params = n;
-    o.precisions = {precision, precision};
-    const std::vector<shard_range> buckets{{7000, n}, {3000, 7000}, {1200, 3000}, {0, 1200}};
-    std::vector<float> init(n);
-    for (std::uint64_t i = 0; i < n; ++i) init[i] = 0.01f * static_cast<float>(i % 89) - 0.4f;
+    const bucket_case k(async_config(), share, precision);
     const auto run = [&](bool bucketed) {
-        ps_job job(2, 2, cfg, {}, o);
-        BOOST_TEST_REQUIRE((job.chief().partition()[0].end > 3000 && job.chief().partition()[0].end < 7000));
-        start(job, 2, init);
+        ps_job job(2, 2, k.cfg, {}, k.o);
+        k.start_job(job);
         for (int step = 0; step < 6; ++step) {
             const int w = step % 2;
             auto& c = job.worker(w);
-            auto g = c.grads();
-            for (std::uint64_t i = 0; i < n; ++i)
-                g[i] = 0.001f * static_cast<float>((i * (3 + 4 * w) + step) % 101) - 0.05f;
+            k.fill_gradient(c, w, step);
             std::vector<ticket> tickets;
             if (!bucketed) tickets.push_back(c.async_push());
             else
-                for (const auto& b : buckets) tickets.push_back(c.async_push_bucket(b));
+                for (const auto& b : k.buckets) tickets.push_back(c.async_push_bucket(b));
             for (const auto t : tickets) c.wait(t);
             BOOST_TEST(c.global_step() == static_cast<std::uint64_t>(step + 1));
         }
@@ -531,7 +538,7 @@ BOOST_DATA_TEST_CASE(async_buckets_reach_the_values_of_whole_pushes_bit_for_bit,
         return values;
     };
     const auto whole = run(false);
-    BOOST_TEST(whole != init, "the steps changed nothing");
+    BOOST_TEST(whole != k.init, "the steps changed nothing");
     BOOST_TEST(run(true) == whole, boost::test_tools::per_element());
 }
 
