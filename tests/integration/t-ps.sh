@@ -271,48 +271,34 @@ test_shared_memory_same_result_as_messages() {
 }
 
 # The overlapped step (--bucket-mb): each worker pushes the gradient in
-# buckets as backward completes them, and each PS applies a bucket as soon
-# as both workers' are in.  Sync training's numbers are those of one push
-# after backward, exactly, through shared memory and through messages, with
-# a bucket across the two PS tasks' shards.
-test_buckets_same_result_as_one_push() {
-  local a b c flags=(--device cpu --sync-replicas --train-steps 300 --seed 7 --hidden-units 128,64)
-  run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0
+# buckets as backward completes them.  Sync, each PS applies a bucket as
+# soon as both workers' are in; async, on arrival, every bucket of a step
+# as its one update (Adam's bias correction), the step counted once its
+# buckets are in.  buckets_same_result MODE TASKS WORKERS FLAGS...: with
+# two buckets, one across the two PS tasks' shards, the job ends where one
+# push after backward ends, exactly, at the same global step, through
+# shared memory and through messages (async: a worker alone).
+buckets_same_result() {
+  local mode=$1 tasks=$2 workers=$3 a b c; shift 3
+  local job=(srun -N3 -n"$tasks" --ps=2 --workers="$workers" --mpi=pmix "$pstrain" --device cpu --train-steps 300
+             --seed 7 --hidden-units 128,64 "$@")
+  run "${job[@]}" --bucket-mb 0
   expect_rc 0
   expect_not_contains "buckets as backward completes them"
   a=$(field "$(last_json <<<"$out")" test_cross_entropy)
-  run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0.01
+  run "${job[@]}" --bucket-mb 0.01
   expect_rc 0
-  expect_contains "pstrain[worker 0]: sync steps push the gradient in 2 buckets as backward completes them, the last layers first (0.03 MB, 0.38 MB; --bucket-mb 0.01)"
+  expect_contains "pstrain[worker 0]: $mode steps push the gradient in 2 buckets as backward completes them, the last layers first (0.03 MB, 0.38 MB; --bucket-mb 0.01)"
+  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 300 "global step with $mode buckets"
   b=$(field "$(last_json <<<"$out")" test_cross_entropy)
-  expect_eq "$b" "$a" "final test cross-entropy with buckets (one push gave $a)"
-  run srun -N3 -n4 --ps=2 --workers=2 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0.01 --shared-memory off
+  expect_eq "$b" "$a" "final test cross-entropy with $mode buckets (one push gave $a)"
+  run "${job[@]}" --bucket-mb 0.01 --shared-memory off
   expect_rc 0
   c=$(field "$(last_json <<<"$out")" test_cross_entropy)
-  expect_eq "$c" "$a" "final test cross-entropy with buckets through messages (one push gave $a)"
+  expect_eq "$c" "$a" "final test cross-entropy with $mode buckets through messages (one push gave $a)"
 }
-
-# The async overlapped step: each PS applies each bucket on arrival, every
-# bucket of a step as its one update (Adam's bias correction), and counts
-# the step once its buckets are in.  A worker alone ends where one push
-# after backward ends, exactly, at the same global step, through shared
-# memory and through messages, with a bucket across the two PS tasks' shards.
-test_async_buckets_same_result_as_one_push() {
-  local a b c flags=(--device cpu --optimizer adam --learning-rate 0.001 --train-steps 300 --seed 7 --hidden-units 128,64)
-  run srun -N3 -n3 --ps=2 --workers=1 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0
-  expect_rc 0
-  a=$(field "$(last_json <<<"$out")" test_cross_entropy)
-  run srun -N3 -n3 --ps=2 --workers=1 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0.01
-  expect_rc 0
-  expect_contains "pstrain[worker 0]: async steps push the gradient in 2 buckets as backward completes them"
-  expect_eq "$(field "$(last_json <<<"$out")" global_step)" 300 "global step with async buckets"
-  b=$(field "$(last_json <<<"$out")" test_cross_entropy)
-  expect_eq "$b" "$a" "final test cross-entropy with async buckets (one push gave $a)"
-  run srun -N3 -n3 --ps=2 --workers=1 --mpi=pmix "$pstrain" "${flags[@]}" --bucket-mb 0.01 --shared-memory off
-  expect_rc 0
-  c=$(field "$(last_json <<<"$out")" test_cross_entropy)
-  expect_eq "$c" "$a" "final test cross-entropy with async buckets through messages (one push gave $a)"
-}
+test_buckets_same_result_as_one_push() { buckets_same_result sync 4 2 --sync-replicas; }
+test_async_buckets_same_result_as_one_push() { buckets_same_result async 3 1 --optimizer adam --learning-rate 0.001; }
 
 # kill_during ROLE INDEX pstrain-args...: starts the job, kills the task
 # after the first progress, waits for the step; sets $out, $rc, $elapsed.
