@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 
 #include <fmt/format.h>
 
@@ -194,22 +195,13 @@ void engine::progress()
 
 bool engine::wait_until(const std::function<bool()>& pred, clock::time_point deadline)
 {
-    // Spin about as long as recent waits lasted, within [50, 250] us: a
-    // reply that comes within a few hundred microseconds (a push+pull on
-    // one node) is caught without paying for a wake-up, while a task whose
-    // waits last milliseconds (a PS between pushes, a sync worker waiting
-    // for the others) sleeps after 50 us and leaves the core to others.
-    constexpr auto min_spin = std::chrono::microseconds(50), max_spin = std::chrono::microseconds(250);
-    const auto spin_for = typical_wait_ < max_spin ? std::clamp(typical_wait_ * 3 / 2, min_spin, max_spin) : min_spin;
+    const auto spin_for = spin_.window();
     const auto start = clock::now();
     bool waited = false;
     for (;;) {
         progress();
         if (pred()) {
-            if (waited) {
-                auto took = std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start);
-                typical_wait_ = (typical_wait_ * 3 + took) / 4;
-            }
+            if (waited) spin_.waited(std::chrono::duration_cast<std::chrono::microseconds>(clock::now() - start));
             return true;
         }
         waited = true;
@@ -219,16 +211,22 @@ bool engine::wait_until(const std::function<bool()>& pred, clock::time_point dea
             ++spins_;
             continue;
         }
-        // A short spin catches replies that are already on their way.
-        auto spin_end = now + spin_for;
+        // The spin yields after each empty progress: on a core of its own
+        // sched_yield returns at once, while on a node with more tasks than
+        // cores the task this one waits for (its PS, a worker it shares the
+        // node with) runs first.  Three tasks on two cores train 1.3-1.45x
+        // faster than with a plain spin (bench/README.md).
         bool got = false;
-        while (clock::now() < spin_end) {
-            if (ucp_worker_progress(h_) != 0) {
-                got = true;
-                break;
+        if (spin_for.count() > 0) {
+            ++spins_;
+            for (const auto spin_end = now + spin_for; clock::now() < spin_end;) {
+                if (ucp_worker_progress(h_) != 0) {
+                    got = true;
+                    break;
+                }
+                ::sched_yield();
             }
         }
-        ++spins_;
         if (got) continue;
         ucs_status_t s = ucp_worker_arm(h_);
         if (s == UCS_ERR_BUSY) continue;  // events arrived meanwhile

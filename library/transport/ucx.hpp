@@ -7,6 +7,7 @@
 // UCX statuses become pstrain::error here, with ucs_status_string's words.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -25,6 +26,31 @@ namespace pstrain::ucx {
 void check(ucs_status_t status, const char* call);
 
 enum class progress_mode { event, spin };
+
+// How long an event-mode wait spins before it sleeps on the event fd.  A
+// spin catches a reply that comes within a few hundred microseconds (a
+// push and its values on one node) without paying for a wake-up.  A task
+// whose waits last longer (a PS between pushes, a sync worker waiting for
+// the others) sleeps at once: a spin would seldom catch its reply, and on
+// a node with more tasks than cores it takes the core from the task it
+// waits for.
+class spin_policy {
+public:
+    static constexpr std::chrono::microseconds min_spin{50}, max_spin{250};
+
+    // The spin before the next sleep: about as long as recent waits lasted,
+    // within [min_spin, max_spin]; none when they lasted max_spin or more.
+    std::chrono::microseconds window() const
+    {
+        if (typical_ >= max_spin) return std::chrono::microseconds(0);
+        return std::clamp(typical_ * 3 / 2, min_spin, max_spin);
+    }
+    // A wait that had to wait (its reply was not in yet) lasted `took`.
+    void waited(std::chrono::microseconds took) { typical_ = (typical_ * 3 + took) / 4; }
+
+private:
+    std::chrono::microseconds typical_{1000};  // moving average of the waits that waited
+};
 
 class context {
 public:
@@ -90,7 +116,9 @@ public:
     std::vector<std::uint8_t> address() const;
 
     // Runs UCX progress until pred() holds or the deadline passes; returns
-    // pred().  Event mode: after a short spin, ucp_worker_arm + poll(efd).
+    // pred().  Event mode: after a spin of spin_policy's window, in which
+    // the task yields its core to any other that is ready to run,
+    // ucp_worker_arm + poll(efd).
     bool wait_until(const std::function<bool()>& pred, std::chrono::steady_clock::time_point deadline);
     void progress();
 
@@ -114,7 +142,7 @@ private:
     int efd_ = -1;
     progress_mode mode_;
     std::uint64_t spins_ = 0, sleeps_ = 0;
-    std::chrono::microseconds typical_wait_{1000};  // moving average of the waits that waited
+    spin_policy spin_;
     friend class endpoint;
     std::deque<endpoint_failure> failures_;  // one per endpoint made; freed after ucp_worker_destroy
 };
