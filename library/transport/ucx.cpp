@@ -214,8 +214,9 @@ bool engine::wait_until(const std::function<bool()>& pred, clock::time_point dea
         // The spin yields after each empty progress: on a core of its own
         // sched_yield returns at once, while on a node with more tasks than
         // cores the task this one waits for (its PS, a worker it shares the
-        // node with) runs first.  Three tasks on two cores train 1.3-1.45x
-        // faster than with a plain spin (bench/README.md).
+        // node with) runs first.  With spin_policy's no spin for long waits,
+        // three tasks on two cores train 1.3-1.45x faster than with a spin
+        // of at least 50 us that kept the core (bench/README.md).
         bool got = false;
         if (spin_for.count() > 0) {
             ++spins_;
