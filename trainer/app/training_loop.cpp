@@ -224,17 +224,31 @@ private:
                 client_.async_push_bucket({buckets_[next_bucket_].begin, buckets_[next_bucket_].end}, position_));
     }
 
+    // While this step's exchange is in flight: the next batch's rows
+    // gathered into the model's input (model::prefetch), when the sampler
+    // knows them without drawing.  For --profile, part of compute.
+    void prefetch_next()
+    {
+        if (ctr_ || augment_ || !split_.dense()) return;
+        if (!split_.sampler().peek_batch(static_cast<std::size_t>(o_.batch_size), next_rows_)) return;
+        const auto c1 = clock::now();
+        s_.net->prefetch(s_.data.train, next_rows_);
+        compute_time_ += clock::now() - c1;
+    }
+
     // --profile, the overlapped step: how much of the exchange, from the
-    // first bucket's push to the last values in, ran while backward went on.
+    // first bucket's push to the last values in, ran while backward, and
+    // then the next batch's gather, went on.
     std::string overlap_line() const
     {
         const auto ms = [&](std::chrono::nanoseconds t) {
             return std::chrono::duration<double, std::milli>(t).count() / static_cast<double>(local_steps_);
         };
         const double hidden = ms(overlapped_), span = hidden + ms(exposed_);
-        return fmt::format("overlap of {}: the exchange took {:.3f} ms per step from the first bucket's push to the "
-                           "last values in, {:.3f} ms ({:.1f}%) of it while backward went on",
-                           who_.name, span, hidden, span > 0 ? 100 * hidden / span : 0.0);
+        return fmt::format(
+            "overlap of {}: the exchange took {:.3f} ms per step from the first bucket's push to the "
+            "last values in, {:.3f} ms ({:.1f}%) of it while backward and the next batch's gather went on",
+            who_.name, span, hidden, span > 0 ? 100 * hidden / span : 0.0);
     }
 
     // One step: a batch's gradient pushed and the new values in; the
@@ -246,12 +260,16 @@ private:
         next_bucket_ = 0;
         const auto batch = compute(rows);
         check_loss(batch.loss, step());
-        if (buckets_.empty()) client_.step(position_);
-        else {
-            const auto backward_done = clock::now();
+        if (buckets_.empty()) {
+            const auto push = client_.async_push(position_);
+            prefetch_next();
+            client_.wait(push);
+        } else {
+            prefetch_next();
+            const auto work_done = clock::now();
             for (const auto t : pushes_) client_.wait(t);  // the next forward reads every bucket's values
-            overlapped_ += backward_done - first_push_;
-            exposed_ += clock::now() - backward_done;
+            overlapped_ += work_done - first_push_;
+            exposed_ += clock::now() - work_done;
         }
         if (ctr_) ctr_->finish();
         recovery_.went_on(report_ ? &*report_ : nullptr);
@@ -605,12 +623,13 @@ private:
     std::optional<data::augmenter> augment_;  // --augment-shift / --augment-flip
     data::dataset augmented_;                 // the augmented batch
     std::vector<std::uint32_t> identity_;     // 0..batch-1
+    std::vector<std::uint32_t> next_rows_;    // the next batch's, gathered ahead (prefetch_next)
     int replicas_;
     std::vector<model::flat_range> buckets_;       // sync, overlapped: the step's buckets, last first (none: one push)
     std::vector<ps::ticket> pushes_;               // this step's bucket pushes
     std::size_t next_bucket_ = 0;                  // the first bucket of this step not pushed yet
     clock::time_point first_push_;                 // this step's first bucket's push
-    std::chrono::nanoseconds overlapped_{0};       // --profile: exchange time while backward went on
+    std::chrono::nanoseconds overlapped_{0};       // --profile: exchange time while backward or the gather went on
     std::chrono::nanoseconds exposed_{0};          // --profile: exchange time after backward
     data_split split_;                             // the data among the live workers (ps 0's, as last seen)
     std::uint64_t position_ = 0;                   // batches drawn, across restarts

@@ -91,4 +91,12 @@ void sampler::next_batch(std::size_t batch_size, std::vector<std::uint32_t>& out
     }
 }
 
+bool sampler::peek_batch(std::size_t batch_size, std::vector<std::uint32_t>& out) const
+{
+    if (with_replacement_ || batch_size > order_.size() - position_) return false;
+    const auto from = order_.begin() + static_cast<std::ptrdiff_t>(position_);
+    out.assign(from, from + static_cast<std::ptrdiff_t>(batch_size));
+    return true;
+}
+
 }  // namespace pstrain::data

@@ -15,6 +15,11 @@ public:
 
     // Fills `out` with the next batch's row indices.
     void next_batch(std::size_t batch_size, std::vector<std::uint32_t>& out);
+    // The rows next_batch will draw, into `out`, when they are known
+    // without drawing: within this epoch's order, without replacement.
+    // False otherwise (the batch crosses into the next epoch, or rows are
+    // drawn at random); `out` is then unchanged.
+    bool peek_batch(std::size_t batch_size, std::vector<std::uint32_t>& out) const;
 
     std::size_t shard_size() const { return shard_.size(); }
     std::uint64_t epoch() const { return epoch_; }

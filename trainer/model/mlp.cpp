@@ -74,6 +74,12 @@ public:
         return {loss, static_cast<double>(sums.correct) / n};
     }
 
+    void prefetch(const data::dataset& d, std::span<const std::uint32_t> rows) override
+    {
+        check_rows(d, rows.size());
+        staging_->prefetch(d, rows, act_[0].get(), labels_.get());
+    }
+
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override
     {
         check_rows(d, 0);

@@ -74,6 +74,10 @@ void device_staging::gradients_out(std::span<float> host)
 
 void device_staging::gather(const data::dataset& d, std::span<const std::uint32_t> rows, float* x, std::int32_t* labels)
 {
+    const bool there = ahead_.d == &d && ahead_.x == x && ahead_.labels == labels &&
+                       std::equal(rows.begin(), rows.end(), ahead_.rows.begin(), ahead_.rows.end());
+    ahead_.d = nullptr;
+    if (there) return;
     float* xs = be_.host_memory() ? x : inputs_.data();
     std::int32_t* ys = be_.host_memory() ? labels : labels_.data();
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -84,6 +88,16 @@ void device_staging::gather(const data::dataset& d, std::span<const std::uint32_
         be_.copy_to_device(x, xs, rows.size() * d.cols * sizeof(float));
         be_.copy_to_device(labels, ys, rows.size() * sizeof(std::int32_t));
     }
+}
+
+void device_staging::prefetch(const data::dataset& d, std::span<const std::uint32_t> rows, float* x,
+                              std::int32_t* labels)
+{
+    gather(d, rows, x, labels);
+    ahead_.d = &d;
+    ahead_.x = x;
+    ahead_.labels = labels;
+    ahead_.rows.assign(rows.begin(), rows.end());
 }
 
 std::vector<int> parse_hidden_units(const std::string& text)

@@ -70,6 +70,18 @@ public:
 
     virtual eval_result evaluate(std::span<const float> params, const data::dataset& d) = 0;
 
+    // The next batch, known while this step's exchange is in flight: a
+    // model may gather its rows now into where compute_gradients reads
+    // them, so that the next compute_gradients of the same rows of the same
+    // `d` (unchanged in between) finds them there and goes straight to
+    // forward.  Any other batch or an evaluation in between is gathered as
+    // always: the results are the same with it or without.
+    virtual void prefetch(const data::dataset& d, std::span<const std::uint32_t> rows)
+    {
+        (void)d;
+        (void)rows;
+    }
+
     // The overlapped step's hook, called by compute_gradients: each time
     // backward has completed the gradient of elements [from, num_params())
     // in the host `grads` (the last layers come first), with the batch's
@@ -116,9 +128,24 @@ public:
     // Rows `rows` of d into x (rows x d.cols) and their labels, both in the
     // backend's memory.
     void gather(const data::dataset& d, std::span<const std::uint32_t> rows, float* x, std::int32_t* labels);
+    // model::prefetch: gather now; the next gather of the same rows of `d`
+    // into the same x and labels finds them there and copies nothing.  On
+    // a device the copy in is queued now, behind the step's kernels, which
+    // have completed (compute_gradients waits for its gradient): it
+    // overwrites nothing they read.
+    void prefetch(const data::dataset& d, std::span<const std::uint32_t> rows, float* x, std::int32_t* labels);
 
 private:
     compute::backend& be_;
+    // What prefetch gathered, until the next gather: the data, where to and
+    // the rows.
+    struct gathered {
+        const data::dataset* d = nullptr;
+        const float* x = nullptr;
+        const std::int32_t* labels = nullptr;
+        std::vector<std::uint32_t> rows;
+    };
+    gathered ahead_;
     compute::device_array<float> params_, grads_;
     compute::host_array<float> inputs_;
     compute::host_array<std::int32_t> labels_;

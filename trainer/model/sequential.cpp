@@ -176,6 +176,12 @@ public:
         return {mean_loss, static_cast<double>(sums.correct) / n};
     }
 
+    void prefetch(const data::dataset& d, std::span<const std::uint32_t> rows) override
+    {
+        check_rows(d, rows.size());
+        staging_->prefetch(d, rows, input_buffer_.get(), labels_.get());
+    }
+
     eval_result evaluate(std::span<const float> params, const data::dataset& d) override
     {
         check_rows(d, 0);

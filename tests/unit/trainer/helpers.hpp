@@ -34,10 +34,18 @@ inline data::dataset make_image_data(std::size_t rows, int c, int h, int w, int 
     return d;
 }
 
+// How adam_loss_curve drives the model between its steps, as the training
+// loop may: the next batch gathered ahead (model::prefetch, when the
+// sampler knows it), an evaluation every `evaluate_every` steps (0: none).
+struct curve_options {
+    bool prefetch = false;
+    int evaluate_every = 0;
+};
+
 // The loss of every step of an Adam run of `steps` batches of `batch` rows,
 // from the seed's initialisation and data order.
 inline std::vector<double> adam_loss_curve(model::model& m, const data::dataset& d, float learning_rate,
-                                           std::uint64_t seed, int steps, std::size_t batch)
+                                           std::uint64_t seed, int steps, std::size_t batch, curve_options how = {})
 {
     ps::optimizer_config cfg;
     cfg.kind = ps::optimizer_kind::adam;
@@ -52,7 +60,10 @@ inline std::vector<double> adam_loss_curve(model::model& m, const data::dataset&
     for (int step = 0; step < steps; ++step) {
         s.next_batch(batch, rows);
         losses.push_back(m.compute_gradients(shard.values(), d, rows, g).loss);
+        std::vector<std::uint32_t> next;
+        if (how.prefetch && s.peek_batch(batch, next)) m.prefetch(d, next);
         shard.apply(g);
+        if (how.evaluate_every > 0 && (step + 1) % how.evaluate_every == 0) m.evaluate(shard.values(), d);
     }
     return losses;
 }

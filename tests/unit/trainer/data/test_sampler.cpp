@@ -53,6 +53,29 @@ BOOST_AUTO_TEST_CASE(same_seed_same_order_other_seed_other_order)
     BOOST_TEST(a != c);
 }
 
+BOOST_AUTO_TEST_CASE(a_peek_is_the_next_batch_within_the_epoch_and_draws_nothing)
+{
+    sampler s(50, 2, 0, 3, false), t(50, 2, 0, 3, false);  // shards of 25
+    std::vector<std::uint32_t> peeked, drawn, expected;
+    std::size_t position = 0, known_batches = 0;  // in the epoch's order
+    for (int b = 0; b < 8; ++b) {
+        const bool known = s.peek_batch(10, peeked);
+        t.next_batch(10, expected);
+        s.next_batch(10, drawn);
+        BOOST_TEST(drawn == expected);  // peeking changed nothing
+        // A batch that runs past the epoch's end takes rows of an order not
+        // shuffled yet.
+        const bool inside = position + 10 <= 25;
+        BOOST_TEST(known == inside, "batch " << b);
+        if (known) BOOST_TEST(peeked == drawn);
+        known_batches += known;
+        position = inside ? position + 10 : position + 10 - 25;
+    }
+    BOOST_TEST(known_batches == 5u);
+    sampler r(30, 3, 2, 5, true);
+    BOOST_TEST(!r.peek_batch(4, peeked), "rows drawn at random are not known ahead");
+}
+
 BOOST_AUTO_TEST_CASE(with_replacement_stays_in_the_shard)
 {
     sampler s(30, 3, 2, 5, true);
