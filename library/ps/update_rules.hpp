@@ -26,9 +26,13 @@ inline void adagrad_update(float& p, float& accum, float g, float lr)
 // lr * sqrt(1 - beta2^t) / (1 - beta1^t) by the caller.
 inline void adam_update(float& p, float& m, float& v, float g, float lr_t, float beta1, float beta2, float epsilon)
 {
-    m = beta1 * m + (1.0f - beta1) * g;
-    v = beta2 * v + (1.0f - beta2) * g * g;
-    p -= lr_t * m / (std::sqrt(v) + epsilon);
+    // The new moments in registers: the step reads them back from there,
+    // not from memory just written (a wide store read back at once stalls).
+    const float m1 = beta1 * m + (1.0f - beta1) * g;
+    const float v1 = beta2 * v + (1.0f - beta2) * g * g;
+    m = m1;
+    v = v1;
+    p -= lr_t * m1 / (std::sqrt(v1) + epsilon);
 }
 
 }  // namespace pstrain::ps
