@@ -195,7 +195,6 @@ void engine::progress()
 
 bool engine::wait_until(const std::function<bool()>& pred, clock::time_point deadline)
 {
-    const auto spin_for = spin_.window();
     const auto start = clock::now();
     bool waited = false;
     for (;;) {
@@ -216,16 +215,20 @@ bool engine::wait_until(const std::function<bool()>& pred, clock::time_point dea
         // cores the task this one waits for (its PS, a worker it shares the
         // node with) runs first.  With spin_policy's no spin for long waits,
         // three tasks on two cores train 1.3-1.45x faster than with a spin
-        // of at least 50 us that kept the core (bench/README.md).
+        // of at least 50 us that kept the core (bench/README.md).  A yield
+        // that lost the core for a while ends the spin: see spin_policy.
         bool got = false;
-        if (spin_for.count() > 0) {
+        if (const auto spin_for = spin_.window(now); spin_for.count() > 0) {
             ++spins_;
-            for (const auto spin_end = now + spin_for; clock::now() < spin_end;) {
+            for (const auto spin_end = now + spin_for; now < spin_end;) {
                 if (ucp_worker_progress(h_) != 0) {
                     got = true;
                     break;
                 }
+                const auto before = clock::now();
                 ::sched_yield();
+                now = clock::now();
+                if (spin_.yielded(now - before, now)) break;  // the core went to another task: sleep
             }
         }
         if (got) continue;

@@ -34,22 +34,45 @@ enum class progress_mode { event, spin };
 // the others) sleeps at once: a spin would seldom catch its reply, and on
 // a node with more tasks than cores it takes the core from the task it
 // waits for.
+//
+// A spin also stops, and no wait spins for `contended_pause`, when a
+// sched_yield of it was away `lost_core` or longer: another task took this
+// core, the node has more runnable tasks than cores.  There a spinning task
+// that gets a message still waits for its turn on the core (a tick, if the
+// task holding it computes), while one asleep on the event fd is woken and
+// runs at once: 1 PS + 2 workers on two cores train 1.1x faster in async.
 class spin_policy {
 public:
-    static constexpr std::chrono::microseconds min_spin{50}, max_spin{250};
+    using clock = std::chrono::steady_clock;
+    static constexpr std::chrono::microseconds min_spin{50}, max_spin{250}, lost_core{50};
+    static constexpr std::chrono::seconds contended_pause{1};
 
     // The spin before the next sleep: about as long as recent waits lasted,
-    // within [min_spin, max_spin]; none when they lasted max_spin or more.
-    std::chrono::microseconds window() const
+    // within [min_spin, max_spin]; none when they lasted max_spin or more,
+    // and none for contended_pause after the core was lost.
+    std::chrono::microseconds window(clock::time_point now = clock::now()) const
     {
-        if (typical_ >= max_spin) return std::chrono::microseconds(0);
+        if (typical_ >= max_spin || now < quiet_until_) return std::chrono::microseconds(0);
         return std::clamp(typical_ * 3 / 2, min_spin, max_spin);
     }
     // A wait that had to wait (its reply was not in yet) lasted `took`.
     void waited(std::chrono::microseconds took) { typical_ = (typical_ * 3 + took) / 4; }
+    // A yield of the spin returned after `away`, at `now`; true: the core
+    // was lost, the spin ends (and the next ones for contended_pause).
+    bool yielded(std::chrono::nanoseconds away, clock::time_point now)
+    {
+        if (away < lost_core) return false;
+        quiet_until_ = now + contended_pause;
+        ++contended_;
+        return true;
+    }
+    // The times a yield lost the core.
+    std::uint64_t contended() const { return contended_; }
 
 private:
     std::chrono::microseconds typical_{1000};  // moving average of the waits that waited
+    clock::time_point quiet_until_{};          // no spin before
+    std::uint64_t contended_ = 0;
 };
 
 class context {
@@ -135,6 +158,8 @@ public:
 
     std::uint64_t spins() const { return spins_; }
     std::uint64_t sleeps() const { return sleeps_; }
+    // Spins ended because a yield lost the core (spin_policy::yielded).
+    std::uint64_t contended() const { return spin_.contended(); }
 
 private:
     context& ctx_;

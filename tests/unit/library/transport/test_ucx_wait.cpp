@@ -30,6 +30,27 @@ BOOST_AUTO_TEST_CASE(the_spin_follows_short_waits_and_stops_when_they_last_longe
     BOOST_TEST(p.window().count() > 0);  // short again: spins again
 }
 
+BOOST_AUTO_TEST_CASE(a_yield_that_lost_the_core_stops_the_spins_for_a_while)
+{
+    spin_policy p;
+    for (int i = 0; i < 20; ++i) p.waited(microseconds(20));
+    const auto t0 = spin_policy::clock::now();
+    BOOST_TEST(p.window(t0).count() == spin_policy::min_spin.count());
+    // A yield that returns at once (a core of its own): the spin goes on.
+    BOOST_TEST(!p.yielded(microseconds(3), t0));
+    BOOST_TEST(p.window(t0).count() > 0);
+    // One that was away 60 us (another task ran on this core): the spin
+    // ends, and no wait spins for contended_pause.
+    BOOST_TEST(p.yielded(microseconds(60), t0));
+    BOOST_TEST(p.contended() == 1u);
+    BOOST_TEST(p.window(t0).count() == 0);
+    BOOST_TEST(p.window(t0 + spin_policy::contended_pause - microseconds(1)).count() == 0);
+    for (int i = 0; i < 20; ++i) p.waited(microseconds(20));  // short waits do not end the pause
+    BOOST_TEST(p.window(t0 + std::chrono::milliseconds(500)).count() == 0);
+    // After it the spin is tried again.
+    BOOST_TEST(p.window(t0 + spin_policy::contended_pause).count() == spin_policy::min_spin.count());
+}
+
 BOOST_AUTO_TEST_CASE(an_engine_whose_waits_last_long_sleeps_without_spinning)
 {
     context ctx;
