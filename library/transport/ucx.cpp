@@ -9,10 +9,12 @@
 #include <fstream>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -137,7 +139,25 @@ engine::engine(context& ctx, progress_mode mode) : ctx_(ctx), mode_(mode)
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     params.thread_mode = UCS_THREAD_MODE_SINGLE;
     check(ucp_worker_create(ctx.get(), &params, &h_), "ucp_worker_create");
-    if (mode_ == progress_mode::event) check(ucp_worker_get_efd(h_, &efd_), "ucp_worker_get_efd");
+    if (mode_ == progress_mode::event) {
+        check(ucp_worker_get_efd(h_, &efd_), "ucp_worker_get_efd");
+        loadavg_fd_ = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);  // -1: never crowded, as before
+    }
+}
+
+bool engine::crowded() const
+{
+    // "0.61 0.93 1.37 3/250 17890": the fourth field's first number is the
+    // scheduling entities runnable now, this task among them.
+    char text[128];
+    if (loadavg_fd_ < 0) return false;
+    const ssize_t n = ::pread(loadavg_fd_, text, sizeof text - 1, 0);
+    if (n <= 0) return false;
+    text[n] = '\0';
+    long running = 0;
+    if (std::sscanf(text, "%*s %*s %*s %ld/", &running) != 1) return false;
+    static const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 && running > cpus;
 }
 
 namespace {
@@ -172,6 +192,7 @@ void discard_unexpected(ucp_worker_h h, std::vector<std::uint8_t>& sink) noexcep
 
 engine::~engine()
 {
+    if (loadavg_fd_ >= 0) ::close(loadavg_fd_);
     if (!h_) return;
     std::vector<std::uint8_t> sink;  // outlives the worker: a receive left in flight may write it until then
     discard_unexpected(h_, sink);
@@ -228,7 +249,8 @@ bool engine::wait_until(const std::function<bool()>& pred, clock::time_point dea
                 const auto before = clock::now();
                 ::sched_yield();
                 now = clock::now();
-                if (spin_.yielded(now - before, now)) break;  // the core went to another task: sleep
+                if (spin_.yielded(now - before, now, [this] { return crowded(); }))
+                    break;  // the core went to another task: sleep
             }
         }
         if (got) continue;
