@@ -153,16 +153,20 @@ pause_past_limit() {
 # Async: the PS goes on without the paused worker and never hears from it
 # again; the worker, resumed, hears nothing from the PS that gave it up and
 # exits 1 naming it.  Training ends at its step count with a sane accuracy.
+# The job must outlast the resumed worker's own silence limit (6 s of
+# listening after it resumes): with 40000 steps at this machine's 225 k
+# samples/s (17.6 s) it ended first, and the worker saw the PS's endpoint
+# go (Endpoint timeout); 60000 steps train for about 27 s.
 test_async_worker_paused_past_the_limit_comes_back_and_changes_nothing() {
   layout=(--ps=1 --workers=2)
-  pause_past_limit worker 1 "lost worker 1" --train-steps 40000
+  pause_past_limit worker 1 "lost worker 1" --train-steps 60000
   out=$(cat task-0.out)
   expect_contains "pstrain[ps 0]: warning: lost worker 1 (n3) (silent for "
   expect_contains "going on with 1 workers"
   expect_not_contains "error"
   local done
   done=$(last_json task-1.out)
-  expect_eq "$(field "$done" global_step)" 40000 "the chief's global step"
+  expect_eq "$(field "$done" global_step)" 60000 "the chief's global step"
   python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.85 else 1)" "$(field "$done" test_accuracy)" ||
     fail "test accuracy $(field "$done" test_accuracy) after the paused worker came back (at least 0.85)"
   out=$(cat task-2.out)

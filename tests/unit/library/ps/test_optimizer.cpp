@@ -117,7 +117,7 @@ BOOST_AUTO_TEST_CASE(every_element_gets_the_bits_of_the_rule_one_element_at_a_ti
                 }
                 BOOST_TEST_INFO(optimizer_name(kind) << ", " << n << " elements" << (in_place ? ", in place" : ""));
                 BOOST_TEST(std::memcmp(p.data(), want_p.data(), n * sizeof(float)) == 0);
-                BOOST_TEST(std::memcmp(s.data(), want_s.data(), s.size() * sizeof(float)) == 0);
+                BOOST_TEST((s.empty() || std::memcmp(s.data(), want_s.data(), s.size() * sizeof(float)) == 0));
             }
 }
 
