@@ -167,8 +167,6 @@ public:
 
     std::uint64_t spins() const { return spins_; }
     std::uint64_t sleeps() const { return sleeps_; }
-    // Spins ended because a yield lost the core (spin_policy::yielded).
-    std::uint64_t contended() const { return spin_.contended(); }
     // More tasks runnable on the node now than online CPUs (/proc/loadavg's
     // running count); false when that cannot be read (a spin-mode engine).
     bool crowded() const;

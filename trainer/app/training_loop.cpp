@@ -630,7 +630,7 @@ private:
     std::size_t next_bucket_ = 0;                  // the first bucket of this step not pushed yet
     clock::time_point first_push_;                 // this step's first bucket's push
     std::chrono::nanoseconds overlapped_{0};       // --profile: exchange time while backward or the gather went on
-    std::chrono::nanoseconds exposed_{0};          // --profile: exchange time after backward
+    std::chrono::nanoseconds exposed_{0};          // --profile: exchange time after backward and the gather
     data_split split_;                             // the data among the live workers (ps 0's, as last seen)
     std::uint64_t position_ = 0;                   // batches drawn, across restarts
     std::chrono::nanoseconds compute_time_{0};     // in the model's compute_gradients, for --profile

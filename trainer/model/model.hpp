@@ -76,11 +76,7 @@ public:
     // `d` (unchanged in between) finds them there and goes straight to
     // forward.  Any other batch or an evaluation in between is gathered as
     // always: the results are the same with it or without.
-    virtual void prefetch(const data::dataset& d, std::span<const std::uint32_t> rows)
-    {
-        (void)d;
-        (void)rows;
-    }
+    virtual void prefetch(const data::dataset&, std::span<const std::uint32_t>) {}
 
     // The overlapped step's hook, called by compute_gradients: each time
     // backward has completed the gradient of elements [from, num_params())
